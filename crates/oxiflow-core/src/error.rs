@@ -1,0 +1,103 @@
+//! The one error type of the engine.
+//!
+//! Every variant names what went wrong in the user's terms: the node, the op, the device,
+//! the shapes. [`OxiflowError::code`] maps each variant to a TensorFlow status code
+//! (`error_codes.proto`), which the C ABI passes to Julia along with the message.
+
+use crate::dtype::DType;
+use crate::shape::Shape;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = OxiflowError> = std::result::Result<T, E>;
+
+/// An engine error. Messages follow TensorFlow's texts where TF has one (placer, feeds,
+/// uninitialized variables), so that users can search for them.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OxiflowError {
+    /// A device string that does not parse (TF: `Malformed device specification`).
+    #[error("Malformed device specification '{spec}': {reason}")]
+    MalformedDevice { spec: String, reason: String },
+
+    /// Operand shapes that do not fit the op, found when the node is built.
+    #[error("{op} '{node}': incompatible shapes {lhs} and {rhs}{detail}")]
+    ShapeMismatch { op: String, node: String, lhs: Shape, rhs: Shape, detail: String },
+
+    /// Operand dtypes that do not fit the op, found when the node is built.
+    #[error("{op} '{node}': expected dtype {expected}, got {got}{detail}")]
+    DTypeMismatch { op: String, node: String, expected: DType, got: DType, detail: String },
+
+    /// The placer could not find a device (TF: `Cannot assign a device for operation ...`).
+    #[error("Cannot assign a device for operation {node}: {msg}")]
+    Placement { node: String, msg: String },
+
+    /// A user device function failed or returned something that is not a device string.
+    #[error("device function failed for operation {node} ({op}): {msg}")]
+    DeviceFunction { node: String, op: String, msg: String },
+
+    /// A fed value that does not match the tensor it replaces.
+    #[error("Cannot feed value of {what} for Tensor '{tensor}', which has {expected}")]
+    Feed { tensor: String, what: String, expected: String },
+
+    /// A variable read before `init` (TF's FailedPrecondition text).
+    #[error("Attempting to use uninitialized value {variable}\n\t [[{{{{node {node}}}}}]]")]
+    Uninitialized { variable: String, node: String },
+
+    /// An allocation over a device's memory limit.
+    #[error("OOM when allocating {requested} bytes on {device}: {in_use} bytes in use, limit {limit} bytes")]
+    ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize },
+
+    /// Bad argument not covered above; the message names the op or node.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// A name (node, tensor, device, op type) that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+
+    /// Something that needs to have happened first did not (e.g. a profile before `run_profile`).
+    #[error("{0}")]
+    FailedPrecondition(String),
+
+    /// A feature this build does not have yet; the message says which.
+    #[error("{0}")]
+    Unimplemented(String),
+
+    /// A bug in Oxiflow (a kernel panicked, an invariant broke).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl OxiflowError {
+    /// TensorFlow status code of this error (`INVALID_ARGUMENT = 3`, `NOT_FOUND = 5`,
+    /// `RESOURCE_EXHAUSTED = 8`, `FAILED_PRECONDITION = 9`, `UNIMPLEMENTED = 12`, `INTERNAL = 13`).
+    pub fn code(&self) -> i32 {
+        use OxiflowError::*;
+        match self {
+            MalformedDevice { .. } | ShapeMismatch { .. } | DTypeMismatch { .. } | Placement { .. }
+            | DeviceFunction { .. } | Feed { .. } | InvalidArgument(_) => 3,
+            NotFound(_) => 5,
+            ResourceExhausted { .. } => 8,
+            Uninitialized { .. } | FailedPrecondition(_) => 9,
+            Unimplemented(_) => 12,
+            Internal(_) => 13,
+        }
+    }
+
+    /// TF's name for [`OxiflowError::code`] (`InvalidArgumentError`, ...), for messages.
+    pub fn kind(&self) -> &'static str {
+        match self.code() {
+            3 => "InvalidArgumentError",
+            5 => "NotFoundError",
+            8 => "ResourceExhaustedError",
+            9 => "FailedPreconditionError",
+            12 => "UnimplementedError",
+            _ => "InternalError",
+        }
+    }
+}
+
+/// Shorthand for `Err(OxiflowError::InvalidArgument(format!(...)))`.
+#[macro_export]
+macro_rules! invalid {
+    ($($arg:tt)*) => { Err($crate::error::OxiflowError::InvalidArgument(format!($($arg)*))) };
+}

@@ -1,0 +1,506 @@
+//! The dataflow graph: nodes with TF-style names, inputs, attrs, requested devices,
+//! colocation lists and collections; the device, colocation, name and control-dependency
+//! scope stacks that TF's Python `Graph` keeps (`ops.py`).
+
+use crate::device_spec::DeviceSpec;
+use crate::dtype::DType;
+use crate::error::{OxiflowError, Result};
+use crate::ops::{self, Attrs, InferCtx, OpDef};
+use crate::shape::Shape;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+/// Index of a node in its graph. Nodes only take inputs from earlier nodes, so id order is
+/// a topological order.
+pub type NodeId = usize;
+
+/// One output of a node: TF's tensor `name:index`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Output {
+    pub node: NodeId,
+    pub index: usize,
+}
+
+impl Output {
+    /// Output `index` of `node`.
+    pub fn new(node: NodeId, index: usize) -> Output {
+        Output { node, index }
+    }
+}
+
+/// Static type of one output: dtype and shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorType {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+impl TensorType {
+    pub fn new(dtype: DType, shape: Shape) -> TensorType {
+        TensorType { dtype, shape }
+    }
+}
+
+/// A graph node (TF's `NodeDef` plus what the graph knows about it).
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: NodeId,
+    /// Unique name, e.g. `Sin`, `Sin_1`, `gradients/Cos_grad/Sin`.
+    pub name: String,
+    /// Op definition (type, kernel, shape function, gradient).
+    pub op: &'static OpDef,
+    pub inputs: Vec<Output>,
+    pub control_inputs: Vec<NodeId>,
+    pub attrs: Attrs,
+    /// The device the scopes asked for (`NodeDef.device`), canonical; may be partial or empty.
+    pub requested_device: DeviceSpec,
+    /// Colocation constraints, TF's `_class` attr: `loc:@<node name>` entries, sorted.
+    pub colocation: Vec<String>,
+    pub outputs: Vec<TensorType>,
+}
+
+impl Node {
+    /// TF's `colocation_groups()`: the `_class` entries, or `loc:@<own name>`.
+    pub fn colocation_groups(&self) -> Vec<String> {
+        if self.colocation.is_empty() {
+            vec![format!("loc:@{}", self.name)]
+        } else {
+            self.colocation.clone()
+        }
+    }
+
+    /// TF tensor name of output `i` (`Sin:0`).
+    pub fn tensor_name(&self, i: usize) -> String {
+        format!("{}:{}", self.name, i)
+    }
+}
+
+/// The read-only view of a node that device functions receive (TF's `NodeDef`): name, op
+/// type, the device set so far by inner scopes, input tensor names, attrs as text.
+#[derive(Clone, Debug)]
+pub struct NodeDef {
+    pub name: String,
+    pub op: String,
+    pub device: String,
+    pub input: Vec<String>,
+    pub attr: BTreeMap<String, String>,
+}
+
+/// A user device function: receives the node being created, returns a device string
+/// (which replaces the node's device wholesale, as in TF) or an error message.
+pub trait DeviceFunction: Send + Sync {
+    fn call(&self, node: &NodeDef) -> std::result::Result<String, String>;
+}
+
+impl<F: Fn(&NodeDef) -> std::result::Result<String, String> + Send + Sync> DeviceFunction for F {
+    fn call(&self, node: &NodeDef) -> std::result::Result<String, String> {
+        self(node)
+    }
+}
+
+/// One entry of the device scope stack (`tf.device(...)`).
+#[derive(Clone)]
+pub enum DeviceScope {
+    /// A device string, merged per field (inner fields win).
+    Spec(DeviceSpec),
+    /// A device function; its result replaces the device.
+    Function(Arc<dyn DeviceFunction>),
+    /// `tf.device(None)`: outer scopes stop applying.
+    Reset,
+}
+
+/// What `Variable(x)` created: the `VariableV2` node, its `read` snapshot, its `Assign`
+/// initializer.
+#[derive(Clone, Debug)]
+pub struct VariableInfo {
+    pub var: NodeId,
+    pub read: NodeId,
+    pub initializer: NodeId,
+    pub trainable: bool,
+}
+
+/// Collection keys, TF's `GraphKeys`.
+pub mod keys {
+    pub const GLOBAL_VARIABLES: &str = "variables";
+    pub const TRAINABLE_VARIABLES: &str = "trainable_variables";
+    pub const UPDATE_OPS: &str = "update_ops";
+}
+
+/// What a new node needs besides what the scopes give it.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSpec {
+    pub op: String,
+    pub inputs: Vec<Output>,
+    pub attrs: Attrs,
+    /// Node name within the current name scope; the op's default name when `None`.
+    pub name: Option<String>,
+    pub control_inputs: Vec<NodeId>,
+}
+
+impl NodeSpec {
+    pub fn new(op: &str, inputs: &[Output]) -> NodeSpec {
+        NodeSpec { op: op.to_string(), inputs: inputs.to_vec(), ..Default::default() }
+    }
+    pub fn attr(mut self, k: &str, v: impl Into<ops::AttrValue>) -> NodeSpec {
+        self.attrs.insert(k.to_string(), v.into());
+        self
+    }
+    pub fn name(mut self, n: impl Into<String>) -> NodeSpec {
+        self.name = Some(n.into());
+        self
+    }
+}
+
+/// A dataflow graph under construction. Nodes are never removed; a failed `add_node`
+/// leaves the graph as it was.
+#[derive(Default)]
+pub struct Graph {
+    nodes: Vec<Node>,
+    by_name: HashMap<String, NodeId>,
+    used_names: HashSet<String>,
+    name_scopes: Vec<String>,
+    device_stack: Vec<DeviceScope>,
+    colocation_stack: Vec<Vec<NodeId>>,
+    control_stack: Vec<Vec<NodeId>>,
+    collections: BTreeMap<String, Vec<Output>>,
+    variables: Vec<VariableInfo>,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node with id `id`; `NotFound` when there is none.
+    pub fn node(&self, id: NodeId) -> Result<&Node> {
+        self.nodes.get(id).ok_or_else(|| OxiflowError::NotFound(format!("no node with id {id} in the graph")))
+    }
+
+    /// All nodes, in id (topological) order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Looks a node up by name.
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Static type of an output; `NotFound` when the output does not exist.
+    pub fn output_type(&self, o: Output) -> Result<&TensorType> {
+        let n = self.node(o.node)?;
+        n.outputs.get(o.index).ok_or_else(|| {
+            OxiflowError::NotFound(format!("node '{}' ({}) has no output {}", n.name, n.op.name, o.index))
+        })
+    }
+
+    /// TF tensor name of an output (`Sin:0`).
+    pub fn tensor_name(&self, o: Output) -> String {
+        match self.nodes.get(o.node) {
+            Some(n) => n.tensor_name(o.index),
+            None => format!("<node {}>:{}", o.node, o.index),
+        }
+    }
+
+    /// TF's `Graph.unique_name`: `base` inside the current name scope, suffixed `_1`, `_2`,
+    /// ... when taken. Does not reserve the name.
+    pub fn unique_name(&self, base: &str) -> String {
+        let full = match self.name_scopes.last() {
+            Some(s) if !s.is_empty() => format!("{s}/{base}"),
+            _ => base.to_string(),
+        };
+        if !self.used_names.contains(&full) {
+            return full;
+        }
+        let mut i = 1;
+        loop {
+            let cand = format!("{full}_{i}");
+            if !self.used_names.contains(&cand) {
+                return cand;
+            }
+            i += 1;
+        }
+    }
+
+    /// Opens `tf.name_scope(name)`: a unique scope name (`gradients`, `gradients_1`) is
+    /// reserved and returned; nodes created until [`Graph::pop_name_scope`] get it as prefix.
+    pub fn push_name_scope(&mut self, name: &str) -> String {
+        let full = self.unique_name(name);
+        self.used_names.insert(full.clone());
+        self.name_scopes.push(full.clone());
+        full
+    }
+
+    /// Opens a name scope with exactly this full name (re-entering an existing scope such as
+    /// `Variable` for `Variable/read`).
+    pub fn push_name_scope_exact(&mut self, full: &str) {
+        self.name_scopes.push(full.to_string());
+    }
+
+    pub fn pop_name_scope(&mut self) {
+        self.name_scopes.pop();
+    }
+
+    /// Pushes a device scope (`tf.device(spec_or_function)`).
+    pub fn push_device(&mut self, scope: DeviceScope) {
+        self.device_stack.push(scope);
+    }
+
+    /// Pops the innermost device scope; an error when there is none.
+    pub fn pop_device(&mut self) -> Result<()> {
+        self.device_stack
+            .pop()
+            .map(|_| ())
+            .ok_or_else(|| OxiflowError::InvalidArgument("Exiting device scope without proper scope nesting.".into()))
+    }
+
+    /// Opens `colocate_with(op)`: nodes created inside are colocated with `op` and outer
+    /// device scopes are suspended (ops.py `colocate_with`). `ignore_existing` clears the
+    /// outer colocation requests for the block.
+    pub fn push_colocation(&mut self, node: NodeId, ignore_existing: bool) -> Result<()> {
+        self.node(node)?;
+        let mut frame = if ignore_existing { Vec::new() } else { self.colocation_stack.last().cloned().unwrap_or_default() };
+        frame.push(node);
+        self.colocation_stack.push(frame);
+        Ok(())
+    }
+
+    pub fn pop_colocation(&mut self) {
+        self.colocation_stack.pop();
+    }
+
+    /// Opens `control_dependencies(ops)`: nodes created inside run after `ops`.
+    pub fn push_control_dependencies(&mut self, deps: &[NodeId]) {
+        let mut frame = self.control_stack.last().cloned().unwrap_or_default();
+        frame.extend_from_slice(deps);
+        self.control_stack.push(frame);
+    }
+
+    pub fn pop_control_dependencies(&mut self) {
+        self.control_stack.pop();
+    }
+
+    /// Adds `output` to collection `key` (`tf.add_to_collection`).
+    pub fn add_to_collection(&mut self, key: &str, output: Output) {
+        self.collections.entry(key.to_string()).or_default().push(output);
+    }
+
+    /// The members of collection `key`, in insertion order.
+    pub fn collection(&self, key: &str) -> &[Output] {
+        self.collections.get(key).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    /// Variables created with [`Graph::variable`], in creation order.
+    pub fn variables(&self) -> &[VariableInfo] {
+        &self.variables
+    }
+
+    /// The variable whose `VariableV2` node is `node`.
+    pub fn variable_info(&self, node: NodeId) -> Option<&VariableInfo> {
+        self.variables.iter().find(|v| v.var == node)
+    }
+
+    /// Adds a node: resolves its op, dereferences variable inputs (a `VariableV2` output used
+    /// where no reference is expected reads the variable's `read` snapshot, as TF's ref
+    /// variables do), infers output types (shape/dtype errors name the op and node), names it,
+    /// applies colocation or device scopes and control dependencies, and commits it.
+    /// On error the graph is unchanged.
+    pub fn add_node(&mut self, spec: NodeSpec) -> Result<NodeId> {
+        let op = ops::lookup(&spec.op)?;
+        let name = self.unique_name(spec.name.as_deref().unwrap_or(op.default_name));
+        self.add_node_full(spec, name)
+    }
+
+    /// [`Graph::add_node`] with an exact, full node name (no scope prefix, no suffix);
+    /// an error when the name is taken.
+    pub fn add_node_full(&mut self, spec: NodeSpec, name: String) -> Result<NodeId> {
+        let op = ops::lookup(&spec.op)?;
+        if self.used_names.contains(&name) {
+            return Err(OxiflowError::InvalidArgument(format!("a node named '{name}' already exists")));
+        }
+        let mut inputs = spec.inputs.clone();
+        for (i, inp) in inputs.iter_mut().enumerate() {
+            let src = self.node(inp.node)?;
+            if inp.index >= src.outputs.len() {
+                return Err(OxiflowError::InvalidArgument(format!(
+                    "{} input {i}: node '{}' has no output {}",
+                    op.name, src.name, inp.index
+                )));
+            }
+            if src.op.name == "VariableV2" && !op.ref_inputs.contains(&i) {
+                if let Some(v) = self.variable_info(src.id) {
+                    *inp = Output::new(v.read, 0);
+                }
+            }
+        }
+        op.check_arity(&name, inputs.len())?;
+        let input_types: Vec<TensorType> =
+            inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
+        let outputs = (op.infer)(&InferCtx { op: op.name, node: &name, inputs: &input_types, attrs: &spec.attrs })?;
+        let mut control_inputs = self.control_stack.last().cloned().unwrap_or_default();
+        control_inputs.extend_from_slice(&spec.control_inputs);
+        control_inputs.sort_unstable();
+        control_inputs.dedup();
+        let mut node = Node {
+            id: self.nodes.len(),
+            name,
+            op,
+            inputs,
+            control_inputs,
+            attrs: spec.attrs,
+            requested_device: DeviceSpec::default(),
+            colocation: Vec::new(),
+            outputs,
+        };
+        self.place_request(&mut node)?;
+        Ok(self.commit(node))
+    }
+
+    fn commit(&mut self, node: Node) -> NodeId {
+        let id = node.id;
+        self.used_names.insert(node.name.clone());
+        self.by_name.insert(node.name.clone(), id);
+        self.nodes.push(node);
+        id
+    }
+
+    /// Sets `requested_device` and `colocation` from the scope stacks (ops.py
+    /// `_apply_device_functions` and the colocation block of `_create_op_internal`).
+    fn place_request(&self, node: &mut Node) -> Result<()> {
+        if let Some(frame) = self.colocation_stack.last().filter(|f| !f.is_empty()) {
+            let mut groups: Vec<String> = frame.iter().flat_map(|&c| self.nodes[c].colocation_groups()).collect();
+            groups.sort();
+            groups.dedup();
+            node.colocation = groups;
+            if let Some(dev) = frame.iter().rev().map(|&c| &self.nodes[c].requested_device).find(|d| !d.is_empty()) {
+                node.requested_device = dev.clone();
+            }
+            return Ok(());
+        }
+        let mut device = DeviceSpec::default();
+        for scope in self.device_stack.iter().rev() {
+            match scope {
+                DeviceScope::Spec(s) if s.is_empty() => continue,
+                DeviceScope::Spec(s) => device = s.merged_with(&device),
+                DeviceScope::Reset => break,
+                DeviceScope::Function(f) => {
+                    let def = self.node_def_of(node, &device);
+                    let out = f.call(&def).map_err(|msg| OxiflowError::DeviceFunction {
+                        node: node.name.clone(),
+                        op: node.op.name.to_string(),
+                        msg,
+                    })?;
+                    device = DeviceSpec::parse(&out).map_err(|e| OxiflowError::DeviceFunction {
+                        node: node.name.clone(),
+                        op: node.op.name.to_string(),
+                        msg: format!("returned an invalid device: {e}"),
+                    })?;
+                }
+            }
+        }
+        node.requested_device = device;
+        Ok(())
+    }
+
+    fn node_def_of(&self, node: &Node, device: &DeviceSpec) -> NodeDef {
+        NodeDef {
+            name: node.name.clone(),
+            op: node.op.name.to_string(),
+            device: device.to_string(),
+            input: node
+                .inputs
+                .iter()
+                .map(|o| {
+                    let n = &self.nodes[o.node];
+                    if o.index == 0 { n.name.clone() } else { n.tensor_name(o.index) }
+                })
+                .chain(node.control_inputs.iter().map(|&c| format!("^{}", self.nodes[c].name)))
+                .collect(),
+            attr: node.attrs.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+        }
+    }
+
+    /// The [`NodeDef`] view of an existing node.
+    pub fn node_def(&self, id: NodeId) -> Result<NodeDef> {
+        let n = self.node(id)?;
+        Ok(self.node_def_of(n, &n.requested_device))
+    }
+
+    /// `tf.Variable(initial_value)` (TF1 `RefVariable._init_from_args`): creates
+    /// `<name>/initial_value` (a `Const` holding `value`), `<name>` (`VariableV2`),
+    /// `<name>/Assign` and `<name>/read` (an `Identity` colocated with the variable), where
+    /// `<name>` is `name` (default `Variable`) made unique in the current name scope.
+    /// Registers it in `GLOBAL_VARIABLES` and, when `trainable`, in `TRAINABLE_VARIABLES`.
+    /// Returns the `VariableV2` node. On error the graph is unchanged.
+    pub fn variable(&mut self, value: crate::tensor::Tensor, name: Option<&str>, trainable: bool) -> Result<NodeId> {
+        let base = self.unique_name(name.unwrap_or("Variable"));
+        let len = self.nodes.len();
+        let built = (|| -> Result<VariableInfo> {
+            let dtype = value.dtype();
+            let shape = value.shape();
+            let init = self.add_node_full(
+                NodeSpec::new("Const", &[]).attr("value", value).attr("dtype", dtype),
+                format!("{base}/initial_value"),
+            )?;
+            let var = self.add_node_full(
+                NodeSpec::new("VariableV2", &[]).attr("dtype", dtype).attr("shape", ops::AttrValue::Shape(shape.0)),
+                base.clone(),
+            )?;
+            let initializer = self.add_node_full(
+                NodeSpec::new("Assign", &[Output::new(var, 0), Output::new(init, 0)]),
+                format!("{base}/Assign"),
+            )?;
+            self.push_colocation(var, true)?;
+            let read = self.add_node_full(NodeSpec::new("Identity", &[Output::new(var, 0)]), format!("{base}/read"));
+            self.pop_colocation();
+            Ok(VariableInfo { var, read: read?, initializer, trainable })
+        })();
+        match built {
+            Ok(info) => {
+                self.add_to_collection(keys::GLOBAL_VARIABLES, Output::new(info.var, 0));
+                if trainable {
+                    self.add_to_collection(keys::TRAINABLE_VARIABLES, Output::new(info.var, 0));
+                }
+                let var = info.var;
+                self.variables.push(info);
+                Ok(var)
+            }
+            Err(e) => {
+                self.truncate(len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes nodes from `len` on (rollback of a composite build that failed half-way).
+    fn truncate(&mut self, len: usize) {
+        for n in self.nodes.drain(len..) {
+            self.by_name.remove(&n.name);
+            self.used_names.remove(&n.name);
+        }
+    }
+
+    /// TF's `global_variables_initializer()`: a `NoOp` named `init` with a control input on
+    /// every variable's initializer. A new node each call (ADCME's `init` does the same).
+    pub fn global_variables_initializer(&mut self) -> Result<NodeId> {
+        let deps: Vec<NodeId> = self.variables.iter().map(|v| v.initializer).collect();
+        let mut spec = NodeSpec::new("NoOp", &[]).name("init");
+        spec.control_inputs = deps;
+        self.add_node(spec)
+    }
+}
+
+impl fmt::Debug for Graph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Graph({} nodes)", self.nodes.len())
+    }
+}

@@ -1,0 +1,25 @@
+//! # oxiflow-core
+//!
+//! The engine of Oxiflow: a TensorFlow-1.x-style dataflow graph ([`graph::Graph`]) with an
+//! op registry ([`ops`]), static shape inference, device specs and scopes
+//! ([`device_spec`]), a TF-compatible placer, reverse-mode autodiff, a session whose
+//! executor runs nodes on a thread pool across devices, and a profiler that writes TF's
+//! Chrome-trace timeline. See `DESIGN.md` for the layers; the Julia package reaches this
+//! crate only through `oxiflow-capi`.
+
+pub mod builder;
+pub mod device_spec;
+pub mod dtype;
+pub mod error;
+pub mod eval;
+pub mod graph;
+pub mod ops;
+pub mod shape;
+pub mod tensor;
+
+pub use device_spec::DeviceSpec;
+pub use dtype::DType;
+pub use error::{OxiflowError, Result};
+pub use graph::{Graph, NodeId, NodeSpec, Output};
+pub use shape::Shape;
+pub use tensor::{Layout, Tensor};

@@ -1,0 +1,362 @@
+//! The op registry. Each op is defined once, in its family's file (`math.rs`, `array.rs`,
+//! `state.rs`, ...): signature, shape function, CPU kernel, which dtypes have a GPU kernel,
+//! and gradient. `docs/adding-an-op.md` is the recipe.
+
+use crate::dtype::DType;
+use crate::error::{OxiflowError, Result};
+use crate::graph::{Graph, Node, NodeId, Output, TensorType};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::LazyLock;
+
+pub mod array;
+pub mod math;
+pub mod state;
+
+/// An attribute value (TF's `AttrValue`).
+#[derive(Clone, Debug)]
+pub enum AttrValue {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Ints(Vec<i64>),
+    Type(DType),
+    Shape(Vec<usize>),
+    Tensor(Tensor),
+}
+
+/// Attributes of a node, by name.
+pub type Attrs = BTreeMap<String, AttrValue>;
+
+impl From<i64> for AttrValue {
+    fn from(v: i64) -> Self {
+        AttrValue::Int(v)
+    }
+}
+impl From<f64> for AttrValue {
+    fn from(v: f64) -> Self {
+        AttrValue::Float(v)
+    }
+}
+impl From<bool> for AttrValue {
+    fn from(v: bool) -> Self {
+        AttrValue::Bool(v)
+    }
+}
+impl From<&str> for AttrValue {
+    fn from(v: &str) -> Self {
+        AttrValue::Str(v.to_string())
+    }
+}
+impl From<Vec<i64>> for AttrValue {
+    fn from(v: Vec<i64>) -> Self {
+        AttrValue::Ints(v)
+    }
+}
+impl From<DType> for AttrValue {
+    fn from(v: DType) -> Self {
+        AttrValue::Type(v)
+    }
+}
+impl From<Tensor> for AttrValue {
+    fn from(v: Tensor) -> Self {
+        AttrValue::Tensor(v)
+    }
+}
+
+impl fmt::Display for AttrValue {
+    /// Short text form, as device functions see attrs (`NodeDef.attr`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Int(v) => write!(f, "{v}"),
+            AttrValue::Float(v) => write!(f, "{v}"),
+            AttrValue::Bool(v) => write!(f, "{v}"),
+            AttrValue::Str(v) => write!(f, "{v}"),
+            AttrValue::Ints(v) => write!(f, "{v:?}"),
+            AttrValue::Type(v) => write!(f, "{}", v.tf_name()),
+            AttrValue::Shape(v) => write!(f, "{}", Shape(v.clone())),
+            AttrValue::Tensor(t) => write!(f, "<{} tensor of shape {}>", t.dtype(), t.shape()),
+        }
+    }
+}
+
+/// Typed attribute access with errors that name the op and the attribute.
+pub trait AttrsExt {
+    fn get_int(&self, op: &str, k: &str) -> Result<i64>;
+    fn get_bool_or(&self, k: &str, default: bool) -> bool;
+    fn get_ints(&self, op: &str, k: &str) -> Result<Vec<i64>>;
+    fn get_type(&self, op: &str, k: &str) -> Result<DType>;
+    fn get_shape(&self, op: &str, k: &str) -> Result<Vec<usize>>;
+    fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor>;
+    fn get_float(&self, op: &str, k: &str) -> Result<f64>;
+}
+
+fn missing(op: &str, k: &str, want: &str) -> OxiflowError {
+    OxiflowError::InvalidArgument(format!("{op}: attribute '{k}' ({want}) is missing or has the wrong type"))
+}
+
+impl AttrsExt for Attrs {
+    fn get_int(&self, op: &str, k: &str) -> Result<i64> {
+        match self.get(k) {
+            Some(AttrValue::Int(v)) => Ok(*v),
+            _ => Err(missing(op, k, "int")),
+        }
+    }
+    fn get_bool_or(&self, k: &str, default: bool) -> bool {
+        match self.get(k) {
+            Some(AttrValue::Bool(v)) => *v,
+            _ => default,
+        }
+    }
+    fn get_ints(&self, op: &str, k: &str) -> Result<Vec<i64>> {
+        match self.get(k) {
+            Some(AttrValue::Ints(v)) => Ok(v.clone()),
+            Some(AttrValue::Int(v)) => Ok(vec![*v]),
+            Some(AttrValue::Shape(v)) => Ok(v.iter().map(|&d| d as i64).collect()),
+            _ => Err(missing(op, k, "list of ints")),
+        }
+    }
+    fn get_type(&self, op: &str, k: &str) -> Result<DType> {
+        match self.get(k) {
+            Some(AttrValue::Type(v)) => Ok(*v),
+            Some(AttrValue::Str(s)) => DType::parse(s).ok_or_else(|| missing(op, k, "dtype")),
+            _ => Err(missing(op, k, "dtype")),
+        }
+    }
+    fn get_shape(&self, op: &str, k: &str) -> Result<Vec<usize>> {
+        match self.get(k) {
+            Some(AttrValue::Shape(v)) => Ok(v.clone()),
+            Some(AttrValue::Ints(v)) if v.iter().all(|&d| d >= 0) => Ok(v.iter().map(|&d| d as usize).collect()),
+            _ => Err(missing(op, k, "shape")),
+        }
+    }
+    fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor> {
+        match self.get(k) {
+            Some(AttrValue::Tensor(t)) => Ok(t),
+            _ => Err(missing(op, k, "tensor")),
+        }
+    }
+    fn get_float(&self, op: &str, k: &str) -> Result<f64> {
+        match self.get(k) {
+            Some(AttrValue::Float(v)) => Ok(*v),
+            Some(AttrValue::Int(v)) => Ok(*v as f64),
+            _ => Err(missing(op, k, "float")),
+        }
+    }
+}
+
+/// What a shape function sees: the op, the (tentative) node name, input types, attrs.
+pub struct InferCtx<'a> {
+    pub op: &'a str,
+    pub node: &'a str,
+    pub inputs: &'a [TensorType],
+    pub attrs: &'a Attrs,
+}
+
+impl InferCtx<'_> {
+    /// A `ShapeMismatch` error for this node.
+    pub fn shape_error(&self, lhs: &Shape, rhs: &Shape, detail: impl Into<String>) -> OxiflowError {
+        OxiflowError::ShapeMismatch {
+            op: self.op.to_string(),
+            node: self.node.to_string(),
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+            detail: detail.into(),
+        }
+    }
+    /// A `DTypeMismatch` error for this node.
+    pub fn dtype_error(&self, expected: DType, got: DType, detail: impl Into<String>) -> OxiflowError {
+        OxiflowError::DTypeMismatch {
+            op: self.op.to_string(),
+            node: self.node.to_string(),
+            expected,
+            got,
+            detail: detail.into(),
+        }
+    }
+    /// An `InvalidArgument` error naming this op and node.
+    pub fn invalid(&self, msg: impl fmt::Display) -> OxiflowError {
+        OxiflowError::InvalidArgument(format!("{} '{}': {msg}", self.op, self.node))
+    }
+    /// Errors unless the dtype is Float32 or Float64.
+    pub fn require_float(&self, d: DType) -> Result<()> {
+        if d.is_float() {
+            Ok(())
+        } else {
+            Err(self.invalid(format!("needs a Float32 or Float64 operand, got {d}")))
+        }
+    }
+}
+
+/// Variables as kernels see them: the session's variable store.
+pub trait StateAccess: Sync {
+    /// Current value of the variable whose `VariableV2` node is `var`; `None` if uninitialized.
+    fn read_variable(&self, var: NodeId) -> Option<Tensor>;
+    /// Replaces the variable's value.
+    fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()>;
+}
+
+/// What a kernel sees. `inputs` holds the data inputs in order, *excluding* reference
+/// inputs (`OpDef::ref_inputs`, e.g. `Assign`'s variable), which the kernel finds as
+/// `node.inputs[i].node`.
+pub struct KernelCtx<'a> {
+    pub node: &'a Node,
+    pub inputs: &'a [Tensor],
+    pub state: &'a dyn StateAccess,
+}
+
+impl KernelCtx<'_> {
+    /// An `InvalidArgument` error naming this node and op.
+    pub fn error(&self, msg: impl fmt::Display) -> OxiflowError {
+        OxiflowError::InvalidArgument(format!("{} '{}': {msg}", self.node.op.name, self.node.name))
+    }
+}
+
+/// Shape function: output types from input types and attrs.
+pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorType>>;
+/// CPU kernel (also what emulated GPUs run).
+pub type KernelFn = fn(&KernelCtx) -> Result<Vec<Tensor>>;
+/// Gradient function (TF's `@ops.RegisterGradient`): given the forward node and the
+/// gradients of its outputs (`None` where no gradient flows), adds gradient nodes to the
+/// graph and returns one gradient per input (`None`: no gradient).
+pub type GradFn = fn(&mut Graph, &Node, &[Option<Output>]) -> Result<Vec<Option<Output>>>;
+
+/// Number of inputs an op takes.
+#[derive(Copy, Clone, Debug)]
+pub enum Arity {
+    Fixed(usize),
+    AtLeast(usize),
+}
+
+/// Which dtypes have a GPU kernel.
+#[derive(Copy, Clone, Debug)]
+pub enum GpuSupport {
+    /// CPU only (the placer keeps the op off GPUs).
+    None,
+    /// A GPU kernel when every input and output dtype is in the list.
+    Types(&'static [DType]),
+    /// A GPU kernel for every dtype (ops that move no data or only hold it).
+    Any,
+}
+
+/// One op: TF's `OpDef` + kernel registrations + gradient registration.
+pub struct OpDef {
+    /// TF op type (`MatMul`).
+    pub name: &'static str,
+    /// Node name used when none is given (TF Python's: `Sin`, `add`, `mul`, `MatMul`).
+    pub default_name: &'static str,
+    pub arity: Arity,
+    /// Inputs that take a variable reference rather than a value (`Assign`: `[0]`).
+    pub ref_inputs: &'static [usize],
+    pub infer: InferFn,
+    pub kernel: KernelFn,
+    pub gpu: GpuSupport,
+    pub grad: Option<GradFn>,
+    /// Reads or writes session state (variables, feeds); never folded or deduplicated.
+    pub stateful: bool,
+}
+
+impl OpDef {
+    /// Errors (naming op and node) when `n` inputs do not fit the op's arity.
+    pub fn check_arity(&self, node: &str, n: usize) -> Result<()> {
+        let ok = match self.arity {
+            Arity::Fixed(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        };
+        if ok {
+            Ok(())
+        } else {
+            let want = match self.arity {
+                Arity::Fixed(k) => format!("{k}"),
+                Arity::AtLeast(k) => format!("at least {k}"),
+            };
+            Err(OxiflowError::InvalidArgument(format!("{} '{node}' takes {want} inputs, got {n}", self.name)))
+        }
+    }
+
+    /// Whether a kernel exists for `device_type` (`"CPU"`, `"GPU"`) given the node's input
+    /// and output dtypes. CPU has every kernel.
+    pub fn has_kernel(&self, device_type: &str, input_dtypes: &[DType], output_dtypes: &[DType]) -> bool {
+        match device_type {
+            "CPU" => true,
+            "GPU" => match self.gpu {
+                GpuSupport::None => false,
+                GpuSupport::Any => true,
+                GpuSupport::Types(ts) => input_dtypes.iter().chain(output_dtypes).all(|d| ts.contains(d)),
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Registry under construction; each family adds its ops.
+pub struct Registry(HashMap<&'static str, OpDef>);
+
+impl Registry {
+    /// Adds an op; panics on a duplicate name (a programming error caught by every test run).
+    pub fn add(&mut self, op: OpDef) {
+        let name = op.name;
+        assert!(self.0.insert(name, op).is_none(), "op {name} registered twice");
+    }
+}
+
+static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
+    let mut r = Registry(HashMap::new());
+    state::register(&mut r);
+    math::register(&mut r);
+    array::register(&mut r);
+    r.0
+});
+
+/// The op named `name`; `NotFound` (TF's text: `Op type not registered`) otherwise.
+pub fn lookup(name: &str) -> Result<&'static OpDef> {
+    REGISTRY
+        .get(name)
+        .ok_or_else(|| OxiflowError::NotFound(format!("Op type not registered '{name}' in binary running Oxiflow")))
+}
+
+/// Names of all registered ops, sorted.
+pub fn registered() -> Vec<&'static str> {
+    let mut v: Vec<_> = REGISTRY.keys().copied().collect();
+    v.sort_unstable();
+    v
+}
+
+/// Float dtypes: the usual GPU kernel set of math ops.
+pub const GPU_FLOATS: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64]);
+
+/// Shape function of unary elementwise float ops: output = input.
+pub fn infer_unary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    ctx.require_float(ctx.inputs[0].dtype)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// Shape function of unary ops of any dtype: output = input.
+pub fn infer_same(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+/// Shape function of broadcasting binary ops: equal dtypes, NumPy-broadcast shapes.
+pub fn infer_binary_broadcast(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
+    if a.dtype != b.dtype {
+        return Err(ctx.dtype_error(a.dtype, b.dtype, " (both operands must have the same dtype)"));
+    }
+    let shape = Shape::broadcast(&a.shape, &b.shape)
+        .ok_or_else(|| ctx.shape_error(&a.shape, &b.shape, " (not broadcastable)"))?;
+    Ok(vec![TensorType::new(a.dtype, shape)])
+}
+
+/// Shape function of ops with no outputs (`NoOp`).
+pub fn infer_none(_: &InferCtx) -> Result<Vec<TensorType>> {
+    Ok(vec![])
+}
+
+impl fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpDef({})", self.name)
+    }
+}

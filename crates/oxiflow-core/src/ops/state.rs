@@ -1,0 +1,94 @@
+//! Ops that hold or move data without computing: `Const`, `Placeholder`,
+//! `PlaceholderWithDefault`, `VariableV2`, `Assign`, `Identity`, `NoOp`.
+
+use super::*;
+
+/// `Const`: attr `value` (a tensor), attr `dtype`. TF's `constant_op.constant`.
+fn infer_const(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let t = ctx.attrs.get_tensor(ctx.op, "value")?;
+    Ok(vec![TensorType::new(t.dtype(), t.shape())])
+}
+fn kernel_const(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    Ok(vec![ctx.node.attrs.get_tensor("Const", "value")?.clone()])
+}
+
+/// `Placeholder`: attrs `dtype`, `shape`. Must be fed.
+fn infer_placeholder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let dtype = ctx.attrs.get_type(ctx.op, "dtype")?;
+    let shape = ctx.attrs.get_shape(ctx.op, "shape").unwrap_or_default();
+    Ok(vec![TensorType::new(dtype, Shape(shape))])
+}
+fn kernel_placeholder(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let t = &ctx.node.outputs[0];
+    Err(OxiflowError::InvalidArgument(format!(
+        "You must feed a value for placeholder tensor '{}' with dtype {} and shape {}",
+        ctx.node.name,
+        t.dtype.tf_name(),
+        t.shape
+    )))
+}
+
+/// `VariableV2`: attrs `dtype`, `shape`; its output is the variable's current value.
+fn kernel_variable(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    ctx.state
+        .read_variable(ctx.node.id)
+        .map(|t| vec![t])
+        .ok_or_else(|| OxiflowError::Uninitialized { variable: ctx.node.name.clone(), node: ctx.node.name.clone() })
+}
+
+/// `Assign(ref, value)`: stores `value` in the variable, outputs it. Shapes and dtypes must
+/// match (TF `validate_shape=True`).
+fn infer_assign(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (v, x) = (&ctx.inputs[0], &ctx.inputs[1]);
+    if v.dtype != x.dtype {
+        return Err(ctx.dtype_error(v.dtype, x.dtype, " (value assigned to a variable)"));
+    }
+    if v.shape != x.shape {
+        return Err(ctx.shape_error(&v.shape, &x.shape, " (variable and assigned value)"));
+    }
+    Ok(vec![v.clone()])
+}
+fn kernel_assign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let var = ctx.node.inputs[0].node;
+    let value = ctx.inputs[0].clone();
+    ctx.state.assign_variable(var, value.clone())?;
+    Ok(vec![value])
+}
+
+fn kernel_identity(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    Ok(vec![ctx.inputs[0].clone()])
+}
+fn grad_identity(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    Ok(vec![grads[0]])
+}
+fn grad_placeholder_with_default(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    Ok(vec![grads[0]])
+}
+
+fn kernel_noop(_: &KernelCtx) -> Result<Vec<Tensor>> {
+    Ok(vec![])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let base = |name, default_name, arity, infer, kernel| OpDef {
+        name,
+        default_name,
+        arity,
+        ref_inputs: &[],
+        infer,
+        kernel,
+        gpu: GpuSupport::Any,
+        grad: None,
+        stateful: false,
+    };
+    r.add(base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const));
+    r.add(OpDef { stateful: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) });
+    r.add(OpDef {
+        grad: Some(grad_placeholder_with_default),
+        ..base("PlaceholderWithDefault", "PlaceholderWithDefault", Arity::Fixed(1), infer_same, kernel_identity)
+    });
+    r.add(OpDef { stateful: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) });
+    r.add(OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) });
+    r.add(OpDef { grad: Some(grad_identity), ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
+    r.add(base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop));
+}

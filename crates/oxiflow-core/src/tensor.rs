@@ -1,0 +1,257 @@
+//! Host tensors: an n-dimensional array of one dtype, shared cheaply between nodes.
+
+use crate::dtype::DType;
+use crate::error::{OxiflowError, Result};
+use crate::shape::Shape;
+use ndarray::{ArcArray, IxDyn, ShapeBuilder};
+
+/// A dense tensor in host memory, row-major (TensorFlow order). Cloning shares the buffer.
+/// Emulated GPUs keep their tensors in host memory too; a copy between devices is a real
+/// copy of the buffer ([`Tensor::deep_copy`]).
+#[derive(Clone, Debug)]
+pub enum Tensor {
+    F32(ArcArray<f32, IxDyn>),
+    F64(ArcArray<f64, IxDyn>),
+    I32(ArcArray<i32, IxDyn>),
+    I64(ArcArray<i64, IxDyn>),
+    Bool(ArcArray<bool, IxDyn>),
+}
+
+/// Memory order of a flat buffer crossing the C ABI: Julia arrays are column-major,
+/// TensorFlow's are row-major. The element at Julia index `[i, j]` is the element at
+/// tensor index `[i-1, j-1]` either way; only the flat order differs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Layout {
+    RowMajor,
+    ColumnMajor,
+}
+
+/// Applies `$body` to the array inside a tensor of any dtype, binding it to `$a`.
+#[macro_export]
+macro_rules! with_array {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::tensor::Tensor::F32($a) => $body,
+            $crate::tensor::Tensor::F64($a) => $body,
+            $crate::tensor::Tensor::I32($a) => $body,
+            $crate::tensor::Tensor::I64($a) => $body,
+            $crate::tensor::Tensor::Bool($a) => $body,
+        }
+    };
+}
+
+/// Element types a tensor can hold, with their [`DType`] and the wrapping into [`Tensor`].
+pub trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
+    const DTYPE: DType;
+    fn wrap(a: ArcArray<Self, IxDyn>) -> Tensor;
+    fn view(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>>;
+    fn zero() -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $v:ident, $d:ident, $z:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            fn wrap(a: ArcArray<Self, IxDyn>) -> Tensor {
+                Tensor::$v(a)
+            }
+            fn view(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>> {
+                match t {
+                    Tensor::$v(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn zero() -> Self {
+                $z
+            }
+        }
+    };
+}
+element!(f32, F32, Float32, 0.0);
+element!(f64, F64, Float64, 0.0);
+element!(i32, I32, Int32, 0);
+element!(i64, I64, Int64, 0);
+element!(bool, Bool, Bool, false);
+
+impl Tensor {
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::F32(_) => DType::Float32,
+            Tensor::F64(_) => DType::Float64,
+            Tensor::I32(_) => DType::Int32,
+            Tensor::I64(_) => DType::Int64,
+            Tensor::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Dimensions, row-major.
+    pub fn dims(&self) -> &[usize] {
+        with_array!(self, a => a.shape())
+    }
+
+    /// Shape as a [`Shape`].
+    pub fn shape(&self) -> Shape {
+        Shape(self.dims().to_vec())
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_array!(self, a => a.len())
+    }
+
+    /// `true` when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of element data (`len * dtype.size_of()`).
+    pub fn num_bytes(&self) -> usize {
+        self.len() * self.dtype().size_of()
+    }
+
+    /// Wraps an ndarray (any layout; kernels read it through ndarray's strides).
+    pub fn from_array<T: Element>(a: ndarray::ArrayD<T>) -> Tensor {
+        T::wrap(a.into_shared())
+    }
+
+    /// A rank-0 tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        T::wrap(ArcArray::from_elem(IxDyn(&[]), v))
+    }
+
+    /// A tensor of `dims` filled with `v`.
+    pub fn full<T: Element>(dims: &[usize], v: T) -> Tensor {
+        T::wrap(ArcArray::from_elem(IxDyn(dims), v))
+    }
+
+    /// A tensor of `dims` and `dtype` filled with the value `v` converted to `dtype`
+    /// (`v != 0` for Bool). Used for `ones_like`, scalar constants in gradients.
+    pub fn filled(dtype: DType, dims: &[usize], v: f64) -> Tensor {
+        match dtype {
+            DType::Float32 => Tensor::full(dims, v as f32),
+            DType::Float64 => Tensor::full(dims, v),
+            DType::Int32 => Tensor::full(dims, v as i32),
+            DType::Int64 => Tensor::full(dims, v as i64),
+            DType::Bool => Tensor::full(dims, v != 0.0),
+        }
+    }
+
+    /// Builds a tensor from a flat vector in the given layout.
+    /// Errors when `data.len()` is not the product of `dims`.
+    pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>, layout: Layout) -> Result<Tensor> {
+        let n: usize = dims.iter().product();
+        if data.len() != n {
+            return Err(OxiflowError::InvalidArgument(format!(
+                "tensor of shape {} needs {} elements, got {}",
+                Shape(dims.to_vec()),
+                n,
+                data.len()
+            )));
+        }
+        let a = match layout {
+            Layout::RowMajor => ndarray::ArrayD::from_shape_vec(IxDyn(dims), data),
+            Layout::ColumnMajor => ndarray::ArrayD::from_shape_vec(IxDyn(dims).f(), data),
+        }
+        .map_err(|e| OxiflowError::Internal(e.to_string()))?;
+        Ok(T::wrap(a.into_shared()))
+    }
+
+    /// Copies `bytes` (a flat buffer of `dtype` elements in `layout`) into a new tensor.
+    ///
+    /// # Safety
+    /// `data` must point to `dims.product()` readable, aligned elements of `dtype`.
+    pub unsafe fn from_raw(dtype: DType, dims: &[usize], data: *const u8, layout: Layout) -> Result<Tensor> {
+        let n: usize = dims.iter().product();
+        unsafe fn read<T: Copy>(p: *const u8, n: usize) -> Vec<T> {
+            if n == 0 {
+                return Vec::new();
+            }
+            std::slice::from_raw_parts(p as *const T, n).to_vec()
+        }
+        match dtype {
+            DType::Float32 => Tensor::from_vec(dims, read::<f32>(data, n), layout),
+            DType::Float64 => Tensor::from_vec(dims, read::<f64>(data, n), layout),
+            DType::Int32 => Tensor::from_vec(dims, read::<i32>(data, n), layout),
+            DType::Int64 => Tensor::from_vec(dims, read::<i64>(data, n), layout),
+            DType::Bool => {
+                let v: Vec<bool> = read::<u8>(data, n).into_iter().map(|b| b != 0).collect();
+                Tensor::from_vec(dims, v, layout)
+            }
+        }
+    }
+
+    /// Writes the elements into `out` (room for `len()` elements of this dtype) in `layout`.
+    ///
+    /// # Safety
+    /// `out` must point to `len()` writable, aligned elements of `self.dtype()`
+    /// (one byte per element for Bool).
+    pub unsafe fn write_raw(&self, out: *mut u8, layout: Layout) {
+        unsafe fn write<T: Element, U>(a: &ArcArray<T, IxDyn>, out: *mut u8, layout: Layout, f: impl Fn(T) -> U) {
+            let dst = std::slice::from_raw_parts_mut(out as *mut U, a.len());
+            let it: Box<dyn Iterator<Item = &T>> = match layout {
+                Layout::RowMajor => Box::new(a.iter()),
+                Layout::ColumnMajor => Box::new(a.t().into_iter()),
+            };
+            for (d, s) in dst.iter_mut().zip(it) {
+                *d = f(*s);
+            }
+        }
+        match self {
+            Tensor::F32(a) => write(a, out, layout, |x| x),
+            Tensor::F64(a) => write(a, out, layout, |x| x),
+            Tensor::I32(a) => write(a, out, layout, |x| x),
+            Tensor::I64(a) => write(a, out, layout, |x| x),
+            Tensor::Bool(a) => write(a, out, layout, |x| x as u8),
+        }
+    }
+
+    /// A copy with its own buffer, in standard layout: what a device-to-device copy makes.
+    pub fn deep_copy(&self) -> Tensor {
+        with_array!(self, a => Element::wrap(a.as_standard_layout().to_owned().into_shared()))
+    }
+
+    /// Values converted to `f64`, row-major (for tests and finite differences).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            Tensor::F32(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::F64(a) => a.iter().copied().collect(),
+            Tensor::I32(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+        }
+    }
+
+    /// Borrow as an array of `T`; errors naming both dtypes when they differ.
+    pub fn array<T: Element>(&self) -> Result<&ArcArray<T, IxDyn>> {
+        T::view(self).ok_or_else(|| {
+            OxiflowError::Internal(format!("expected a {} tensor, got {}", T::DTYPE, self.dtype()))
+        })
+    }
+
+    /// Element-wise equality of dtype, shape and values (tests).
+    pub fn same_as(&self, other: &Tensor) -> bool {
+        self.dtype() == other.dtype() && self.dims() == other.dims() && self.to_f64_vec() == other.to_f64_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn column_major_round_trip_keeps_indices() {
+        // Julia [1 2 3; 4 5 6] is stored column-major as 1 4 2 5 3 6
+        let t = Tensor::from_vec(&[2, 3], vec![1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0], Layout::ColumnMajor).unwrap();
+        assert_eq!(t.to_f64_vec(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let mut out = vec![0.0f64; 6];
+        unsafe { t.write_raw(out.as_mut_ptr() as *mut u8, Layout::ColumnMajor) };
+        assert_eq!(out, vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        let mut row = vec![0.0f64; 6];
+        unsafe { t.write_raw(row.as_mut_ptr() as *mut u8, Layout::RowMajor) };
+        assert_eq!(row, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    }
+    #[test]
+    fn wrong_element_count_is_an_error() {
+        assert!(Tensor::from_vec(&[2, 2], vec![1.0f64; 3], Layout::RowMajor).is_err());
+    }
+}
