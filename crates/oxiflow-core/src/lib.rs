@@ -8,12 +8,17 @@
 //! crate only through `oxiflow-capi`.
 
 pub mod builder;
+pub mod device;
 pub mod device_spec;
 pub mod dtype;
 pub mod error;
 pub mod eval;
+pub mod executor;
 pub mod graph;
 pub mod ops;
+pub mod placer;
+pub mod profile;
+pub mod session;
 pub mod shape;
 pub mod tensor;
 
@@ -21,5 +26,6 @@ pub use device_spec::DeviceSpec;
 pub use dtype::DType;
 pub use error::{OxiflowError, Result};
 pub use graph::{Graph, NodeId, NodeSpec, Output};
+pub use session::{RunOutputs, Session, SessionOptions};
 pub use shape::Shape;
 pub use tensor::{Layout, Tensor};

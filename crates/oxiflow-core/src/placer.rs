@@ -1,0 +1,322 @@
+//! The placer: assigns every node a device, as TensorFlow's graph `Placer` does
+//! (`placer.cc`, `colocation_graph.cc`):
+//!
+//! 1. colocation groups by union-find: a variable with every op taking it by reference
+//!    (`Assign`), where the consumer's conflicting request is overridden by the variable's;
+//!    then each `loc:@name` entry (`colocate_with`, the variable's `read` snapshot,
+//!    gradient ops with `colocate=true`), where a conflict is an error unless soft placement
+//!    is on, which drops that one request;
+//! 2. per group, the candidate devices: those matching the merged request and having a
+//!    kernel for every member (by op and dtypes); GPU before CPU, then lowest index;
+//!    soft placement drops the type and id of an impossible request;
+//! 3. nodes in id order take their group's first candidate; "generators" (no inputs, one
+//!    output: `Const`, `Placeholder`) are placed last, on their consumers' device when all
+//!    consumers agree (TF's heuristic A).
+//!
+//! Differences from TF, on purpose: device ids order numerically (`GPU:2` before `GPU:10`).
+
+use crate::device::DeviceSet;
+use crate::device_spec::DeviceSpec;
+use crate::error::{OxiflowError, Result};
+use crate::graph::{Graph, Node, NodeId};
+use std::collections::HashMap;
+
+/// Result of placing a set of nodes: node → index into the [`DeviceSet`].
+pub type Assignment = HashMap<NodeId, usize>;
+
+#[derive(Clone)]
+struct Group {
+    request: DeviceSpec,
+    pinned: Option<usize>,
+    types: u32,
+}
+
+struct Placer<'a> {
+    graph: &'a Graph,
+    devices: &'a DeviceSet,
+    soft: bool,
+    /// device types in priority order (GPU, CPU, ...)
+    types: Vec<String>,
+    /// device indices in preference order
+    order: Vec<usize>,
+    local: HashMap<NodeId, usize>,
+    nodes: Vec<NodeId>,
+    parent: Vec<usize>,
+    rank: Vec<u8>,
+    groups: Vec<Group>,
+}
+
+fn type_priority(t: &str) -> i32 {
+    match t {
+        "GPU" => 210,
+        "CPU" => 60,
+        _ => 50,
+    }
+}
+
+impl<'a> Placer<'a> {
+    fn new(graph: &'a Graph, devices: &'a DeviceSet, soft: bool) -> Placer<'a> {
+        let mut types: Vec<String> = Vec::new();
+        for d in &devices.devices {
+            let t = &d.attributes().device_type;
+            if !types.contains(t) {
+                types.push(t.clone());
+            }
+        }
+        types.sort_by_key(|t| (-type_priority(t), t.clone()));
+        let mut order: Vec<usize> = (0..devices.devices.len()).collect();
+        order.sort_by_key(|&i| {
+            let a = devices.devices[i].attributes();
+            (types.iter().position(|t| *t == a.device_type), a.spec.id)
+        });
+        Placer {
+            graph,
+            devices,
+            soft,
+            types,
+            order,
+            local: HashMap::new(),
+            nodes: Vec::new(),
+            parent: Vec::new(),
+            rank: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    fn supported_types(&self, n: &Node) -> u32 {
+        let ins: Vec<_> = n.inputs.iter().filter_map(|o| self.graph.output_type(*o).ok().map(|t| t.dtype)).collect();
+        let outs: Vec<_> = n.outputs.iter().map(|t| t.dtype).collect();
+        let mut mask = 0;
+        for (i, t) in self.types.iter().enumerate() {
+            if n.op.has_kernel(t, &ins, &outs) {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    fn add_member(&mut self, id: NodeId, fixed: Option<usize>) -> Result<()> {
+        let n = self.graph.node(id)?;
+        let g = Group { request: n.requested_device.clone(), pinned: fixed, types: self.supported_types(n) };
+        self.local.insert(id, self.nodes.len());
+        self.nodes.push(id);
+        self.parent.push(self.parent.len());
+        self.rank.push(0);
+        self.groups.push(g);
+        Ok(())
+    }
+
+    fn find(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.graph.nodes()[self.nodes[i]].name
+    }
+
+    /// Merges the groups of members `a` and `b` (`ColocationGraph::ColocateNodes`).
+    fn union(&mut self, a: usize, b: usize, soft: bool) -> std::result::Result<(), String> {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra == rb {
+            return Ok(());
+        }
+        let (ga, gb) = (&self.groups[ra], &self.groups[rb]);
+        let prefix = || format!("Cannot colocate nodes {{{{colocation_node {}}}}} and {{{{colocation_node {}}}}}", self.name(a), self.name(b));
+        let request = ga.request.merge_constraint(&gb.request, soft).map_err(|e| format!("{}: {e}", prefix()))?;
+        let pinned = match (ga.pinned, gb.pinned) {
+            (Some(x), Some(y)) if x != y => {
+                return Err(format!(
+                    "{}: they were assigned to incompatible devices {} and {}",
+                    prefix(),
+                    self.devices.devices[x].attributes().name,
+                    self.devices.devices[y].attributes().name
+                ))
+            }
+            (x, y) => x.or(y),
+        };
+        let types = ga.types & gb.types;
+        if types == 0 {
+            return Err(format!(
+                "{} because no device type supports both of those nodes and the other nodes colocated with them.",
+                prefix()
+            ));
+        }
+        let (root, child) = if self.rank[ra] >= self.rank[rb] { (ra, rb) } else { (rb, ra) };
+        if self.rank[ra] == self.rank[rb] {
+            self.rank[root] += 1;
+        }
+        self.parent[child] = root;
+        self.groups[root] = Group { request, pinned, types };
+        Ok(())
+    }
+
+    fn candidates(&self, g: &Group) -> Vec<usize> {
+        if let Some(p) = g.pinned {
+            return vec![p];
+        }
+        let pick = |req: &DeviceSpec| -> Vec<usize> {
+            self.order
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let a = self.devices.devices[i].attributes();
+                    let t = self.types.iter().position(|t| *t == a.device_type).unwrap_or(31);
+                    req.matches(&a.spec) && g.types & (1 << t) != 0
+                })
+                .collect()
+        };
+        let c = pick(&g.request);
+        if c.is_empty() && self.soft {
+            return pick(&g.request.without_type_and_id());
+        }
+        c
+    }
+
+    /// The error TF gives when a group has no candidate (`GetDevicesForNode`).
+    fn no_device_error(&self, node: &Node, g: &Group) -> OxiflowError {
+        let req = g.request.to_string();
+        let any_match = self.devices.devices.iter().any(|d| g.request.matches(&d.attributes().spec));
+        let msg = if !any_match {
+            let mut m = format!(
+                "{{{{node {}}}}} was explicitly assigned to {} but available devices are [ {} ]. Make sure the device specification refers to a valid device.",
+                node.name,
+                req,
+                self.devices.sorted_names().join(", ")
+            );
+            if g.request.device_type.as_deref() == Some("GPU") && !self.devices.has_gpu() {
+                m.push_str(" The requested device appears to be a GPU, but no GPU is present (set OXIFLOW_EMULATED_GPUS=1 for an emulated one, or create the session with soft placement).");
+            }
+            m
+        } else {
+            let t = g.request.device_type.clone().unwrap_or_default();
+            format!(
+                "Could not satisfy explicit device specification '{}' because no supported kernel for {} devices is available.\nOp: {}\nColocation group members supported on: [{}]",
+                req,
+                t,
+                node.op.name,
+                self.types.iter().enumerate().filter(|(i, _)| g.types & (1 << i) != 0).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        OxiflowError::Placement { node: node.name.clone(), msg }
+    }
+}
+
+/// Places `nodes` (sorted ids; they must include every node they are colocated with or
+/// take by reference) on `devices`. `fixed` holds assignments from earlier runs of the same
+/// session, which stay. Returns the device of every node in `nodes`.
+///
+/// Errors (TF's texts): `Cannot assign a device for operation <n>: ... was explicitly
+/// assigned to <req> but available devices are [ ... ]`, `Cannot colocate nodes ...`.
+pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, fixed: &Assignment) -> Result<Assignment> {
+    if devices.devices.is_empty() {
+        return Err(OxiflowError::FailedPrecondition("No devices are registered".into()));
+    }
+    let mut p = Placer::new(graph, devices, soft);
+    for &id in nodes {
+        p.add_member(id, fixed.get(&id).copied())?;
+    }
+    // 1a. reference edges: the consumer follows the variable
+    for &id in nodes {
+        let n = graph.node(id)?;
+        for &i in n.op.ref_inputs {
+            let src = n.inputs[i].node;
+            let (Some(&a), Some(&b)) = (p.local.get(&src), p.local.get(&id)) else { continue };
+            let (ra, rb) = (p.find(a), p.find(b));
+            if !p.groups[ra].request.compatible(&p.groups[rb].request) {
+                p.groups[rb].request = p.groups[ra].request.clone();
+            }
+            p.union(a, b, false).map_err(|msg| OxiflowError::Placement { node: n.name.clone(), msg })?;
+        }
+    }
+    // 1b. colocation lists (loc:@name)
+    for &id in nodes {
+        let n = graph.node(id)?;
+        for entry in &n.colocation {
+            let Some(target) = entry.strip_prefix("loc:@").and_then(|t| graph.node_by_name(t)) else { continue };
+            let (Some(&a), Some(&b)) = (p.local.get(&target), p.local.get(&id)) else { continue };
+            if let Err(msg) = p.union(a, b, p.soft) {
+                if !p.soft {
+                    return Err(OxiflowError::InvalidArgument(msg));
+                }
+            }
+        }
+    }
+    // 2. pass 1: everything but generators, in id order
+    let is_generator = |n: &Node| n.inputs.is_empty() && n.outputs.len() == 1 && !n.op.name.starts_with("Variable");
+    let mut deferred = Vec::new();
+    for (li, &id) in nodes.iter().enumerate() {
+        let n = graph.node(id)?;
+        let root = p.find(li);
+        if p.groups[root].pinned.is_some() {
+            continue;
+        }
+        if is_generator(n) {
+            deferred.push(li);
+            continue;
+        }
+        let c = p.candidates(&p.groups[root]);
+        let Some(&first) = c.first() else { return Err(p.no_device_error(n, &p.groups[root])) };
+        p.groups[root].pinned = Some(first);
+    }
+    // 3. pass 2: generators follow their consumers when those agree
+    if !deferred.is_empty() {
+        let mut consumers: HashMap<NodeId, Vec<usize>> = HashMap::new();
+        for (li, &id) in nodes.iter().enumerate() {
+            for inp in &graph.node(id)?.inputs {
+                consumers.entry(inp.node).or_default().push(li);
+            }
+        }
+        for li in deferred {
+            let n = graph.node(nodes[li])?;
+            let root = p.find(li);
+            if p.groups[root].pinned.is_some() {
+                continue;
+            }
+            let c = p.candidates(&p.groups[root]);
+            let Some(&first) = c.first() else { return Err(p.no_device_error(n, &p.groups[root])) };
+            let mut devs = Vec::new();
+            for &ci in consumers.get(&n.id).map(|v| v.as_slice()).unwrap_or(&[]) {
+                let r = p.find(ci);
+                devs.push(p.groups[r].pinned);
+            }
+            devs.sort_unstable();
+            devs.dedup();
+            let choice = match devs.as_slice() {
+                [Some(d)] if c.contains(d) => *d,
+                _ => first,
+            };
+            p.groups[root].pinned = Some(choice);
+        }
+    }
+    let mut out = Assignment::with_capacity(nodes.len());
+    for (li, &id) in nodes.iter().enumerate() {
+        let r = p.find(li);
+        let d = p.groups[r].pinned.ok_or_else(|| OxiflowError::Internal(format!("node {} left unplaced", p.name(li))))?;
+        out.insert(id, d);
+    }
+    Ok(out)
+}
+
+/// The nodes a placement of `needed` must include: `needed` plus, transitively, every node
+/// they name in a `loc:@` colocation entry or take by reference. Sorted.
+pub fn placement_closure(graph: &Graph, needed: &[NodeId]) -> Vec<NodeId> {
+    let mut seen: std::collections::HashSet<NodeId> = needed.iter().copied().collect();
+    let mut stack: Vec<NodeId> = needed.to_vec();
+    while let Some(id) = stack.pop() {
+        let Ok(n) = graph.node(id) else { continue };
+        let refs = n.op.ref_inputs.iter().filter_map(|&i| n.inputs.get(i).map(|o| o.node));
+        let locs = n.colocation.iter().filter_map(|e| e.strip_prefix("loc:@").and_then(|t| graph.node_by_name(t)));
+        for m in refs.chain(locs).collect::<Vec<_>>() {
+            if seen.insert(m) {
+                stack.push(m);
+            }
+        }
+    }
+    let mut v: Vec<_> = seen.into_iter().collect();
+    v.sort_unstable();
+    v
+}

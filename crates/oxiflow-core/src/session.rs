@@ -1,0 +1,376 @@
+//! `Session`: places what a run needs, partitions it across devices with copy steps,
+//! executes it, keeps variables between runs (TF1's `DirectSession`, with
+//! `place_pruned_graph`: only the nodes a run needs are placed, so a node that cannot be
+//! placed fails only the runs that need it).
+
+use crate::device::{emulated_gpus_from_env, DeviceSet};
+use crate::error::{OxiflowError, Result};
+use crate::eval::needed_nodes;
+use crate::executor::{execute, Plan, Step, StepKind};
+use crate::graph::{Graph, NodeId, Output};
+use crate::ops::StateAccess;
+use crate::placer::{place, placement_closure, Assignment};
+use crate::profile::{CopyStats, NodeExecStats, StepStats};
+use crate::tensor::Tensor;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Session configuration (TF's `ConfigProto` subset; ADCME's `Session(; soft, CPU, GPU)`).
+#[derive(Clone, Debug, Default)]
+pub struct SessionOptions {
+    /// `allow_soft_placement`: an impossible device request falls back to a supported device.
+    pub allow_soft_placement: bool,
+    /// `log_device_placement`: placement lines `name: (Op): device` go to the session log.
+    pub log_device_placement: bool,
+    /// `device_count["CPU"]` (default 1).
+    pub cpu_count: Option<usize>,
+    /// `device_count["GPU"]`: at most this many GPUs (default: all present).
+    pub gpu_count: Option<usize>,
+    /// Worker threads (`inter_op_parallelism_threads`; default: number of cores).
+    pub inter_op_threads: Option<usize>,
+    /// Emulated GPUs; `None` reads `OXIFLOW_EMULATED_GPUS`.
+    pub emulated_gpus: Option<usize>,
+}
+
+/// Variable values, by `VariableV2` node.
+#[derive(Default)]
+struct VariableStore(Mutex<HashMap<NodeId, Tensor>>);
+
+impl StateAccess for VariableStore {
+    fn read_variable(&self, var: NodeId) -> Option<Tensor> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&var).cloned()
+    }
+    fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(var, value);
+        Ok(())
+    }
+}
+
+type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
+
+/// A cached, placed step with what the profiler needs to name its steps.
+struct CachedPlan {
+    plan: Plan,
+    labels: Vec<(String, String, Vec<String>, Vec<String>)>,
+}
+
+/// What [`Session::run`] returns.
+#[derive(Debug)]
+pub struct RunOutputs {
+    /// One host tensor per fetch.
+    pub values: Vec<Tensor>,
+    /// Step statistics when the run was traced.
+    pub step_stats: Option<StepStats>,
+}
+
+/// A session over a shared graph. Safe to use from several threads; runs may overlap.
+pub struct Session {
+    graph: Arc<RwLock<Graph>>,
+    options: SessionOptions,
+    devices: DeviceSet,
+    pool: rayon::ThreadPool,
+    assignment: Mutex<Assignment>,
+    plans: Mutex<HashMap<PlanKey, Arc<CachedPlan>>>,
+    variables: VariableStore,
+    log: Mutex<String>,
+}
+
+fn tf_input_name(graph: &Graph, o: Output) -> String {
+    let n = &graph.nodes()[o.node];
+    if o.index == 0 {
+        n.name.clone()
+    } else {
+        n.tensor_name(o.index)
+    }
+}
+
+impl Session {
+    /// Creates the session's devices (CPU:0.., then GPUs) and worker pool. With
+    /// `log_device_placement`, the log starts with TF's `Device mapping:` block.
+    /// Errors: a bad `OXIFLOW_EMULATED_GPUS`, a thread pool that cannot start.
+    pub fn new(graph: Arc<RwLock<Graph>>, options: SessionOptions) -> Result<Session> {
+        let present = match options.emulated_gpus {
+            Some(n) => n,
+            None => emulated_gpus_from_env()?,
+        };
+        let gpus = options.gpu_count.map_or(present, |g| g.min(present));
+        let devices = DeviceSet::new(options.cpu_count.unwrap_or(1), gpus);
+        let threads = options.inter_op_threads.unwrap_or(0);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("oxiflow-worker-{i}"))
+            .build()
+            .map_err(|e| OxiflowError::Internal(format!("cannot start worker threads: {e}")))?;
+        let mut log = String::new();
+        if options.log_device_placement {
+            log.push_str("Device mapping:\n");
+            for d in &devices.devices {
+                let a = d.attributes();
+                if !a.description.is_empty() {
+                    log.push_str(&format!("{} -> {}\n", a.name, a.description));
+                }
+            }
+        }
+        Ok(Session {
+            graph,
+            options,
+            devices,
+            pool,
+            assignment: Mutex::new(Assignment::new()),
+            plans: Mutex::new(HashMap::new()),
+            variables: VariableStore::default(),
+            log: Mutex::new(log),
+        })
+    }
+
+    /// The session's devices.
+    pub fn devices(&self) -> &DeviceSet {
+        &self.devices
+    }
+
+    /// The options the session was created with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// Takes (and clears) the text logged since the last call: the device mapping and
+    /// placement lines when `log_device_placement` is on.
+    pub fn take_log(&self) -> String {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Full name of the device `node` was placed on in this session, placing it (and what
+    /// it needs) first if no run has used it yet.
+    pub fn assigned_device(&self, node: NodeId) -> Result<String> {
+        let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+        graph.node(node)?;
+        let needed = needed_nodes(&graph, &[], &[node], &HashSet::new())?;
+        let asg = self.place_nodes(&graph, &needed)?;
+        Ok(self.devices.devices[asg[&node]].attributes().name.clone())
+    }
+
+    fn place_nodes(&self, graph: &Graph, needed: &[NodeId]) -> Result<Assignment> {
+        let set = placement_closure(graph, needed);
+        let mut fixed = self.assignment.lock().unwrap_or_else(|p| p.into_inner());
+        let new = place(graph, &set, &self.devices, self.options.allow_soft_placement, &fixed)?;
+        if self.options.log_device_placement {
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            for &id in &set {
+                if !fixed.contains_key(&id) {
+                    let n = &graph.nodes()[id];
+                    log.push_str(&format!("{}: ({}): {}\n", n.name, n.op.name, self.devices.devices[new[&id]].attributes().name));
+                }
+            }
+        }
+        fixed.extend(new.iter().map(|(&k, &v)| (k, v)));
+        Ok(new)
+    }
+
+    fn build_plan(&self, graph: &Graph, feeds: &[Output], fetches: &[Output], targets: &[NodeId]) -> Result<CachedPlan> {
+        let fed: HashSet<Output> = feeds.iter().copied().collect();
+        let needed = needed_nodes(graph, fetches, targets, &fed)?;
+        let mut to_place = needed.clone();
+        to_place.extend(feeds.iter().map(|f| f.node));
+        to_place.sort_unstable();
+        to_place.dedup();
+        let asg = self.place_nodes(graph, &to_place)?;
+
+        let mut plan = Plan::default();
+        let mut labels = Vec::new();
+        let mut home: HashMap<Output, (usize, usize)> = HashMap::new(); // output -> (slot, device)
+        let mut producer: HashMap<usize, usize> = HashMap::new(); // slot -> step
+        for f in feeds {
+            let dev = asg[&f.node];
+            home.insert(*f, (plan.num_slots, dev));
+            plan.feed_slots.push((plan.num_slots, dev));
+            plan.num_slots += 1;
+        }
+        let mut step_of: HashMap<NodeId, usize> = HashMap::new();
+        for &id in &needed {
+            let n = &graph.nodes()[id];
+            let dev = asg[&id];
+            for i in 0..n.outputs.len() {
+                let o = Output::new(id, i);
+                if !fed.contains(&o) {
+                    home.insert(o, (plan.num_slots + i, dev));
+                    producer.insert(plan.num_slots + i, plan.steps.len());
+                }
+            }
+            step_of.insert(id, plan.steps.len());
+            labels.push((
+                n.name.clone(),
+                n.op.name.to_string(),
+                n.inputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
+                (0..n.outputs.len()).map(|i| tf_input_name(graph, Output::new(id, i))).collect(),
+            ));
+            plan.steps.push(Step {
+                kind: StepKind::Op(Arc::new(n.clone())),
+                device: dev,
+                inputs: Vec::new(),
+                outputs: plan.num_slots,
+                num_outputs: n.outputs.len(),
+                successors: Vec::new(),
+                pending: 0,
+            });
+            plan.num_slots += n.outputs.len();
+        }
+        let mut edges: HashSet<(usize, usize)> = HashSet::new();
+        let mut copies: HashMap<(Output, usize), usize> = HashMap::new();
+        for &id in &needed {
+            let n = &graph.nodes()[id];
+            let s = step_of[&id];
+            let dev = plan.steps[s].device;
+            for (i, inp) in n.inputs.iter().enumerate() {
+                if n.op.ref_inputs.contains(&i) {
+                    continue;
+                }
+                let (src_slot, src_dev) = home[inp];
+                let slot = if src_dev == dev {
+                    if let Some(&p) = producer.get(&src_slot) {
+                        edges.insert((p, s));
+                    }
+                    src_slot
+                } else {
+                    let key = (*inp, dev);
+                    let cs = match copies.get(&key) {
+                        Some(&cs) => cs,
+                        None => {
+                            let cs = plan.steps.len();
+                            let tensor = tf_input_name(graph, *inp);
+                            labels.push((format!("{tensor}/_Recv"), "_Recv".into(), vec![tensor.clone()], vec![tensor.clone()]));
+                            plan.steps.push(Step {
+                                kind: StepKind::Copy { from: src_dev, tensor },
+                                device: dev,
+                                inputs: vec![src_slot],
+                                outputs: plan.num_slots,
+                                num_outputs: 1,
+                                successors: Vec::new(),
+                                pending: 0,
+                            });
+                            producer.insert(plan.num_slots, cs);
+                            plan.num_slots += 1;
+                            if let Some(&p) = producer.get(&src_slot) {
+                                edges.insert((p, cs));
+                            }
+                            copies.insert(key, cs);
+                            cs
+                        }
+                    };
+                    edges.insert((cs, s));
+                    plan.steps[cs].outputs
+                };
+                plan.steps[s].inputs.push(slot);
+            }
+            for c in &n.control_inputs {
+                if let Some(&p) = step_of.get(c) {
+                    edges.insert((p, s));
+                }
+            }
+        }
+        let mut edges: Vec<_> = edges.into_iter().collect();
+        edges.sort_unstable();
+        for (a, b) in edges {
+            plan.steps[a].successors.push(b);
+            plan.steps[b].pending += 1;
+        }
+        for f in fetches {
+            let (slot, dev) = home[f];
+            plan.fetch_slots.push((slot, dev));
+        }
+        Ok(CachedPlan { plan, labels })
+    }
+
+    fn check_feed(graph: &Graph, o: Output, t: &Tensor) -> Result<()> {
+        let tt = graph.output_type(o)?;
+        let name = graph.tensor_name(o);
+        if t.dtype() != tt.dtype {
+            return Err(OxiflowError::Feed { tensor: name, what: format!("dtype {}", t.dtype()), expected: format!("dtype {}", tt.dtype) });
+        }
+        if t.dims() != tt.shape.dims() {
+            return Err(OxiflowError::Feed { tensor: name, what: format!("shape {}", t.shape()), expected: format!("shape {}", tt.shape) });
+        }
+        Ok(())
+    }
+
+    /// Runs one step: feeds replace outputs, `fetches` are computed and copied to the host,
+    /// `targets` are run for their effects. `trace` records step statistics.
+    ///
+    /// Errors: a feed of the wrong dtype or shape (`Cannot feed value of shape [3] for
+    /// Tensor 'Placeholder:0', which has shape [2]`), an unfed placeholder, an uninitialized
+    /// variable, a placement failure, a kernel error. The session stays usable after any.
+    pub fn run(&self, feeds: &[(Output, Tensor)], fetches: &[Output], targets: &[NodeId], trace: bool) -> Result<RunOutputs> {
+        let mut feeds: Vec<(Output, Tensor)> = feeds.to_vec();
+        feeds.sort_by_key(|(o, _)| *o);
+        if feeds.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(OxiflowError::InvalidArgument("the same tensor is fed twice".into()));
+        }
+        let key: PlanKey = (feeds.iter().map(|(o, _)| *o).collect(), fetches.to_vec(), targets.to_vec());
+        let cached = {
+            let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+            for (o, t) in &feeds {
+                Self::check_feed(&graph, *o, t)?;
+            }
+            let hit = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+            match hit {
+                Some(p) => p,
+                None => {
+                    let p = Arc::new(self.build_plan(&graph, &key.0, fetches, targets)?);
+                    self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), p.clone());
+                    p
+                }
+            }
+        };
+        let plan = &cached.plan;
+        let host = self.devices.devices[0].as_ref();
+        let feed_values = plan
+            .feed_slots
+            .iter()
+            .zip(feeds)
+            .map(|(&(_, dev), (_, t))| self.devices.devices[dev].copy_from(&t, host))
+            .collect::<Result<Vec<_>>>()?;
+        let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let exec = self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace))?;
+        let values = exec
+            .fetched
+            .iter()
+            .zip(&plan.fetch_slots)
+            .map(|(t, &(_, dev))| host.copy_from(t, self.devices.devices[dev].as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        let step_stats = exec.timings.map(|timings| {
+            let name = |d: usize| self.devices.devices[d].attributes().name.clone();
+            let mut used: Vec<usize> = timings.iter().map(|t| plan.steps[t.step].device).collect();
+            used.sort_unstable();
+            used.dedup();
+            StepStats {
+                devices: used.iter().map(|&d| name(d)).collect(),
+                nodes: timings
+                    .iter()
+                    .map(|t| {
+                        let step = &plan.steps[t.step];
+                        let (node_name, op, inputs, outputs) = cached.labels[t.step].clone();
+                        let copy = match &step.kind {
+                            StepKind::Copy { from, tensor } => {
+                                Some(CopyStats { from: name(*from), to: name(step.device), bytes: t.bytes, tensor: tensor.clone() })
+                            }
+                            StepKind::Op(_) => None,
+                        };
+                        NodeExecStats {
+                            node_name,
+                            op,
+                            device: name(step.device),
+                            thread: t.thread,
+                            start_ns: wall0 + t.start_ns,
+                            end_ns: wall0 + t.end_ns,
+                            inputs,
+                            outputs,
+                            output_bytes: t.bytes,
+                            copy,
+                        }
+                    })
+                    .collect(),
+            }
+        });
+        Ok(RunOutputs { values, step_stats })
+    }
+}
