@@ -1,0 +1,447 @@
+//! Graph building and inspection exports.
+
+use crate::{guard, opt_str, put, req_str, return_str, slice};
+use oxiflow_core::graph::{DeviceScope, NodeDef};
+use oxiflow_core::ops::{AttrValue, Attrs};
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, OxiflowError, Output, Result, Tensor};
+use std::ffi::{c_char, c_void, CString};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+
+/// An owned graph handle (opaque to C).
+pub struct OxGraph {
+    pub(crate) inner: Arc<RwLock<Graph>>,
+}
+
+impl OxGraph {
+    pub(crate) fn write(&self) -> Result<RwLockWriteGuard<'_, Graph>> {
+        match self.inner.try_write() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(busy()),
+        }
+    }
+    pub(crate) fn read(&self) -> Result<RwLockReadGuard<'_, Graph>> {
+        match self.inner.try_read() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(busy()),
+        }
+    }
+}
+
+fn busy() -> OxiflowError {
+    OxiflowError::FailedPrecondition(
+        "the graph is busy: a device function may not build or inspect the graph (it receives a NodeDef instead)".into(),
+    )
+}
+
+pub(crate) fn graph<'a>(g: *const OxGraph) -> Result<&'a OxGraph> {
+    unsafe { g.as_ref() }.ok_or_else(|| OxiflowError::InvalidArgument("null graph handle".into()))
+}
+
+fn dtype(code: i32) -> Result<DType> {
+    DType::from_code(code).ok_or_else(|| OxiflowError::InvalidArgument(format!("unknown dtype code {code}")))
+}
+
+pub(crate) fn dims_of(ndims: i32, dims: *const i64) -> Result<Vec<usize>> {
+    slice(dims, ndims as i64, "dims")?
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| OxiflowError::InvalidArgument(format!("negative dimension {d}"))))
+        .collect()
+}
+
+/// Builds a host tensor from a C array (copied).
+pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32) -> Result<Tensor> {
+    let dt = dtype(code)?;
+    let dims = dims_of(ndims, dims)?;
+    let n: usize = dims.iter().product();
+    if n > 0 && data.is_null() {
+        return Err(OxiflowError::InvalidArgument("tensor data is null".into()));
+    }
+    let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
+    unsafe { Tensor::from_raw(dt, &dims, data as *const u8, layout) }
+}
+
+fn out_node(id: usize, out: *mut i64) -> Result<()> {
+    put(out, id as i64)
+}
+
+fn node_id(n: i64) -> Result<usize> {
+    usize::try_from(n).map_err(|_| OxiflowError::InvalidArgument(format!("invalid node id {n}")))
+}
+
+fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec<Output>> {
+    let ns = slice(nodes, n as i64, what)?;
+    let is = slice(idx, n as i64, what)?;
+    ns.iter().zip(is).map(|(&a, &b)| Ok(Output::new(node_id(a)?, usize::try_from(b).map_err(|_| OxiflowError::InvalidArgument(format!("{what}: invalid output index {b}")))?))).collect()
+}
+
+/// Parses the attrs JSON object: booleans, integers, floats, strings (`dtype`-like keys
+/// `dtype`, `DstT`, `SrcT`, `T` become dtypes), integer arrays (`shape` becomes a shape).
+fn parse_attrs(json: Option<&str>) -> Result<Attrs> {
+    let mut attrs = Attrs::new();
+    let Some(text) = json.filter(|s| !s.trim().is_empty()) else { return Ok(attrs) };
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("attrs are not valid JSON ({e}): {text}")))?;
+    let obj = v.as_object().ok_or_else(|| OxiflowError::InvalidArgument(format!("attrs must be a JSON object: {text}")))?;
+    for (k, v) in obj {
+        let bad = || OxiflowError::InvalidArgument(format!("attr '{k}' has an unsupported value {v}"));
+        let a = match v {
+            serde_json::Value::Bool(b) => AttrValue::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => AttrValue::Int(i),
+                None => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
+            },
+            serde_json::Value::String(s) if matches!(k.as_str(), "dtype" | "DstT" | "SrcT" | "T") => {
+                AttrValue::Type(DType::parse(s).ok_or_else(|| OxiflowError::InvalidArgument(format!("attr '{k}': unknown dtype '{s}'")))?)
+            }
+            serde_json::Value::String(s) => AttrValue::Str(s.clone()),
+            serde_json::Value::Array(items) => {
+                let ints: Vec<i64> = items.iter().map(|x| x.as_i64().ok_or_else(bad)).collect::<Result<_>>()?;
+                if k == "shape" {
+                    AttrValue::Shape(ints.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_>>()?)
+                } else {
+                    AttrValue::Ints(ints)
+                }
+            }
+            _ => return Err(bad()),
+        };
+        attrs.insert(k.clone(), a);
+    }
+    Ok(attrs)
+}
+
+/// A new, empty graph. Never null.
+#[no_mangle]
+pub extern "C" fn oxf_graph_new() -> *mut OxGraph {
+    Box::into_raw(Box::new(OxGraph { inner: Arc::new(RwLock::new(Graph::new())) }))
+}
+
+/// Frees a graph handle (sessions keep the graph alive on their own). Null is ignored.
+#[no_mangle]
+pub extern "C" fn oxf_graph_free(g: *mut OxGraph) {
+    if !g.is_null() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(g) })));
+    }
+}
+
+/// Number of nodes in the graph.
+#[no_mangle]
+pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
+    guard(|| put(out, graph(g)?.read()?.len() as i64))
+}
+
+/// `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
+/// dims, `col_major` layout). `name` may be null (default `Const`).
+#[no_mangle]
+pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
+    guard(|| {
+        let t = tensor_from_c(dtype, ndims, dims, data, col_major)?;
+        let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
+        spec.name = opt_str(name, "name")?.map(str::to_string);
+        out_node(graph(g)?.write()?.add_node(spec)?, out)
+    })
+}
+
+/// `tf.placeholder(dtype, shape)`; `name` may be null (default `Placeholder`).
+#[no_mangle]
+pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, name: *const c_char, out: *mut i64) -> i32 {
+    guard(|| {
+        let dt = self::dtype(dtype)?;
+        let d = dims_of(ndims, dims)?;
+        let o = graph(g)?.write()?.placeholder(dt, &d, opt_str(name, "name")?)?;
+        out_node(o.node, out)
+    })
+}
+
+/// `tf.Variable(value; name, trainable)`: creates `<name>/initial_value`, `<name>`
+/// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. `name` may be null.
+#[no_mangle]
+pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, trainable: i32, out: *mut i64) -> i32 {
+    guard(|| {
+        let t = tensor_from_c(dtype, ndims, dims, data, col_major)?;
+        let id = graph(g)?.write()?.variable(t, opt_str(name, "name")?, trainable != 0)?;
+        out_node(id, out)
+    })
+}
+
+/// Adds a node of `op_type` with inputs `(input_nodes[i], input_indices[i])`, attrs as a
+/// JSON object (may be null) and an optional name. Errors name the op, node and shapes.
+#[no_mangle]
+pub extern "C" fn oxf_add_op(g: *mut OxGraph, op_type: *const c_char, input_nodes: *const i64, input_indices: *const i32, n_inputs: i32, attrs_json: *const c_char, name: *const c_char, out: *mut i64) -> i32 {
+    guard(|| {
+        let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
+        spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;
+        spec.name = opt_str(name, "name")?.map(str::to_string);
+        out_node(graph(g)?.write()?.add_node(spec)?, out)
+    })
+}
+
+/// `tf.global_variables_initializer()`: a new `NoOp` `init` depending on every variable's
+/// initializer.
+#[no_mangle]
+pub extern "C" fn oxf_global_variables_initializer(g: *mut OxGraph, out: *mut i64) -> i32 {
+    guard(|| out_node(graph(g)?.write()?.global_variables_initializer()?, out))
+}
+
+fn with_node<T>(g: *const OxGraph, node: i64, f: impl FnOnce(&Graph, &oxiflow_core::graph::Node) -> Result<T>) -> Result<T> {
+    let gr = graph(g)?.read()?;
+    let n = gr.node(node_id(node)?)?;
+    f(&gr, n)
+}
+
+/// Node name (`Sin`, `gradients/Cos_grad/Sin`).
+#[no_mangle]
+pub extern "C" fn oxf_node_name(g: *const OxGraph, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(with_node(g, node, |_, n| Ok(n.name.clone()))?, out))
+}
+
+/// Op type (`Sin`, `VariableV2`).
+#[no_mangle]
+pub extern "C" fn oxf_node_op(g: *const OxGraph, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(with_node(g, node, |_, n| Ok(n.op.name.to_string()))?, out))
+}
+
+/// Requested device in canonical form (`/device:GPU:0`; `""` when unplaced), TF's `op.device`.
+#[no_mangle]
+pub extern "C" fn oxf_node_device(g: *const OxGraph, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(with_node(g, node, |_, n| Ok(n.requested_device.to_string()))?, out))
+}
+
+/// Colocation list (`loc:@name` entries), one per line.
+#[no_mangle]
+pub extern "C" fn oxf_node_colocation(g: *const OxGraph, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(with_node(g, node, |_, n| Ok(n.colocation.join("\n")))?, out))
+}
+
+/// Input tensor names (TF NodeDef style: `Sin`, `Split:1`, `^init` for control inputs),
+/// one per line.
+#[no_mangle]
+pub extern "C" fn oxf_node_inputs(g: *const OxGraph, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(with_node(g, node, |gr, n| Ok(gr.node_def(n.id)?.input.join("\n")))?, out))
+}
+
+/// Number of outputs of a node.
+#[no_mangle]
+pub extern "C" fn oxf_node_num_outputs(g: *const OxGraph, node: i64, out: *mut i32) -> i32 {
+    guard(|| put(out, with_node(g, node, |_, n| Ok(n.outputs.len() as i32))?))
+}
+
+/// The node named `name`; status 5 when there is none.
+#[no_mangle]
+pub extern "C" fn oxf_node_by_name(g: *const OxGraph, name: *const c_char, out: *mut i64) -> i32 {
+    guard(|| {
+        let name = req_str(name, "name")?;
+        let id = graph(g)?.read()?.node_by_name(name).ok_or_else(|| OxiflowError::NotFound(format!("no node named '{name}' in the graph")))?;
+        out_node(id, out)
+    })
+}
+
+/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of output `index`.
+#[no_mangle]
+pub extern "C" fn oxf_output_type(g: *const OxGraph, node: i64, index: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
+    guard(|| {
+        let gr = graph(g)?.read()?;
+        let tt = gr.output_type(Output::new(node_id(node)?, index.max(0) as usize))?;
+        put(dtype, tt.dtype.code())?;
+        put(rank, tt.shape.rank() as i32)?;
+        if tt.shape.rank() > max_dims.max(0) as usize {
+            return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", tt.shape.rank())));
+        }
+        for (i, &d) in tt.shape.dims().iter().enumerate() {
+            unsafe { *dims.add(i) = d as i64 };
+        }
+        Ok(())
+    })
+}
+
+/// Pushes `tf.device(spec)`; a malformed spec is status 3 and pushes nothing.
+#[no_mangle]
+pub extern "C" fn oxf_push_device(g: *mut OxGraph, spec: *const c_char) -> i32 {
+    guard(|| {
+        let s = DeviceSpec::parse(req_str(spec, "device spec")?)?;
+        graph(g)?.write()?.push_device(DeviceScope::Spec(s));
+        Ok(())
+    })
+}
+
+/// Pushes `tf.device(None)`: outer device scopes stop applying.
+#[no_mangle]
+pub extern "C" fn oxf_push_device_reset(g: *mut OxGraph) -> i32 {
+    guard(|| {
+        graph(g)?.write()?.push_device(DeviceScope::Reset);
+        Ok(())
+    })
+}
+
+/// A node as a device function sees it. All strings are valid during the callback only.
+#[repr(C)]
+pub struct OxNodeDef {
+    pub name: *const c_char,
+    pub op: *const c_char,
+    /// Device set so far by inner scopes (canonical, may be empty).
+    pub device: *const c_char,
+    pub inputs: *const *const c_char,
+    pub n_inputs: i32,
+    pub attr_keys: *const *const c_char,
+    pub attr_values: *const *const c_char,
+    pub n_attrs: i32,
+}
+
+/// A device function: returns 0 and sets `*out` to a device string (NUL-terminated, valid
+/// until the callback is called again), or non-zero and sets `*out` to an error message.
+pub type OxDeviceFn = Option<unsafe extern "C" fn(userdata: *mut c_void, node: *const OxNodeDef, out: *mut *const c_char) -> i32>;
+
+struct CDeviceFn {
+    f: unsafe extern "C" fn(*mut c_void, *const OxNodeDef, *mut *const c_char) -> i32,
+    userdata: usize,
+}
+
+fn cstrings(v: impl IntoIterator<Item = String>) -> Vec<CString> {
+    v.into_iter().map(crate::to_cstring).collect()
+}
+
+impl oxiflow_core::graph::DeviceFunction for CDeviceFn {
+    fn call(&self, node: &NodeDef) -> std::result::Result<String, String> {
+        let name = crate::to_cstring(node.name.clone());
+        let op = crate::to_cstring(node.op.clone());
+        let device = crate::to_cstring(node.device.clone());
+        let inputs = cstrings(node.input.iter().cloned());
+        let keys = cstrings(node.attr.keys().cloned());
+        let values = cstrings(node.attr.values().cloned());
+        let ip: Vec<*const c_char> = inputs.iter().map(|c| c.as_ptr()).collect();
+        let kp: Vec<*const c_char> = keys.iter().map(|c| c.as_ptr()).collect();
+        let vp: Vec<*const c_char> = values.iter().map(|c| c.as_ptr()).collect();
+        let def = OxNodeDef {
+            name: name.as_ptr(),
+            op: op.as_ptr(),
+            device: device.as_ptr(),
+            inputs: ip.as_ptr(),
+            n_inputs: ip.len() as i32,
+            attr_keys: kp.as_ptr(),
+            attr_values: vp.as_ptr(),
+            n_attrs: kp.len() as i32,
+        };
+        let mut out: *const c_char = std::ptr::null();
+        let status = unsafe { (self.f)(self.userdata as *mut c_void, &def, &mut out) };
+        let text = if out.is_null() { String::new() } else { unsafe { std::ffi::CStr::from_ptr(out) }.to_string_lossy().into_owned() };
+        if status == 0 {
+            Ok(text)
+        } else if text.is_empty() {
+            Err(format!("device function returned status {status}"))
+        } else {
+            Err(text)
+        }
+    }
+}
+
+/// Pushes a device function scope: `f(userdata, node, out)` is called for every node created
+/// inside it, on the calling thread, while the graph is locked (it must not call back into
+/// the graph).
+#[no_mangle]
+pub extern "C" fn oxf_push_device_fn(g: *mut OxGraph, f: OxDeviceFn, userdata: *mut c_void) -> i32 {
+    guard(|| {
+        let f = f.ok_or_else(|| OxiflowError::InvalidArgument("null device function".into()))?;
+        graph(g)?.write()?.push_device(DeviceScope::Function(Arc::new(CDeviceFn { f, userdata: userdata as usize })));
+        Ok(())
+    })
+}
+
+/// Pops the innermost device scope.
+#[no_mangle]
+pub extern "C" fn oxf_pop_device(g: *mut OxGraph) -> i32 {
+    guard(|| graph(g)?.write()?.pop_device())
+}
+
+/// Opens `colocate_with(node)` (outer device scopes suspended inside).
+#[no_mangle]
+pub extern "C" fn oxf_push_colocation(g: *mut OxGraph, node: i64, ignore_existing: i32) -> i32 {
+    guard(|| graph(g)?.write()?.push_colocation(node_id(node)?, ignore_existing != 0))
+}
+
+/// Closes the innermost `colocate_with`.
+#[no_mangle]
+pub extern "C" fn oxf_pop_colocation(g: *mut OxGraph) -> i32 {
+    guard(|| {
+        graph(g)?.write()?.pop_colocation();
+        Ok(())
+    })
+}
+
+/// Opens `tf.name_scope(name)`; the unique scope name is returned through `out`.
+#[no_mangle]
+pub extern "C" fn oxf_push_name_scope(g: *mut OxGraph, name: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let s = graph(g)?.write()?.push_name_scope(req_str(name, "name scope")?);
+        return_str(s, out)
+    })
+}
+
+/// Closes the innermost name scope.
+#[no_mangle]
+pub extern "C" fn oxf_pop_name_scope(g: *mut OxGraph) -> i32 {
+    guard(|| {
+        graph(g)?.write()?.pop_name_scope();
+        Ok(())
+    })
+}
+
+/// Adds `(node, index)` to collection `key` (`tf.add_to_collection`).
+#[no_mangle]
+pub extern "C" fn oxf_add_to_collection(g: *mut OxGraph, key: *const c_char, node: i64, index: i32) -> i32 {
+    guard(|| {
+        let key = req_str(key, "collection key")?;
+        let mut gr = graph(g)?.write()?;
+        let o = Output::new(node_id(node)?, index.max(0) as usize);
+        gr.output_type(o)?;
+        gr.add_to_collection(key, o);
+        Ok(())
+    })
+}
+
+/// Members of collection `key` as lines `node index`.
+#[no_mangle]
+pub extern "C" fn oxf_collection(g: *const OxGraph, key: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let gr = graph(g)?.read()?;
+        let lines: Vec<String> = gr.collection(req_str(key, "collection key")?).iter().map(|o| format!("{} {}", o.node, o.index)).collect();
+        return_str(lines.join("\n"), out)
+    })
+}
+
+/// `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)`. `grad_ys` arrays may be
+/// null (ones). Writes one `(node, index)` per x into `out_nodes`/`out_indices`, node `-1`
+/// when x is unreachable from ys (ADCME returns `nothing`).
+#[no_mangle]
+pub extern "C" fn oxf_gradients(
+    g: *mut OxGraph,
+    y_nodes: *const i64,
+    y_indices: *const i32,
+    n_ys: i32,
+    x_nodes: *const i64,
+    x_indices: *const i32,
+    n_xs: i32,
+    grad_y_nodes: *const i64,
+    grad_y_indices: *const i32,
+    colocate: i32,
+    out_nodes: *mut i64,
+    out_indices: *mut i32,
+) -> i32 {
+    guard(|| {
+        let ys = outputs(y_nodes, y_indices, n_ys, "ys")?;
+        let xs = outputs(x_nodes, x_indices, n_xs, "xs")?;
+        let gys = if grad_y_nodes.is_null() { None } else { Some(outputs(grad_y_nodes, grad_y_indices, n_ys, "grad_ys")?) };
+        if !xs.is_empty() && (out_nodes.is_null() || out_indices.is_null()) {
+            return Err(OxiflowError::InvalidArgument("null output arrays".into()));
+        }
+        let mut gr = graph(g)?.write()?;
+        let res = oxiflow_core::autodiff::gradients(&mut gr, &ys, &xs, gys.as_deref(), colocate != 0)?;
+        for (i, r) in res.iter().enumerate() {
+            unsafe {
+                *out_nodes.add(i) = r.map_or(-1, |o| o.node as i64);
+                *out_indices.add(i) = r.map_or(0, |o| o.index as i32);
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,261 @@
+//! Session, run results and device listing exports.
+
+use crate::graph::{graph, tensor_from_c};
+use crate::{guard, opt_str, put, return_str, slice};
+use oxiflow_core::device::DeviceKind;
+use oxiflow_core::profile::StepStats;
+use oxiflow_core::{Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
+use std::ffi::{c_char, c_void};
+
+/// A session handle (opaque to C). Holds the graph alive.
+pub struct OxSession {
+    inner: Session,
+}
+
+/// The tensors and step statistics of one run (opaque to C).
+pub struct OxRunResult {
+    values: Vec<Tensor>,
+    stats: Option<StepStats>,
+}
+
+/// A feed value as C passes it: a flat array with its dtype code, dims and layout.
+/// `data` is read during the call only.
+#[repr(C)]
+pub struct OxTensorView {
+    pub dtype: i32,
+    pub ndims: i32,
+    pub dims: *const i64,
+    pub data: *const c_void,
+    pub col_major: i32,
+}
+
+/// Parses session options JSON: `allow_soft_placement`, `log_device_placement` (bools),
+/// `CPU`, `GPU` (device counts), `inter_op_threads`, `emulated_gpus` (integers).
+fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
+    let mut o = SessionOptions::default();
+    let Some(text) = json.filter(|s| !s.trim().is_empty()) else { return Ok(o) };
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("session options are not valid JSON ({e}): {text}")))?;
+    let obj = v.as_object().ok_or_else(|| OxiflowError::InvalidArgument("session options must be a JSON object".into()))?;
+    for (k, v) in obj {
+        let bad = || OxiflowError::InvalidArgument(format!("session option '{k}' has an invalid value {v}"));
+        let count = || v.as_u64().map(|n| n as usize).ok_or_else(bad);
+        match k.as_str() {
+            "allow_soft_placement" => o.allow_soft_placement = v.as_bool().ok_or_else(bad)?,
+            "log_device_placement" => o.log_device_placement = v.as_bool().ok_or_else(bad)?,
+            "CPU" => o.cpu_count = Some(count()?),
+            "GPU" => o.gpu_count = Some(count()?),
+            "inter_op_threads" => o.inter_op_threads = Some(count()?),
+            "emulated_gpus" => o.emulated_gpus = Some(count()?),
+            _ => return Err(OxiflowError::InvalidArgument(format!("unknown session option '{k}'"))),
+        }
+    }
+    Ok(o)
+}
+
+/// Creates a session over graph `g` with options JSON (may be null).
+#[no_mangle]
+pub extern "C" fn oxf_session_new(g: *const OxGraph, options_json: *const c_char, out: *mut *mut OxSession) -> i32 {
+    guard(|| {
+        let opts = parse_options(opt_str(options_json, "options")?)?;
+        let s = Session::new(graph(g)?.inner.clone(), opts)?;
+        put(out, Box::into_raw(Box::new(OxSession { inner: s })))
+    })
+}
+
+use crate::graph::OxGraph;
+
+fn session<'a>(s: *const OxSession) -> Result<&'a Session> {
+    unsafe { s.as_ref() }.map(|s| &s.inner).ok_or_else(|| OxiflowError::InvalidArgument("null session handle".into()))
+}
+
+/// Frees a session and its variables. Null is ignored.
+#[no_mangle]
+pub extern "C" fn oxf_session_free(s: *mut OxSession) {
+    if !s.is_null() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(s) })));
+    }
+}
+
+/// Takes the session's log text since the last call (device mapping, placement lines).
+#[no_mangle]
+pub extern "C" fn oxf_session_take_log(s: *const OxSession, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(session(s)?.take_log(), out))
+}
+
+/// Full name of the device `node` is placed on in this session (placing it if needed).
+#[no_mangle]
+pub extern "C" fn oxf_session_assigned_device(s: *const OxSession, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let id = usize::try_from(node).map_err(|_| OxiflowError::InvalidArgument(format!("invalid node id {node}")))?;
+        return_str(session(s)?.assigned_device(id)?, out)
+    })
+}
+
+/// The session's devices, one per line: `name\ttype\tkind\tdescription` (kind is `cpu`,
+/// `emulated` or `cuda`).
+#[no_mangle]
+pub extern "C" fn oxf_session_devices(s: *const OxSession, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(device_lines(session(s)?), out))
+}
+
+fn device_lines(s: &Session) -> String {
+    s.devices()
+        .devices
+        .iter()
+        .map(|d| {
+            let a = d.attributes();
+            let kind = match a.kind {
+                DeviceKind::Cpu => "cpu",
+                DeviceKind::EmulatedGpu => "emulated",
+                DeviceKind::CudaGpu => "cuda",
+            };
+            format!("{}\t{}\t{}\t{}", a.name, a.device_type, kind, a.description)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The devices a session with these options (JSON, may be null) would have, in the format
+/// of [`oxf_session_devices`], without creating one.
+#[no_mangle]
+pub extern "C" fn oxf_list_devices(options_json: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let mut opts = parse_options(opt_str(options_json, "options")?)?;
+        opts.inter_op_threads = Some(1);
+        let g = std::sync::Arc::new(std::sync::RwLock::new(oxiflow_core::Graph::new()));
+        return_str(device_lines(&Session::new(g, opts)?), out)
+    })
+}
+
+/// Runs one step. Feeds are `(feed_nodes[i], feed_indices[i]) <- feed_values[i]`; fetches
+/// `(fetch_nodes[i], fetch_indices[i])`; `targets` are nodes run for their effect; `trace`
+/// records step statistics. On success `*out` is a result handle to free with
+/// [`oxf_result_free`].
+#[no_mangle]
+pub extern "C" fn oxf_session_run(
+    s: *const OxSession,
+    feed_nodes: *const i64,
+    feed_indices: *const i32,
+    feed_values: *const OxTensorView,
+    n_feeds: i32,
+    fetch_nodes: *const i64,
+    fetch_indices: *const i32,
+    n_fetches: i32,
+    targets: *const i64,
+    n_targets: i32,
+    trace: i32,
+    out: *mut *mut OxRunResult,
+) -> i32 {
+    guard(|| {
+        let sess = session(s)?;
+        let out_of = |n: &[i64], i: &[i32]| -> Result<Vec<Output>> {
+            n.iter()
+                .zip(i)
+                .map(|(&a, &b)| {
+                    if a < 0 || b < 0 {
+                        return Err(OxiflowError::InvalidArgument(format!("invalid tensor ({a}, {b})")));
+                    }
+                    Ok(Output::new(a as usize, b as usize))
+                })
+                .collect()
+        };
+        let feed_outs = out_of(slice(feed_nodes, n_feeds as i64, "feed nodes")?, slice(feed_indices, n_feeds as i64, "feed indices")?)?;
+        let views = slice(feed_values, n_feeds as i64, "feed values")?;
+        let feeds = feed_outs
+            .into_iter()
+            .zip(views)
+            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let fetches = out_of(slice(fetch_nodes, n_fetches as i64, "fetch nodes")?, slice(fetch_indices, n_fetches as i64, "fetch indices")?)?;
+        let targets = slice(targets, n_targets as i64, "targets")?
+            .iter()
+            .map(|&t| usize::try_from(t).map_err(|_| OxiflowError::InvalidArgument(format!("invalid target node {t}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let r = sess.run(&feeds, &fetches, &targets, trace != 0)?;
+        put(out, Box::into_raw(Box::new(OxRunResult { values: r.values, stats: r.step_stats })))
+    })
+}
+
+fn result<'a>(r: *const OxRunResult) -> Result<&'a OxRunResult> {
+    unsafe { r.as_ref() }.ok_or_else(|| OxiflowError::InvalidArgument("null result handle".into()))
+}
+
+fn value(r: *const OxRunResult, i: i32) -> Result<&'static Tensor> {
+    let r: &'static OxRunResult = result(r)?;
+    r.values.get(i.max(0) as usize).filter(|_| i >= 0).ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i}")))
+}
+
+/// Frees a run result. Null is ignored.
+#[no_mangle]
+pub extern "C" fn oxf_result_free(r: *mut OxRunResult) {
+    if !r.is_null() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(r) })));
+    }
+}
+
+/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`.
+#[no_mangle]
+pub extern "C" fn oxf_result_type(r: *const OxRunResult, i: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
+    guard(|| {
+        let t = value(r, i)?;
+        put(dtype, t.dtype().code())?;
+        put(rank, t.dims().len() as i32)?;
+        if t.dims().len() > max_dims.max(0) as usize {
+            return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", t.dims().len())));
+        }
+        for (k, &d) in t.dims().iter().enumerate() {
+            unsafe { *dims.add(k) = d as i64 };
+        }
+        Ok(())
+    })
+}
+
+/// Copies fetched value `i` into `dst` (`dst_bytes` must equal elements × element size) in
+/// the given layout.
+#[no_mangle]
+pub extern "C" fn oxf_result_copy(r: *const OxRunResult, i: i32, dst: *mut c_void, dst_bytes: usize, col_major: i32) -> i32 {
+    guard(|| {
+        let t = value(r, i)?;
+        if dst_bytes != t.num_bytes() {
+            return Err(OxiflowError::InvalidArgument(format!("destination has {dst_bytes} bytes, value {i} needs {}", t.num_bytes())));
+        }
+        if t.num_bytes() > 0 {
+            if dst.is_null() {
+                return Err(OxiflowError::InvalidArgument("null destination".into()));
+            }
+            let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
+            unsafe { t.write_raw(dst as *mut u8, layout) };
+        }
+        Ok(())
+    })
+}
+
+fn stats(r: *const OxRunResult) -> Result<&'static StepStats> {
+    let r: &'static OxRunResult = result(r)?;
+    r.stats.as_ref().ok_or_else(|| OxiflowError::FailedPrecondition("this run was not traced (use run_profile)".into()))
+}
+
+/// The traced step as TF timeline JSON (Chrome trace event format).
+#[no_mangle]
+pub extern "C" fn oxf_result_trace_json(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(stats(r)?.chrome_trace_json(), out))
+}
+
+/// The traced step's events, one per line, tab-separated:
+/// `op\t<node>\t<op type>\t<device>\t<start ns>\t<end ns>\t<bytes>` for kernels and
+/// `copy\t<tensor>\t<from device>\t<to device>\t<start ns>\t<end ns>\t<bytes>` for copies.
+#[no_mangle]
+pub extern "C" fn oxf_result_trace_events(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let lines: Vec<String> = stats(r)?
+            .nodes
+            .iter()
+            .map(|n| match &n.copy {
+                Some(c) => format!("copy\t{}\t{}\t{}\t{}\t{}\t{}", c.tensor, c.from, c.to, n.start_ns, n.end_ns, c.bytes),
+                None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", n.node_name, n.op, n.device, n.start_ns, n.end_ns, n.output_bytes),
+            })
+            .collect();
+        return_str(lines.join("\n"), out)
+    })
+}
