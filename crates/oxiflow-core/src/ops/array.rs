@@ -1,5 +1,287 @@
-//! Shape and type ops: `Reshape`, `BroadcastTo`, `Sum`, `Cast`, `OnesLike`, ...
+//! Shape and type ops: `Reshape`, `BroadcastTo`, `Sum`, `Cast`, `OnesLike`, `ZerosLike`
+//! (TF's `array_ops` / `math_ops.reduce_sum` / `math_ops.cast`, gradients as in
+//! `array_grad.py` and `math_grad.py`), and [`sum_to_shape`], which reduces a broadcast
+//! gradient back to an operand's shape.
+//!
+//! Shapes are static: `Reshape` and `BroadcastTo` take the target shape as an attr
+//! (`AttrValue::Shape`), not as a tensor input as TF does.
 
+use super::math::{def, require_numeric, Arith};
 use super::*;
+use crate::graph::NodeSpec;
+use crate::tensor::Element;
+use crate::with_array;
+use ndarray::{ArcArray, Axis, IxDyn};
 
-pub(crate) fn register(_r: &mut Registry) {}
+// ---------------------------------------------------------------- graph-building helpers
+
+/// Adds `Reshape(x)` to `shape` (TF's `tf.reshape`). Errors (`ShapeMismatch`, naming both
+/// shapes) when the element counts differ; the graph is then unchanged.
+pub fn reshape(g: &mut Graph, x: Output, shape: &Shape) -> Result<Output> {
+    g.op_spec(NodeSpec::new("Reshape", &[x]).attr("shape", AttrValue::Shape(shape.0.clone())))
+}
+
+/// Adds `Sum(x)` over `axes` (0-based, negatives count from the end; empty = all axes),
+/// keeping reduced axes as size 1 when `keep_dims` (TF's `tf.reduce_sum`). Numeric dtypes.
+pub fn reduce_sum(g: &mut Graph, x: Output, axes: &[i64], keep_dims: bool) -> Result<Output> {
+    g.op_spec(NodeSpec::new("Sum", &[x]).attr("axis", axes.to_vec()).attr("keep_dims", keep_dims))
+}
+
+/// Sums `grad`, whose static shape must be a broadcast of `target` (NumPy rules), down to
+/// `target`: a `Sum` over [`Shape::broadcast_axes`], then a `Reshape` where the rank or unit
+/// dimensions still differ (TF's `reshape(reduce_sum(grad, rx), sx)` with
+/// `BroadcastGradientArgs`). Returns `grad` itself when the shapes are equal. Shapes are
+/// static, so this is decided when the graph is built. `InvalidArgument` when `target`
+/// does not broadcast to `grad`'s shape.
+pub fn sum_to_shape(g: &mut Graph, grad: Output, target: &Shape) -> Result<Output> {
+    let shape = g.shape_of(grad)?;
+    if &shape == target {
+        return Ok(grad);
+    }
+    if Shape::broadcast(target, &shape).as_ref() != Some(&shape) {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "sum_to_shape: a gradient of shape {shape} is not a broadcast of shape {target}"
+        )));
+    }
+    let axes: Vec<i64> = target.broadcast_axes(&shape).into_iter().map(|a| a as i64).collect();
+    let mut out = grad;
+    if !axes.is_empty() {
+        out = reduce_sum(g, grad, &axes, false)?;
+    }
+    if g.shape_of(out)? != *target {
+        out = reshape(g, out, target)?;
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- Reshape
+
+fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let target = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    if x.shape.num_elements() != target.num_elements() {
+        return Err(ctx.shape_error(
+            &x.shape,
+            &target,
+            format!(
+                " (Cannot reshape a tensor with {} elements to shape {} ({} elements))",
+                x.shape.num_elements(),
+                target,
+                target.num_elements()
+            ),
+        ));
+    }
+    Ok(vec![TensorType::new(x.dtype, target)])
+}
+
+/// `a` with new dimensions (same element count), sharing the buffer when `a` is
+/// standard-layout.
+fn reshape_array<T: Clone>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
+    let r = if a.is_standard_layout() {
+        a.clone().into_shape_with_order(IxDyn(dims))
+    } else {
+        a.as_standard_layout().into_owned().into_shared().into_shape_with_order(IxDyn(dims))
+    };
+    r.map_err(|e| ctx.error(format!("cannot reshape {} to {}: {e}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
+}
+
+/// Kernel shared by `Reshape`: input 0 reshaped to the node's output shape.
+fn kernel_reshape(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let dims = ctx.node.outputs[0].shape.dims();
+    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(reshape_array(ctx, a, dims)?))])
+}
+
+/// TF `_ReshapeGrad`: `dy` reshaped to the input's shape.
+fn grad_reshape(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    Ok(vec![Some(reshape(g, dy, &shape)?)])
+}
+
+// ---------------------------------------------------------------- BroadcastTo
+
+fn infer_broadcast_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let target = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    if Shape::broadcast(&x.shape, &target).as_ref() != Some(&target) {
+        return Err(ctx.shape_error(&x.shape, &target, " (the input cannot be broadcast to the target shape)"));
+    }
+    Ok(vec![TensorType::new(x.dtype, target)])
+}
+
+fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let dims = ctx.node.outputs[0].shape.dims();
+    Ok(vec![with_array!(&ctx.inputs[0], a => {
+        let v = super::math::broadcast_view(ctx, a, dims)?;
+        Element::wrap(v.to_owned().into_shared())
+    })])
+}
+
+/// TF `_BroadcastToGrad`: `dy` summed back to the input's shape.
+fn grad_broadcast_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    Ok(vec![Some(sum_to_shape(g, dy, &shape)?)])
+}
+
+// ---------------------------------------------------------------- Sum
+
+/// The reduced axes of a `Sum` over a rank-`rank` input: attr `axis` normalized (negatives
+/// from the end), sorted, deduplicated; absent or empty means every axis.
+fn sum_axes(attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
+    let raw = match attrs.get("axis") {
+        None => Vec::new(),
+        Some(_) => attrs.get_ints("Sum", "axis").map_err(|e| e.to_string())?,
+    };
+    if raw.is_empty() {
+        return Ok((0..rank).collect());
+    }
+    let r = rank as i64;
+    let mut axes = raw
+        .iter()
+        .map(|&a| {
+            if (-r..r).contains(&a) {
+                Ok(((a + r) % r.max(1)) as usize)
+            } else {
+                Err(format!("axis {a} is out of range for an input of rank {rank}"))
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    Ok(axes)
+}
+
+fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    require_numeric(ctx, x.dtype)?;
+    let axes = sum_axes(ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
+    let keep = ctx.attrs.get_bool_or("keep_dims", false);
+    let dims = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
+}
+
+fn kernel_sum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let axes = sum_axes(&ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+        let fold = |acc: &T, x: &T| T::add(*acc, *x);
+        let mut out: Option<ndarray::ArrayD<T>> = None;
+        for &ax in axes.iter().rev() {
+            out = Some(match &out {
+                Some(o) => o.fold_axis(Axis(ax), T::zero(), fold),
+                None => a.fold_axis(Axis(ax), T::zero(), fold),
+            });
+        }
+        let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
+        Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
+    }
+    Ok(vec![match &ctx.inputs[0] {
+        Tensor::F32(a) => go(ctx, a)?,
+        Tensor::F64(a) => go(ctx, a)?,
+        Tensor::I32(a) => go(ctx, a)?,
+        Tensor::I64(a) => go(ctx, a)?,
+        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+    }])
+}
+
+/// TF `_SumGrad`: `dy` reshaped to the input's rank (reduced axes of size 1), then
+/// broadcast to the input's shape (`BroadcastTo` where TF uses `Tile`).
+fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let in_shape = g.shape_of(node.inputs[0])?;
+    let axes = sum_axes(&node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
+    let kept = Shape(in_shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect());
+    let mut out = dy;
+    if g.shape_of(out)? != kept {
+        out = reshape(g, out, &kept)?;
+    }
+    if kept != in_shape {
+        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
+    }
+    Ok(vec![Some(out)])
+}
+
+// ---------------------------------------------------------------- Cast
+
+fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let dst = ctx.attrs.get_type(ctx.op, "DstT")?;
+    Ok(vec![TensorType::new(dst, ctx.inputs[0].shape.clone())])
+}
+
+/// `t` converted to `dst`: Rust `as` between numbers (float to int truncates toward zero,
+/// saturating; NaN becomes 0), `x != 0` to Bool, 0/1 from Bool.
+#[allow(clippy::unnecessary_cast)]
+pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
+    macro_rules! from_num {
+        ($a:expr, $zero:expr) => {
+            match dst {
+                DType::Float32 => Tensor::F32($a.mapv(|x| x as f32).into_shared()),
+                DType::Float64 => Tensor::F64($a.mapv(|x| x as f64).into_shared()),
+                DType::Int32 => Tensor::I32($a.mapv(|x| x as i32).into_shared()),
+                DType::Int64 => Tensor::I64($a.mapv(|x| x as i64).into_shared()),
+                DType::Bool => Tensor::Bool($a.mapv(|x| x != $zero).into_shared()),
+            }
+        };
+    }
+    match t {
+        Tensor::Bool(a) if dst == DType::Bool => Tensor::Bool(a.clone()),
+        Tensor::Bool(a) => {
+            let u = a.mapv(u8::from);
+            from_num!(u, 0u8)
+        }
+        Tensor::F32(a) => from_num!(a, 0.0f32),
+        Tensor::F64(a) => from_num!(a, 0.0f64),
+        Tensor::I32(a) => from_num!(a, 0i32),
+        Tensor::I64(a) => from_num!(a, 0i64),
+    }
+}
+
+fn kernel_cast(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let t = &ctx.inputs[0];
+    let dst = ctx.node.outputs[0].dtype;
+    Ok(vec![if t.dtype() == dst { t.clone() } else { cast_tensor(t, dst) }])
+}
+
+/// TF `_CastGrad`: `dy` cast back to the source dtype when both dtypes are floats; no
+/// gradient otherwise.
+fn grad_cast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let src = g.dtype_of(node.inputs[0])?;
+    if !(src.is_float() && node.outputs[0].dtype.is_float()) {
+        return Ok(vec![None]);
+    }
+    Ok(vec![Some(g.op_spec(NodeSpec::new("Cast", &[dy]).attr("DstT", src))?)])
+}
+
+// ---------------------------------------------------------------- OnesLike, ZerosLike
+
+fn kernel_ones_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let t = &ctx.inputs[0];
+    Ok(vec![Tensor::filled(t.dtype(), t.dims(), 1.0)])
+}
+
+fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let t = &ctx.inputs[0];
+    Ok(vec![Tensor::filled(t.dtype(), t.dims(), 0.0)])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    r.add(def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape)));
+    r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)));
+    r.add(def("Sum", "Sum", one, infer_sum, kernel_sum, GPU_FLOATS, Some(grad_sum)));
+    r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)));
+    // TF: ops.NotDifferentiable("OnesLike"), ("ZerosLike").
+    r.add(def("OnesLike", "OnesLike", one, infer_same, kernel_ones_like, GPU_FLOATS, None));
+    r.add(def("ZerosLike", "ZerosLike", one, infer_same, kernel_zeros_like, GPU_FLOATS, None));
+}

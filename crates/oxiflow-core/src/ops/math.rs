@@ -1,77 +1,533 @@
-//! Elementwise and matrix math: `Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Square`, `Pow`,
-//! `Sin`, `Cos`, `Exp`, `Log`, `Tanh`, `Sqrt`, `MatMul`, `AddN`.
+//! Elementwise math: `Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Square`, `Pow`, `Sin`, `Cos`,
+//! `Exp`, `Log`, `Tanh`, `Sqrt`, `AddN`, `Greater`, `SelectV2` (TF's `math_ops` /
+//! `gen_math_ops`, gradients as in `math_grad.py`). `MatMul` lives in `matmul.rs`.
+//!
+//! Binary ops broadcast NumPy-style; their gradients are summed back to each operand's
+//! static shape with [`sum_to_shape`]. Float ops take `Float32`/`Float64`; `Add`, `Sub`,
+//! `Mul`, `Neg`, `Square`, `Pow`, `AddN`, `Greater` also take `Int32`/`Int64` (wrapping
+//! arithmetic, as TF's CPU kernels). Gradients are built only from differentiable ops.
 
+use super::array::sum_to_shape;
 use super::*;
-use ndarray::Zip;
+use crate::tensor::Element;
+use ndarray::{ArcArray, ArrayViewD, IxDyn, Zip};
+
+/// Arithmetic of the numeric element types: IEEE for floats, two's-complement wrapping for
+/// ints (TF's CPU kernels wrap too).
+pub(crate) trait Arith: Element + PartialOrd {
+    fn add(a: Self, b: Self) -> Self;
+    fn sub(a: Self, b: Self) -> Self;
+    fn mul(a: Self, b: Self) -> Self;
+    fn neg(a: Self) -> Self;
+    /// `a^b`; `None` for an int raised to a negative power.
+    fn pow(a: Self, b: Self) -> Option<Self>;
+}
+
+macro_rules! arith_float {
+    ($t:ty) => {
+        impl Arith for $t {
+            fn add(a: Self, b: Self) -> Self {
+                a + b
+            }
+            fn sub(a: Self, b: Self) -> Self {
+                a - b
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                a * b
+            }
+            fn neg(a: Self) -> Self {
+                -a
+            }
+            fn pow(a: Self, b: Self) -> Option<Self> {
+                Some(a.powf(b))
+            }
+        }
+    };
+}
+macro_rules! arith_int {
+    ($t:ty) => {
+        impl Arith for $t {
+            fn add(a: Self, b: Self) -> Self {
+                a.wrapping_add(b)
+            }
+            fn sub(a: Self, b: Self) -> Self {
+                a.wrapping_sub(b)
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                a.wrapping_mul(b)
+            }
+            fn neg(a: Self) -> Self {
+                a.wrapping_neg()
+            }
+            fn pow(a: Self, b: Self) -> Option<Self> {
+                if b < 0 { None } else { Some(a.wrapping_pow(u32::try_from(b).unwrap_or(u32::MAX))) }
+            }
+        }
+    };
+}
+arith_float!(f32);
+arith_float!(f64);
+arith_int!(i32);
+arith_int!(i64);
+
+/// A view of `a` broadcast to `dims`; an error naming the node when impossible.
+pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArrayViewD<'a, T>> {
+    a.broadcast(IxDyn(dims))
+        .ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
+}
+
+/// Broadcasting elementwise map of two arrays to the node's output shape.
+pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
+    ctx: &KernelCtx,
+    a: &ArcArray<A, IxDyn>,
+    b: &ArcArray<B, IxDyn>,
+    mut f: impl FnMut(A, B) -> O,
+) -> Result<ArcArray<O, IxDyn>> {
+    let dims = ctx.node.outputs[0].shape.dims();
+    let (av, bv) = (broadcast_view(ctx, a, dims)?, broadcast_view(ctx, b, dims)?);
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)).into_shared())
+}
+
+fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
+    let types: Vec<String> = ctx.inputs.iter().map(|t| t.dtype().to_string()).collect();
+    ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
+}
 
 /// Applies a float unary function elementwise.
 pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Vec<Tensor>> {
     Ok(vec![match &ctx.inputs[0] {
         Tensor::F32(a) => Tensor::F32(a.map(|&x| f32f(x)).into_shared()),
         Tensor::F64(a) => Tensor::F64(a.map(|&x| f64f(x)).into_shared()),
-        t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+        _ => return Err(no_kernel(ctx)),
+    }])
+}
+
+/// Applies the generic numeric function `$f::<T>` elementwise to input 0.
+macro_rules! map_numeric {
+    ($ctx:expr, $f:ident) => {
+        Ok(vec![match &$ctx.inputs[0] {
+            Tensor::F32(a) => Tensor::F32(a.mapv($f::<f32>).into_shared()),
+            Tensor::F64(a) => Tensor::F64(a.mapv($f::<f64>).into_shared()),
+            Tensor::I32(a) => Tensor::I32(a.mapv($f::<i32>).into_shared()),
+            Tensor::I64(a) => Tensor::I64(a.mapv($f::<i64>).into_shared()),
+            _ => return Err(no_kernel($ctx)),
+        }])
+    };
+}
+
+/// Broadcasting binary map of the generic numeric function `$f::<T>` over inputs 0 and 1;
+/// `$wrap` selects which variants are accepted (`float` or `numeric`).
+macro_rules! zip_numeric {
+    ($ctx:expr, $f:ident, numeric) => {
+        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f::<f32>)?),
+            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f::<f64>)?),
+            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip2($ctx, a, b, $f::<i32>)?),
+            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip2($ctx, a, b, $f::<i64>)?),
+            _ => return Err(no_kernel($ctx)),
+        }])
+    };
+    ($ctx:expr, $f:expr, float) => {
+        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f)?),
+            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f)?),
+            _ => return Err(no_kernel($ctx)),
+        }])
+    };
+}
+
+// ---------------------------------------------------------------- shape functions
+
+/// Errors unless `d` is a numeric dtype (not Bool).
+pub(crate) fn require_numeric(ctx: &InferCtx, d: DType) -> Result<()> {
+    if d == DType::Bool {
+        Err(ctx.invalid("needs a numeric operand (Float32, Float64, Int32, Int64), got Bool"))
+    } else {
+        Ok(())
+    }
+}
+
+fn infer_unary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    require_numeric(ctx, ctx.inputs[0].dtype)?;
+    infer_same(ctx)
+}
+
+fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    require_numeric(ctx, out[0].dtype)?;
+    Ok(out)
+}
+
+fn infer_binary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    ctx.require_float(out[0].dtype)?;
+    Ok(out)
+}
+
+fn infer_greater(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_numeric(ctx)?;
+    Ok(vec![TensorType::new(DType::Bool, out[0].shape.clone())])
+}
+
+/// `SelectV2(cond, x, y)`: `cond` Bool, `x` and `y` one dtype, all three broadcast together.
+fn infer_select(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (c, x, y) = (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]);
+    if c.dtype != DType::Bool {
+        return Err(ctx.dtype_error(DType::Bool, c.dtype, " (the condition of SelectV2)"));
+    }
+    if x.dtype != y.dtype {
+        return Err(ctx.dtype_error(x.dtype, y.dtype, " (both branches must have the same dtype)"));
+    }
+    let xy = Shape::broadcast(&x.shape, &y.shape)
+        .ok_or_else(|| ctx.shape_error(&x.shape, &y.shape, " (branches not broadcastable)"))?;
+    let shape = Shape::broadcast(&c.shape, &xy)
+        .ok_or_else(|| ctx.shape_error(&c.shape, &xy, " (condition not broadcastable with the branches)"))?;
+    Ok(vec![TensorType::new(x.dtype, shape)])
+}
+
+/// `AddN(x_1, ..., x_n)`: every input of one numeric dtype and one shape.
+fn infer_addn(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let first = &ctx.inputs[0];
+    require_numeric(ctx, first.dtype)?;
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != first.dtype {
+            return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; AddN inputs must share a dtype)")));
+        }
+        if t.shape != first.shape {
+            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; AddN inputs must share a shape)")));
+        }
+    }
+    Ok(vec![first.clone()])
+}
+
+// ---------------------------------------------------------------- kernels
+
+fn add<T: Arith>(a: T, b: T) -> T {
+    T::add(a, b)
+}
+fn sub<T: Arith>(a: T, b: T) -> T {
+    T::sub(a, b)
+}
+fn mul<T: Arith>(a: T, b: T) -> T {
+    T::mul(a, b)
+}
+fn neg<T: Arith>(a: T) -> T {
+    T::neg(a)
+}
+fn square<T: Arith>(a: T) -> T {
+    T::mul(a, a)
+}
+
+fn kernel_add(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_numeric!(ctx, add, numeric)
+}
+fn kernel_sub(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_numeric!(ctx, sub, numeric)
+}
+fn kernel_mul(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_numeric!(ctx, mul, numeric)
+}
+fn kernel_realdiv(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_numeric!(ctx, |a, b| a / b, float)
+}
+fn kernel_neg(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_numeric!(ctx, neg)
+}
+fn kernel_square(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_numeric!(ctx, square)
+}
+
+/// `Pow`: `powf` for floats; ints to a negative power are an error (TF's text).
+fn kernel_pow(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        let mut bad = false;
+        let out = zip2(ctx, a, b, |x, y| {
+            T::pow(x, y).unwrap_or_else(|| {
+                bad = true;
+                x
+            })
+        })?;
+        if bad {
+            return Err(ctx.error("Integers to negative integer powers are not allowed"));
+        }
+        Ok(out)
+    }
+    Ok(vec![match (&ctx.inputs[0], &ctx.inputs[1]) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(go(ctx, a, b)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(go(ctx, a, b)?),
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(go(ctx, a, b)?),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(go(ctx, a, b)?),
+        _ => return Err(no_kernel(ctx)),
+    }])
+}
+
+fn kernel_greater(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn gt<T: Arith>(a: T, b: T) -> bool {
+        a > b
+    }
+    Ok(vec![Tensor::Bool(match (&ctx.inputs[0], &ctx.inputs[1]) {
+        (Tensor::F32(a), Tensor::F32(b)) => zip2(ctx, a, b, gt::<f32>)?,
+        (Tensor::F64(a), Tensor::F64(b)) => zip2(ctx, a, b, gt::<f64>)?,
+        (Tensor::I32(a), Tensor::I32(b)) => zip2(ctx, a, b, gt::<i32>)?,
+        (Tensor::I64(a), Tensor::I64(b)) => zip2(ctx, a, b, gt::<i64>)?,
+        _ => return Err(no_kernel(ctx)),
+    })])
+}
+
+fn kernel_select(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element>(ctx: &KernelCtx, c: &ArcArray<bool, IxDyn>, x: &ArcArray<T, IxDyn>, y: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let dims = ctx.node.outputs[0].shape.dims();
+        let (cv, xv, yv) = (broadcast_view(ctx, c, dims)?, broadcast_view(ctx, x, dims)?, broadcast_view(ctx, y, dims)?);
+        Ok(T::wrap(Zip::from(&cv).and(&xv).and(&yv).map_collect(|&c, &x, &y| if c { x } else { y }).into_shared()))
+    }
+    let Tensor::Bool(c) = &ctx.inputs[0] else { return Err(no_kernel(ctx)) };
+    Ok(vec![match (&ctx.inputs[1], &ctx.inputs[2]) {
+        (Tensor::F32(x), Tensor::F32(y)) => go(ctx, c, x, y)?,
+        (Tensor::F64(x), Tensor::F64(y)) => go(ctx, c, x, y)?,
+        (Tensor::I32(x), Tensor::I32(y)) => go(ctx, c, x, y)?,
+        (Tensor::I64(x), Tensor::I64(y)) => go(ctx, c, x, y)?,
+        (Tensor::Bool(x), Tensor::Bool(y)) => go(ctx, c, x, y)?,
+        _ => return Err(no_kernel(ctx)),
+    }])
+}
+
+fn kernel_addn(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Arith>(ctx: &KernelCtx) -> Result<Tensor> {
+        let mut acc = ctx.inputs[0].array::<T>()?.to_owned();
+        for t in &ctx.inputs[1..] {
+            Zip::from(&mut acc).and(t.array::<T>()?).for_each(|a, &b| *a = T::add(*a, b));
+        }
+        Ok(T::wrap(acc.into_shared()))
+    }
+    Ok(vec![match ctx.inputs[0].dtype() {
+        DType::Float32 => go::<f32>(ctx)?,
+        DType::Float64 => go::<f64>(ctx)?,
+        DType::Int32 => go::<i32>(ctx)?,
+        DType::Int64 => go::<i64>(ctx)?,
+        DType::Bool => return Err(no_kernel(ctx)),
     }])
 }
 
 fn kernel_sin(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     map_float(ctx, f32::sin, f64::sin)
 }
+fn kernel_cos(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::cos, f64::cos)
+}
+fn kernel_exp(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::exp, f64::exp)
+}
+fn kernel_log(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::ln, f64::ln)
+}
+fn kernel_tanh(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::tanh, f64::tanh)
+}
+fn kernel_sqrt(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::sqrt, f64::sqrt)
+}
+
+// ---------------------------------------------------------------- gradients
+
+/// `dy` reduced to the static shape of the node's input `i`.
+fn to_input(g: &mut Graph, node: &Node, dy: Output, i: usize) -> Result<Output> {
+    let shape = g.shape_of(node.inputs[i])?;
+    sum_to_shape(g, dy, &shape)
+}
+
+fn out0(node: &Node) -> Output {
+    Output::new(node.id, 0)
+}
+
+/// Scalar of the dtype of `like`.
+fn scalar_like(g: &mut Graph, like: Output, v: f64) -> Result<Output> {
+    let d = g.dtype_of(like)?;
+    g.scalar(d, v)
+}
+
+macro_rules! need_grad {
+    ($grads:expr, $n:expr) => {
+        match $grads[0] {
+            Some(dy) => dy,
+            None => return Ok(vec![None; $n]),
+        }
+    };
+}
+
+/// TF `_AddGrad`: `dy` summed to each operand's shape.
+fn grad_add(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 2);
+    Ok(vec![Some(to_input(g, node, dy, 0)?), Some(to_input(g, node, dy, 1)?)])
+}
+
+/// TF `_SubGrad`: `dy` and `-dy`, summed to each operand's shape.
+fn grad_sub(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 2);
+    let gx = to_input(g, node, dy, 0)?;
+    let gy = to_input(g, node, dy, 1)?;
+    Ok(vec![Some(gx), Some(g.op("Neg", &[gy])?)])
+}
+
+/// TF `_MulGrad`: `dy*y` and `x*dy`.
+fn grad_mul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 2);
+    let (x, y) = (node.inputs[0], node.inputs[1]);
+    let gx = g.op("Mul", &[dy, y])?;
+    let gx = to_input(g, node, gx, 0)?;
+    let gy = g.op("Mul", &[x, dy])?;
+    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+}
+
+/// TF `_RealDivGrad`: `dy/y` and `dy * ((-x)/y)/y`.
+fn grad_realdiv(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 2);
+    let (x, y) = (node.inputs[0], node.inputs[1]);
+    let gx = g.op("RealDiv", &[dy, y])?;
+    let gx = to_input(g, node, gx, 0)?;
+    let nx = g.op("Neg", &[x])?;
+    let q = g.op("RealDiv", &[nx, y])?;
+    let q = g.op("RealDiv", &[q, y])?;
+    let gy = g.op("Mul", &[dy, q])?;
+    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+}
+
+/// TF `_PowGrad`: `dy * y * x^(y-1)`, and `dy * z * log(x)` where `x > 0`, else 0.
+fn grad_pow(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 2);
+    let (x, y, z) = (node.inputs[0], node.inputs[1], out0(node));
+    let one = scalar_like(g, y, 1.0)?;
+    let ym1 = g.op("Sub", &[y, one])?;
+    let p = g.op("Pow", &[x, ym1])?;
+    let t = g.op("Mul", &[dy, y])?;
+    let gx = g.op("Mul", &[t, p])?;
+    let gx = to_input(g, node, gx, 0)?;
+    let zero = scalar_like(g, x, 0.0)?;
+    let mask = g.op("Greater", &[x, zero])?;
+    let ones = g.op("OnesLike", &[x])?;
+    let safe_x = g.op("SelectV2", &[mask, x, ones])?;
+    let log_x = g.op("Log", &[safe_x])?;
+    let zeros = g.op("ZerosLike", &[x])?;
+    let log_x = g.op("SelectV2", &[mask, log_x, zeros])?;
+    let t = g.op("Mul", &[dy, z])?;
+    let gy = g.op("Mul", &[t, log_x])?;
+    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+}
+
+/// TF `_SelectGradV2`: `dy` where `cond`, else 0, for `x`; the converse for `y`; no
+/// gradient for the condition.
+fn grad_select(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 3);
+    let c = node.inputs[0];
+    let zeros = g.op("ZerosLike", &[dy])?;
+    let gx = g.op("SelectV2", &[c, dy, zeros])?;
+    let gx = to_input(g, node, gx, 1)?;
+    let gy = g.op("SelectV2", &[c, zeros, dy])?;
+    Ok(vec![None, Some(gx), Some(to_input(g, node, gy, 2)?)])
+}
+
+/// TF `_AddNGrad`: every input gets `dy`.
+fn grad_addn(_: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    Ok(vec![grads[0]; node.inputs.len()])
+}
+
+/// TF `_NegGrad`: `-dy`.
+fn grad_neg(g: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    Ok(vec![Some(g.op("Neg", &[dy])?)])
+}
+
+/// TF `_SquareGrad`: `dy * (x * 2)`.
+fn grad_square(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    let x = node.inputs[0];
+    let two = scalar_like(g, x, 2.0)?;
+    let t = g.op("Mul", &[x, two])?;
+    Ok(vec![Some(g.op("Mul", &[dy, t])?)])
+}
+
+/// TF `_SinGrad`: `dy * cos(x)`.
 fn grad_sin(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let dy = need_grad!(grads, 1);
     let c = g.op("Cos", &[node.inputs[0]])?;
     Ok(vec![Some(g.op("Mul", &[dy, c])?)])
 }
 
-/// Broadcasting binary kernel over numeric dtypes.
-pub(crate) fn zip_numeric(
-    ctx: &KernelCtx,
-    f32f: fn(f32, f32) -> f32,
-    f64f: fn(f64, f64) -> f64,
-    i32f: fn(i32, i32) -> i32,
-    i64f: fn(i64, i64) -> i64,
-) -> Result<Vec<Tensor>> {
-    let out_shape = ndarray::IxDyn(ctx.node.outputs[0].shape.dims());
-    macro_rules! go {
-        ($a:expr, $b:expr, $f:expr, $v:ident) => {{
-            let a = $a.broadcast(out_shape.clone()).ok_or_else(|| ctx.error("broadcast failed"))?;
-            let b = $b.broadcast(out_shape.clone()).ok_or_else(|| ctx.error("broadcast failed"))?;
-            Tensor::$v(Zip::from(&a).and(&b).map_collect(|&x, &y| $f(x, y)).into_shared())
-        }};
-    }
-    Ok(vec![match (&ctx.inputs[0], &ctx.inputs[1]) {
-        (Tensor::F32(a), Tensor::F32(b)) => go!(a, b, f32f, F32),
-        (Tensor::F64(a), Tensor::F64(b)) => go!(a, b, f64f, F64),
-        (Tensor::I32(a), Tensor::I32(b)) => go!(a, b, i32f, I32),
-        (Tensor::I64(a), Tensor::I64(b)) => go!(a, b, i64f, I64),
-        (a, b) => return Err(ctx.error(format!("no kernel for dtypes {} and {}", a.dtype(), b.dtype()))),
-    }])
+/// TF `_CosGrad`: `-dy * sin(x)`.
+fn grad_cos(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    let n = g.op("Neg", &[dy])?;
+    let s = g.op("Sin", &[node.inputs[0]])?;
+    Ok(vec![Some(g.op("Mul", &[n, s])?)])
 }
 
-fn kernel_add(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    zip_numeric(ctx, |a, b| a + b, |a, b| a + b, i32::wrapping_add, i64::wrapping_add)
+/// TF `_ExpGrad`: `dy * y`.
+fn grad_exp(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    Ok(vec![Some(g.op("Mul", &[dy, out0(node)])?)])
+}
+
+/// TF `_LogGrad`: `dy / x`.
+fn grad_log(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    Ok(vec![Some(g.op("RealDiv", &[dy, node.inputs[0]])?)])
+}
+
+/// TF `_TanhGrad` (`TanhGrad` kernel, built from primitives): `dy * (1 - y^2)`.
+fn grad_tanh(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    let y = out0(node);
+    let y2 = g.op("Square", &[y])?;
+    let one = scalar_like(g, y, 1.0)?;
+    let d = g.op("Sub", &[one, y2])?;
+    Ok(vec![Some(g.op("Mul", &[dy, d])?)])
+}
+
+/// TF `_SqrtGrad` (`SqrtGrad` kernel, built from primitives): `dy * 0.5 / y`.
+fn grad_sqrt(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_grad!(grads, 1);
+    let y = out0(node);
+    let half = scalar_like(g, y, 0.5)?;
+    let t = g.op("Mul", &[dy, half])?;
+    Ok(vec![Some(g.op("RealDiv", &[t, y])?)])
+}
+
+// ---------------------------------------------------------------- registration
+
+/// GPU kernels of comparisons and selects: float operands, Bool condition or result.
+const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
+
+/// A stateless op with no reference inputs.
+pub(crate) fn def(
+    name: &'static str,
+    default_name: &'static str,
+    arity: Arity,
+    infer: InferFn,
+    kernel: KernelFn,
+    gpu: GpuSupport,
+    grad: Option<GradFn>,
+) -> OpDef {
+    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad, stateful: false }
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add(OpDef {
-        name: "Sin",
-        default_name: "Sin",
-        arity: Arity::Fixed(1),
-        ref_inputs: &[],
-        infer: infer_unary_float,
-        kernel: kernel_sin,
-        gpu: GPU_FLOATS,
-        grad: Some(grad_sin),
-        stateful: false,
-    });
-    r.add(OpDef {
-        name: "Add",
-        default_name: "add",
-        arity: Arity::Fixed(2),
-        ref_inputs: &[],
-        infer: infer_binary_broadcast,
-        kernel: kernel_add,
-        gpu: GPU_FLOATS,
-        grad: None,
-        stateful: false,
-    });
+    let binary = |name, default_name, infer, kernel, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, GPU_FLOATS, grad);
+    r.add(binary("Add", "add", infer_binary_numeric, kernel_add, Some(grad_add)));
+    r.add(binary("Sub", "sub", infer_binary_numeric, kernel_sub, Some(grad_sub)));
+    r.add(binary("Mul", "mul", infer_binary_numeric, kernel_mul, Some(grad_mul)));
+    r.add(binary("RealDiv", "truediv", infer_binary_float, kernel_realdiv, Some(grad_realdiv)));
+    r.add(binary("Pow", "pow", infer_binary_numeric, kernel_pow, Some(grad_pow)));
+
+    let unary = |name, infer, kernel, grad| def(name, name, Arity::Fixed(1), infer, kernel, GPU_FLOATS, Some(grad));
+    r.add(unary("Neg", infer_unary_numeric, kernel_neg, grad_neg));
+    r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square));
+    r.add(unary("Sin", infer_unary_float, kernel_sin, grad_sin));
+    r.add(unary("Cos", infer_unary_float, kernel_cos, grad_cos));
+    r.add(unary("Exp", infer_unary_float, kernel_exp, grad_exp));
+    r.add(unary("Log", infer_unary_float, kernel_log, grad_log));
+    r.add(unary("Tanh", infer_unary_float, kernel_tanh, grad_tanh));
+    r.add(unary("Sqrt", infer_unary_float, kernel_sqrt, grad_sqrt));
+
+    r.add(def("AddN", "AddN", Arity::AtLeast(1), infer_addn, kernel_addn, GPU_FLOATS, Some(grad_addn)));
+    r.add(def("Greater", "Greater", Arity::Fixed(2), infer_greater, kernel_greater, GPU_FLOATS_BOOL, None));
+    r.add(def("SelectV2", "SelectV2", Arity::Fixed(3), infer_select, kernel_select, GPU_FLOATS_BOOL, Some(grad_select)));
 }

@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 
 pub mod array;
 pub mod math;
+pub mod matmul;
 pub mod state;
 
 /// An attribute value (TF's `AttrValue`).
@@ -307,6 +308,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     let mut r = Registry(HashMap::new());
     state::register(&mut r);
     math::register(&mut r);
+    matmul::register(&mut r);
     array::register(&mut r);
     r.0
 });
