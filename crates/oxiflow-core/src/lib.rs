@@ -7,6 +7,7 @@
 //! Chrome-trace timeline. See `DESIGN.md` for the layers; the Julia package reaches this
 //! crate only through `oxiflow-capi`.
 
+pub mod autodiff;
 pub mod builder;
 pub mod device;
 pub mod device_spec;
