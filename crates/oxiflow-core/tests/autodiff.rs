@@ -1,0 +1,224 @@
+//! `autodiff::gradients`: TF's names and scopes, colocation, variables, summed paths,
+//! unreachable inputs, grad_ys, and scope restoration on errors.
+
+mod common;
+use common::*;
+use oxiflow_core::autodiff::gradients;
+use oxiflow_core::eval::{evaluate, HostState};
+use oxiflow_core::graph::DeviceScope;
+use oxiflow_core::{DType, DeviceSpec, Graph, Output};
+use std::sync::Arc;
+
+fn names(g: &Graph) -> Vec<String> {
+    g.nodes().iter().map(|n| n.name.clone()).collect()
+}
+
+#[test]
+fn gradient_nodes_get_tf_names() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let s = g.op("Sin", &[x]).unwrap();
+    let c = g.op("Cos", &[s]).unwrap();
+    let dx = gradients(&mut g, &[c], &[x], None, false).unwrap()[0].unwrap();
+    for name in [
+        "gradients/grad_ys_0",
+        "gradients/Cos_grad/Neg",
+        "gradients/Cos_grad/Sin",
+        "gradients/Cos_grad/mul",
+        "gradients/Sin_grad/Cos",
+        "gradients/Sin_grad/mul",
+    ] {
+        assert!(g.node_by_name(name).is_some(), "{name} missing from {:?}", names(&g));
+    }
+    assert_eq!(g.node(dx.node).unwrap().name, "gradients/Sin_grad/mul");
+    assert_eq!(g.node(g.node_by_name("gradients/grad_ys_0").unwrap()).unwrap().op.name, "OnesLike");
+    let xv = rand_t(&[3], 1, -1.0, 1.0);
+    let want: Vec<f64> = xv.to_f64_vec().iter().map(|&v| -v.sin().sin() * v.cos()).collect();
+    assert_close(&eval1(&g, &[(x, xv)], dx).to_f64_vec(), &want, 1e-15, "d cos(sin x)");
+    // A second call opens gradients_1.
+    gradients(&mut g, &[c], &[x], None, false).unwrap();
+    assert!(g.node_by_name("gradients_1/Cos_grad/Sin").is_some());
+    assert!(g.node_by_name("gradients_1/grad_ys_0").is_some());
+    // The scope is closed afterwards.
+    let after = g.op("Exp", &[x]).unwrap();
+    assert_eq!(g.node(after.node).unwrap().name, "Exp");
+}
+
+#[test]
+fn several_paths_are_summed_with_one_addn() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2, 2], Some("x")).unwrap();
+    let s = g.op("Sin", &[x]).unwrap();
+    let m = g.op("Mul", &[s, x]).unwrap();
+    let y = g.op("Add", &[m, x]).unwrap();
+    let dx = gradients(&mut g, &[y], &[x], None, false).unwrap()[0].unwrap();
+    let addn = g.node(dx.node).unwrap();
+    assert_eq!(addn.op.name, "AddN");
+    assert_eq!(addn.name, "gradients/AddN");
+    assert_eq!(addn.inputs.len(), 3);
+    let xv = rand_t(&[2, 2], 2, -1.0, 1.0);
+    let want: Vec<f64> = xv.to_f64_vec().iter().map(|&v| v.cos() * v + v.sin() + 1.0).collect();
+    assert_close(&eval1(&g, &[(x, xv)], dx).to_f64_vec(), &want, 1e-15, "three paths");
+}
+
+#[test]
+fn several_ys_and_explicit_grad_ys() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
+    let y1 = g.op("Square", &[x]).unwrap();
+    let y2 = g.op("Exp", &[x]).unwrap();
+    let xv = t64(&[2], vec![0.3, -0.7]);
+    let d = gradients(&mut g, &[y1, y2], &[x], None, false).unwrap()[0].unwrap();
+    let want: Vec<f64> = xv.to_f64_vec().iter().map(|&v| 2.0 * v + v.exp()).collect();
+    assert_close(&eval1(&g, &[(x, xv.clone())], d).to_f64_vec(), &want, 1e-15, "sum over ys");
+    let w = g.constant(t64(&[2], vec![3.0, -2.0])).unwrap();
+    let d = gradients(&mut g, &[y1], &[x], Some(&[w]), false).unwrap()[0].unwrap();
+    assert_close(&eval1(&g, &[(x, xv)], d).to_f64_vec(), &[3.0 * 0.6, -2.0 * -1.4], 1e-15, "grad_ys");
+    // Wrong grad_ys: length, dtype or shape.
+    let len = g.len();
+    let w32 = g.constant(t32(&[2], vec![1.0, 1.0])).unwrap();
+    let w3 = g.constant(t64(&[3], vec![1.0; 3])).unwrap();
+    assert!(gradients(&mut g, &[y1], &[x], Some(&[w, w]), false).is_err());
+    assert!(gradients(&mut g, &[y1], &[x], Some(&[w32]), false).is_err());
+    assert!(gradients(&mut g, &[y1], &[x], Some(&[w3]), false).is_err());
+    assert!(gradients(&mut g, &[Output::new(999, 0)], &[x], None, false).is_err());
+    assert_eq!(g.len(), len + 2);
+    // dy/dy is grad_ys.
+    let d = gradients(&mut g, &[y1], &[y1], None, false).unwrap()[0].unwrap();
+    assert_eq!(g.node(d.node).unwrap().op.name, "OnesLike");
+}
+
+#[test]
+fn unreachable_x_gets_none() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
+    let z = g.placeholder(DType::Float64, &[2], Some("z")).unwrap();
+    let y = g.op("Sin", &[x]).unwrap();
+    let later = g.op("Cos", &[y]).unwrap(); // depends on x but not an ancestor of y
+    let r = gradients(&mut g, &[y], &[z, x, later], None, false).unwrap();
+    assert_eq!(r[0], None);
+    assert!(r[1].is_some());
+    assert_eq!(r[2], None);
+    // Nothing was differentiated for z or `later`.
+    assert!(g.node_by_name("gradients/Cos_grad/Neg").is_none());
+}
+
+#[test]
+fn gradients_reach_variables_through_their_read_snapshot() {
+    let mut g = Graph::new();
+    let init = rand_t(&[2, 3], 3, -1.0, 1.0);
+    let var = g.variable(init.clone(), None, true).unwrap();
+    let w = g.constant(rand_t(&[3, 2], 4, -1.0, 1.0)).unwrap();
+    let v = Output::new(var, 0);
+    let p = g.op("MatMul", &[v, w]).unwrap(); // reads Variable/read
+    let t = g.op("Tanh", &[p]).unwrap();
+    let sq = g.op("Square", &[v]).unwrap();
+    let s1 = g.op("Sum", &[t]).unwrap();
+    let s2 = g.op("Sum", &[sq]).unwrap();
+    let loss = g.op("Add", &[s1, s2]).unwrap();
+    let dv = gradients(&mut g, &[loss], &[v], None, false).unwrap()[0].expect("gradient of the variable");
+    assert_eq!(g.shape_of(dv).unwrap().0, vec![2, 3]);
+    assert!(g.node_by_name("gradients/Variable/read_grad").is_none(), "Identity's gradient adds no node");
+    let state = HostState::default();
+    let info = g.variable_info(var).unwrap().clone();
+    evaluate(&g, &[], &[], &[info.initializer], &state).unwrap();
+    let analytic = evaluate(&g, &[], &[dv], &[], &state).unwrap().remove(0).to_f64_vec();
+    let base = init.to_f64_vec();
+    let eps = 1e-6;
+    for j in 0..base.len() {
+        let at = |d: f64| {
+            let mut vv = base.clone();
+            vv[j] += d;
+            state.0.lock().unwrap().insert(var, t64(&[2, 3], vv));
+            evaluate(&g, &[], &[loss], &[], &state).unwrap()[0].to_f64_vec()[0]
+        };
+        let num = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert_close(&[analytic[j]], &[num], 1e-6, "variable gradient");
+    }
+}
+
+#[test]
+fn colocate_puts_gradient_ops_with_their_forward_ops() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let s = g.op("Sin", &[x]).unwrap();
+    let m = g.op("Mul", &[s, s]).unwrap();
+    g.pop_device().unwrap();
+    let gpu = g.node(s.node).unwrap().requested_device.clone();
+    assert_eq!(gpu, DeviceSpec::parse("/device:GPU:0").unwrap());
+    // An outer CPU scope does not apply inside colocate_with.
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/cpu:0").unwrap()));
+    gradients(&mut g, &[m], &[x], None, true).unwrap();
+    g.pop_device().unwrap();
+    let mut checked = 0;
+    for n in g.nodes() {
+        let fwd = if n.name.starts_with("gradients/Sin_grad/") || n.name == "gradients/AddN" {
+            "Sin"
+        } else if n.name.starts_with("gradients/mul_grad/") || n.name == "gradients/grad_ys_0" {
+            "mul"
+        } else {
+            continue;
+        };
+        assert_eq!(n.colocation, vec![format!("loc:@{fwd}")], "{}", n.name);
+        assert_eq!(n.requested_device, gpu, "{}", n.name);
+        checked += 1;
+    }
+    // grad_ys_0, mul_grad/{mul, mul_1}, AddN (two paths into Sin), Sin_grad/{Cos, mul}
+    assert_eq!(checked, 6, "{:?}", names(&g));
+    assert!(g.node_by_name("gradients/AddN").is_some());
+}
+
+#[test]
+fn without_colocate_gradient_ops_take_the_active_scope() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let s = g.op("Sin", &[x]).unwrap();
+    g.pop_device().unwrap();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/cpu:0").unwrap()));
+    gradients(&mut g, &[s], &[x], None, false).unwrap();
+    g.pop_device().unwrap();
+    let cpu = DeviceSpec::parse("/cpu:0").unwrap();
+    let grads: Vec<_> = g.nodes().iter().filter(|n| n.name.starts_with("gradients/")).collect();
+    assert_eq!(grads.len(), 3);
+    for n in grads {
+        assert!(n.colocation.is_empty(), "{}", n.name);
+        assert_eq!(n.requested_device, cpu, "{}", n.name);
+    }
+}
+
+#[test]
+fn colocating_with_a_variable_read_uses_the_variable_group() {
+    let mut g = Graph::new();
+    let var = g.variable(t64(&[2], vec![1.0, 2.0]), Some("w"), true).unwrap();
+    let y = g.op("Square", &[Output::new(var, 0)]).unwrap();
+    let d = gradients(&mut g, &[y], &[Output::new(var, 0)], None, true).unwrap()[0].unwrap();
+    let n = g.node(d.node).unwrap();
+    assert_eq!(n.name, "gradients/Square_grad/mul_1");
+    assert_eq!(n.colocation, vec!["loc:@Square".to_string()]);
+}
+
+#[test]
+fn scopes_are_restored_when_a_gradient_fails() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
+    let y = g.op("Exp", &[x]).unwrap();
+    // A device function that refuses gradient ops makes the backward pass fail half-way.
+    let refuse = |n: &oxiflow_core::graph::NodeDef| -> Result<String, String> {
+        if n.name.contains("_grad/") { Err("no gradients here".into()) } else { Ok(String::new()) }
+    };
+    g.push_device(DeviceScope::Function(Arc::new(refuse)));
+    let err = gradients(&mut g, &[y], &[x], None, false).unwrap_err();
+    assert!(err.to_string().contains("no gradients here"), "{err}");
+    g.pop_device().unwrap();
+    let after = g.op("Sin", &[x]).unwrap();
+    let n = g.node(after.node).unwrap();
+    assert_eq!(n.name, "Sin", "name scope left open");
+    assert!(n.colocation.is_empty(), "colocation scope left open");
+    // The graph stays usable: a new call works and opens the next scope.
+    let d = gradients(&mut g, &[y], &[x], None, true).unwrap()[0].unwrap();
+    assert!(g.node(d.node).unwrap().name.starts_with("gradients_1/"));
+    let xv = t64(&[2], vec![0.1, 0.2]);
+    assert_close(&eval1(&g, &[(x, xv)], d).to_f64_vec(), &[0.1f64.exp(), 0.2f64.exp()], 1e-15, "exp'");
+}
