@@ -1,0 +1,38 @@
+"""
+    Oxiflow
+
+Device placement, autodiff and sessions for ADCME-style Julia programs, on a Rust engine
+(TensorFlow 1.x semantics, no Python). Build a graph with `constant`, `placeholder`,
+`Variable` and Base operators; place it with `@cpu`, `@gpu`, `@pywith tf.device(...)` or a
+device function; differentiate with `gradients(ys, xs; colocate=true)`; run it in a
+`Session`; see it with `run_profile` + `save_profile`.
+"""
+module Oxiflow
+
+using Libdl
+using LinearAlgebra
+using Printf
+
+export Tensor, Operation, NodeDef, OxiflowError,
+       constant, placeholder, Variable, cast, get_dtype,
+       @cpu, @gpu, @pywith, tf, pybuiltin, colocate_with, name_scope, control_dependencies,
+       gradients, Session, init, run_profile, save_profile, profile_events, profile_copies,
+       reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
+       get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
+
+include("capi.jl")
+include("graph.jl")
+include("ops.jl")
+include("device.jl")
+include("gradients.jl")
+include("session.jl")
+include("show.jl")
+
+function __init__()
+    load_library()
+    DEVICE_FN_TRAMPOLINE[] = @cfunction(_device_fn_trampoline, Int32, (Ptr{Cvoid}, Ptr{OxNodeDef}, Ptr{Cstring}))
+    DEFAULT_GRAPH[] = Graph()
+    return nothing
+end
+
+end # module

@@ -1,0 +1,233 @@
+# The only file with `ccall`: every C function of crates/oxiflow-capi/include/oxiflow.h that
+# Julia uses is wrapped here under its C name. The library path is resolved in one place
+# (`libpath`), overridable by ENV["OXIFLOW_LIB"], and checked in `__init__`.
+
+const LIB = Ref{Ptr{Cvoid}}(C_NULL)
+const SYMS = Dict{Symbol,Ptr{Cvoid}}()
+
+"""
+    libpath()
+
+Path of the Oxiflow shared library: `ENV["OXIFLOW_LIB"]` when set, else the release build of
+the repository this package lives in (`target/release/liboxiflow.so`, made by `make build`).
+"""
+function libpath()
+    p = get(ENV, "OXIFLOW_LIB", "")
+    isempty(p) || return p
+    name = Sys.isapple() ? "liboxiflow.dylib" : Sys.iswindows() ? "oxiflow.dll" : "liboxiflow.so"
+    return normpath(joinpath(@__DIR__, "..", "..", "..", "target", "release", name))
+end
+
+function load_library()
+    p = libpath()
+    if !isfile(p)
+        error("Oxiflow: the engine library was not found at $p. Build it with `make build` " *
+              "in the Oxiflow repository, or set ENV[\"OXIFLOW_LIB\"] to the path of liboxiflow.so.")
+    end
+    LIB[] = Libdl.dlopen(p)
+    empty!(SYMS)
+    return p
+end
+
+@inline function sym(name::Symbol)
+    p = get(SYMS, name, C_NULL)
+    if p == C_NULL
+        LIB[] == C_NULL && load_library()
+        p = Libdl.dlsym(LIB[], name)
+        SYMS[name] = p
+    end
+    return p
+end
+
+"""
+    OxiflowError(code, kind, msg)
+
+Raised for every error the engine reports: `code` is TensorFlow's status code (3 invalid
+argument, 5 not found, 8 resource exhausted, 9 failed precondition, 12 unimplemented,
+13 internal), `kind` its TF name, `msg` the engine's message (it names the op, device or
+shape at fault). The graph and session stay usable afterwards.
+"""
+struct OxiflowError <: Exception
+    code::Int
+    kind::String
+    msg::String
+end
+
+const KINDS = Dict(3 => "InvalidArgumentError", 5 => "NotFoundError", 8 => "ResourceExhaustedError",
+                   9 => "FailedPreconditionError", 12 => "UnimplementedError", 13 => "InternalError")
+
+Base.showerror(io::IO, e::OxiflowError) = print(io, "OxiflowError (", e.kind, "): ", e.msg)
+
+"""Throws an `OxiflowError` carrying the engine's last error message unless `status == 0`."""
+function check(status::Integer)
+    status == 0 && return nothing
+    msg = unsafe_string(ccall(sym(:oxf_last_error), Cstring, ()))
+    throw(OxiflowError(Int(status), get(KINDS, Int(status), "InternalError"), msg))
+end
+
+# Reads a library-owned string out-parameter.
+function outstr(f)
+    r = Ref{Cstring}(C_NULL)
+    check(f(r))
+    return r[] == C_NULL ? "" : unsafe_string(r[])
+end
+
+cstr_or_null(s::Nothing) = C_NULL
+cstr_or_null(s::AbstractString) = String(s)
+
+oxf_version() = unsafe_string(ccall(sym(:oxf_version), Cstring, ()))
+oxf_canonical_device(spec::AbstractString) = outstr(r -> ccall(sym(:oxf_canonical_device), Int32, (Cstring, Ref{Cstring}), spec, r))
+
+oxf_graph_new() = ccall(sym(:oxf_graph_new), Ptr{Cvoid}, ())
+oxf_graph_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_graph_free), Cvoid, (Ptr{Cvoid},), p)
+function oxf_graph_num_nodes(g)
+    r = Ref{Int64}(0)
+    check(ccall(sym(:oxf_graph_num_nodes), Int32, (Ptr{Cvoid}, Ref{Int64}), g, r))
+    return r[]
+end
+
+function oxf_const(g, dtype::Int32, dims::Vector{Int64}, data, name)
+    r = Ref{Int64}(-1)
+    GC.@preserve data dims begin
+        check(ccall(sym(:oxf_const), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Int32, Cstring, Ref{Int64}),
+                    g, dtype, length(dims), dims, pointer(data), 1, cstr_or_null(name), r))
+    end
+    return r[]
+end
+
+function oxf_placeholder(g, dtype::Int32, dims::Vector{Int64}, name)
+    r = Ref{Int64}(-1)
+    check(ccall(sym(:oxf_placeholder), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Cstring, Ref{Int64}),
+                g, dtype, length(dims), dims, cstr_or_null(name), r))
+    return r[]
+end
+
+function oxf_variable(g, dtype::Int32, dims::Vector{Int64}, data, name, trainable::Bool)
+    r = Ref{Int64}(-1)
+    GC.@preserve data dims begin
+        check(ccall(sym(:oxf_variable), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Int32, Cstring, Int32, Ref{Int64}),
+                    g, dtype, length(dims), dims, pointer(data), 1, cstr_or_null(name), Int32(trainable), r))
+    end
+    return r[]
+end
+
+function oxf_add_op(g, op::AbstractString, nodes::Vector{Int64}, idx::Vector{Int32}, attrs_json, name)
+    r = Ref{Int64}(-1)
+    check(ccall(sym(:oxf_add_op), Int32, (Ptr{Cvoid}, Cstring, Ptr{Int64}, Ptr{Int32}, Int32, Cstring, Cstring, Ref{Int64}),
+                g, op, nodes, idx, length(nodes), cstr_or_null(attrs_json), cstr_or_null(name), r))
+    return r[]
+end
+
+function oxf_global_variables_initializer(g)
+    r = Ref{Int64}(-1)
+    check(ccall(sym(:oxf_global_variables_initializer), Int32, (Ptr{Cvoid}, Ref{Int64}), g, r))
+    return r[]
+end
+
+for f in (:oxf_node_name, :oxf_node_op, :oxf_node_device, :oxf_node_colocation, :oxf_node_inputs)
+    @eval $f(g, node::Integer) = outstr(r -> ccall(sym($(QuoteNode(f))), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), g, node, r))
+end
+
+function oxf_node_num_outputs(g, node::Integer)
+    r = Ref{Int32}(0)
+    check(ccall(sym(:oxf_node_num_outputs), Int32, (Ptr{Cvoid}, Int64, Ref{Int32}), g, node, r))
+    return Int(r[])
+end
+
+function oxf_node_by_name(g, name::AbstractString)
+    r = Ref{Int64}(-1)
+    check(ccall(sym(:oxf_node_by_name), Int32, (Ptr{Cvoid}, Cstring, Ref{Int64}), g, name, r))
+    return r[]
+end
+
+const MAX_RANK = 32
+
+"""(dtype code, dims row-major) of output `index` of `node`."""
+function oxf_output_type(g, node::Integer, index::Integer)
+    dt = Ref{Int32}(0); rank = Ref{Int32}(0); dims = zeros(Int64, MAX_RANK)
+    check(ccall(sym(:oxf_output_type), Int32, (Ptr{Cvoid}, Int64, Int32, Ref{Int32}, Ref{Int32}, Ptr{Int64}, Int32),
+                g, node, index, dt, rank, dims, MAX_RANK))
+    return dt[], dims[1:rank[]]
+end
+
+oxf_push_device(g, spec::AbstractString) = check(ccall(sym(:oxf_push_device), Int32, (Ptr{Cvoid}, Cstring), g, spec))
+oxf_push_device_reset(g) = check(ccall(sym(:oxf_push_device_reset), Int32, (Ptr{Cvoid},), g))
+oxf_push_device_fn(g, f::Ptr{Cvoid}, ud::Ptr{Cvoid}) = check(ccall(sym(:oxf_push_device_fn), Int32, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), g, f, ud))
+oxf_pop_device(g) = check(ccall(sym(:oxf_pop_device), Int32, (Ptr{Cvoid},), g))
+oxf_push_colocation(g, node::Integer, ignore_existing::Bool) = check(ccall(sym(:oxf_push_colocation), Int32, (Ptr{Cvoid}, Int64, Int32), g, node, Int32(ignore_existing)))
+oxf_pop_colocation(g) = check(ccall(sym(:oxf_pop_colocation), Int32, (Ptr{Cvoid},), g))
+oxf_push_name_scope(g, name::AbstractString) = outstr(r -> ccall(sym(:oxf_push_name_scope), Int32, (Ptr{Cvoid}, Cstring, Ref{Cstring}), g, name, r))
+oxf_pop_name_scope(g) = check(ccall(sym(:oxf_pop_name_scope), Int32, (Ptr{Cvoid},), g))
+oxf_add_to_collection(g, key::AbstractString, node::Integer, index::Integer) =
+    check(ccall(sym(:oxf_add_to_collection), Int32, (Ptr{Cvoid}, Cstring, Int64, Int32), g, key, node, index))
+oxf_collection(g, key::AbstractString) = outstr(r -> ccall(sym(:oxf_collection), Int32, (Ptr{Cvoid}, Cstring, Ref{Cstring}), g, key, r))
+
+"""Gradient outputs `(node, index)` per x; node -1 when x is unreachable."""
+function oxf_gradients(g, ys::Vector{Tuple{Int64,Int32}}, xs::Vector{Tuple{Int64,Int32}},
+                       gys::Union{Nothing,Vector{Tuple{Int64,Int32}}}, colocate::Bool)
+    yn = first.(ys); yi = last.(ys); xn = first.(xs); xi = last.(xs)
+    on = fill(Int64(-1), length(xs)); oi = zeros(Int32, length(xs))
+    gyn = gys === nothing ? Int64[] : first.(gys); gyi = gys === nothing ? Int32[] : last.(gys)
+    GC.@preserve gyn gyi begin
+        check(ccall(sym(:oxf_gradients), Int32,
+                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}),
+                    g, yn, yi, length(ys), xn, xi, length(xs),
+                    gys === nothing ? Ptr{Int64}(C_NULL) : pointer(gyn), gys === nothing ? Ptr{Int32}(C_NULL) : pointer(gyi),
+                    Int32(colocate), on, oi))
+    end
+    return [(on[k], oi[k]) for k in 1:length(xs)]
+end
+
+function oxf_session_new(g, options_json::AbstractString)
+    r = Ref{Ptr{Cvoid}}(C_NULL)
+    check(ccall(sym(:oxf_session_new), Int32, (Ptr{Cvoid}, Cstring, Ref{Ptr{Cvoid}}), g, options_json, r))
+    return r[]
+end
+oxf_session_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_session_free), Cvoid, (Ptr{Cvoid},), p)
+oxf_session_take_log(s) = outstr(r -> ccall(sym(:oxf_session_take_log), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
+oxf_session_assigned_device(s, node::Integer) = outstr(r -> ccall(sym(:oxf_session_assigned_device), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
+oxf_session_devices(s) = outstr(r -> ccall(sym(:oxf_session_devices), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
+oxf_list_devices(options_json::AbstractString) = outstr(r -> ccall(sym(:oxf_list_devices), Int32, (Cstring, Ref{Cstring}), options_json, r))
+
+"""Mirror of C `OxTensorView`: a feed value read in place during `oxf_session_run`."""
+struct OxTensorView
+    dtype::Int32
+    ndims::Int32
+    dims::Ptr{Int64}
+    data::Ptr{Cvoid}
+    col_major::Int32
+end
+
+function oxf_session_run(s, feeds::Vector{Tuple{Int64,Int32}}, values::Vector, fetches::Vector{Tuple{Int64,Int32}},
+                         targets::Vector{Int64}, trace::Bool)
+    arrays = Any[v for v in values]
+    dims = [Int64[size(a)...] for a in arrays]
+    r = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve arrays dims begin
+        views = [OxTensorView(dtype_code(eltype(arrays[k])), length(dims[k]), pointer(dims[k]), pointer(arrays[k]), 1)
+                 for k in 1:length(arrays)]
+        check(ccall(sym(:oxf_session_run), Int32,
+                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Ptr{OxTensorView}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Int32, Int32, Ref{Ptr{Cvoid}}),
+                    s, first.(feeds), last.(feeds), views, length(feeds), first.(fetches), last.(fetches), length(fetches),
+                    targets, length(targets), Int32(trace), r))
+    end
+    return r[]
+end
+
+oxf_result_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_result_free), Cvoid, (Ptr{Cvoid},), p)
+
+function oxf_result_type(res, i::Integer)
+    dt = Ref{Int32}(0); rank = Ref{Int32}(0); dims = zeros(Int64, MAX_RANK)
+    check(ccall(sym(:oxf_result_type), Int32, (Ptr{Cvoid}, Int32, Ref{Int32}, Ref{Int32}, Ptr{Int64}, Int32),
+                res, i, dt, rank, dims, MAX_RANK))
+    return dt[], dims[1:rank[]]
+end
+
+function oxf_result_copy!(res, i::Integer, dst::Array)
+    GC.@preserve dst check(ccall(sym(:oxf_result_copy), Int32, (Ptr{Cvoid}, Int32, Ptr{Cvoid}, Csize_t, Int32),
+                                res, i, pointer(dst), sizeof(dst), 1))
+    return dst
+end
+
+oxf_result_trace_json(res) = outstr(r -> ccall(sym(:oxf_result_trace_json), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
+oxf_result_trace_events(res) = outstr(r -> ccall(sym(:oxf_result_trace_events), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))

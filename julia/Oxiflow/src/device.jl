@@ -1,0 +1,244 @@
+# Device scopes (`@cpu`, `@gpu`, `@pywith tf.device(...)`), device functions, colocation,
+# name scopes, and the small `tf` object that lets ADCME/TF code run as written.
+
+"""Mirror of C `OxNodeDef`, the node a device function receives."""
+struct OxNodeDef
+    name::Cstring
+    op::Cstring
+    device::Cstring
+    inputs::Ptr{Cstring}
+    n_inputs::Int32
+    attr_keys::Ptr{Cstring}
+    attr_values::Ptr{Cstring}
+    n_attrs::Int32
+end
+
+function NodeDef(c::OxNodeDef)
+    inputs = String[unsafe_string(unsafe_load(c.inputs, k)) for k in 1:c.n_inputs]
+    attrs = Dict{String,String}(unsafe_string(unsafe_load(c.attr_keys, k)) => unsafe_string(unsafe_load(c.attr_values, k)) for k in 1:c.n_attrs)
+    return NodeDef(unsafe_string(c.name), unsafe_string(c.op), unsafe_string(c.device), inputs, attrs)
+end
+
+const DEVICE_FNS = Dict{Int,Any}()
+const NEXT_DEVICE_FN = Ref(0)
+const CALLBACK_RESULT = Ref{String}("")
+const DEVICE_FN_TRAMPOLINE = Ref{Ptr{Cvoid}}(C_NULL)
+
+# Called by the engine for each node created under a device function: returns 0 and a
+# device string, or 1 and an error message (a Julia exception never unwinds into Rust).
+function _device_fn_trampoline(ud::Ptr{Cvoid}, nd::Ptr{OxNodeDef}, out::Ptr{Cstring})::Int32
+    status = Int32(0)
+    try
+        f = DEVICE_FNS[Int(ud)]
+        r = f(NodeDef(unsafe_load(nd)))
+        if r isa AbstractString
+            CALLBACK_RESULT[] = String(r)
+        elseif r === nothing
+            CALLBACK_RESULT[] = ""
+        else
+            throw(ArgumentError("it returned $(repr(r)) of type $(typeof(r)); a device function must return a device string such as \"/device:GPU:0\""))
+        end
+        unsafe_store!(out, Base.unsafe_convert(Cstring, CALLBACK_RESULT[]))
+    catch e
+        CALLBACK_RESULT[] = replace(sprint(showerror, e), '\0' => ' ')
+        unsafe_store!(out, Base.unsafe_convert(Cstring, CALLBACK_RESULT[]))
+        status = Int32(1)
+    end
+    return status
+end
+
+"""A context manager for `@pywith`: `__enter__` pushes a scope, `__exit__` pops it."""
+abstract type Context end
+
+"""
+    DeviceContext
+
+What `tf.device(x)` returns: `x` is a device string (`"/gpu:0"`, `"/device:CPU:0"`,
+`"GPU:1"`, full names), a device function (node -> device string; it receives a
+[`NodeDef`] and its result replaces the device), or `nothing` (outer scopes stop applying).
+"""
+mutable struct DeviceContext <: Context
+    spec::Any
+    graph::Graph
+    fn_id::Int
+end
+
+"""
+    tf.device(spec_or_function)
+
+TF's `tf.device`: a context for `@pywith`. Inner strings override only the fields they
+set (`/job:worker` inside `/gpu:0` gives `/job:worker/device:GPU:0`). A malformed string
+raises an `OxiflowError` quoting it when the scope is entered.
+"""
+tf_device(spec) = DeviceContext(spec, get_default_graph(), 0)
+
+function __enter__(c::DeviceContext)
+    s = c.spec
+    if s isa AbstractString
+        oxf_push_device(c.graph, s)
+    elseif s === nothing
+        oxf_push_device_reset(c.graph)
+    elseif s isa Function
+        NEXT_DEVICE_FN[] += 1
+        c.fn_id = NEXT_DEVICE_FN[]
+        DEVICE_FNS[c.fn_id] = s
+        oxf_push_device_fn(c.graph, DEVICE_FN_TRAMPOLINE[], Ptr{Cvoid}(c.fn_id))
+    else
+        throw(ArgumentError("tf.device expects a device string, a function or nothing, got $(typeof(s))"))
+    end
+    return c
+end
+
+function __exit__(c::DeviceContext)
+    oxf_pop_device(c.graph)
+    c.fn_id == 0 || delete!(DEVICE_FNS, c.fn_id)
+    return nothing
+end
+
+"""Context of `tf.colocate_with(t)`: ops created inside go where `t`'s op goes."""
+struct ColocationContext <: Context
+    target::Tensor
+    ignore_existing::Bool
+end
+__enter__(c::ColocationContext) = oxf_push_colocation(getfield(c.target, :graph), getfield(c.target, :node), c.ignore_existing)
+__exit__(c::ColocationContext) = oxf_pop_colocation(getfield(c.target, :graph))
+
+"""Context of `tf.name_scope(name)`."""
+struct NameScopeContext <: Context
+    name::String
+    graph::Graph
+end
+__enter__(c::NameScopeContext) = oxf_push_name_scope(c.graph, c.name)
+__exit__(c::NameScopeContext) = oxf_pop_name_scope(c.graph)
+
+"""
+    @pywith ctx begin ... end
+
+Runs the block inside the context `ctx` (`tf.device(...)`, `tf.colocate_with(op)`,
+`tf.name_scope(name)`), leaving it even when the block throws, like PyCall's `@pywith`.
+The block runs in the caller's scope (`global a = ...` works as in ADCME's docs).
+"""
+macro pywith(ctx, body)
+    quote
+        local c = $(esc(ctx))
+        __enter__(c)
+        try
+            $(esc(body))
+        finally
+            __exit__(c)
+        end
+    end
+end
+
+function device_macro(kind::String, id, expr)
+    quote
+        local c = tf_device(string($kind, $(esc(id))))
+        __enter__(c)
+        try
+            $(esc(expr))
+        finally
+            __exit__(c)
+        end
+    end
+end
+
+"""
+    @cpu [id] begin ... end
+
+Places the ops created in the block on `/device:CPU:id` (default 0), as ADCME's `@cpu`
+(`@pywith tf.device("/cpu:id")`). `id` may be any expression (ADCME needs a literal).
+"""
+macro cpu(id, expr)
+    device_macro("/cpu:", id, expr)
+end
+macro cpu(expr)
+    device_macro("/cpu:", 0, expr)
+end
+
+"""
+    @gpu [id] begin ... end
+
+Places the ops created in the block on `/device:GPU:id` (default 0), as ADCME's `@gpu`.
+"""
+macro gpu(id, expr)
+    device_macro("/gpu:", id, expr)
+end
+macro gpu(expr)
+    device_macro("/gpu:", 0, expr)
+end
+
+"""
+    colocate_with(f, t::Tensor; ignore_existing=false)
+
+Runs `f()` with every op it creates colocated with `t`'s op (TF's `colocate_with`): same
+device, `loc:@name` recorded; outer device scopes do not apply inside.
+"""
+function colocate_with(f::Function, t::Tensor; ignore_existing::Bool=false)
+    c = ColocationContext(t, ignore_existing)
+    __enter__(c)
+    try
+        return f()
+    finally
+        __exit__(c)
+    end
+end
+
+"""`name_scope(f, name)`: runs `f()` with node names prefixed by a unique `name/`."""
+function name_scope(f::Function, name::AbstractString)
+    c = NameScopeContext(String(name), get_default_graph())
+    __enter__(c)
+    try
+        return f()
+    finally
+        __exit__(c)
+    end
+end
+
+# tf.constant(value; shape, name, dtype): a flat value with a shape fills row-major, as TF does.
+function tf_constant(value; shape=nothing, name=nothing, dtype=nothing)
+    v = value
+    if shape !== nothing
+        flat = vec(collect(as_array(value)))
+        n = prod(shape)
+        length(flat) == n || throw(ArgumentError("tf.constant: $(length(flat)) values do not fill shape $(shape)"))
+        v = length(shape) <= 1 ? reshape(flat, shape...) : permutedims(reshape(flat, reverse(shape)...), length(shape):-1:1)
+    end
+    return constant(v; name=name, dtype=dtype)
+end
+
+const GRAPH_KEYS = (UPDATE_OPS=UPDATE_OPS, GLOBAL_VARIABLES=GLOBAL_VARIABLES, TRAINABLE_VARIABLES=TRAINABLE_VARIABLES)
+
+"""
+    tf
+
+A stand-in for ADCME's `tf` module so TF-style code runs as written: `tf.device`,
+`tf.colocate_with`, `tf.name_scope`, `tf.NodeDef`, `tf.GraphKeys`, `tf.constant`,
+`tf.matmul`, `tf.add_n`. Anything else raises an error naming what is missing.
+"""
+struct TFModule end
+const tf = TFModule()
+
+function Base.getproperty(::TFModule, s::Symbol)
+    s === :device && return tf_device
+    s === :colocate_with && return (t; ignore_existing=false) -> ColocationContext(t, ignore_existing)
+    s === :name_scope && return name -> NameScopeContext(String(name), get_default_graph())
+    s === :NodeDef && return NodeDef
+    s === :GraphKeys && return GRAPH_KEYS
+    s === :constant && return tf_constant
+    s === :matmul && return matmul
+    s === :add_n && return add_n
+    throw(ArgumentError("Oxiflow's `tf` object has no `tf.$s` (it offers device, colocate_with, name_scope, NodeDef, GraphKeys, constant, matmul, add_n)"))
+end
+Base.propertynames(::TFModule) = (:device, :colocate_with, :name_scope, :NodeDef, :GraphKeys, :constant, :matmul, :add_n)
+
+"""
+    pybuiltin(name)
+
+The few Python builtins ADCME code uses: `pybuiltin("isinstance")(x, T)` is `x isa T`
+(so `isinstance(op, tf.NodeDef)` works in device functions), `pybuiltin("str")` is `string`.
+"""
+function pybuiltin(name::AbstractString)
+    name == "isinstance" && return (x, T) -> x isa T
+    name == "str" && return string
+    throw(ArgumentError("pybuiltin(\"$name\") is not available in Oxiflow (only isinstance and str)"))
+end

@@ -1,0 +1,232 @@
+# Graphs, tensors and the values that create them.
+
+"""
+    Graph()
+
+A dataflow graph owned by the engine. Oxiflow keeps one default graph (`get_default_graph()`);
+`reset_default_graph()` replaces it.
+"""
+mutable struct Graph
+    ptr::Ptr{Cvoid}
+    function Graph()
+        g = new(oxf_graph_new())
+        finalizer(g) do x
+            x.ptr == C_NULL || oxf_graph_free(x.ptr)
+            x.ptr = C_NULL
+        end
+        return g
+    end
+end
+
+Base.unsafe_convert(::Type{Ptr{Cvoid}}, g::Graph) = g.ptr
+
+const DEFAULT_GRAPH = Ref{Graph}()
+
+"""The graph new ops go into."""
+get_default_graph() = DEFAULT_GRAPH[]
+
+"""
+    reset_default_graph()
+
+Starts a new, empty default graph (ADCME's `reset_default_graph`, TF's
+`tf.compat.v1.reset_default_graph`). Tensors and sessions of the old graph stay valid but
+cannot be combined with new tensors.
+"""
+function reset_default_graph()
+    DEFAULT_GRAPH[] = Graph()
+    return nothing
+end
+
+"""
+    Tensor
+
+One output of a graph node (TF's `tf.Tensor`; a node without outputs, such as `init`'s
+`NoOp`, is also held as a `Tensor` and fetches as `nothing`). Properties, as in TF/ADCME:
+`t.name` (`"Sin:0"`), `t.device` (requested device, canonical, `""` when unplaced),
+`t.op` (an [`Operation`]), `t.node_def`, `t.dtype` (a Julia type), `t.shape` (a tuple).
+"""
+struct Tensor
+    graph::Graph
+    node::Int64
+    index::Int32
+end
+
+"""
+    Operation
+
+A graph node (TF's `tf.Operation`): `op.name`, `op.type`, `op.device`, `op.node_def`,
+`op.inputs` (input tensor names), `op.colocation_groups`.
+"""
+struct Operation
+    graph::Graph
+    node::Int64
+end
+
+"""
+    NodeDef(name, op, device, input, attr)
+
+The read-only view of a node that device functions receive (TF's `NodeDef`): `name`,
+`op` (op type such as `"VariableV2"`), `device` (set so far by inner scopes), `input`
+(input tensor names), `attr` (attribute values as strings).
+"""
+struct NodeDef
+    name::String
+    op::String
+    device::String
+    input::Vector{String}
+    attr::Dict{String,String}
+end
+
+splitlines(s::AbstractString) = isempty(s) ? String[] : String.(split(s, '\n'))
+
+function Base.getproperty(o::Operation, s::Symbol)
+    g = getfield(o, :graph); n = getfield(o, :node)
+    s === :name && return oxf_node_name(g, n)
+    s === :type && return oxf_node_op(g, n)
+    s === :device && return oxf_node_device(g, n)
+    s === :inputs && return splitlines(oxf_node_inputs(g, n))
+    s === :colocation_groups && return splitlines(oxf_node_colocation(g, n))
+    s === :node_def && return NodeDef(oxf_node_name(g, n), oxf_node_op(g, n), oxf_node_device(g, n),
+                                      splitlines(oxf_node_inputs(g, n)), Dict{String,String}())
+    return getfield(o, s)
+end
+Base.propertynames(::Operation) = (:name, :type, :device, :inputs, :colocation_groups, :node_def)
+
+function Base.getproperty(t::Tensor, s::Symbol)
+    g = getfield(t, :graph); n = getfield(t, :node); i = getfield(t, :index)
+    if s === :name
+        return oxf_node_num_outputs(g, n) == 0 ? oxf_node_name(g, n) : string(oxf_node_name(g, n), ":", i)
+    end
+    s === :device && return oxf_node_device(g, n)
+    s === :op && return Operation(g, n)
+    s === :node_def && return Operation(g, n).node_def
+    s === :dtype && return julia_type(first(oxf_output_type(g, n, i)))
+    s === :shape && return Tuple(Int.(last(oxf_output_type(g, n, i))))
+    return getfield(t, s)
+end
+Base.propertynames(::Tensor) = (:name, :device, :op, :node_def, :dtype, :shape, :graph, :node, :index)
+
+# Tensor `==` is identity (ADCME: TF1 tensors compare by object identity).
+Base.:(==)(a::Tensor, b::Tensor) = getfield(a, :graph) === getfield(b, :graph) && getfield(a, :node) == getfield(b, :node) && getfield(a, :index) == getfield(b, :index)
+Base.hash(t::Tensor, h::UInt) = hash((getfield(t, :node), getfield(t, :index)), hash(getfield(t, :graph), h))
+
+const DTYPE_CODES = Dict{DataType,Int32}(Float32 => 1, Float64 => 2, Int32 => 3, Int64 => 9, Bool => 10)
+const CODE_TYPES = Dict{Int32,DataType}(v => k for (k, v) in DTYPE_CODES)
+
+"""TF `DataType` code of a Julia element type; an `ArgumentError` for unsupported types."""
+function dtype_code(T::Type)
+    haskey(DTYPE_CODES, T) || throw(ArgumentError("Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $T"))
+    return DTYPE_CODES[T]
+end
+julia_type(code::Integer) = CODE_TYPES[Int32(code)]
+
+"""`size(t)` is the static shape (Julia order: a `2×3` tensor has size `(2, 3)`)."""
+Base.size(t::Tensor) = t.shape
+Base.size(t::Tensor, i::Integer) = (s = t.shape; i <= length(s) ? s[i] : 1)
+Base.length(t::Tensor) = prod(t.shape)
+Base.ndims(t::Tensor) = length(t.shape)
+Base.eltype(t::Tensor) = t.dtype
+"""`get_dtype(t)`: the Julia element type of a tensor (ADCME)."""
+get_dtype(t::Tensor) = t.dtype
+Base.lastindex(t::Tensor) = size(t, 1)
+Base.lastindex(t::Tensor, i::Integer) = size(t, i)
+
+# Arrays cross the ABI column-major; Julia's scalar becomes a rank-0 tensor.
+as_array(x::Number) = fill(x)
+as_array(x::AbstractArray) = collect(x)
+
+"""
+    constant(value; dtype=eltype(value), name=nothing)
+
+A `Const` node holding `value` (a number or an array; `Int` stays `Int64`, `1.0` is
+`Float64`: ADCME's rule that the dtype follows the Julia eltype). A `Tensor` is returned
+unchanged (or `cast` when `dtype` differs).
+"""
+function constant(value; dtype=nothing, name=nothing)
+    value isa Tensor && return (dtype === nothing || dtype == value.dtype) ? value : cast(value, dtype)
+    a = as_array(value)
+    if dtype !== nothing
+        a = convert(Array{dtype}, a)
+    end
+    g = get_default_graph()
+    node = oxf_const(g, dtype_code(eltype(a)), Int64[size(a)...], a, name)
+    return Tensor(g, node, 0)
+end
+
+"""
+    placeholder(T::Type; shape=[], name=nothing)
+    placeholder(value; name=nothing)
+
+A `Placeholder` of element type `T` and static `shape` (default scalar) that must be fed in
+`run`; or, given a value, a `PlaceholderWithDefault` whose default is `value` (ADCME).
+"""
+function placeholder(T::Type; shape=Int[], name=nothing)
+    any(d -> d === nothing, shape) && throw(ArgumentError("placeholder: unknown dimensions (nothing) are not supported yet; give every dimension of $(shape)"))
+    g = get_default_graph()
+    return Tensor(g, oxf_placeholder(g, dtype_code(T), Int64[d for d in shape], name), 0)
+end
+placeholder(value::Union{Number,AbstractArray}; name=nothing) = add_op("PlaceholderWithDefault", [constant(value)]; name=name)
+
+"""
+    Variable(initial_value; name=nothing, trainable=true)
+
+A TF1 variable (`VariableV2` node, op type `"VariableV2"`) holding a copy of
+`initial_value` (dtype follows its eltype), with `<name>/Assign` (its initializer) and
+`<name>/read` (the snapshot other ops read, colocated with it). In `GLOBAL_VARIABLES` and,
+when `trainable`, `TRAINABLE_VARIABLES`. Its value is set by `init(sess)`.
+"""
+function Variable(initial_value; name=nothing, trainable::Bool=true)
+    initial_value isa Tensor && throw(ArgumentError("Variable: initialising from a Tensor is not supported yet; pass a Julia value"))
+    a = as_array(initial_value)
+    g = get_default_graph()
+    return Tensor(g, oxf_variable(g, dtype_code(eltype(a)), Int64[size(a)...], a, name, trainable), 0)
+end
+
+# JSON text of an attribute dictionary (values: Bool, Integer, Real, String, DataType, Vector{Int}).
+json_value(x::Bool) = x ? "true" : "false"
+json_value(x::Integer) = string(x)
+json_value(x::AbstractFloat) = isfinite(x) ? repr(Float64(x)) : throw(ArgumentError("attribute value $x is not finite"))
+json_value(x::AbstractString) = "\"" * escape_string(x) * "\""
+json_value(x::DataType) = json_value(string(x))
+json_value(x::Union{AbstractVector,Tuple}) = "[" * join((json_value(v) for v in x), ",") * "]"
+attrs_json(attrs) = isempty(attrs) ? nothing : "{" * join(("\"$k\":" * json_value(v) for (k, v) in attrs), ",") * "}"
+
+"""
+    add_op(op_type, inputs; name=nothing, attrs...)
+
+Adds a node of TF op type `op_type` (e.g. `"MatMul"`) to the graph of its inputs and
+returns its output 0. Attributes go as keywords (`transpose_a=true`, `axis=[0]`,
+`DstT=Float32`). Errors (shape, dtype, unknown op) are `OxiflowError`s naming the op.
+"""
+function add_op(op_type::AbstractString, inputs::Vector{Tensor}; name=nothing, attrs...)
+    g = isempty(inputs) ? get_default_graph() : getfield(inputs[1], :graph)
+    for t in inputs
+        getfield(t, :graph) === g || throw(ArgumentError("$op_type: inputs come from different graphs (was reset_default_graph called in between?)"))
+    end
+    node = oxf_add_op(g, op_type, Int64[getfield(t, :node) for t in inputs], Int32[getfield(t, :index) for t in inputs],
+                      attrs_json(attrs), name)
+    return Tensor(g, node, 0)
+end
+
+"""
+    get_collection(name=TRAINABLE_VARIABLES)
+
+Members of a graph collection (`TRAINABLE_VARIABLES`, `GLOBAL_VARIABLES`, `UPDATE_OPS`,
+as strings like TF's `GraphKeys`); any other string is a regex over the names of trainable
+variables (ADCME's `get_collection`).
+"""
+function get_collection(name::AbstractString=TRAINABLE_VARIABLES)
+    g = get_default_graph()
+    if name in (TRAINABLE_VARIABLES, GLOBAL_VARIABLES, UPDATE_OPS)
+        return Tensor[Tensor(g, parse(Int64, a), parse(Int32, b)) for (a, b) in split.(splitlines(oxf_collection(g, name)))]
+    end
+    re = Regex(name)
+    return unique(filter(v -> occursin(re, v.name), get_collection(TRAINABLE_VARIABLES)))
+end
+
+"""`add_to_collection(name, t)`: adds tensor `t` to graph collection `name`."""
+add_to_collection(name::AbstractString, t::Tensor) = oxf_add_to_collection(getfield(t, :graph), name, getfield(t, :node), getfield(t, :index))
+
+const GLOBAL_VARIABLES = "variables"
+const TRAINABLE_VARIABLES = "trainable_variables"
+const UPDATE_OPS = "update_ops"

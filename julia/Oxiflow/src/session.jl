@@ -1,0 +1,233 @@
+# Sessions: running graphs, variables, profiles, devices.
+
+"""
+    Session(; soft=false, log_device_placement=false, CPU=nothing, GPU=nothing,
+              inter=nothing, emulated_gpus=nothing)
+
+A session over the default graph (ADCME's `Session`, TF1's `tf.Session(config=ConfigProto(...))`):
+`soft` (or `allow_soft_placement`) lets an impossible device request fall back to a
+supported device; `log_device_placement` prints TF's `Device mapping:` block and one line
+`name: (Op): device` per placed node; `CPU`/`GPU` set `device_count` (how many CPU
+devices to create / at most how many GPUs to use); `inter` is the number of worker
+threads; `emulated_gpus` overrides `ENV["OXIFLOW_EMULATED_GPUS"]`. Variables live in the
+session and keep their values between runs.
+"""
+mutable struct Session
+    ptr::Ptr{Cvoid}
+    graph::Graph
+    function Session(; soft::Bool=false, allow_soft_placement=nothing, log_device_placement::Bool=false,
+                     CPU=nothing, GPU=nothing, inter=nothing, intra=nothing, emulated_gpus=nothing)
+        opts = Pair{String,Any}["allow_soft_placement" => (allow_soft_placement === nothing ? soft : Bool(allow_soft_placement)),
+                                "log_device_placement" => log_device_placement]
+        CPU === nothing || push!(opts, "CPU" => Int(CPU))
+        GPU === nothing || push!(opts, "GPU" => Int(GPU))
+        inter === nothing || push!(opts, "inter_op_threads" => Int(inter))
+        emulated_gpus === nothing || push!(opts, "emulated_gpus" => Int(emulated_gpus))
+        g = get_default_graph()
+        s = new(oxf_session_new(g, attrs_json(opts)), g)
+        finalizer(s) do x
+            x.ptr == C_NULL || oxf_session_free(x.ptr)
+            x.ptr = C_NULL
+        end
+        print_log(s)
+        return s
+    end
+end
+
+Base.unsafe_convert(::Type{Ptr{Cvoid}}, s::Session) = s.ptr
+
+function print_log(s::Session)
+    text = oxf_session_take_log(s)
+    isempty(text) || print(stdout, text)
+    return nothing
+end
+
+"""
+    init(sess)
+
+Runs a new `init` op (TF's `global_variables_initializer()`): every variable gets its
+initial value again (ADCME's `init`).
+"""
+function init(sess::Session)
+    node = oxf_global_variables_initializer(sess.graph)
+    run(sess, Tensor(sess.graph, node, 0))
+    return nothing
+end
+
+# Flattens fetches (a tensor, or nested vectors/tuples of them) into leaves.
+collect_leaves!(leaves, t::Tensor) = (push!(leaves, t); nothing)
+collect_leaves!(leaves, v::Union{AbstractVector,Tuple}) = (foreach(x -> collect_leaves!(leaves, x), v); nothing)
+collect_leaves!(leaves, x) = throw(ArgumentError("run: cannot fetch a $(typeof(x)); fetch tensors or vectors/tuples of tensors"))
+
+rebuild(t::Tensor, vals, k) = (vals[k[] += 1])
+rebuild(v::AbstractVector, vals, k) = [rebuild(x, vals, k) for x in v]
+rebuild(v::Tuple, vals, k) = Tuple(rebuild(x, vals, k) for x in v)
+
+function feed_value(x)
+    a = x isa Number ? fill(x) : x isa AbstractArray ? collect(x) : throw(ArgumentError("run: cannot feed a $(typeof(x)); feed numbers or arrays"))
+    dtype_code(eltype(a))   # unsupported element types fail here, naming the type
+    return a
+end
+
+function execute(sess::Session, fetches, feeds, trace::Bool)
+    sess.ptr == C_NULL && throw(ArgumentError("run: the session was freed"))
+    leaves = Tensor[]
+    collect_leaves!(leaves, fetches)
+    for t in leaves
+        getfield(t, :graph) === sess.graph || throw(ArgumentError("run: $(t.name) belongs to another graph than the session's"))
+    end
+    is_op = [oxf_node_num_outputs(sess.graph, getfield(t, :node)) == 0 for t in leaves]
+    fetch_list = [pair(t) for (t, op) in zip(leaves, is_op) if !op]
+    targets = Int64[getfield(t, :node) for (t, op) in zip(leaves, is_op) if op]
+    fkeys = Tuple{Int64,Int32}[]; fvals = Any[]
+    for (t, v) in feeds
+        t isa Tensor || throw(ArgumentError("run: feed keys must be tensors, got $(typeof(t))"))
+        push!(fkeys, pair(t)); push!(fvals, feed_value(v))
+    end
+    res = oxf_session_run(sess, fkeys, fvals, fetch_list, targets, trace)
+    local values, profile
+    try
+        fetched = Any[]
+        for k in 0:length(fetch_list)-1
+            dt, dims = oxf_result_type(res, k)
+            a = oxf_result_copy!(res, k, Array{julia_type(dt)}(undef, Tuple(Int.(dims))...))
+            push!(fetched, isempty(dims) ? a[] : a)
+        end
+        j = 0
+        values = Any[op ? nothing : fetched[j += 1] for op in is_op]
+        profile = trace ? Profile(oxf_result_trace_json(res), oxf_result_trace_events(res)) : nothing
+    finally
+        oxf_result_free(res)
+        print_log(sess)
+    end
+    return rebuild(fetches, values, Ref(0)), profile
+end
+
+feeds_of(pairs, feed_dict) = feed_dict === nothing ? collect(pairs) : vcat(collect(pairs), collect(feed_dict))
+
+"""
+    run(sess, fetches, feeds...; feed_dict=nothing)
+
+Computes `fetches` (a tensor, or nested vectors/tuples of tensors; ops such as
+`init`'s fetch `nothing`) with `feeds` given as `x => value` pairs or as
+`feed_dict=Dict(x => value)`. Scalars come back as Julia numbers, tensors as arrays of the
+same size. A fed value must match the placeholder's dtype and shape exactly.
+"""
+function Base.run(sess::Session, fetches, feeds::Pair...; feed_dict=nothing)
+    return first(execute(sess, fetches, feeds_of(feeds, feed_dict), false))
+end
+
+"""One traced step: TF timeline JSON and the engine's event list."""
+struct Profile
+    json::String
+    events::String
+end
+
+const LAST_PROFILE = Ref{Union{Nothing,Profile}}(nothing)
+
+"""
+    run_profile(sess, fetches, feeds...; feed_dict=nothing)
+
+`run` that also records the step's timeline (every node and copy with device, thread,
+start and end). Feeds work as pairs or `feed_dict` (ADCME records nothing with pairs; not
+copied). The last profile is kept for `save_profile`.
+"""
+function run_profile(sess::Session, fetches, feeds::Pair...; feed_dict=nothing)
+    values, profile = execute(sess, fetches, feeds_of(feeds, feed_dict), true)
+    LAST_PROFILE[] = profile
+    return values
+end
+
+function last_profile()
+    p = LAST_PROFILE[]
+    p === nothing && throw(ArgumentError("no profile recorded yet: call run_profile(sess, fetches) first"))
+    return p
+end
+
+"""
+    save_profile(filename="default_timeline.json")
+
+Writes the last `run_profile` step as TF's timeline JSON (Chrome trace format: one
+`Compute` and one `Tensors` process per device, `X` events per op, flow arrows for
+cross-device tensors). Open it in chrome://tracing or https://ui.perfetto.dev.
+"""
+function save_profile(filename::AbstractString="default_timeline.json")
+    p = last_profile()
+    open(io -> write(io, p.json), filename, "w")
+    @info "Timeline information saved in $filename\n- Open Chrome and navigate to chrome://tracing\n- Load the timeline file"
+    return nothing
+end
+
+"""
+    profile_events()
+
+The last profile's events: named tuples `(kind, name, op, device, from, start_ns, end_ns,
+bytes)`; `kind` is `:op` for kernels (`name` the node) and `:copy` for cross-device
+copies (`name` the tensor, `from` its source device, `device` the destination).
+"""
+function profile_events()
+    evs = NamedTuple{(:kind, :name, :op, :device, :from, :start_ns, :end_ns, :bytes),Tuple{Symbol,String,String,String,String,Int64,Int64,Int64}}[]
+    for line in splitlines(last_profile().events)
+        f = split(line, '\t')
+        if f[1] == "op"
+            push!(evs, (kind=:op, name=f[2], op=f[3], device=f[4], from="", start_ns=parse(Int64, f[5]), end_ns=parse(Int64, f[6]), bytes=parse(Int64, f[7])))
+        else
+            push!(evs, (kind=:copy, name=f[2], op="_Recv", device=f[4], from=f[3], start_ns=parse(Int64, f[5]), end_ns=parse(Int64, f[6]), bytes=parse(Int64, f[7])))
+        end
+    end
+    return evs
+end
+
+"""`profile_copies()`: `(count, bytes)` of the cross-device copies in the last profile."""
+function profile_copies()
+    cs = filter(e -> e.kind === :copy, profile_events())
+    return (count=length(cs), bytes=sum(Int64[e.bytes for e in cs]))
+end
+
+"""
+    assigned_device(sess, t)
+
+Full name of the device the placer chose for `t`'s op in `sess`
+(`/job:localhost/replica:0/task:0/device:GPU:0`), placing it first if no run used it yet.
+`t.device` stays the requested device, as in TF.
+"""
+assigned_device(sess::Session, t::Tensor) = oxf_session_assigned_device(sess, getfield(t, :node))
+
+"""
+    list_devices(; kwargs...)
+
+The devices a `Session(; kwargs...)` would have: named tuples `(name, type, kind,
+description)`, `kind` being `"cpu"`, `"emulated"` (a GPU emulated in host memory) or `"cuda"`.
+"""
+function list_devices(; emulated_gpus=nothing)
+    opts = emulated_gpus === nothing ? "{}" : "{\"emulated_gpus\":$(Int(emulated_gpus))}"
+    return [(name=String(f[1]), type=String(f[2]), kind=String(f[3]), description=String(f[4]))
+            for f in split.(splitlines(oxf_list_devices(opts)), '\t')]
+end
+
+"""
+    list_physical_devices(kind="all")
+
+Short names of the devices (`"/device:CPU:0"`, `"/device:GPU:0"`), all or only `"CPU"`/`"GPU"`
+ones (ADCME's `list_physical_devices`).
+"""
+function list_physical_devices(kind::AbstractString="all")
+    ds = list_devices()
+    k = uppercase(kind)
+    return [d.name[findfirst("/device:", d.name)[1]:end] for d in ds if k == "ALL" || d.type == k]
+end
+
+"""`has_gpu()`: whether a GPU (real, or emulated through `OXIFLOW_EMULATED_GPUS`) is present."""
+has_gpu() = any(d -> d.type == "GPU", list_devices())
+
+"""
+    use_emulated_gpus(n)
+
+Sessions created from now on get `n` emulated GPUs (`/device:GPU:0..n-1`: host memory, CPU
+kernels, GPU placement rules); sets `ENV["OXIFLOW_EMULATED_GPUS"]`.
+"""
+function use_emulated_gpus(n::Integer)
+    n >= 0 || throw(ArgumentError("use_emulated_gpus: n must be ≥ 0"))
+    ENV["OXIFLOW_EMULATED_GPUS"] = string(n)
+    return nothing
+end

@@ -1,0 +1,24 @@
+# Every `show` of the package, one line each.
+
+function Base.show(io::IO, t::Tensor)
+    g = getfield(t, :graph)
+    if g.ptr == C_NULL
+        return print(io, "Tensor(<freed graph>)")
+    end
+    n = getfield(t, :node)
+    if oxf_node_num_outputs(g, n) == 0
+        print(io, "Operation(\"", t.name, "\", type=", oxf_node_op(g, n))
+    else
+        print(io, "Tensor(\"", t.name, "\", shape=", t.shape, ", dtype=", t.dtype)
+    end
+    d = t.device
+    isempty(d) || print(io, ", device=\"", d, "\"")
+    print(io, ")")
+end
+
+Base.show(io::IO, o::Operation) = print(io, "Operation(\"", o.name, "\", type=", o.type, isempty(o.device) ? "" : ", device=\"$(o.device)\"", ")")
+Base.show(io::IO, s::Session) = print(io, "Session(", s.ptr == C_NULL ? "freed" : join((d.name for d in list_devices_of(s)), ", "), ")")
+Base.show(io::IO, n::NodeDef) = print(io, "NodeDef(name=\"", n.name, "\", op=\"", n.op, "\", device=\"", n.device, "\")")
+Base.show(io::IO, ::TFModule) = print(io, "tf (Oxiflow's TensorFlow-compatible shim)")
+
+list_devices_of(s::Session) = [(name=String(split(l, '\t')[1]),) for l in splitlines(oxf_session_devices(s))]
