@@ -84,7 +84,7 @@ end
 dimensions are dropped (ADCME's `sum`, TF's `reduce_sum`).
 """
 function Base.sum(t::Tensor; dims=nothing)
-    axes = dims === nothing ? collect(0:ndims(t)-1) : [d - 1 for d in dims]
+    axes = dims === nothing ? collect(0:ndims(t)-1) : [d - 1 for d in (dims isa Integer ? [dims] : collect(dims))]
     for d in axes
         0 <= d < ndims(t) || throw(ArgumentError("sum: dims $(d + 1) out of range for a rank-$(ndims(t)) tensor"))
     end
