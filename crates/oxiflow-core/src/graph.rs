@@ -240,12 +240,6 @@ impl Graph {
         full
     }
 
-    /// Opens a name scope with exactly this full name (re-entering an existing scope such as
-    /// `Variable` for `Variable/read`).
-    pub fn push_name_scope_exact(&mut self, full: &str) {
-        self.name_scopes.push(full.to_string());
-    }
-
     pub fn pop_name_scope(&mut self) {
         self.name_scopes.pop();
     }

@@ -1,0 +1,86 @@
+//! The C ABI's contract: status codes with TF's numbers, the message in `oxf_last_error`,
+//! null handles and bad input as errors (never a crash), and a header that declares every
+//! export.
+
+use oxiflow::*;
+use std::ffi::{CStr, CString};
+use std::ptr::{null, null_mut};
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(oxf_last_error()) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn malformed_device_string_is_status_3_with_the_string_quoted() {
+    let mut out = null();
+    let spec = CString::new("/device:GPU:3/extra").unwrap();
+    assert_eq!(oxf_canonical_device(spec.as_ptr(), &mut out), 3);
+    assert!(last_error().contains("'/device:GPU:3/extra'"), "{}", last_error());
+    let ok = CString::new("/gpu:1").unwrap();
+    assert_eq!(oxf_canonical_device(ok.as_ptr(), &mut out), 0);
+    assert_eq!(unsafe { CStr::from_ptr(out) }.to_str().unwrap(), "/device:GPU:1");
+}
+
+#[test]
+fn bad_handles_and_unknown_ops_are_errors_not_crashes() {
+    let mut n = 0i64;
+    assert_eq!(oxf_graph_num_nodes(null(), &mut n), 3);
+    assert!(last_error().contains("null graph handle"));
+    let g = oxf_graph_new();
+    let op = CString::new("NoSuchOp").unwrap();
+    assert_eq!(oxf_add_op(g, op.as_ptr(), null(), null(), 0, null(), null(), &mut n), 5);
+    assert!(last_error().contains("Op type not registered 'NoSuchOp'"), "{}", last_error());
+    let sin = CString::new("Sin").unwrap();
+    let nodes = [42i64];
+    let idx = [0i32];
+    assert_eq!(oxf_add_op(g, sin.as_ptr(), nodes.as_ptr(), idx.as_ptr(), 1, null(), null(), &mut n), 5);
+    let bad_json = CString::new("{not json").unwrap();
+    assert_eq!(oxf_add_op(g, sin.as_ptr(), null(), null(), 0, bad_json.as_ptr(), null(), &mut n), 3);
+    assert_eq!(oxf_graph_num_nodes(g, &mut n), 0);
+    assert_eq!(n, 0, "failed calls added nothing");
+    let mut s = null_mut();
+    let opts = CString::new("{\"no_such_option\": 1}").unwrap();
+    assert_eq!(oxf_session_new(g, opts.as_ptr(), &mut s), 3);
+    assert!(last_error().contains("no_such_option"));
+    oxf_graph_free(g);
+}
+
+#[test]
+fn a_column_major_feed_round_trips_through_a_run() {
+    let g = oxf_graph_new();
+    let dims = [2i64, 3];
+    let mut p = 0i64;
+    assert_eq!(oxf_placeholder(g, 2, 2, dims.as_ptr(), null(), &mut p), 0);
+    let neg = CString::new("Neg").unwrap();
+    let mut y = 0i64;
+    assert_eq!(oxf_add_op(g, neg.as_ptr(), [p].as_ptr(), [0].as_ptr(), 1, null(), null(), &mut y), 0);
+    let mut s = null_mut();
+    assert_eq!(oxf_session_new(g, null(), &mut s), 0);
+    // Julia's [1 2 3; 4 5 6], column-major
+    let data = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
+    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1 };
+    let mut r = null_mut();
+    assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r), 0);
+    let mut out = [0.0f64; 6];
+    assert_eq!(oxf_result_copy(r, 0, out.as_mut_ptr() as *mut _, 48, 1), 0);
+    assert_eq!(out, [-1.0, -4.0, -2.0, -5.0, -3.0, -6.0]);
+    assert_eq!(oxf_result_copy(r, 0, out.as_mut_ptr() as *mut _, 40, 1), 3, "a wrong buffer size is refused");
+    let mut json = null();
+    assert_eq!(oxf_result_trace_json(r, &mut json), 9, "an untraced run has no profile");
+    oxf_result_free(r);
+    oxf_session_free(s);
+    oxf_graph_free(g);
+}
+
+#[test]
+fn the_committed_header_declares_every_export() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let header = std::fs::read_to_string(format!("{dir}/include/oxiflow.h")).unwrap();
+    for file in ["lib.rs", "graph.rs", "session.rs"] {
+        let src = std::fs::read_to_string(format!("{dir}/src/{file}")).unwrap();
+        for line in src.lines().filter(|l| l.starts_with("pub extern \"C\" fn ")) {
+            let name = line["pub extern \"C\" fn ".len()..].split('(').next().unwrap();
+            assert!(header.contains(&format!("{name}(")), "{name} is exported but not in oxiflow.h: run `make header`");
+        }
+    }
+}
