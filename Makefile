@@ -1,0 +1,96 @@
+# Oxiflow: one entry point for people and CI (.ci/run calls `make test`).
+# Every target installs or builds what it needs, so any of them works first on a fresh
+# Debian bookworm machine with Rust and python3 (as root, or with sudo for `setup`).
+#
+#   make setup    install Julia 1.5.3 (Debian bullseye package) when `julia` is missing
+#   make build    the release cdylib target/release/liboxiflow.so that Julia loads
+#   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
+#   make test     Rust tests, Julia package tests, then every seed script in test/seeds/
+#   make demo     examples/placement_tour.jl, run in out/ (where its JSON profiles land)
+#   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
+#   make clean    remove build outputs and out/ (distclean: also .deps/)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+# Steps must run in order (tests need the library, Julia needs `setup`), even under -j.
+.NOTPARALLEL:
+.DEFAULT_GOAL := build
+
+CARGO ?= cargo
+JULIA ?= julia
+PYTHON ?= python3
+
+LIB := $(CURDIR)/target/release/liboxiflow.so
+JULIA_PROJECT := $(CURDIR)/julia/Oxiflow
+# Julia always loads the library just built here, whatever the caller's environment says.
+JULIA_RUN := OXIFLOW_LIB=$(LIB) $(JULIA) --project=$(JULIA_PROJECT)
+
+CBINDGEN := $(CURDIR)/.deps/cargo/bin/cbindgen
+HEADER := crates/oxiflow-capi/include/oxiflow.h
+
+# Seed programs: every script in test/seeds/ except common.jl, the helpers they include.
+SEED_HELPERS := test/seeds/common.jl
+SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
+
+.PHONY: all setup build header test test-rust test-julia test-seeds demo bench bench-quick clean distclean
+
+all: build
+
+setup:
+	bash scripts/install-julia.sh
+
+build:
+	$(CARGO) build --release -p oxiflow-capi
+
+header: $(CBINDGEN)
+	$(CBINDGEN) --config crates/oxiflow-capi/cbindgen.toml --crate oxiflow-capi \
+		--output $(HEADER) crates/oxiflow-capi
+
+$(CBINDGEN):
+	$(CARGO) install cbindgen --locked --root .deps/cargo
+
+test: setup build test-rust test-julia test-seeds
+
+# --release: the tests share the build of the cdylib's dependencies and run fast.
+test-rust:
+	$(CARGO) test --workspace --release
+
+# Run from a scratch directory so files the tests write (profiles) stay out of the repo.
+test-julia: setup build
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cd "$$tmp" && $(JULIA_RUN) $(JULIA_PROJECT)/test/runtests.jl
+
+# Each seed in its own scratch directory; all run even if one fails, then a summary line.
+test-seeds: setup build
+	@if [ -z "$(SEEDS)" ]; then echo "seeds: no seed scripts found in test/seeds/"; exit 1; fi
+	@pass=0; fail=0; failed=""; \
+	for s in $(SEEDS); do \
+		echo "=== $$s"; \
+		tmp=$$(mktemp -d); \
+		if (cd "$$tmp" && $(JULIA_RUN) $(CURDIR)/$$s); then \
+			pass=$$((pass + 1)); \
+		else \
+			fail=$$((fail + 1)); failed="$$failed $$s"; \
+		fi; \
+		rm -rf "$$tmp"; \
+	done; \
+	echo "seeds: $$pass passed, $$fail failed"; \
+	if [ $$fail -ne 0 ]; then echo "failed seeds:$$failed"; exit 1; fi
+
+demo: setup build
+	mkdir -p out
+	cd out && $(JULIA_RUN) $(CURDIR)/examples/placement_tour.jl
+
+bench:
+	$(CARGO) bench -p oxiflow-core
+
+# One quick pass (criterion --quick); `--bench '*'` keeps the flag away from libtest.
+bench-quick:
+	$(CARGO) bench -p oxiflow-core --bench '*' -- --quick
+
+clean:
+	$(CARGO) clean
+	rm -rf out
+
+distclean: clean
+	rm -rf .deps
