@@ -159,6 +159,9 @@ pub struct Graph {
     nodes: Vec<Node>,
     by_name: HashMap<String, NodeId>,
     used_names: HashSet<String>,
+    /// Per full base name, the smallest suffix that may still be free (all below are taken):
+    /// keeps [`Graph::unique_name`] O(1) amortized where probing from `_1` was quadratic.
+    next_suffix: HashMap<String, usize>,
     name_scopes: Vec<String>,
     device_stack: Vec<DeviceScope>,
     colocation_stack: Vec<Vec<NodeId>>,
@@ -213,7 +216,7 @@ impl Graph {
 
     /// TF's `Graph.unique_name`: `base` inside the current name scope, suffixed `_1`, `_2`,
     /// ... when taken. Does not reserve the name.
-    pub fn unique_name(&self, base: &str) -> String {
+    pub fn unique_name(&mut self, base: &str) -> String {
         let full = match self.name_scopes.last() {
             Some(s) if !s.is_empty() => format!("{s}/{base}"),
             _ => base.to_string(),
@@ -221,14 +224,16 @@ impl Graph {
         if !self.used_names.contains(&full) {
             return full;
         }
-        let mut i = 1;
-        loop {
+        let mut i = self.next_suffix.get(&full).copied().unwrap_or(1);
+        let cand = loop {
             let cand = format!("{full}_{i}");
             if !self.used_names.contains(&cand) {
-                return cand;
+                break cand;
             }
             i += 1;
-        }
+        };
+        self.next_suffix.insert(full, i);
+        cand
     }
 
     /// Opens `tf.name_scope(name)`: a unique scope name (`gradients`, `gradients_1`) is
@@ -496,5 +501,28 @@ impl Graph {
 impl fmt::Debug for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Graph({} nodes)", self.nodes.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Tensor;
+
+    #[test]
+    fn names_are_unique_tf_style_even_around_explicit_names() {
+        let mut g = Graph::new();
+        let x = g.constant(Tensor::scalar(1.0f64)).unwrap();
+        let names: Vec<String> = (0..3).map(|_| g.nodes()[g.op("Sin", &[x]).unwrap().node].name.clone()).collect();
+        assert_eq!(names, ["Sin", "Sin_1", "Sin_2"]);
+        g.add_node(NodeSpec::new("Sin", &[x]).name("Sin_3")).unwrap();
+        assert_eq!(g.nodes()[g.op("Sin", &[x]).unwrap().node].name, "Sin_4");
+        let scope = g.push_name_scope("gradients");
+        assert_eq!(scope, "gradients");
+        assert_eq!(g.nodes()[g.op("Sin", &[x]).unwrap().node].name, "gradients/Sin");
+        g.pop_name_scope();
+        assert_eq!(g.push_name_scope("gradients"), "gradients_1");
+        g.pop_name_scope();
+        assert!(g.add_node_full(NodeSpec::new("Sin", &[x]), "Sin".into()).is_err());
     }
 }
