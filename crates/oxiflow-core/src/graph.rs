@@ -513,13 +513,17 @@ mod tests {
     fn names_are_unique_tf_style_even_around_explicit_names() {
         let mut g = Graph::new();
         let x = g.constant(Tensor::scalar(1.0f64)).unwrap();
-        let names: Vec<String> = (0..3).map(|_| g.nodes()[g.op("Sin", &[x]).unwrap().node].name.clone()).collect();
+        let mut sin = |g: &mut Graph| {
+            let o = g.op("Sin", &[x]).unwrap();
+            g.nodes()[o.node].name.clone()
+        };
+        let names: Vec<String> = (0..3).map(|_| sin(&mut g)).collect();
         assert_eq!(names, ["Sin", "Sin_1", "Sin_2"]);
         g.add_node(NodeSpec::new("Sin", &[x]).name("Sin_3")).unwrap();
-        assert_eq!(g.nodes()[g.op("Sin", &[x]).unwrap().node].name, "Sin_4");
+        assert_eq!(sin(&mut g), "Sin_4");
         let scope = g.push_name_scope("gradients");
         assert_eq!(scope, "gradients");
-        assert_eq!(g.nodes()[g.op("Sin", &[x]).unwrap().node].name, "gradients/Sin");
+        assert_eq!(sin(&mut g), "gradients/Sin");
         g.pop_name_scope();
         assert_eq!(g.push_name_scope("gradients"), "gradients_1");
         g.pop_name_scope();
