@@ -58,6 +58,9 @@ const KINDS = Dict(3 => "InvalidArgumentError", 5 => "NotFoundError", 8 => "Reso
 
 Base.showerror(io::IO, e::OxiflowError) = print(io, "OxiflowError (", e.kind, "): ", e.msg)
 
+"""Throws an `OxiflowError` of kind InvalidArgumentError: bad input caught on the Julia side."""
+invalid(msg::AbstractString) = throw(OxiflowError(3, "InvalidArgumentError", msg))
+
 """Throws an `OxiflowError` carrying the engine's last error message unless `status == 0`."""
 function check(status::Integer)
     status == 0 && return nothing

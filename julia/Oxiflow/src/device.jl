@@ -36,7 +36,7 @@ function _device_fn_trampoline(ud::Ptr{Cvoid}, nd::Ptr{OxNodeDef}, out::Ptr{Cstr
         elseif r === nothing
             CALLBACK_RESULT[] = ""
         else
-            throw(ArgumentError("it returned $(repr(r)) of type $(typeof(r)); a device function must return a device string such as \"/device:GPU:0\""))
+            invalid("it returned $(repr(r)) of type $(typeof(r)); a device function must return a device string such as \"/device:GPU:0\"")
         end
         unsafe_store!(out, Base.unsafe_convert(Cstring, CALLBACK_RESULT[]))
     catch e
@@ -84,7 +84,7 @@ function __enter__(c::DeviceContext)
         DEVICE_FNS[c.fn_id] = s
         oxf_push_device_fn(c.graph, DEVICE_FN_TRAMPOLINE[], Ptr{Cvoid}(c.fn_id))
     else
-        throw(ArgumentError("tf.device expects a device string, a function or nothing, got $(typeof(s))"))
+        invalid("tf.device expects a device string, a function or nothing, got $(typeof(s))")
     end
     return c
 end
@@ -200,7 +200,7 @@ function tf_constant(value; shape=nothing, name=nothing, dtype=nothing)
     if shape !== nothing
         flat = vec(collect(as_array(value)))
         n = prod(shape)
-        length(flat) == n || throw(ArgumentError("tf.constant: $(length(flat)) values do not fill shape $(shape)"))
+        length(flat) == n || invalid("tf.constant: $(length(flat)) values do not fill shape $(shape)")
         v = length(shape) <= 1 ? reshape(flat, shape...) : permutedims(reshape(flat, reverse(shape)...), length(shape):-1:1)
     end
     return constant(v; name=name, dtype=dtype)
@@ -227,7 +227,7 @@ function Base.getproperty(::TFModule, s::Symbol)
     s === :constant && return tf_constant
     s === :matmul && return matmul
     s === :add_n && return add_n
-    throw(ArgumentError("Oxiflow's `tf` object has no `tf.$s` (it offers device, colocate_with, name_scope, NodeDef, GraphKeys, constant, matmul, add_n)"))
+    invalid("Oxiflow's `tf` object has no `tf.$s` (it offers device, colocate_with, name_scope, NodeDef, GraphKeys, constant, matmul, add_n)")
 end
 Base.propertynames(::TFModule) = (:device, :colocate_with, :name_scope, :NodeDef, :GraphKeys, :constant, :matmul, :add_n)
 
@@ -240,5 +240,5 @@ The few Python builtins ADCME code uses: `pybuiltin("isinstance")(x, T)` is `x i
 function pybuiltin(name::AbstractString)
     name == "isinstance" && return (x, T) -> x isa T
     name == "str" && return string
-    throw(ArgumentError("pybuiltin(\"$name\") is not available in Oxiflow (only isinstance and str)"))
+    invalid("pybuiltin(\"$name\") is not available in Oxiflow (only isinstance and str)")
 end

@@ -20,7 +20,7 @@ end
 
 function gradients(ys::Tensor, xs::AbstractVector; colocate::Bool=false, grad_ys=nothing)
     if grad_ys === nothing && ndims(ys) != 0
-        throw(ArgumentError("gradients: ys has shape $(size(ys)); without grad_ys it must be a scalar (take sum(ys), or give grad_ys). Jacobians of vector ys are not supported yet"))
+        invalid("gradients: ys has shape $(size(ys)); without grad_ys it must be a scalar (take sum(ys), or give grad_ys). Jacobians of vector ys are not supported yet")
     end
     gy = grad_ys === nothing ? nothing : [pair(as_tensor(grad_ys, ys))]
     g = getfield(ys, :graph)

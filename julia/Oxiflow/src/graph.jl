@@ -113,9 +113,9 @@ Base.hash(t::Tensor, h::UInt) = hash((getfield(t, :node), getfield(t, :index)), 
 const DTYPE_CODES = Dict{DataType,Int32}(Float32 => 1, Float64 => 2, Int32 => 3, Int64 => 9, Bool => 10)
 const CODE_TYPES = Dict{Int32,DataType}(v => k for (k, v) in DTYPE_CODES)
 
-"""TF `DataType` code of a Julia element type; an `ArgumentError` for unsupported types."""
+"""TF `DataType` code of a Julia element type; an `OxiflowError` for unsupported types."""
 function dtype_code(T::Type)
-    haskey(DTYPE_CODES, T) || throw(ArgumentError("Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $T"))
+    haskey(DTYPE_CODES, T) || invalid("Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $T")
     return DTYPE_CODES[T]
 end
 julia_type(code::Integer) = CODE_TYPES[Int32(code)]
@@ -161,7 +161,7 @@ A `Placeholder` of element type `T` and static `shape` (default scalar) that mus
 `run`; or, given a value, a `PlaceholderWithDefault` whose default is `value` (ADCME).
 """
 function placeholder(T::Type; shape=Int[], name=nothing)
-    any(d -> d === nothing, shape) && throw(ArgumentError("placeholder: unknown dimensions (nothing) are not supported yet; give every dimension of $(shape)"))
+    any(d -> d === nothing, shape) && invalid("placeholder: unknown dimensions (nothing) are not supported yet; give every dimension of $(shape)")
     g = get_default_graph()
     return Tensor(g, oxf_placeholder(g, dtype_code(T), Int64[d for d in shape], name), 0)
 end
@@ -176,7 +176,7 @@ A TF1 variable (`VariableV2` node, op type `"VariableV2"`) holding a copy of
 when `trainable`, `TRAINABLE_VARIABLES`. Its value is set by `init(sess)`.
 """
 function Variable(initial_value; name=nothing, trainable::Bool=true)
-    initial_value isa Tensor && throw(ArgumentError("Variable: initialising from a Tensor is not supported yet; pass a Julia value"))
+    initial_value isa Tensor && invalid("Variable: initialising from a Tensor is not supported yet; pass a Julia value")
     a = as_array(initial_value)
     g = get_default_graph()
     return Tensor(g, oxf_variable(g, dtype_code(eltype(a)), Int64[size(a)...], a, name, trainable), 0)
@@ -185,7 +185,7 @@ end
 # JSON text of an attribute dictionary (values: Bool, Integer, Real, String, DataType, Vector{Int}).
 json_value(x::Bool) = x ? "true" : "false"
 json_value(x::Integer) = string(x)
-json_value(x::AbstractFloat) = isfinite(x) ? repr(Float64(x)) : throw(ArgumentError("attribute value $x is not finite"))
+json_value(x::AbstractFloat) = isfinite(x) ? repr(Float64(x)) : invalid("attribute value $x is not finite")
 json_value(x::AbstractString) = "\"" * escape_string(x) * "\""
 json_value(x::DataType) = json_value(string(x))
 json_value(x::Union{AbstractVector,Tuple}) = "[" * join((json_value(v) for v in x), ",") * "]"
@@ -201,7 +201,7 @@ returns its output 0. Attributes go as keywords (`transpose_a=true`, `axis=[0]`,
 function add_op(op_type::AbstractString, inputs::Vector{Tensor}; name=nothing, attrs...)
     g = isempty(inputs) ? get_default_graph() : getfield(inputs[1], :graph)
     for t in inputs
-        getfield(t, :graph) === g || throw(ArgumentError("$op_type: inputs come from different graphs (was reset_default_graph called in between?)"))
+        getfield(t, :graph) === g || invalid("$op_type: inputs come from different graphs (was reset_default_graph called in between?)")
     end
     node = oxf_add_op(g, op_type, Int64[getfield(t, :node) for t in inputs], Int32[getfield(t, :index) for t in inputs],
                       attrs_json(attrs), name)

@@ -12,7 +12,7 @@ function as_tensor(x, like::Tensor)
         return constant(convert(Array{T}, a))
     catch e
         e isa InexactError || rethrow()
-        throw(ArgumentError("cannot use $(repr(x)) ($(eltype(a))) with a $T tensor without losing precision"))
+        invalid("cannot use $(repr(x)) ($(eltype(a))) with a $T tensor without losing precision")
     end
 end
 as_tensor(x) = x isa Tensor ? x : constant(x)
@@ -52,7 +52,7 @@ Base.broadcasted(f::Function, a::Tensor) = f(a)
 
 ADCME's rules: with a scalar (number or rank-0 tensor) on either side, elementwise `Mul`;
 matrix × matrix is `MatMul`; matrix × vector is a matrix-vector product; vector × vector
-is elementwise. Other ranks raise an `ArgumentError`.
+is elementwise. Other ranks raise an `OxiflowError`.
 """
 function Base.:*(a::Tensor, b::Tensor)
     ra, rb = ndims(a), ndims(b)
@@ -64,7 +64,7 @@ function Base.:*(a::Tensor, b::Tensor)
         m = add_op("MatMul", [a, add_op("Reshape", [b]; shape=[size(b, 1), 1])])
         return add_op("Reshape", [m]; shape=[size(a, 1)])
     end
-    throw(ArgumentError("*: no product of a rank-$ra tensor $(size(a)) and a rank-$rb tensor $(size(b)); use .* for elementwise products"))
+    invalid("*: no product of a rank-$ra tensor $(size(a)) and a rank-$rb tensor $(size(b)); use .* for elementwise products")
 end
 Base.:*(a::Tensor, b::Union{Number,AbstractArray}) = a * as_tensor(b, a)
 Base.:*(a::Union{Number,AbstractArray}, b::Tensor) = as_tensor(a, b) * b
@@ -86,7 +86,7 @@ dimensions are dropped (ADCME's `sum`, TF's `reduce_sum`).
 function Base.sum(t::Tensor; dims=nothing)
     axes = dims === nothing ? collect(0:ndims(t)-1) : [d - 1 for d in (dims isa Integer ? [dims] : collect(dims))]
     for d in axes
-        0 <= d < ndims(t) || throw(ArgumentError("sum: dims $(d + 1) out of range for a rank-$(ndims(t)) tensor"))
+        0 <= d < ndims(t) || invalid("sum: dims $(d + 1) out of range for a rank-$(ndims(t)) tensor")
     end
     return add_op("Sum", [t]; axis=axes, keep_dims=false)
 end

@@ -57,31 +57,31 @@ end
 # Flattens fetches (a tensor, or nested vectors/tuples of them) into leaves.
 collect_leaves!(leaves, t::Tensor) = (push!(leaves, t); nothing)
 collect_leaves!(leaves, v::Union{AbstractVector,Tuple}) = (foreach(x -> collect_leaves!(leaves, x), v); nothing)
-collect_leaves!(leaves, x) = throw(ArgumentError("run: cannot fetch a $(typeof(x)); fetch tensors or vectors/tuples of tensors"))
+collect_leaves!(leaves, x) = invalid("run: cannot fetch a $(typeof(x)); fetch tensors or vectors/tuples of tensors")
 
 rebuild(t::Tensor, vals, k) = (vals[k[] += 1])
 rebuild(v::AbstractVector, vals, k) = [rebuild(x, vals, k) for x in v]
 rebuild(v::Tuple, vals, k) = Tuple(rebuild(x, vals, k) for x in v)
 
 function feed_value(x)
-    a = x isa Number ? fill(x) : x isa AbstractArray ? collect(x) : throw(ArgumentError("run: cannot feed a $(typeof(x)); feed numbers or arrays"))
+    a = x isa Number ? fill(x) : x isa AbstractArray ? collect(x) : invalid("run: cannot feed a $(typeof(x)); feed numbers or arrays")
     dtype_code(eltype(a))   # unsupported element types fail here, naming the type
     return a
 end
 
 function execute(sess::Session, fetches, feeds, trace::Bool)
-    sess.ptr == C_NULL && throw(ArgumentError("run: the session was freed"))
+    sess.ptr == C_NULL && invalid("run: the session was freed")
     leaves = Tensor[]
     collect_leaves!(leaves, fetches)
     for t in leaves
-        getfield(t, :graph) === sess.graph || throw(ArgumentError("run: $(t.name) belongs to another graph than the session's"))
+        getfield(t, :graph) === sess.graph || invalid("run: $(t.name) belongs to another graph than the session's")
     end
     is_op = [oxf_node_num_outputs(sess.graph, getfield(t, :node)) == 0 for t in leaves]
     fetch_list = [pair(t) for (t, op) in zip(leaves, is_op) if !op]
     targets = Int64[getfield(t, :node) for (t, op) in zip(leaves, is_op) if op]
     fkeys = Tuple{Int64,Int32}[]; fvals = Any[]
     for (t, v) in feeds
-        t isa Tensor || throw(ArgumentError("run: feed keys must be tensors, got $(typeof(t))"))
+        t isa Tensor || invalid("run: feed keys must be tensors, got $(typeof(t))")
         push!(fkeys, pair(t)); push!(fvals, feed_value(v))
     end
     res = oxf_session_run(sess, fkeys, fvals, fetch_list, targets, trace)
@@ -140,7 +140,7 @@ end
 
 function last_profile()
     p = LAST_PROFILE[]
-    p === nothing && throw(ArgumentError("no profile recorded yet: call run_profile(sess, fetches) first"))
+    p === nothing && invalid("no profile recorded yet: call run_profile(sess, fetches) first")
     return p
 end
 
@@ -227,7 +227,7 @@ Sessions created from now on get `n` emulated GPUs (`/device:GPU:0..n-1`: host m
 kernels, GPU placement rules); sets `ENV["OXIFLOW_EMULATED_GPUS"]`.
 """
 function use_emulated_gpus(n::Integer)
-    n >= 0 || throw(ArgumentError("use_emulated_gpus: n must be ≥ 0"))
+    n >= 0 || invalid("use_emulated_gpus: n must be ≥ 0")
     ENV["OXIFLOW_EMULATED_GPUS"] = string(n)
     return nothing
 end
