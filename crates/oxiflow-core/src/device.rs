@@ -3,7 +3,7 @@
 
 use crate::device_spec::DeviceSpec;
 use crate::error::{OxiflowError, Result};
-use crate::ops::KernelCtx;
+use crate::ops::{GpuSupport, KernelCtx};
 use crate::tensor::Tensor;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -112,9 +112,16 @@ impl Device for EmulatedGpu {
     }
     fn compute(&self, ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         let n = ctx.node;
-        let ins: Vec<_> = ctx.inputs.iter().map(|t| t.dtype()).collect();
-        let outs: Vec<_> = n.outputs.iter().map(|t| t.dtype).collect();
-        if !n.op.has_kernel("GPU", &ins, &outs) {
+        // The placer only puts ops with a GPU kernel here; this guards the executor's
+        // invariant without allocating on the per-op path.
+        let ok = match n.op.gpu {
+            GpuSupport::Any => true,
+            GpuSupport::None => false,
+            GpuSupport::Types(ts) => {
+                ctx.inputs.iter().all(|t| ts.contains(&t.dtype())) && n.outputs.iter().all(|t| ts.contains(&t.dtype))
+            }
+        };
+        if !ok {
             return Err(OxiflowError::Internal(format!(
                 "{} '{}' has no GPU kernel but was run on {}",
                 n.op.name, n.name, self.attrs.name
