@@ -173,19 +173,13 @@ end
 Runs `f()` with every op it creates colocated with `t`'s op (TF's `colocate_with`): same
 device, `loc:@name` recorded; outer device scopes do not apply inside.
 """
-function colocate_with(f::Function, t::Tensor; ignore_existing::Bool=false)
-    c = ColocationContext(t, ignore_existing)
-    __enter__(c)
-    try
-        return f()
-    finally
-        __exit__(c)
-    end
-end
+colocate_with(f::Function, t::Tensor; ignore_existing::Bool=false) = with_context(f, ColocationContext(t, ignore_existing))
 
 """`name_scope(f, name)`: runs `f()` with node names prefixed by a unique `name/`."""
-function name_scope(f::Function, name::AbstractString)
-    c = NameScopeContext(String(name), get_default_graph())
+name_scope(f::Function, name::AbstractString) = with_context(f, NameScopeContext(String(name), get_default_graph()))
+
+"""`with_context(f, ctx)`: `f()` inside context `ctx`, left even when `f` throws."""
+function with_context(f::Function, c::Context)
     __enter__(c)
     try
         return f()
