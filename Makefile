@@ -52,8 +52,10 @@ $(CBINDGEN):
 test: setup build test-rust test-julia test-seeds
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
+# --all-targets: benches are built and each runs once (criterion test mode), so an API
+# change that breaks a bench fails CI.
 test-rust:
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release --all-targets
 
 # Run from a scratch directory so files the tests write (profiles) stay out of the repo.
 test-julia: setup build
