@@ -37,6 +37,7 @@ pub struct TensorType {
 }
 
 impl TensorType {
+    /// The type of an output with `dtype` and static `shape`.
     pub fn new(dtype: DType, shape: Shape) -> TensorType {
         TensorType { dtype, shape }
     }
@@ -122,8 +123,11 @@ pub struct VariableInfo {
 
 /// Collection keys, TF's `GraphKeys`.
 pub mod keys {
+    /// Every variable (`tf.GraphKeys.GLOBAL_VARIABLES`).
     pub const GLOBAL_VARIABLES: &str = "variables";
+    /// Variables created with `trainable=true` (`tf.GraphKeys.TRAINABLE_VARIABLES`).
     pub const TRAINABLE_VARIABLES: &str = "trainable_variables";
+    /// Ops to run with each training step, e.g. batch-norm statistics (`tf.GraphKeys.UPDATE_OPS`).
     pub const UPDATE_OPS: &str = "update_ops";
 }
 
@@ -139,13 +143,17 @@ pub struct NodeSpec {
 }
 
 impl NodeSpec {
+    /// A node of TF op type `op` (e.g. `"MatMul"`) taking `inputs`, with no attrs and the
+    /// op's default name.
     pub fn new(op: &str, inputs: &[Output]) -> NodeSpec {
         NodeSpec { op: op.to_string(), inputs: inputs.to_vec(), ..Default::default() }
     }
+    /// Sets attribute `k` (e.g. `transpose_a`, `axis`, `DstT`).
     pub fn attr(mut self, k: &str, v: impl Into<ops::AttrValue>) -> NodeSpec {
         self.attrs.insert(k.to_string(), v.into());
         self
     }
+    /// Names the node (within the current name scope; made unique with `_1`, `_2`, ...).
     pub fn name(mut self, n: impl Into<String>) -> NodeSpec {
         self.name = Some(n.into());
         self
@@ -171,6 +179,7 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// An empty graph with no scopes open.
     pub fn new() -> Graph {
         Graph::default()
     }
@@ -179,6 +188,7 @@ impl Graph {
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
+    /// `true` when the graph has no nodes.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -245,6 +255,7 @@ impl Graph {
         full
     }
 
+    /// Closes the innermost name scope (no-op when none is open).
     pub fn pop_name_scope(&mut self) {
         self.name_scopes.pop();
     }
@@ -273,6 +284,7 @@ impl Graph {
         Ok(())
     }
 
+    /// Closes the innermost `colocate_with` (no-op when none is open).
     pub fn pop_colocation(&mut self) {
         self.colocation_stack.pop();
     }
@@ -284,6 +296,7 @@ impl Graph {
         self.control_stack.push(frame);
     }
 
+    /// Closes the innermost `control_dependencies` block (no-op when none is open).
     pub fn pop_control_dependencies(&mut self) {
         self.control_stack.pop();
     }
