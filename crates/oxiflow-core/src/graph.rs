@@ -173,6 +173,9 @@ pub struct Graph {
     name_scopes: Vec<String>,
     device_stack: Vec<DeviceScope>,
     colocation_stack: Vec<Vec<NodeId>>,
+    /// Per open `colocate_with`, the device-stack depth when it opened: only device scopes
+    /// opened inside it apply to its nodes.
+    colocation_device_depth: Vec<usize>,
     control_stack: Vec<Vec<NodeId>>,
     collections: BTreeMap<String, Vec<Output>>,
     variables: Vec<VariableInfo>,
@@ -281,12 +284,14 @@ impl Graph {
         let mut frame = if ignore_existing { Vec::new() } else { self.colocation_stack.last().cloned().unwrap_or_default() };
         frame.push(node);
         self.colocation_stack.push(frame);
+        self.colocation_device_depth.push(self.device_stack.len());
         Ok(())
     }
 
     /// Closes the innermost `colocate_with` (no-op when none is open).
     pub fn pop_colocation(&mut self) {
         self.colocation_stack.pop();
+        self.colocation_device_depth.pop();
     }
 
     /// Opens `control_dependencies(ops)`: nodes created inside run after `ops`.
@@ -386,20 +391,14 @@ impl Graph {
     }
 
     /// Sets `requested_device` and `colocation` from the scope stacks (ops.py
-    /// `_apply_device_functions` and the colocation block of `_create_op_internal`).
+    /// `_apply_device_functions` and the colocation block of `_create_op_internal`). Inside
+    /// `colocate_with`, device scopes opened before it are suspended, those opened inside it
+    /// apply, and then the colocated op's device (if it has one) replaces the result.
     fn place_request(&self, node: &mut Node) -> Result<()> {
-        if let Some(frame) = self.colocation_stack.last().filter(|f| !f.is_empty()) {
-            let mut groups: Vec<String> = frame.iter().flat_map(|&c| self.nodes[c].colocation_groups()).collect();
-            groups.sort();
-            groups.dedup();
-            node.colocation = groups;
-            if let Some(dev) = frame.iter().rev().map(|&c| &self.nodes[c].requested_device).find(|d| !d.is_empty()) {
-                node.requested_device = dev.clone();
-            }
-            return Ok(());
-        }
+        let frame = self.colocation_stack.last().filter(|f| !f.is_empty());
+        let first_scope = if frame.is_some() { self.colocation_device_depth.last().copied().unwrap_or(0) } else { 0 };
         let mut device = DeviceSpec::default();
-        for scope in self.device_stack.iter().rev() {
+        for scope in self.device_stack[first_scope.min(self.device_stack.len())..].iter().rev() {
             match scope {
                 DeviceScope::Spec(s) if s.is_empty() => continue,
                 DeviceScope::Spec(s) => device = s.merged_with(&device),
@@ -417,6 +416,15 @@ impl Graph {
                         msg: format!("returned an invalid device: {e}"),
                     })?;
                 }
+            }
+        }
+        if let Some(frame) = frame {
+            let mut groups: Vec<String> = frame.iter().flat_map(|&c| self.nodes[c].colocation_groups()).collect();
+            groups.sort();
+            groups.dedup();
+            node.colocation = groups;
+            if let Some(dev) = frame.iter().rev().map(|&c| &self.nodes[c].requested_device).find(|d| !d.is_empty()) {
+                device = dev.clone();
             }
         }
         node.requested_device = device;
