@@ -2,10 +2,12 @@
 # Every target installs or builds what it needs, so any of them works first on a fresh
 # Debian bookworm machine with Rust and python3 (as root, or with sudo for `setup`).
 #
-#   make setup    install Julia 1.5.3 (Debian bullseye package) when `julia` is missing
+#   make setup    install Julia 1.5.3 (Debian bullseye package) when `julia` is missing,
+#                 and chromium + graphviz (profile checks) when missing
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
-#   make test     Rust tests, Julia package tests, then every seed script in test/seeds/
+#   make test     Rust tests, Julia package tests, the HTML timeline in headless Chromium,
+#                 then every seed script in test/seeds/
 #   make demo     examples/placement_tour.jl, run in out/ (where its JSON profiles land)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
@@ -32,12 +34,13 @@ HEADER := crates/oxiflow-capi/include/oxiflow.h
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup build header test test-rust test-julia test-seeds demo bench bench-quick clean distclean
+.PHONY: all setup build header test test-rust test-julia test-html test-seeds demo bench bench-quick clean distclean
 
 all: build
 
 setup:
 	bash scripts/install-julia.sh
+	bash scripts/install-tools.sh
 
 build:
 	$(CARGO) build --release -p oxiflow-capi
@@ -49,7 +52,7 @@ header: $(CBINDGEN)
 $(CBINDGEN):
 	$(CARGO) install cbindgen --locked --root .deps/cargo
 
-test: setup build test-rust test-julia test-seeds
+test: setup build test-rust test-julia test-html test-seeds
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API
@@ -63,6 +66,10 @@ test-julia: setup build
 	cd "$$tmp" && $(JULIA_RUN) $(JULIA_PROJECT)/test/runtests.jl
 
 # Each seed in its own scratch directory; all run even if one fails, then a summary line.
+# The HTML timeline loaded in headless Chromium; page, DOM dump and screenshot in out/test-html/.
+test-html: setup build
+	$(JULIA_RUN) test/html/timeline_chromium.jl $(CURDIR)/out/test-html
+
 test-seeds: setup build
 	@if [ -z "$(SEEDS)" ]; then echo "seeds: no seed scripts found in test/seeds/"; exit 1; fi
 	@pass=0; fail=0; failed=""; \

@@ -194,6 +194,18 @@ int32_t oxf_gradients(struct OxGraph *g,
                       int64_t *out_nodes,
                       int32_t *out_indices);
 
+// The timeline `json` (as `oxf_result_trace_json` gives it, or a TF timeline) as one
+// self-contained HTML page. Status 3 when `json` is not a timeline.
+int32_t oxf_timeline_html(const char *json, const char **out);
+
+// The summary of the timeline `json`: per device busy and idle time, kernels, copies and
+// peak memory, then the 10 longest kernels, as aligned text tables (`profile_summary`).
+int32_t oxf_timeline_summary(const char *json, const char **out);
+
+// The session's graph as Graphviz DOT: nodes clustered and coloured by the device the
+// session placed them on (grey and dashed: not placed yet), cross-device edges dashed.
+int32_t oxf_session_graph_dot(const struct OxSession *s, const char **out);
+
 // Creates a session over graph `g` with options JSON (may be null).
 int32_t oxf_session_new(const struct OxGraph *g, const char *options_json, struct OxSession **out);
 

@@ -65,7 +65,7 @@ pub extern "C" fn oxf_session_new(g: *const OxGraph, options_json: *const c_char
 
 use crate::graph::OxGraph;
 
-fn session<'a>(s: *const OxSession) -> Result<&'a Session> {
+pub(crate) fn session<'a>(s: *const OxSession) -> Result<&'a Session> {
     unsafe { s.as_ref() }.map(|s| &s.inner).ok_or_else(|| OxiflowError::InvalidArgument("null session handle".into()))
 }
 

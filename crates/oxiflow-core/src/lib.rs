@@ -16,12 +16,14 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod graph;
+pub mod graphviz;
 pub mod ops;
 pub mod placer;
 pub mod profile;
 pub mod session;
 pub mod shape;
 pub mod tensor;
+pub mod timeline;
 
 pub use device_spec::DeviceSpec;
 pub use dtype::DType;

@@ -150,6 +150,18 @@ impl Session {
         Ok(self.devices.devices[asg[&node]].attributes().name.clone())
     }
 
+    /// The graph this session runs.
+    pub fn graph(&self) -> &Arc<RwLock<Graph>> {
+        &self.graph
+    }
+
+    /// Full device name of every node placed so far in this session (by runs or
+    /// [`Session::assigned_device`]); nodes not yet needed by any run are absent.
+    pub fn placed_devices(&self) -> HashMap<NodeId, String> {
+        let fixed = self.assignment.lock().unwrap_or_else(|p| p.into_inner());
+        fixed.iter().map(|(&n, &d)| (n, self.devices.devices[d].attributes().name.clone())).collect()
+    }
+
     fn place_nodes(&self, graph: &Graph, needed: &[NodeId]) -> Result<Assignment> {
         let set = placement_closure(graph, needed);
         let mut fixed = self.assignment.lock().unwrap_or_else(|p| p.into_inner());

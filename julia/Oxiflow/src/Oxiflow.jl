@@ -26,6 +26,7 @@ include("ops.jl")
 include("device.jl")
 include("gradients.jl")
 include("session.jl")
+include("profile.jl")
 include("show.jl")
 
 function __init__()

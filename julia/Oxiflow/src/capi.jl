@@ -234,3 +234,6 @@ end
 
 oxf_result_trace_json(res) = outstr(r -> ccall(sym(:oxf_result_trace_json), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
 oxf_result_trace_events(res) = outstr(r -> ccall(sym(:oxf_result_trace_events), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
+oxf_timeline_html(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_html), Int32, (Cstring, Ref{Cstring}), json, r))
+oxf_timeline_summary(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_summary), Int32, (Cstring, Ref{Cstring}), json, r))
+oxf_session_graph_dot(s) = outstr(r -> ccall(sym(:oxf_session_graph_dot), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))

@@ -30,9 +30,13 @@ mutable struct Session
             x.ptr = C_NULL
         end
         print_log(s)
+        LAST_SESSION[] = s
         return s
     end
 end
+
+"""The most recently created `Session` (ADCME keeps it as `STORAGE["session"]`)."""
+const LAST_SESSION = Ref{Any}(nothing)
 
 Base.unsafe_convert(::Type{Ptr{Cvoid}}, s::Session) = s.ptr
 
@@ -149,12 +153,21 @@ end
 
 Writes the last `run_profile` step as TF's timeline JSON (Chrome trace format: one
 `Compute` and one `Tensors` process per device, `X` events per op, flow arrows for
-cross-device tensors). Open it in chrome://tracing or https://ui.perfetto.dev.
+cross-device tensors; open it in chrome://tracing or https://ui.perfetto.dev), or, when
+`filename` ends in `.html`, as one self-contained HTML page: a lane per device, kernels
+coloured by op type, copies with arrows between devices, hover text, and the
+`profile_summary` tables on top.
 """
 function save_profile(filename::AbstractString="default_timeline.json")
     p = last_profile()
-    open(io -> write(io, p.json), filename, "w")
-    @info "Timeline information saved in $filename\n- Open Chrome and navigate to chrome://tracing\n- Load the timeline file"
+    if endswith(lowercase(filename), ".html")
+        html = oxf_timeline_html(p.json)
+        open(io -> write(io, html), filename, "w")
+        @info "Timeline saved in $filename: open it in any web browser"
+    else
+        open(io -> write(io, p.json), filename, "w")
+        @info "Timeline information saved in $filename\n- Open Chrome and navigate to chrome://tracing\n- Load the timeline file"
+    end
     return nothing
 end
 

@@ -1,0 +1,78 @@
+# Profiles of seed 000's program (issue 5): the saved JSON against the placement rules, the
+# summary against the JSON, the HTML page and the Graphviz graph. Oracles: TF's placement
+# rules for devices; the JSON itself, recomputed here in Julia, for the summary's figures.
+
+include("profile_helpers.jl")
+
+@testset "profiles of seed 000 (colocate = $colocate)" for colocate in (true, false)
+    g, sess = seed000_profile(colocate)
+    path = tempname() * ".json"
+    save_profile(path)
+    xs, dev = timeline_ops(path)
+    ops = [e for e in xs if e["cat"] == "Op"]
+    copies = [e for e in xs if e["cat"] == "Copy"]
+    where = Dict(e["args"]["name"] => dev(e) for e in ops)
+    # forward ops where the scopes and the device function put them
+    @test where["Variable"] == CPU0 && where["Variable/read"] == CPU0
+    @test where["Sin"] == GPU0 && where["Cos"] == CPU0
+    # every gradient op on the device the rules give: with colocate, its forward op's
+    # device; without, the default device (GPU:0, the best device with a kernel)
+    grad_ops = [n for n in keys(where) if startswith(n, "gradients")]
+    @test !isempty(grad_ops)
+    for n in grad_ops
+        fwd = split(n, '/')[2]                       # gradients/Sin_grad/... -> Sin_grad
+        want = !colocate ? GPU0 : fwd == "Sin_grad" ? GPU0 : fwd == "Cos_grad" ? CPU0 : where[n]
+        @test (n, where[n]) == (n, want)
+    end
+    # one copy per (tensor, consumer device) whose producer is on another device
+    producer(t) = where[split(t, ':')[1]]
+    edges = Set{Tuple{String,String}}()
+    for e in ops, (k, v) in e["args"]
+        startswith(k, "input") || continue
+        haskey(where, split(v, ':')[1]) || continue
+        producer(v) != dev(e) && push!(edges, (v, dev(e)))
+    end
+    @test length(copies) == length(edges) == profile_copies().count
+    @test Set((e["args"]["input0"], e["args"]["to"]) for e in copies) == edges
+    @test all(e -> e["args"]["from"] == producer(e["args"]["input0"]), copies)
+
+    # the summary's figures are the JSON's
+    buf = IOBuffer(); profile_summary(io=buf)
+    text = String(take!(buf))
+    @test occursin("$(length(copies)) cross-device copies, $(sum(Int[e["args"]["bytes"] for e in copies])) bytes", text)
+    for d in (CPU0, GPU0)
+        row = split(first(filter(l -> startswith(l, d * " "), split(text, '\n'))))
+        mine = [e for e in ops if dev(e) == d]
+        @test parse(Int, row[2]) == length(mine)
+        busy = union_us([(e["ts"], e["ts"] + e["dur"]) for e in mine])
+        @test isapprox(parse(Float64, row[3]), busy / 1000, atol=0.0011)
+        @test parse(Int, row[6]) == count(e -> e["args"]["to"] == d, copies)
+    end
+    @test occursin("Top ", text)
+
+    # the HTML page embeds the same step and is self-contained
+    html = tempname() * ".html"
+    save_profile(html)
+    page = read(html, String)
+    @test startswith(page, "<!DOCTYPE html>")
+    @test !occursin("src=", page) && !occursin("href=", page)
+    @test occursin("\"name\":\"gradients/Sin_grad/Cos\"", page)
+    @test count("\"kind\":\"", page) == length(copies)
+
+    # the graph as DOT: placed nodes clustered by device, cross-device edges dashed
+    dot = read(save_graph(tempname() * ".dot"; sess=sess), String)
+    @test occursin("label=\"$CPU0\"", dot) && occursin("label=\"$GPU0\"", dot)
+    @test count("style=dashed", dot) >= 1
+    if Sys.which("dot") === nothing
+        println("skipped: save_graph(\"x.svg\") needs Graphviz's dot, which is not installed")
+    else
+        svg = save_graph(tempname() * ".svg"; sess=sess)
+        @test endswith(svg, ".svg") && occursin("<svg", read(svg, String))
+    end
+end
+
+@testset "profile errors" begin
+    reset_default_graph()
+    @test_throws OxiflowError Oxiflow.oxf_timeline_html("{\"events\": []}")
+    @test_throws OxiflowError Oxiflow.oxf_timeline_summary("not json")
+end
