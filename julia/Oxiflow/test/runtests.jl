@@ -217,5 +217,6 @@ end
 
 
 include("profile.jl")
+include("placement.jl")
 
 end

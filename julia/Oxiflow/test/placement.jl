@@ -1,0 +1,101 @@
+# Placement as users meet it, in Julia (issue 4): scopes, device functions, colocation, soft
+# placement, unknown devices. Oracle: TF's documented placement rules (tf-placement.md §2-3);
+# crates/oxiflow-core/tests/placer_cases.rs holds the full table of engine cases.
+
+const GPU1 = "/job:localhost/replica:0/task:0/device:GPU:1"
+
+"""`(assigned device, nothing)` or `(nothing, error message)` of `t` in a new session."""
+function placed(t; soft=false, gpus=1)
+    s = Session(soft=soft, emulated_gpus=gpus)
+    try
+        return assigned_device(s, t), nothing
+    catch e
+        e isa OxiflowError || rethrow()
+        return nothing, e.msg
+    end
+end
+
+@testset "placement cases (Julia)" begin
+    reset_default_graph()
+    x = constant(0.5)
+    # requested devices
+    @gpu 1 begin
+        global s1 = sin(x)
+    end
+    @test placed(s1, gpus=2) == (GPU1, nothing)
+    d, e = placed(s1, gpus=1)
+    @test d === nothing && occursin("was explicitly assigned to /device:GPU:1 but available devices are [ $CPU0, $GPU0 ]", e)
+    @test placed(s1, gpus=1, soft=true) == (GPU0, nothing)
+    @test placed(s1, gpus=0, soft=true) == (CPU0, nothing)
+    @test placed(sin(x), gpus=1) == (GPU0, nothing)                    # unconstrained: GPU first
+    @test placed(sin(x), gpus=0) == (CPU0, nothing)
+    @pywith tf.device("/device:TPU:0") begin
+        global tpu = cos(x)
+    end
+    d, e = placed(tpu)
+    @test d === nothing && occursin("Cannot assign a device for operation $(tpu.op.name)", e)
+    @test placed(tpu, soft=true) == (GPU0, nothing)
+
+    # nested scopes: inner fields win, nothing clears, "" changes nothing
+    @pywith tf.device("/job:localhost") begin
+        @gpu 1 begin
+            global n1 = exp(x)
+        end
+    end
+    @test n1.device == "/job:localhost/device:GPU:1"
+    @test placed(n1, gpus=2) == (GPU1, nothing)
+    @gpu 1 begin
+        @pywith tf.device(nothing) begin
+            global n2 = exp(x)
+        end
+        @pywith tf.device("") begin
+            global n3 = exp(x)
+        end
+    end
+    @test n2.device == "" && n3.device == "/device:GPU:1"
+
+    # device functions: variables on the CPU, the rest on the GPU (seed 000)
+    @pywith tf.device(node -> node.op == "VariableV2" ? "/device:CPU:0" : "/device:GPU:0") begin
+        global v = Variable(2.0)
+        global sv = sin(v)
+    end
+    s = Session(emulated_gpus=1); init(s)
+    @test assigned_device(s, v) == CPU0 && assigned_device(s, sv) == GPU0
+    @test run(s, sv) ≈ sin(2.0)
+
+    # integer math has no GPU kernel: CPU unconstrained, an error pinned, CPU with soft
+    i = constant(Int32(2))
+    @test placed(i + i) == (CPU0, nothing)
+    @gpu begin
+        global ii = i * i
+    end
+    d, e = placed(ii)
+    @test d === nothing && occursin("no supported kernel for GPU devices", e)
+    @test placed(ii, soft=true) == (CPU0, nothing)
+
+    # colocation: outer scopes do not apply inside colocate_with; variables keep their readers
+    @gpu 1 begin
+        global anchor = tanh(x)
+    end
+    @cpu begin
+        colocate_with(anchor) do
+            global near = sqrt(x)
+        end
+    end
+    @test placed(near, gpus=2) == (GPU1, nothing)
+    @cpu begin
+        global cv = Variable(1.0)
+    end
+    @gpu begin
+        global rd = cv + 1.0
+    end
+    s = Session(emulated_gpus=1); init(s)
+    @test assigned_device(s, cv) == CPU0 && assigned_device(s, rd) == GPU0
+    @test run(s, rd) == 2.0
+
+    # a bad device string fails when the op is created and leaves the graph usable
+    @test_throws OxiflowError @pywith tf.device("/device:GPU:3/extra") begin
+        cos(x)
+    end
+    @test placed(cos(x)) == (GPU0, nothing)
+end
