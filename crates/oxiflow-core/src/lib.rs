@@ -10,6 +10,7 @@
 pub mod autodiff;
 pub mod builder;
 pub mod device;
+pub mod device_config;
 pub mod device_spec;
 pub mod dtype;
 pub mod error;
