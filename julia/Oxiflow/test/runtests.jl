@@ -215,4 +215,6 @@ end
     @test assigned_device(s, gx) == GPU0
 end
 
+include("shapes.jl")
+
 end
