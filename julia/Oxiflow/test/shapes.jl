@@ -129,6 +129,18 @@ end
         @test size(tm[2:1, :]) == (0, 4)
     end
     @test tv[2].op.type == "StridedSlice" && tv[[1, 2]].op.type == "GatherV2"
+    # other dtypes keep theirs; a Variable is indexed through its read snapshot
+    M32 = Float32.(M); I64 = [1 2; 3 4]
+    for s in sessions()
+        @test run(s, constant(M32)[2:3, end]) == M32[2:3, end] && constant(M32)[1, 1].dtype == Float32
+        @test run(s, constant(I64)[[2, 1], 1]) == I64[[2, 1], 1] && run(s, constant(I64)') == permutedims(I64)
+        @test run(s, constant([true, false, true])[2:3]) == [false, true]
+    end
+    θ = Variable([1.0, 2.0, 3.0])
+    l = θ[3] * θ[1]^2
+    gθ = gradients(l, θ)
+    s = Session(); init(s)
+    @test run(s, l) == 3.0 && run(s, gθ) == [6.0, 0.0, 1.0]
     # static out-of-bounds indices: OxiflowError at construction naming op, index and shape
     for (f, idx) in ((() -> tv[6], "6"), (() -> tm[0, 1], "0"), (() -> tm[1:4, 1], "4"), (() -> tv[[1, 7]], "7"))
         e = try; f(); nothing; catch err; err; end
