@@ -205,18 +205,29 @@ const TensorOrValue = Union{Tensor,Number,AbstractArray}
 Julia's concatenation on tensors and tensor/array mixes: `vcat` joins along dimension 1
 (scalars into a vector; a vector next to matrices counts as a column), `hcat` along
 dimension 2 (vectors become columns, scalars a `1×n` row). Arrays take the tensor's
-dtype. `ConcatV2` / `Pack`.
+dtype. One of the first three pieces must be a tensor. `ConcatV2` / `Pack`.
 """
+const JuliaValue = Union{Number,AbstractArray}
+# A tensor among the first three pieces (Julia dispatches on positions, not on "any").
 Base.vcat(a::Tensor, xs::TensorOrValue...) = tensor_vcat(Any[a, xs...])
-Base.vcat(a::Union{Number,AbstractArray}, b::Tensor, xs::TensorOrValue...) = tensor_vcat(Any[a, b, xs...])
+Base.vcat(a::JuliaValue, b::Tensor, xs::TensorOrValue...) = tensor_vcat(Any[a, b, xs...])
+Base.vcat(a::JuliaValue, b::JuliaValue, c::Tensor, xs::TensorOrValue...) = tensor_vcat(Any[a, b, c, xs...])
 Base.hcat(a::Tensor, xs::TensorOrValue...) = tensor_hcat(Any[a, xs...])
-Base.hcat(a::Union{Number,AbstractArray}, b::Tensor, xs::TensorOrValue...) = tensor_hcat(Any[a, b, xs...])
+Base.hcat(a::JuliaValue, b::Tensor, xs::TensorOrValue...) = tensor_hcat(Any[a, b, xs...])
+Base.hcat(a::JuliaValue, b::JuliaValue, c::Tensor, xs::TensorOrValue...) = tensor_hcat(Any[a, b, c, xs...])
 function tensor_hvcat(rows::Tuple{Vararg{Int}}, xs)
     k = 0
-    return tensor_vcat(Any[(r = tensor_hcat(Any[xs[k+1:k+n]...]); k += n; r) for n in rows])
+    parts = Any[]
+    for n in rows
+        row = Any[xs[k+1:k+n]...]
+        push!(parts, any(x -> x isa Tensor, row) ? tensor_hcat(row) : hcat(row...))
+        k += n
+    end
+    return tensor_vcat(parts)
 end
 Base.hvcat(rows::Tuple{Vararg{Int}}, a::Tensor, xs::TensorOrValue...) = tensor_hvcat(rows, Any[a, xs...])
-Base.hvcat(rows::Tuple{Vararg{Int}}, a::Union{Number,AbstractArray}, b::Tensor, xs::TensorOrValue...) = tensor_hvcat(rows, Any[a, b, xs...])
+Base.hvcat(rows::Tuple{Vararg{Int}}, a::JuliaValue, b::Tensor, xs::TensorOrValue...) = tensor_hvcat(rows, Any[a, b, xs...])
+Base.hvcat(rows::Tuple{Vararg{Int}}, a::JuliaValue, b::JuliaValue, c::Tensor, xs::TensorOrValue...) = tensor_hvcat(rows, Any[a, b, c, xs...])
 
 """
     repeat(t, counts...; outer=counts)

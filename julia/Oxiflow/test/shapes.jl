@@ -51,6 +51,8 @@ end
         @test run(s, [cv; 4.0; [5.0, 6.0]]) == [v; 4.0; [5.0, 6.0]]
         @test run(s, [cv cv]) == [v v] && run(s, [A[:, 1] a]) == [A[:, 1] A]
         @test run(s, [constant(1.0) 2.0 3.0]) == [1.0 2.0 3.0]
+        @test run(s, [1.0; 2.0; cv]) == [1.0; 2.0; v] && run(s, [1.0 2.0 constant(3.0)]) == [1.0 2.0 3.0]
+        @test run(s, [1.0 2.0; constant([3.0 4.0])]) == [1.0 2.0; 3.0 4.0]
         @test run(s, [a B; B a]) == [A B; B A]
         @test run(s, vcat(constant(1.0), 2.0)) == [1.0, 2.0]
         @test run(s, concat([a, constant(B)]; dims=2)) == hcat(A, B)
