@@ -87,10 +87,7 @@ fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec
                 return Err(format!("stride of dimension {i} is 0"));
             }
             let (b, e) = if s > 0 {
-                (
-                    if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) },
-                    if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) },
-                )
+                (if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) }, if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) })
             } else {
                 (
                     if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) },

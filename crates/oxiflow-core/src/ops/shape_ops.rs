@@ -113,11 +113,7 @@ fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         }
         let same = t.shape.rank() == dims.len() && (0..dims.len()).all(|d| d == axis || t.shape.0[d] == dims[d]);
         if !same {
-            return Err(ctx.shape_error(
-                &first.shape,
-                &t.shape,
-                format!(" (input {i}: dimensions other than axis {axis} must match)"),
-            ));
+            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}: dimensions other than axis {axis} must match)")));
         }
         dims[axis] += t.shape.0[axis];
     }
@@ -126,11 +122,7 @@ fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// Concatenation (or stacking, when `stack`) of every input of one dtype along `axis`.
 fn join<T: Element>(ctx: &KernelCtx, axis: usize, stack: bool) -> Result<Tensor> {
-    let views = ctx
-        .inputs
-        .iter()
-        .map(|t| t.array::<T>().map(|a| a.view()))
-        .collect::<Result<Vec<_>>>()?;
+    let views = ctx.inputs.iter().map(|t| t.array::<T>().map(|a| a.view())).collect::<Result<Vec<_>>>()?;
     let r = if stack { ndarray::stack(Axis(axis), &views) } else { ndarray::concatenate(Axis(axis), &views) };
     let a = r.map_err(|e| ctx.error(format!("cannot join inputs: {e}")))?;
     Ok(T::wrap(a.into_shared()))
@@ -160,11 +152,7 @@ fn grad_concat(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let Some(dy) = grads[0] else { return Ok(vec![None; n]) };
     let rank = node.outputs[0].shape.rank() as i64;
     let axis = (node.attrs.get_int("ConcatV2", "axis")? + rank) % rank;
-    let sizes = node
-        .inputs
-        .iter()
-        .map(|&i| Ok(g.shape_of(i)?.0[axis as usize] as i64))
-        .collect::<Result<Vec<_>>>()?;
+    let sizes = node.inputs.iter().map(|&i| Ok(g.shape_of(i)?.0[axis as usize] as i64)).collect::<Result<Vec<_>>>()?;
     Ok(split_v(g, dy, &sizes, axis)?.into_iter().map(Some).collect())
 }
 
@@ -240,9 +228,7 @@ fn kernel_unpack(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     let rank = x.dims().len() as i64;
     let axis = ((int_or(&ctx.node.attrs, "Unpack", "axis", 0)? + rank) % rank) as usize;
     let n = x.dims()[axis];
-    Ok((0..n)
-        .map(|i| with_array!(x, a => Element::wrap(a.index_axis(Axis(axis), i).to_owned().into_shared())))
-        .collect())
+    Ok((0..n).map(|i| with_array!(x, a => Element::wrap(a.index_axis(Axis(axis), i).to_owned().into_shared()))).collect())
 }
 
 /// TF `_UnpackGrad`: `Pack` of the outputs' gradients (zeros where none arrived).
@@ -334,10 +320,7 @@ fn multiples_of(ctx: &InferCtx) -> Result<Vec<usize>> {
     let x = &ctx.inputs[0];
     let m = ctx.attrs.get_ints(ctx.op, "multiples")?;
     if m.len() != x.shape.rank() || m.iter().any(|&k| k < 0) {
-        return Err(ctx.invalid(format!(
-            "multiples {m:?} must hold one non-negative count per dimension of shape {}",
-            x.shape
-        )));
+        return Err(ctx.invalid(format!("multiples {m:?} must hold one non-negative count per dimension of shape {}", x.shape)));
     }
     Ok(m.iter().map(|&k| k as usize).collect())
 }
@@ -388,12 +371,7 @@ fn grad_tile(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 
 fn reverse_axes(ctx: &InferCtx) -> Result<Vec<usize>> {
     let x = &ctx.inputs[0];
-    let mut axes = ctx
-        .attrs
-        .get_ints(ctx.op, "axis")?
-        .iter()
-        .map(|&a| norm_axis(ctx, a, x.shape.rank()))
-        .collect::<Result<Vec<_>>>()?;
+    let mut axes = ctx.attrs.get_ints(ctx.op, "axis")?.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
     let n = axes.len();
     axes.sort_unstable();
     axes.dedup();
@@ -433,9 +411,7 @@ fn grad_reverse(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
 fn paddings_of(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<(usize, usize)>, String> {
     let p = attrs.get_ints(op, "paddings").map_err(|e| e.to_string())?;
     if p.len() != 2 * shape.rank() || p.iter().any(|&v| v < 0) {
-        return Err(format!(
-            "paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {shape}"
-        ));
+        return Err(format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {shape}"));
     }
     Ok(p.chunks(2).map(|c| (c[0] as usize, c[1] as usize)).collect())
 }
@@ -482,10 +458,9 @@ fn infer_squeeze(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let axes = listed.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
     for &a in &axes {
         if x.shape.0[a] != 1 {
-            return Err(ctx.invalid(format!(
-                "can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})",
-                x.shape.0[a], x.shape
-            )));
+            return Err(
+                ctx.invalid(format!("can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})", x.shape.0[a], x.shape))
+            );
         }
     }
     let dims = x
