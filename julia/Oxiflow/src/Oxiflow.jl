@@ -19,10 +19,13 @@ export Tensor, Operation, NodeDef, OxiflowError,
        gradients, Session, init, run_profile, save_profile, profile_events, profile_copies,
        reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
        get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
+export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor
 
 include("capi.jl")
 include("graph.jl")
 include("ops.jl")
+include("shapes.jl")
+include("indexing.jl")
 include("device.jl")
 include("gradients.jl")
 include("session.jl")

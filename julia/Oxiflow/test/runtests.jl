@@ -218,5 +218,6 @@ end
 
 include("profile.jl")
 include("placement.jl")
+include("shapes.jl")
 
 end

@@ -12,8 +12,10 @@ use std::fmt;
 use std::sync::LazyLock;
 
 pub mod array;
+pub mod index;
 pub mod math;
 pub mod matmul;
+pub mod shape_ops;
 pub mod state;
 
 /// An attribute value (TF's `AttrValue`).
@@ -310,6 +312,8 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     math::register(&mut r);
     matmul::register(&mut r);
     array::register(&mut r);
+    shape_ops::register(&mut r);
+    index::register(&mut r);
     r.0
 });
 

@@ -1,0 +1,436 @@
+//! Indexing ops: `StridedSlice` (and its gradient op `StridedSliceGrad`), `GatherV2`,
+//! `GatherNd`, `ScatterNd` (TF's `array_ops`, gradients as in `array_grad.py`). The Julia
+//! package builds `t[...]` from them.
+//!
+//! Shapes are static, so slice bounds (`begin`, `end`, `strides`), the gather `axis` and
+//! the scatter `shape` are attributes where TF takes tensor inputs. Gather and scatter
+//! indices are tensors (`Int32` or `Int64`) and are checked when the kernel runs: an
+//! index out of range is an `InvalidArgument` error naming the node, TF's text
+//! (`indices[1] = 7 is not in [0, 3)`).
+
+use super::math::{def, require_numeric, Arith};
+use super::shape_ops::{int_or, norm_axis, transpose};
+use super::*;
+use crate::graph::NodeSpec;
+use crate::tensor::Element;
+use crate::with_array;
+use ndarray::{ArcArray, ArrayViewD, IxDyn, Slice};
+
+/// A standard-layout copy of `a` with dimensions `dims` (same element count).
+pub(crate) fn reshaped<T: Clone>(ctx: &KernelCtx, a: ArrayViewD<T>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
+    let from = Shape(a.shape().to_vec());
+    a.as_standard_layout()
+        .into_owned()
+        .into_shared()
+        .into_shape_with_order(IxDyn(dims))
+        .map_err(|e| ctx.error(format!("cannot reshape {from} to {}: {e}", Shape(dims.to_vec()))))
+}
+
+// ---------------------------------------------------------------- StridedSlice
+
+/// One dimension of a strided slice, canonical: `len` elements `start, start + step, ...`;
+/// `shrink` drops the dimension (an integer index).
+#[derive(Copy, Clone, Debug)]
+struct DimSlice {
+    start: i64,
+    len: usize,
+    step: i64,
+    shrink: bool,
+}
+
+impl DimSlice {
+    /// The same elements as an ndarray `Slice` (whose negative steps walk its range from
+    /// the end, unlike NumPy's).
+    fn to_slice(self) -> Slice {
+        let (s, n) = (self.start as isize, self.len as isize);
+        let step = self.step as isize;
+        if n == 0 {
+            Slice::new(0, Some(0), 1)
+        } else if step > 0 {
+            Slice::new(s, Some(s + (n - 1) * step + 1), step)
+        } else {
+            Slice::new(s - (n - 1) * -step, Some(s + 1), step)
+        }
+    }
+}
+
+/// TF's canonicalization of `begin`/`end`/`strides` with `begin_mask`, `end_mask` and
+/// `shrink_axis_mask` over `shape` (`ellipsis_mask` and `new_axis_mask` are not supported:
+/// every dimension is given). Errors name the dimension, index and shape.
+fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<DimSlice>, String> {
+    let get = |k| attrs.get_ints(op, k).map_err(|e| e.to_string());
+    let (begin, end, strides) = (get("begin")?, get("end")?, get("strides")?);
+    let mask = |k| int_or(attrs, op, k, 0).map_err(|e| e.to_string());
+    let (bm, em, sm) = (mask("begin_mask")?, mask("end_mask")?, mask("shrink_axis_mask")?);
+    if mask("ellipsis_mask")? != 0 || mask("new_axis_mask")? != 0 {
+        return Err("ellipsis_mask and new_axis_mask are not supported; give begin/end/strides for every dimension".into());
+    }
+    let rank = shape.rank();
+    if begin.len() != rank || end.len() != rank || strides.len() != rank {
+        return Err(format!(
+            "begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape}"
+        ));
+    }
+    (0..rank)
+        .map(|i| {
+            let d = shape.0[i] as i64;
+            let norm = |x: i64| if x < 0 { x + d } else { x };
+            if sm >> i & 1 == 1 {
+                let idx = norm(begin[i]);
+                if !(0..d).contains(&idx) {
+                    return Err(format!("index {} is out of bounds for dimension {i} of size {d} (shape {shape})", begin[i]));
+                }
+                return Ok(DimSlice { start: idx, len: 1, step: 1, shrink: true });
+            }
+            let s = strides[i];
+            if s == 0 {
+                return Err(format!("stride of dimension {i} is 0"));
+            }
+            let (b, e) = if s > 0 {
+                (if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) }, if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) })
+            } else {
+                (
+                    if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) },
+                    if em >> i & 1 == 1 { -1 } else { norm(end[i]).clamp(-1, d - 1) },
+                )
+            };
+            let span = if s > 0 { e - b } else { b - e };
+            let len = if span > 0 { ((span + s.abs() - 1) / s.abs()) as usize } else { 0 };
+            Ok(DimSlice { start: b, len, step: s, shrink: false })
+        })
+        .collect()
+}
+
+/// Output dims of a slice (shrunk dimensions dropped) and the dims before dropping.
+fn slice_dims(spec: &[DimSlice]) -> (Vec<usize>, Vec<usize>) {
+    let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
+    let out = spec.iter().filter(|s| !s.shrink).map(|s| s.len).collect();
+    (out, full)
+}
+
+fn infer_strided_slice(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let spec = slice_spec(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
+    Ok(vec![TensorType::new(x.dtype, Shape(slice_dims(&spec).0))])
+}
+
+fn kernel_strided_slice(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let x = &ctx.inputs[0];
+    let spec = slice_spec(&ctx.node.attrs, "StridedSlice", &x.shape()).map_err(|m| ctx.error(m))?;
+    let dims = ctx.node.outputs[0].shape.dims();
+    Ok(vec![with_array!(x, a => {
+        let v = a.slice_each_axis(|ax| spec[ax.axis.index()].to_slice());
+        Element::wrap(reshaped(ctx, v, dims)?)
+    })])
+}
+
+/// Adds `StridedSlice(x)` (TF's `tf.strided_slice`, node name `strided_slice`): 0-based
+/// `begin`, exclusive `end`, `strides` (one entry per dimension, negatives count from the
+/// end), and the bit masks `begin_mask`/`end_mask` (ignore that dimension's begin/end) and
+/// `shrink_axis_mask` (take the single element `begin` and drop the dimension).
+/// `InvalidArgument` (naming the index and shape) for a shrunk index out of bounds.
+#[allow(clippy::too_many_arguments)]
+pub fn strided_slice(
+    g: &mut Graph,
+    x: Output,
+    begin: &[i64],
+    end: &[i64],
+    strides: &[i64],
+    begin_mask: i64,
+    end_mask: i64,
+    shrink_axis_mask: i64,
+) -> Result<Output> {
+    g.op_spec(
+        NodeSpec::new("StridedSlice", &[x])
+            .attr("begin", begin.to_vec())
+            .attr("end", end.to_vec())
+            .attr("strides", strides.to_vec())
+            .attr("begin_mask", begin_mask)
+            .attr("end_mask", end_mask)
+            .attr("shrink_axis_mask", shrink_axis_mask),
+    )
+}
+
+/// The slicing attrs of a `StridedSlice`/`StridedSliceGrad` node, for building the other.
+fn slice_attrs(node: &Node) -> NodeSpec {
+    let mut spec = NodeSpec::default();
+    for k in ["begin", "end", "strides", "begin_mask", "end_mask", "shrink_axis_mask"] {
+        if let Some(v) = node.attrs.get(k) {
+            spec.attrs.insert(k.to_string(), v.clone());
+        }
+    }
+    spec
+}
+
+/// TF `_StridedSliceGrad`: a `StridedSliceGrad` that writes `dy` into zeros of the input's
+/// shape at the sliced positions.
+fn grad_strided_slice(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    let mut spec = slice_attrs(node);
+    spec.op = "StridedSliceGrad".into();
+    spec.inputs = vec![dy];
+    spec.attrs.insert("shape".into(), AttrValue::Shape(shape.0));
+    Ok(vec![Some(g.op_spec(spec)?)])
+}
+
+fn infer_strided_slice_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let dy = &ctx.inputs[0];
+    let shape = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    let spec = slice_spec(ctx.attrs, ctx.op, &shape).map_err(|m| ctx.invalid(m))?;
+    let want = Shape(slice_dims(&spec).0);
+    if dy.shape != want {
+        return Err(ctx.shape_error(&want, &dy.shape, format!(" (the slice of shape {shape} and its gradient)")));
+    }
+    Ok(vec![TensorType::new(dy.dtype, shape)])
+}
+
+fn kernel_strided_slice_grad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element>(ctx: &KernelCtx, dy: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let shape = &ctx.node.outputs[0].shape;
+        let spec = slice_spec(&ctx.node.attrs, "StridedSliceGrad", shape).map_err(|m| ctx.error(m))?;
+        let full = slice_dims(&spec).1;
+        let src = reshaped(ctx, dy.view(), &full)?;
+        let mut out = ndarray::ArrayD::from_elem(IxDyn(shape.dims()), T::zero());
+        out.slice_each_axis_mut(|ax| spec[ax.axis.index()].to_slice()).assign(&src);
+        Ok(T::wrap(out.into_shared()))
+    }
+    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
+}
+
+/// TF `_StridedSliceGradGrad`: the same `StridedSlice` of the incoming gradient.
+fn grad_strided_slice_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(ddy) = grads[0] else { return Ok(vec![None]) };
+    let mut spec = slice_attrs(node);
+    spec.op = "StridedSlice".into();
+    spec.inputs = vec![ddy];
+    Ok(vec![Some(g.op_spec(spec)?)])
+}
+
+// ---------------------------------------------------------------- GatherV2
+
+fn require_index(ctx: &InferCtx, t: &TensorType, what: &str) -> Result<()> {
+    if matches!(t.dtype, DType::Int32 | DType::Int64) {
+        Ok(())
+    } else {
+        Err(ctx.invalid(format!("{what} must be Int32 or Int64, got {}", t.dtype)))
+    }
+}
+
+/// Index values in row-major order.
+fn index_values(t: &Tensor) -> Vec<i64> {
+    match t {
+        Tensor::I32(a) => a.iter().map(|&v| v as i64).collect(),
+        Tensor::I64(a) => a.iter().copied().collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn infer_gather(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (p, idx) = (&ctx.inputs[0], &ctx.inputs[1]);
+    require_index(ctx, idx, "indices")?;
+    if p.shape.rank() == 0 {
+        return Err(ctx.invalid("params must have rank >= 1, got a scalar"));
+    }
+    if int_or(ctx.attrs, ctx.op, "batch_dims", 0)? != 0 {
+        return Err(ctx.invalid("batch_dims other than 0 is not supported"));
+    }
+    let axis = norm_axis(ctx, int_or(ctx.attrs, ctx.op, "axis", 0)?, p.shape.rank())?;
+    let d = p.shape.dims();
+    let dims = d[..axis].iter().chain(idx.shape.dims()).chain(&d[axis + 1..]).copied().collect();
+    Ok(vec![TensorType::new(p.dtype, Shape(dims))])
+}
+
+fn kernel_gather(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, idx: &[i64]) -> Result<Tensor> {
+        let rank = a.ndim() as i64;
+        let axis = ((int_or(&ctx.node.attrs, "GatherV2", "axis", 0)? + rank) % rank) as usize;
+        let d = a.shape();
+        let (outer, n, inner): (usize, usize, usize) = (d[..axis].iter().product(), d[axis], d[axis + 1..].iter().product());
+        for (j, &i) in idx.iter().enumerate() {
+            if !(0..n as i64).contains(&i) {
+                return Err(ctx.error(format!("indices[{j}] = {i} is not in [0, {n}) (params shape {})", Shape(d.to_vec()))));
+            }
+        }
+        let std = a.as_standard_layout();
+        let src = std.as_slice().expect("standard layout");
+        let mut out = Vec::with_capacity(outer * idx.len() * inner);
+        for o in 0..outer {
+            for &i in idx {
+                let at = (o * n + i as usize) * inner;
+                out.extend_from_slice(&src[at..at + inner]);
+            }
+        }
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out)
+            .map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        Ok(T::wrap(arr.into_shared()))
+    }
+    let idx = index_values(&ctx.inputs[1]);
+    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx)?)])
+}
+
+/// TF `_GatherV2Grad`: TF returns `IndexedSlices(dy, indices)`, which becomes dense through
+/// `UnsortedSegmentSum`; here `ScatterNd` (which sums duplicate indices) does the same.
+/// For `axis > 0` the index dimensions of `dy` are moved to the front first and the result
+/// moved back, as TF's transposes do.
+fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
+    let (params, indices) = (node.inputs[0], node.inputs[1]);
+    let p = g.shape_of(params)?;
+    let rank = p.rank();
+    let axis = ((int_or(&node.attrs, "GatherV2", "axis", 0)? + rank as i64) % rank as i64) as usize;
+    let k = g.shape_of(indices)?.rank();
+    let n: usize = g.shape_of(indices)?.num_elements();
+    // dy: p[..axis] + idx + p[axis+1..]  ->  idx + p[..axis] + p[axis+1..]
+    let mut moved = dy;
+    if axis > 0 && k > 0 {
+        let perm: Vec<usize> = (axis..axis + k).chain(0..axis).chain(axis + k..axis + k + rank - 1 - axis).collect();
+        moved = transpose(g, dy, &perm)?;
+    }
+    let rest: Vec<usize> = p.0[..axis].iter().chain(&p.0[axis + 1..]).copied().collect();
+    let upd_shape = Shape(std::iter::once(n).chain(rest.iter().copied()).collect());
+    let updates = super::array::reshape(g, moved, &upd_shape)?;
+    let idx2 = super::array::reshape(g, indices, &Shape(vec![n, 1]))?;
+    let scat_shape: Vec<usize> = std::iter::once(p.0[axis]).chain(rest.iter().copied()).collect();
+    let mut dx = g.op_spec(NodeSpec::new("ScatterNd", &[idx2, updates]).attr("shape", AttrValue::Shape(scat_shape)))?;
+    if axis > 0 {
+        let perm: Vec<usize> = (1..=axis).chain(std::iter::once(0)).chain(axis + 1..rank).collect();
+        dx = transpose(g, dx, &perm)?;
+    }
+    Ok(vec![Some(dx), None])
+}
+
+// ---------------------------------------------------------------- GatherNd, ScatterNd
+
+/// Row-major offsets (in units of the trailing slice) of each index row into the leading
+/// `k` dimensions of `dims`; an error naming the row for an index out of range.
+fn nd_offsets(ctx: &KernelCtx, idx: &[i64], k: usize, dims: &[usize]) -> Result<Vec<usize>> {
+    if k == 0 {
+        return Ok(vec![0; 0]);
+    }
+    idx.chunks(k)
+        .enumerate()
+        .map(|(row, c)| {
+            let mut off = 0usize;
+            for (j, (&v, &d)) in c.iter().zip(dims).enumerate() {
+                if !(0..d as i64).contains(&v) {
+                    return Err(ctx.error(format!(
+                        "indices[{row},{j}] = {v} does not index into shape {} (dimension {j} has size {d})",
+                        Shape(dims.to_vec())
+                    )));
+                }
+                off = off * d + v as usize;
+            }
+            Ok(off)
+        })
+        .collect()
+}
+
+fn infer_gather_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (p, idx) = (&ctx.inputs[0], &ctx.inputs[1]);
+    require_index(ctx, idx, "indices")?;
+    let k = idx.shape.dims().last().copied().unwrap_or(0);
+    if idx.shape.rank() == 0 || k == 0 || k > p.shape.rank() {
+        return Err(ctx.shape_error(&p.shape, &idx.shape, " (indices must have rank >= 1 and a last dimension in 1..=rank(params))"));
+    }
+    let dims = idx.shape.0[..idx.shape.rank() - 1].iter().chain(&p.shape.0[k..]).copied().collect();
+    Ok(vec![TensorType::new(p.dtype, Shape(dims))])
+}
+
+fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, idx: &[i64], k: usize) -> Result<Tensor> {
+        let offs = nd_offsets(ctx, idx, k, a.shape())?;
+        let inner: usize = a.shape()[k..].iter().product();
+        let std = a.as_standard_layout();
+        let src = std.as_slice().expect("standard layout");
+        let mut out = Vec::with_capacity(offs.len() * inner);
+        for o in offs {
+            out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
+        }
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out)
+            .map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        Ok(T::wrap(arr.into_shared()))
+    }
+    let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
+    let idx = index_values(&ctx.inputs[1]);
+    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx, k)?)])
+}
+
+/// TF `_GatherNdGrad`: `ScatterNd(indices, dy, shape(params))`.
+fn grad_gather_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    let dx = g.op_spec(NodeSpec::new("ScatterNd", &[node.inputs[1], dy]).attr("shape", AttrValue::Shape(shape.0)))?;
+    Ok(vec![Some(dx), None])
+}
+
+fn infer_scatter_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (idx, upd) = (&ctx.inputs[0], &ctx.inputs[1]);
+    require_index(ctx, idx, "indices")?;
+    require_numeric(ctx, upd.dtype)?;
+    let shape = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    let k = idx.shape.dims().last().copied().unwrap_or(0);
+    if idx.shape.rank() == 0 || k == 0 || k > shape.rank() {
+        return Err(ctx.shape_error(&shape, &idx.shape, " (indices must have rank >= 1 and a last dimension in 1..=rank(shape))"));
+    }
+    let want = Shape(idx.shape.0[..idx.shape.rank() - 1].iter().chain(&shape.0[k..]).copied().collect());
+    if upd.shape != want {
+        return Err(ctx.shape_error(&want, &upd.shape, format!(" (updates for indices of shape {} into shape {shape})", idx.shape)));
+    }
+    Ok(vec![TensorType::new(upd.dtype, shape)])
+}
+
+fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Arith>(ctx: &KernelCtx, upd: &ArcArray<T, IxDyn>, idx: &[i64], k: usize) -> Result<Tensor> {
+        let dims = ctx.node.outputs[0].shape.dims();
+        let offs = nd_offsets(ctx, idx, k, dims)?;
+        let inner: usize = dims[k..].iter().product();
+        let std = upd.as_standard_layout();
+        let src = std.as_slice().expect("standard layout");
+        let mut out = vec![T::zero(); dims.iter().product()];
+        for (row, o) in offs.into_iter().enumerate() {
+            for j in 0..inner {
+                out[o * inner + j] = T::add(out[o * inner + j], src[row * inner + j]);
+            }
+        }
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(dims), out).map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        Ok(T::wrap(arr.into_shared()))
+    }
+    let k = *ctx.inputs[0].dims().last().unwrap_or(&0);
+    let idx = index_values(&ctx.inputs[0]);
+    Ok(vec![match &ctx.inputs[1] {
+        Tensor::F32(a) => go(ctx, a, &idx, k)?,
+        Tensor::F64(a) => go(ctx, a, &idx, k)?,
+        Tensor::I32(a) => go(ctx, a, &idx, k)?,
+        Tensor::I64(a) => go(ctx, a, &idx, k)?,
+        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+    }])
+}
+
+/// TF `_ScatterNdGrad`: `GatherNd(dy, indices)` for the updates; no gradient for indices.
+fn grad_scatter_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
+    Ok(vec![None, Some(g.op("GatherNd", &[dy, node.inputs[0]])?)])
+}
+
+/// Gather/scatter kernels on GPUs: numeric data with Int32/Int64 indices.
+const GPU_NUMERIC: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    let two = Arity::Fixed(2);
+    let any = GpuSupport::Any;
+    r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)));
+    r.add(def(
+        "StridedSliceGrad",
+        "StridedSliceGrad",
+        one,
+        infer_strided_slice_grad,
+        kernel_strided_slice_grad,
+        any,
+        Some(grad_strided_slice_grad),
+    ));
+    r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)));
+    r.add(def("GatherNd", "GatherNd", two, infer_gather_nd, kernel_gather_nd, GPU_NUMERIC, Some(grad_gather_nd)));
+    r.add(def("ScatterNd", "ScatterNd", two, infer_scatter_nd, kernel_scatter_nd, GPU_NUMERIC, Some(grad_scatter_nd)));
+}

@@ -1,0 +1,511 @@
+//! Layout ops: `Transpose`, `ConcatV2`, `Pack`, `Unpack`, `SplitV`, `Tile`, `ReverseV2`,
+//! `Pad`, `Squeeze`, `ExpandDims` (TF's `array_ops`, gradients as in `array_grad.py`).
+//!
+//! They move data without arithmetic, so they take every dtype and have a GPU kernel for
+//! every dtype (`GpuSupport::Any`, as `Reshape`). Shapes are static: where TF takes a
+//! parameter as a tensor input (`perm`, `axis`, `multiples`, `paddings`, `size_splits`,
+//! `dim`), these take it as an attribute of the same name. Axes are 0-based; negative axes
+//! count from the end, as in TF.
+
+use super::index::{reshaped, strided_slice};
+use super::math::def;
+use super::*;
+use crate::graph::NodeSpec;
+use crate::tensor::Element;
+use crate::with_array;
+use ndarray::{ArcArray, Axis, IxDyn, Slice};
+
+// ---------------------------------------------------------------- helpers
+
+/// `axis` (negatives from the end) as an index into `0..rank`, or an error naming the op.
+pub(crate) fn norm_axis(ctx: &InferCtx, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if (-r..r).contains(&axis) {
+        Ok(((axis + r) % r) as usize)
+    } else {
+        Err(ctx.invalid(format!("axis {axis} is out of range for an input of rank {rank} (shape {})", ctx.inputs[0].shape)))
+    }
+}
+
+/// An int attr, or `default` when absent.
+pub(crate) fn int_or(attrs: &Attrs, op: &str, k: &str, default: i64) -> Result<i64> {
+    if attrs.contains_key(k) {
+        attrs.get_int(op, k)
+    } else {
+        Ok(default)
+    }
+}
+
+/// `Reshape(x)` to `shape`.
+fn reshape_to(g: &mut Graph, x: Output, shape: &Shape) -> Result<Output> {
+    super::array::reshape(g, x, shape)
+}
+
+/// Output `i` of `node` or, when no gradient reached it, `ZerosLike` of it.
+fn grad_or_zeros(g: &mut Graph, node: &Node, grads: &[Option<Output>], i: usize) -> Result<Output> {
+    match grads[i] {
+        Some(d) => Ok(d),
+        None => g.op("ZerosLike", &[Output::new(node.id, i)]),
+    }
+}
+
+// ---------------------------------------------------------------- Transpose
+
+fn perm_of(ctx: &InferCtx) -> Result<Vec<usize>> {
+    let x = &ctx.inputs[0];
+    let perm = ctx.attrs.get_ints(ctx.op, "perm")?;
+    let mut seen = vec![false; x.shape.rank()];
+    let bad = || ctx.invalid(format!("perm {perm:?} is not a permutation of the axes of an input of shape {}", x.shape));
+    if perm.len() != x.shape.rank() {
+        return Err(bad());
+    }
+    for &p in &perm {
+        let p = usize::try_from(p).map_err(|_| bad())?;
+        if p >= seen.len() || std::mem::replace(&mut seen[p], true) {
+            return Err(bad());
+        }
+    }
+    Ok(perm.iter().map(|&p| p as usize).collect())
+}
+
+fn infer_transpose(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let perm = perm_of(ctx)?;
+    let d = ctx.inputs[0].shape.dims();
+    Ok(vec![TensorType::new(ctx.inputs[0].dtype, Shape(perm.iter().map(|&p| d[p]).collect()))])
+}
+
+fn kernel_transpose(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let perm: Vec<usize> = ctx.node.attrs.get_ints("Transpose", "perm")?.iter().map(|&p| p as usize).collect();
+    Ok(vec![with_array!(&ctx.inputs[0], a => {
+        Element::wrap(a.view().permuted_axes(IxDyn(&perm)).as_standard_layout().into_owned().into_shared())
+    })])
+}
+
+/// Adds `Transpose(x, perm)` (TF's `tf.transpose`, node name `transpose`).
+pub fn transpose(g: &mut Graph, x: Output, perm: &[usize]) -> Result<Output> {
+    let perm: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+    g.op_spec(NodeSpec::new("Transpose", &[x]).attr("perm", perm))
+}
+
+/// TF `_TransposeGrad`: `Transpose(dy, invert_permutation(perm))`.
+fn grad_transpose(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let perm = node.attrs.get_ints("Transpose", "perm")?;
+    let mut inv = vec![0usize; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p as usize] = i;
+    }
+    Ok(vec![Some(transpose(g, dy, &inv)?)])
+}
+
+// ---------------------------------------------------------------- ConcatV2
+
+fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let first = &ctx.inputs[0];
+    if first.shape.rank() == 0 {
+        return Err(ctx.invalid("cannot concatenate scalars (rank-0 inputs); use Pack (stack)"));
+    }
+    let axis = norm_axis(ctx, ctx.attrs.get_int(ctx.op, "axis")?, first.shape.rank())?;
+    let mut dims = first.shape.0.clone();
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != first.dtype {
+            return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; concatenated tensors must share a dtype)")));
+        }
+        let same = t.shape.rank() == dims.len() && (0..dims.len()).all(|d| d == axis || t.shape.0[d] == dims[d]);
+        if !same {
+            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}: dimensions other than axis {axis} must match)")));
+        }
+        dims[axis] += t.shape.0[axis];
+    }
+    Ok(vec![TensorType::new(first.dtype, Shape(dims))])
+}
+
+/// Concatenation (or stacking, when `stack`) of every input of one dtype along `axis`.
+fn join<T: Element>(ctx: &KernelCtx, axis: usize, stack: bool) -> Result<Tensor> {
+    let views = ctx.inputs.iter().map(|t| t.array::<T>().map(|a| a.view())).collect::<Result<Vec<_>>>()?;
+    let r = if stack { ndarray::stack(Axis(axis), &views) } else { ndarray::concatenate(Axis(axis), &views) };
+    let a = r.map_err(|e| ctx.error(format!("cannot join inputs: {e}")))?;
+    Ok(T::wrap(a.into_shared()))
+}
+
+fn axis_of_output(ctx: &KernelCtx, rank: usize) -> Result<usize> {
+    let a = ctx.node.attrs.get_int(ctx.node.op.name, "axis")?;
+    let r = rank as i64;
+    Ok(((a + r) % r.max(1)) as usize)
+}
+
+fn kernel_concat(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let axis = axis_of_output(ctx, ctx.node.outputs[0].shape.rank())?;
+    Ok(vec![match ctx.inputs[0] {
+        Tensor::F32(_) => join::<f32>(ctx, axis, false)?,
+        Tensor::F64(_) => join::<f64>(ctx, axis, false)?,
+        Tensor::I32(_) => join::<i32>(ctx, axis, false)?,
+        Tensor::I64(_) => join::<i64>(ctx, axis, false)?,
+        Tensor::Bool(_) => join::<bool>(ctx, axis, false)?,
+    }])
+}
+
+/// TF `_ConcatGradV2`: `dy` cut back into the inputs' sizes along the axis (here one
+/// `SplitV` where TF uses one `Slice` per input).
+fn grad_concat(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let n = node.inputs.len();
+    let Some(dy) = grads[0] else { return Ok(vec![None; n]) };
+    let rank = node.outputs[0].shape.rank() as i64;
+    let axis = (node.attrs.get_int("ConcatV2", "axis")? + rank) % rank;
+    let sizes = node.inputs.iter().map(|&i| Ok(g.shape_of(i)?.0[axis as usize] as i64)).collect::<Result<Vec<_>>>()?;
+    Ok(split_v(g, dy, &sizes, axis)?.into_iter().map(Some).collect())
+}
+
+/// Adds `ConcatV2(xs)` along `axis` (TF's `tf.concat`, node name `concat`).
+pub fn concat(g: &mut Graph, xs: &[Output], axis: i64) -> Result<Output> {
+    g.op_spec(NodeSpec::new("ConcatV2", xs).attr("axis", axis))
+}
+
+// ---------------------------------------------------------------- Pack, Unpack
+
+fn infer_pack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let first = &ctx.inputs[0];
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != first.dtype {
+            return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; stacked tensors must share a dtype)")));
+        }
+        if t.shape != first.shape {
+            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; stacked tensors must share a shape)")));
+        }
+    }
+    let rank = first.shape.rank() + 1;
+    let a = int_or(ctx.attrs, ctx.op, "axis", 0)?;
+    let axis = norm_axis(ctx, a, rank)?;
+    let mut dims = first.shape.0.clone();
+    dims.insert(axis, ctx.inputs.len());
+    Ok(vec![TensorType::new(first.dtype, Shape(dims))])
+}
+
+fn kernel_pack(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let rank = ctx.node.outputs[0].shape.rank() as i64;
+    let axis = ((int_or(&ctx.node.attrs, "Pack", "axis", 0)? + rank) % rank) as usize;
+    Ok(vec![match ctx.inputs[0] {
+        Tensor::F32(_) => join::<f32>(ctx, axis, true)?,
+        Tensor::F64(_) => join::<f64>(ctx, axis, true)?,
+        Tensor::I32(_) => join::<i32>(ctx, axis, true)?,
+        Tensor::I64(_) => join::<i64>(ctx, axis, true)?,
+        Tensor::Bool(_) => join::<bool>(ctx, axis, true)?,
+    }])
+}
+
+/// TF `_PackGrad`: `Unpack(dy)` along the same axis.
+fn grad_pack(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let n = node.inputs.len();
+    let Some(dy) = grads[0] else { return Ok(vec![None; n]) };
+    let axis = int_or(&node.attrs, "Pack", "axis", 0)?;
+    Ok(unpack(g, dy, axis)?.into_iter().map(Some).collect())
+}
+
+/// Adds `Pack(xs)` along `axis` (TF's `tf.stack`, node name `stack`).
+pub fn pack(g: &mut Graph, xs: &[Output], axis: i64) -> Result<Output> {
+    g.op_spec(NodeSpec::new("Pack", xs).attr("axis", axis))
+}
+
+fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    if x.shape.rank() == 0 {
+        return Err(ctx.invalid("cannot unstack a scalar (rank-0 input)"));
+    }
+    let axis = norm_axis(ctx, int_or(ctx.attrs, ctx.op, "axis", 0)?, x.shape.rank())?;
+    let n = x.shape.0[axis];
+    if let Some(num) = ctx.attrs.get("num").map(|_| ctx.attrs.get_int(ctx.op, "num")).transpose()? {
+        if num != n as i64 {
+            return Err(ctx.invalid(format!("num {num} does not match dimension {axis} of shape {} ({n})", x.shape)));
+        }
+    }
+    let mut dims = x.shape.0.clone();
+    dims.remove(axis);
+    Ok(vec![TensorType::new(x.dtype, Shape(dims)); n])
+}
+
+fn kernel_unpack(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let x = &ctx.inputs[0];
+    let rank = x.dims().len() as i64;
+    let axis = ((int_or(&ctx.node.attrs, "Unpack", "axis", 0)? + rank) % rank) as usize;
+    let n = x.dims()[axis];
+    Ok((0..n).map(|i| with_array!(x, a => Element::wrap(a.index_axis(Axis(axis), i).to_owned().into_shared()))).collect())
+}
+
+/// TF `_UnpackGrad`: `Pack` of the outputs' gradients (zeros where none arrived).
+fn grad_unpack(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    if grads.iter().all(Option::is_none) {
+        return Ok(vec![None]);
+    }
+    let parts = (0..node.outputs.len()).map(|i| grad_or_zeros(g, node, grads, i)).collect::<Result<Vec<_>>>()?;
+    let axis = int_or(&node.attrs, "Unpack", "axis", 0)?;
+    Ok(vec![Some(pack(g, &parts, axis)?)])
+}
+
+/// Adds `Unpack(x)` along `axis` (TF's `tf.unstack`, node name `unstack`); one output per
+/// slice.
+pub fn unpack(g: &mut Graph, x: Output, axis: i64) -> Result<Vec<Output>> {
+    let id = g.add_node(NodeSpec::new("Unpack", &[x]).attr("axis", axis))?;
+    let n = g.node(id)?.outputs.len();
+    Ok((0..n).map(|i| Output::new(id, i)).collect())
+}
+
+// ---------------------------------------------------------------- SplitV
+
+/// The sizes of a `SplitV` along its axis (`-1` entry inferred), or an error.
+fn split_sizes(ctx: &InferCtx, dim: usize) -> Result<Vec<usize>> {
+    let sizes = ctx.attrs.get_ints(ctx.op, "size_splits")?;
+    let unknown = sizes.iter().filter(|&&s| s == -1).count();
+    let known: i64 = sizes.iter().filter(|&&s| s != -1).sum();
+    let bad = |why: &str| ctx.invalid(format!("size_splits {sizes:?} {why} (dimension {dim} of shape {})", ctx.inputs[0].shape));
+    if sizes.is_empty() || unknown > 1 || sizes.iter().any(|&s| s < -1) {
+        return Err(bad("must be non-negative sizes, at most one of them -1"));
+    }
+    if (unknown == 0 && known != dim as i64) || (unknown == 1 && known > dim as i64) {
+        return Err(bad("do not add up to the size of the split dimension"));
+    }
+    Ok(sizes.iter().map(|&s| if s == -1 { (dim as i64 - known) as usize } else { s as usize }).collect())
+}
+
+fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let axis = norm_axis(ctx, ctx.attrs.get_int(ctx.op, "axis")?, x.shape.rank())?;
+    let sizes = split_sizes(ctx, x.shape.0[axis])?;
+    Ok(sizes
+        .iter()
+        .map(|&s| {
+            let mut d = x.shape.0.clone();
+            d[axis] = s;
+            TensorType::new(x.dtype, Shape(d))
+        })
+        .collect())
+}
+
+fn kernel_split(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let x = &ctx.inputs[0];
+    let rank = x.dims().len() as i64;
+    let axis = ((ctx.node.attrs.get_int("SplitV", "axis")? + rank) % rank) as usize;
+    let mut start = 0isize;
+    let mut outs = Vec::new();
+    for t in &ctx.node.outputs {
+        let n = t.shape.0[axis] as isize;
+        let s = Slice::new(start, Some(start + n), 1);
+        outs.push(with_array!(x, a => Element::wrap(a.slice_axis(Axis(axis), s).to_owned().into_shared())));
+        start += n;
+    }
+    Ok(outs)
+}
+
+/// TF `_SplitVGrad`: `ConcatV2` of the outputs' gradients (zeros where none arrived).
+fn grad_split(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    if grads.iter().all(Option::is_none) {
+        return Ok(vec![None]);
+    }
+    let parts = (0..node.outputs.len()).map(|i| grad_or_zeros(g, node, grads, i)).collect::<Result<Vec<_>>>()?;
+    let axis = node.attrs.get_int("SplitV", "axis")?;
+    let out = if parts.len() == 1 { parts[0] } else { concat(g, &parts, axis)? };
+    Ok(vec![Some(out)])
+}
+
+/// Adds `SplitV(x)` into pieces of `sizes` along `axis` (TF's `tf.split`, node name
+/// `split`); one output per piece.
+pub fn split_v(g: &mut Graph, x: Output, sizes: &[i64], axis: i64) -> Result<Vec<Output>> {
+    let id = g.add_node(NodeSpec::new("SplitV", &[x]).attr("size_splits", sizes.to_vec()).attr("axis", axis))?;
+    let n = g.node(id)?.outputs.len();
+    Ok((0..n).map(|i| Output::new(id, i)).collect())
+}
+
+// ---------------------------------------------------------------- Tile
+
+fn multiples_of(ctx: &InferCtx) -> Result<Vec<usize>> {
+    let x = &ctx.inputs[0];
+    let m = ctx.attrs.get_ints(ctx.op, "multiples")?;
+    if m.len() != x.shape.rank() || m.iter().any(|&k| k < 0) {
+        return Err(ctx.invalid(format!("multiples {m:?} must hold one non-negative count per dimension of shape {}", x.shape)));
+    }
+    Ok(m.iter().map(|&k| k as usize).collect())
+}
+
+fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let m = multiples_of(ctx)?;
+    let x = &ctx.inputs[0];
+    Ok(vec![TensorType::new(x.dtype, Shape(x.shape.0.iter().zip(&m).map(|(d, k)| d * k).collect()))])
+}
+
+fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> ArcArray<T, IxDyn> {
+    let mut cur = a.to_owned();
+    for (ax, &k) in m.iter().enumerate() {
+        if k != 1 {
+            let views = vec![cur.view(); k];
+            cur = if k == 0 {
+                let mut d = cur.shape().to_vec();
+                d[ax] = 0;
+                ndarray::ArrayD::from_elem(IxDyn(&d), T::zero())
+            } else {
+                ndarray::concatenate(Axis(ax), &views).expect("tiles of one array have equal shapes")
+            };
+        }
+    }
+    cur.into_shared()
+}
+
+fn kernel_tile(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let m: Vec<usize> = ctx.node.attrs.get_ints("Tile", "multiples")?.iter().map(|&k| k as usize).collect();
+    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(tile_array(a, &m)))])
+}
+
+/// TF `_TileGrad`: `dy` reshaped to `[m0, d0, m1, d1, ...]` and summed over the `m` axes.
+fn grad_tile(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let in_shape = g.shape_of(node.inputs[0])?;
+    let m = node.attrs.get_ints("Tile", "multiples")?;
+    if m.iter().all(|&k| k == 1) {
+        return Ok(vec![Some(dy)]);
+    }
+    let split: Vec<usize> = in_shape.0.iter().zip(&m).flat_map(|(&d, &k)| [k as usize, d]).collect();
+    let r = reshape_to(g, dy, &Shape(split))?;
+    let axes: Vec<i64> = (0..in_shape.rank() as i64).map(|i| 2 * i).collect();
+    Ok(vec![Some(super::array::reduce_sum(g, r, &axes, false)?)])
+}
+
+// ---------------------------------------------------------------- ReverseV2
+
+fn reverse_axes(ctx: &InferCtx) -> Result<Vec<usize>> {
+    let x = &ctx.inputs[0];
+    let mut axes = ctx.attrs.get_ints(ctx.op, "axis")?.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
+    let n = axes.len();
+    axes.sort_unstable();
+    axes.dedup();
+    if axes.len() != n {
+        return Err(ctx.invalid("axis lists a dimension twice"));
+    }
+    Ok(axes)
+}
+
+fn infer_reverse(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    reverse_axes(ctx)?;
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+fn kernel_reverse(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let rank = ctx.inputs[0].dims().len() as i64;
+    let axes: Vec<usize> = ctx.node.attrs.get_ints("ReverseV2", "axis")?.iter().map(|&a| ((a + rank) % rank) as usize).collect();
+    Ok(vec![with_array!(&ctx.inputs[0], a => {
+        let mut v = a.view();
+        for &ax in &axes {
+            v.invert_axis(Axis(ax));
+        }
+        Element::wrap(v.as_standard_layout().into_owned().into_shared())
+    })])
+}
+
+/// TF `_ReverseV2Grad`: `ReverseV2(dy)` along the same axes.
+fn grad_reverse(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let axes = node.attrs.get_ints("ReverseV2", "axis")?;
+    Ok(vec![Some(g.op_spec(NodeSpec::new("ReverseV2", &[dy]).attr("axis", axes))?)])
+}
+
+// ---------------------------------------------------------------- Pad
+
+/// `(before, after)` per dimension from the flat `paddings` attr `[b0, a0, b1, a1, ...]`.
+fn paddings_of(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<(usize, usize)>, String> {
+    let p = attrs.get_ints(op, "paddings").map_err(|e| e.to_string())?;
+    if p.len() != 2 * shape.rank() || p.iter().any(|&v| v < 0) {
+        return Err(format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {shape}"));
+    }
+    Ok(p.chunks(2).map(|c| (c[0] as usize, c[1] as usize)).collect())
+}
+
+fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let p = paddings_of(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
+    Ok(vec![TensorType::new(x.dtype, Shape(x.shape.0.iter().zip(&p).map(|(d, (b, a))| d + b + a).collect()))])
+}
+
+fn kernel_pad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let p = paddings_of(&ctx.node.attrs, "Pad", &Shape(a.shape().to_vec())).map_err(|m| ctx.error(m))?;
+        let mut out = ndarray::ArrayD::from_elem(IxDyn(ctx.node.outputs[0].shape.dims()), T::zero());
+        out.slice_each_axis_mut(|ax| {
+            let (b, n) = (p[ax.axis.index()].0 as isize, a.shape()[ax.axis.index()] as isize);
+            Slice::new(b, Some(b + n), 1)
+        })
+        .assign(a);
+        Ok(T::wrap(out.into_shared()))
+    }
+    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
+}
+
+/// TF `_PadGrad`: the slice of `dy` where the input sits (`StridedSlice`, TF uses `Slice`).
+fn grad_pad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    let p = paddings_of(&node.attrs, "Pad", &shape).map_err(OxiflowError::InvalidArgument)?;
+    let begin: Vec<i64> = p.iter().map(|&(b, _)| b as i64).collect();
+    let end: Vec<i64> = p.iter().zip(shape.dims()).map(|(&(b, _), &d)| (b + d) as i64).collect();
+    let strides = vec![1; shape.rank()];
+    Ok(vec![Some(strided_slice(g, dy, &begin, &end, &strides, 0, 0, 0)?)])
+}
+
+// ---------------------------------------------------------------- Squeeze, ExpandDims
+
+fn infer_squeeze(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let listed = match ctx.attrs.get("squeeze_dims") {
+        None => Vec::new(),
+        Some(_) => ctx.attrs.get_ints(ctx.op, "squeeze_dims")?,
+    };
+    let axes = listed.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
+    for &a in &axes {
+        if x.shape.0[a] != 1 {
+            return Err(
+                ctx.invalid(format!("can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})", x.shape.0[a], x.shape))
+            );
+        }
+    }
+    let dims = x
+        .shape
+        .0
+        .iter()
+        .enumerate()
+        .filter(|&(i, &d)| if axes.is_empty() { d != 1 } else { !axes.contains(&i) })
+        .map(|(_, &d)| d)
+        .collect();
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
+}
+
+fn infer_expand_dims(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let axis = norm_axis(ctx, ctx.attrs.get_int(ctx.op, "dim")?, x.shape.rank() + 1)?;
+    let mut dims = x.shape.0.clone();
+    dims.insert(axis, 1);
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
+}
+
+/// Kernel of `Squeeze` and `ExpandDims`: the input with the node's output dimensions.
+fn kernel_reshape_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let dims = ctx.node.outputs[0].shape.dims();
+    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(reshaped(ctx, a.view(), dims)?))])
+}
+
+/// TF `_SqueezeGrad` / `_ExpandDimsGrad`: `dy` reshaped to the input's shape.
+fn grad_reshape_like(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let shape = g.shape_of(node.inputs[0])?;
+    Ok(vec![Some(reshape_to(g, dy, &shape)?)])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    let any = GpuSupport::Any;
+    r.add(def("Transpose", "transpose", one, infer_transpose, kernel_transpose, any, Some(grad_transpose)));
+    r.add(def("ConcatV2", "concat", Arity::AtLeast(1), infer_concat, kernel_concat, any, Some(grad_concat)));
+    r.add(def("Pack", "stack", Arity::AtLeast(1), infer_pack, kernel_pack, any, Some(grad_pack)));
+    r.add(def("Unpack", "unstack", one, infer_unpack, kernel_unpack, any, Some(grad_unpack)));
+    r.add(def("SplitV", "split", one, infer_split, kernel_split, any, Some(grad_split)));
+    r.add(def("Tile", "Tile", one, infer_tile, kernel_tile, any, Some(grad_tile)));
+    r.add(def("ReverseV2", "ReverseV2", one, infer_reverse, kernel_reverse, any, Some(grad_reverse)));
+    r.add(def("Pad", "Pad", one, infer_pad, kernel_pad, any, Some(grad_pad)));
+    r.add(def("Squeeze", "Squeeze", one, infer_squeeze, kernel_reshape_like, any, Some(grad_reshape_like)));
+    r.add(def("ExpandDims", "ExpandDims", one, infer_expand_dims, kernel_reshape_like, any, Some(grad_reshape_like)));
+}

@@ -1,0 +1,387 @@
+//! Layout and indexing ops (`Transpose`, `ConcatV2`, `Pack`, `Unpack`, `SplitV`, `Tile`,
+//! `ReverseV2`, `Pad`, `Squeeze`, `ExpandDims`, `StridedSlice`, `GatherV2`, `GatherNd`,
+//! `ScatterNd`). Oracles: naive index loops written here (row-major strides), central finite
+//! differences for gradients, and the same graph on an emulated GPU.
+
+mod common;
+use common::*;
+use oxiflow_core::ops::index::strided_slice;
+use oxiflow_core::ops::AttrValue;
+use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Result, Session, SessionOptions, Tensor};
+use std::sync::{Arc, RwLock};
+
+const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+/// Multi-index of flat position `flat` in `dims` (row-major).
+fn unflat(flat: usize, dims: &[usize]) -> Vec<usize> {
+    let s = strides(dims);
+    (0..dims.len()).map(|d| (flat / s[d]) % dims[d]).collect()
+}
+fn flat(ix: &[usize], dims: &[usize]) -> usize {
+    ix.iter().zip(strides(dims)).map(|(i, s)| i * s).sum()
+}
+
+fn node(op: &str, xs: &[Output]) -> NodeSpec {
+    NodeSpec::new(op, xs)
+}
+fn ints(v: &[i64]) -> Vec<i64> {
+    v.to_vec()
+}
+fn i64t(dims: &[usize], v: Vec<i64>) -> Tensor {
+    Tensor::from_vec(dims, v, Layout::RowMajor).unwrap()
+}
+
+/// Output 0 of a one-input op on a constant, evaluated.
+fn run1(x: &Tensor, spec: impl Fn(Output) -> NodeSpec) -> Tensor {
+    let mut g = Graph::new();
+    let c = g.constant(x.clone()).unwrap();
+    let o = g.op_spec(spec(c)).unwrap();
+    eval1(&g, &[], o)
+}
+
+#[test]
+fn transpose_permutes_axes() {
+    let dims = [2, 3, 4];
+    let x = rand_t(&dims, 1, -1.0, 1.0);
+    let v = x.to_f64_vec();
+    for perm in [[2, 0, 1], [1, 0, 2], [0, 2, 1]] {
+        let out = run1(&x, |c| node("Transpose", &[c]).attr("perm", ints(&perm.map(|p| p as i64))));
+        let od: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+        assert_eq!(out.dims(), &od[..]);
+        let want: Vec<f64> = (0..24)
+            .map(|f| {
+                let o = unflat(f, &od);
+                let mut ix = [0; 3];
+                for (k, &p) in perm.iter().enumerate() {
+                    ix[p] = o[k];
+                }
+                v[flat(&ix, &dims)]
+            })
+            .collect();
+        assert_eq!(out.to_f64_vec(), want, "perm {perm:?}");
+    }
+    // Float32 and Int64 move the same way
+    let x32 = t32(&[2, 3], (0..6).map(f64::from).collect());
+    assert_eq!(run1(&x32, |c| node("Transpose", &[c]).attr("perm", ints(&[1, 0]))).to_f64_vec(), [0., 3., 1., 4., 2., 5.]);
+    let xi = i64t(&[2, 3], (0..6).collect());
+    let t = run1(&xi, |c| node("Transpose", &[c]).attr("perm", ints(&[1, 0])));
+    assert_eq!((t.dtype(), t.to_f64_vec()), (DType::Int64, vec![0., 3., 1., 4., 2., 5.]));
+}
+
+#[test]
+fn concat_pack_unpack_split() {
+    let (a, b) = (rand_t(&[2, 3], 2, -1.0, 1.0), rand_t(&[2, 2], 3, -1.0, 1.0));
+    let mut g = Graph::new();
+    let (ca, cb) = (g.constant(a.clone()).unwrap(), g.constant(b.clone()).unwrap());
+    let cat = g.op_spec(node("ConcatV2", &[ca, cb]).attr("axis", -1i64)).unwrap();
+    let out = eval1(&g, &[], cat);
+    assert_eq!(out.dims(), &[2, 5]);
+    let (va, vb, vo) = (a.to_f64_vec(), b.to_f64_vec(), out.to_f64_vec());
+    for i in 0..2 {
+        for j in 0..5 {
+            let want = if j < 3 { va[i * 3 + j] } else { vb[i * 2 + j - 3] };
+            assert_eq!(vo[i * 5 + j], want);
+        }
+    }
+    let parts = oxiflow_core::ops::shape_ops::split_v(&mut g, cat, &[1, -1, 2], 1).unwrap();
+    let got: Vec<Tensor> = parts.iter().map(|&p| eval1(&g, &[], p)).collect();
+    assert_eq!(got.iter().map(|t| t.dims()[1]).collect::<Vec<_>>(), [1, 2, 2]);
+    assert_eq!(got[2].to_f64_vec(), vb);
+    // Pack along axis 1 and Unpack back
+    let c2 = g.constant(rand_t(&[2, 3], 4, -1.0, 1.0)).unwrap();
+    let st = g.op_spec(node("Pack", &[ca, c2]).attr("axis", 1i64)).unwrap();
+    let s = eval1(&g, &[], st);
+    assert_eq!(s.dims(), &[2, 2, 3]);
+    let v2 = eval1(&g, &[], c2).to_f64_vec();
+    for f in 0..12 {
+        let ix = unflat(f, &[2, 2, 3]);
+        let src = if ix[1] == 0 { &va } else { &v2 };
+        assert_eq!(s.to_f64_vec()[f], src[ix[0] * 3 + ix[2]]);
+    }
+    let un = oxiflow_core::ops::shape_ops::unpack(&mut g, st, 1).unwrap();
+    assert_eq!(eval1(&g, &[], un[1]).to_f64_vec(), v2);
+    // concat of mismatched shapes names op and shapes
+    let e = g.op_spec(node("ConcatV2", &[ca, cb]).attr("axis", 0i64)).unwrap_err().to_string();
+    assert!(e.contains("ConcatV2") && e.contains("[2,3]") && e.contains("[2,2]"), "{e}");
+    let e = oxiflow_core::ops::shape_ops::split_v(&mut g, cat, &[2, 2], 1).unwrap_err().to_string();
+    assert!(e.contains("SplitV") && e.contains("[2,5]"), "{e}");
+}
+
+#[test]
+fn tile_reverse_pad_squeeze_expand() {
+    let x = rand_t(&[2, 3], 5, -1.0, 1.0);
+    let v = x.to_f64_vec();
+    let t = run1(&x, |c| node("Tile", &[c]).attr("multiples", ints(&[2, 3])));
+    assert_eq!(t.dims(), &[4, 9]);
+    for f in 0..36 {
+        let ix = unflat(f, &[4, 9]);
+        assert_eq!(t.to_f64_vec()[f], v[(ix[0] % 2) * 3 + ix[1] % 3]);
+    }
+    let r = run1(&x, |c| node("ReverseV2", &[c]).attr("axis", ints(&[1])));
+    for f in 0..6 {
+        let ix = unflat(f, &[2, 3]);
+        assert_eq!(r.to_f64_vec()[f], v[ix[0] * 3 + 2 - ix[1]]);
+    }
+    let r = run1(&x, |c| node("ReverseV2", &[c]).attr("axis", ints(&[0, -1])));
+    assert_eq!(r.to_f64_vec(), v.iter().rev().copied().collect::<Vec<_>>());
+    let p = run1(&x, |c| node("Pad", &[c]).attr("paddings", ints(&[1, 0, 2, 1])));
+    assert_eq!(p.dims(), &[3, 6]);
+    for f in 0..18 {
+        let ix = unflat(f, &[3, 6]);
+        let inside = ix[0] >= 1 && (2..5).contains(&ix[1]);
+        let want = if inside { v[(ix[0] - 1) * 3 + ix[1] - 2] } else { 0.0 };
+        assert_eq!(p.to_f64_vec()[f], want);
+    }
+    let y = rand_t(&[1, 3, 1], 6, -1.0, 1.0);
+    assert_eq!(run1(&y, |c| node("Squeeze", &[c])).dims(), &[3]);
+    assert_eq!(run1(&y, |c| node("Squeeze", &[c]).attr("squeeze_dims", ints(&[2]))).dims(), &[1, 3]);
+    let e = Graph::new().op_spec(node("Squeeze", &[])).unwrap_err().to_string();
+    assert!(e.contains("Squeeze"), "{e}");
+    let mut g = Graph::new();
+    let c = g.constant(y.clone()).unwrap();
+    let e = g.op_spec(node("Squeeze", &[c]).attr("squeeze_dims", ints(&[1]))).unwrap_err().to_string();
+    assert!(e.contains("Squeeze") && e.contains("[1,3,1]"), "{e}");
+    let ex = run1(&x, |c| node("ExpandDims", &[c]).attr("dim", -1i64));
+    assert_eq!((ex.dims(), ex.to_f64_vec()), (&[2usize, 3, 1][..], v.clone()));
+}
+
+/// NumPy's `x[b:e:s]` along one dimension, written independently of the kernel: the
+/// positions `i` in `0..d` reached from the clamped start in steps of `s` before the end.
+fn numpy_range(d: i64, b: Option<i64>, e: Option<i64>, s: i64) -> Vec<usize> {
+    let norm = |x: i64| if x < 0 { x + d } else { x };
+    let (start, stop) = if s > 0 {
+        (b.map_or(0, |b| norm(b).clamp(0, d)), e.map_or(d, |e| norm(e).clamp(0, d)))
+    } else {
+        (b.map_or(d - 1, |b| norm(b).clamp(-1, d - 1)), e.map_or(-1, |e| norm(e).clamp(-1, d - 1)))
+    };
+    let mut ix: Vec<usize> = (0..d)
+        .filter(|&i| (i - start) % s == 0 && if s > 0 { i >= start && i < stop } else { i <= start && i > stop })
+        .map(|i| i as usize)
+        .collect();
+    if s < 0 {
+        ix.reverse();
+    }
+    ix
+}
+
+#[test]
+fn strided_slice_follows_numpy() {
+    let dims = [5, 4];
+    let x = rand_t(&dims, 7, -1.0, 1.0);
+    let v = x.to_f64_vec();
+    type Spec = (Option<i64>, Option<i64>, i64);
+    let cases: [(Spec, Spec); 6] = [
+        ((Some(1), Some(4), 1), (None, None, 1)),
+        ((Some(0), Some(5), 2), (Some(-1), None, -1)),
+        ((Some(4), None, -2), (Some(1), Some(3), 1)),
+        ((None, None, -1), (Some(3), Some(0), -1)),
+        ((Some(-2), Some(100), 1), (Some(2), Some(2), 1)),
+        ((Some(3), Some(1), 1), (Some(-3), Some(-1), 1)),
+    ];
+    for (r, c) in cases {
+        let mut g = Graph::new();
+        let cx = g.constant(x.clone()).unwrap();
+        let (mut bm, mut em) = (0, 0);
+        let mut begin = vec![0; 2];
+        let mut end = vec![0; 2];
+        for (i, (b, e, _)) in [r, c].iter().enumerate() {
+            match b {
+                Some(b) => begin[i] = *b,
+                None => bm |= 1 << i,
+            }
+            match e {
+                Some(e) => end[i] = *e,
+                None => em |= 1 << i,
+            }
+        }
+        let o = strided_slice(&mut g, cx, &begin, &end, &[r.2, c.2], bm, em, 0).unwrap();
+        let (ri, ci) = (numpy_range(5, r.0, r.1, r.2), numpy_range(4, c.0, c.1, c.2));
+        let out = eval1(&g, &[], o);
+        assert_eq!(out.dims(), &[ri.len(), ci.len()], "{r:?} {c:?}");
+        let v = &v;
+        let want: Vec<f64> = ri.iter().flat_map(|&i| ci.iter().map(move |&j| v[i * 4 + j])).collect();
+        assert_eq!(out.to_f64_vec(), want, "{r:?} {c:?}");
+    }
+    // shrink axis 0 (an integer index drops the dimension); -1 is the last row
+    let mut g = Graph::new();
+    let cx = g.constant(x.clone()).unwrap();
+    let o = strided_slice(&mut g, cx, &[-1, 1], &[0, 3], &[1, 1], 0, 0, 1).unwrap();
+    let out = eval1(&g, &[], o);
+    assert_eq!((out.dims(), out.to_f64_vec()), (&[2usize][..], vec![v[17], v[18]]));
+    let e = strided_slice(&mut g, cx, &[5, 0], &[6, 4], &[1, 1], 0, 0, 1).unwrap_err().to_string();
+    assert!(e.contains("StridedSlice") && e.contains("index 5") && e.contains("[5,4]"), "{e}");
+}
+
+#[test]
+fn gather_scatter_match_naive_loops() {
+    let dims = [3, 4];
+    let x = rand_t(&dims, 8, -1.0, 1.0);
+    let v = x.to_f64_vec();
+    let mut g = Graph::new();
+    let cx = g.constant(x.clone()).unwrap();
+    let idx = g.constant(i64t(&[2, 2], vec![2, 0, 0, 1])).unwrap();
+    let g0 = g.op("GatherV2", &[cx, idx]).unwrap();
+    let out = eval1(&g, &[], g0);
+    assert_eq!(out.dims(), &[2, 2, 4]);
+    for f in 0..16 {
+        let ix = unflat(f, &[2, 2, 4]);
+        let row = [2, 0, 0, 1][ix[0] * 2 + ix[1]];
+        assert_eq!(out.to_f64_vec()[f], v[row * 4 + ix[2]]);
+    }
+    let i32idx = g.constant(Tensor::from_vec(&[3], vec![3i32, 3, 0], Layout::RowMajor).unwrap()).unwrap();
+    let g1 = g.op_spec(node("GatherV2", &[cx, i32idx]).attr("axis", 1i64)).unwrap();
+    let out = eval1(&g, &[], g1);
+    assert_eq!(out.dims(), &[3, 3]);
+    for i in 0..3 {
+        assert_eq!(&out.to_f64_vec()[i * 3..i * 3 + 3], &[v[i * 4 + 3], v[i * 4 + 3], v[i * 4]]);
+    }
+    let scalar = g.constant(Tensor::scalar(1i64)).unwrap();
+    let g2 = g.op("GatherV2", &[cx, scalar]).unwrap();
+    assert_eq!(eval1(&g, &[], g2).to_f64_vec(), v[4..8].to_vec());
+    let nd = g.constant(i64t(&[3, 2], vec![0, 0, 2, 3, 1, 2])).unwrap();
+    let gn = g.op("GatherNd", &[cx, nd]).unwrap();
+    assert_eq!(eval1(&g, &[], gn).to_f64_vec(), vec![v[0], v[11], v[6]]);
+    let upd = g.constant(t64(&[3], vec![1.0, 2.0, 4.0])).unwrap();
+    let dup = g.constant(i64t(&[3, 1], vec![1, 3, 1])).unwrap();
+    let sc = g.op_spec(node("ScatterNd", &[dup, upd]).attr("shape", AttrValue::Shape(vec![4]))).unwrap();
+    assert_eq!(eval1(&g, &[], sc).to_f64_vec(), vec![0.0, 5.0, 0.0, 2.0]); // duplicates add up
+                                                                           // a run-time index out of range names the node, index and range; the graph stays usable
+    let p = g.placeholder(DType::Int64, &[2], Some("k")).unwrap();
+    let gp = g.op("GatherV2", &[cx, p]).unwrap();
+    let e = eval(&g, &[(p, i64t(&[2], vec![0, 3]))], &[gp]).unwrap_err().to_string();
+    assert!(e.contains("GatherV2") && e.contains("indices[1] = 3 is not in [0, 3)"), "{e}");
+    assert_eq!(eval1(&g, &[(p, i64t(&[2], vec![2, 1]))], gp).to_f64_vec()[..4], v[8..12]);
+    let bad = g.constant(i64t(&[1, 2], vec![0, 4])).unwrap();
+    let gb = g.op("GatherNd", &[cx, bad]).unwrap();
+    let e = eval(&g, &[], &[gb]).unwrap_err().to_string();
+    assert!(e.contains("GatherNd") && e.contains("[3,4]"), "{e}");
+    let f = g.constant(t64(&[1], vec![0.5])).unwrap();
+    let e = g.op("GatherV2", &[cx, f]).unwrap_err().to_string();
+    assert!(e.contains("GatherV2") && e.contains("Int32 or Int64"), "{e}");
+}
+
+#[test]
+fn reshape_to_a_wrong_size_names_both_shapes() {
+    let mut g = Graph::new();
+    let c = g.constant(rand_t(&[2, 3], 9, 0.0, 1.0)).unwrap();
+    let e = oxiflow_core::ops::array::reshape(&mut g, c, &vec![4, 2].into()).unwrap_err().to_string();
+    assert!(e.contains("Reshape") && e.contains("[2,3]") && e.contains("[4,2]"), "{e}");
+}
+
+fn spec1(op: &'static str, k: &'static str, v: Vec<i64>) -> impl Fn(&mut Graph, &[Output]) -> Result<Output> {
+    move |g, xs| g.op_spec(NodeSpec::new(op, &[xs[0]]).attr(k, v.clone()))
+}
+
+#[test]
+fn layout_gradients() {
+    let x = rand_t(&[2, 3, 2], 11, -1.0, 1.0);
+    check_grads(std::slice::from_ref(&x), spec1("Transpose", "perm", vec![2, 0, 1]));
+    check_grads(std::slice::from_ref(&x), spec1("Tile", "multiples", vec![2, 1, 3]));
+    check_grads(std::slice::from_ref(&x), spec1("ReverseV2", "axis", vec![0, 2]));
+    check_grads(std::slice::from_ref(&x), spec1("Pad", "paddings", vec![1, 0, 0, 2, 1, 1]));
+    check_grads(std::slice::from_ref(&x), |g, xs| g.op_spec(NodeSpec::new("ExpandDims", &[xs[0]]).attr("dim", 1i64)));
+    let y = rand_t(&[2, 1, 3], 12, -1.0, 1.0);
+    check_grads(&[y], |g, xs| g.op("Squeeze", &[xs[0]]));
+    let (a, b) = (rand_t(&[2, 3], 13, -1.0, 1.0), rand_t(&[2, 2], 14, -1.0, 1.0));
+    check_grads(&[a.clone(), b], |g, xs| g.op_spec(NodeSpec::new("ConcatV2", xs).attr("axis", 1i64)));
+    check_grads(&[a.clone(), a.clone()], |g, xs| g.op_spec(NodeSpec::new("Pack", xs).attr("axis", 2i64)));
+    // only some outputs of Unpack / SplitV used: the others get zeros
+    check_grads(std::slice::from_ref(&x), |g, xs| {
+        let u = oxiflow_core::ops::shape_ops::unpack(g, xs[0], 1)?;
+        g.op("Mul", &[u[0], u[2]])
+    });
+    check_grads(std::slice::from_ref(&x), |g, xs| {
+        let s = oxiflow_core::ops::shape_ops::split_v(g, xs[0], &[1, 2], 1)?;
+        g.op("Square", &[s[1]])
+    });
+}
+
+#[test]
+fn indexing_gradients_with_repeated_indices() {
+    let x = rand_t(&[4, 3], 15, -1.0, 1.0);
+    check_grads(std::slice::from_ref(&x), |g, xs| strided_slice(g, xs[0], &[3, 0], &[0, 3], &[-2, 2], 0, 0, 0));
+    check_grads(std::slice::from_ref(&x), |g, xs| strided_slice(g, xs[0], &[1, -1], &[2, 0], &[1, 1], 0, 0, 3));
+    for axis in [0i64, 1] {
+        check_grads(std::slice::from_ref(&x), move |g, xs| {
+            let i = g.constant(i64t(&[2, 2], vec![2, 0, 2, 1]))?;
+            g.op_spec(NodeSpec::new("GatherV2", &[xs[0], i]).attr("axis", axis))
+        });
+    }
+    check_grads(std::slice::from_ref(&x), |g, xs| {
+        let i = g.constant(Tensor::scalar(2i32))?;
+        g.op_spec(NodeSpec::new("GatherV2", &[xs[0], i]).attr("axis", 1i64))
+    });
+    check_grads(std::slice::from_ref(&x), |g, xs| {
+        let i = g.constant(i64t(&[3, 2], vec![0, 1, 3, 2, 0, 1]))?;
+        g.op("GatherNd", &[xs[0], i])
+    });
+    let u = rand_t(&[3, 2], 16, -1.0, 1.0);
+    check_grads(&[u], |g, xs| {
+        let i = g.constant(i64t(&[3, 1], vec![2, 0, 2]))?;
+        g.op_spec(NodeSpec::new("ScatterNd", &[i, xs[0]]).attr("shape", AttrValue::Shape(vec![4, 2])))
+    });
+}
+
+#[test]
+fn second_derivatives_through_slices_and_gathers() {
+    let x = rand_t(&[4, 3], 17, -1.0, 1.0);
+    check_second_grads(std::slice::from_ref(&x), 1e-5, |g, xs| {
+        let s = strided_slice(g, xs[0], &[1, 0], &[4, 3], &[2, 1], 0, 0, 0)?;
+        g.op("Square", &[s])
+    });
+    check_second_grads(std::slice::from_ref(&x), 1e-5, |g, xs| {
+        let i = g.constant(i64t(&[3], vec![1, 1, 2]))?;
+        let s = g.op_spec(NodeSpec::new("GatherV2", &[xs[0], i]).attr("axis", 1i64))?;
+        g.op("Sin", &[s])
+    });
+    check_second_grads(std::slice::from_ref(&x), 1e-5, |g, xs| {
+        let p = g.op_spec(NodeSpec::new("Pad", &[xs[0]]).attr("paddings", vec![1, 1, 0, 2]))?;
+        let t = g.op_spec(NodeSpec::new("Transpose", &[p]).attr("perm", vec![1, 0]))?;
+        g.op("Square", &[t])
+    });
+}
+
+#[test]
+fn default_names_follow_tf_python() {
+    let mut g = Graph::new();
+    let x = g.constant(rand_t(&[2, 2], 18, 0.0, 1.0)).unwrap();
+    let i = g.constant(Tensor::scalar(0i64)).unwrap();
+    let name = |g: &Graph, o: Output| g.node(o.node).unwrap().name.clone();
+    let t = g.op_spec(node("Transpose", &[x]).attr("perm", ints(&[1, 0]))).unwrap();
+    let c = g.op_spec(node("ConcatV2", &[x, x]).attr("axis", 0i64)).unwrap();
+    let p = g.op_spec(node("Pack", &[x, x])).unwrap();
+    let s = strided_slice(&mut g, x, &[0, 0], &[1, 2], &[1, 1], 0, 0, 1).unwrap();
+    let ga = g.op("GatherV2", &[x, i]).unwrap();
+    assert_eq!(
+        [name(&g, t), name(&g, c), name(&g, p), name(&g, s), name(&g, ga)],
+        ["transpose", "concat", "stack", "strided_slice", "GatherV2"]
+    );
+}
+
+/// The same layout and indexing graph on CPU and on an emulated GPU: the ops are placed on
+/// the GPU and give the CPU's values.
+#[test]
+fn emulated_gpu_runs_them_with_the_same_values() {
+    let x = rand_t(&[3, 4], 19, -1.0, 1.0);
+    let mut g = Graph::new();
+    let cx = g.constant(x.clone()).unwrap();
+    let t = g.op_spec(node("Transpose", &[cx]).attr("perm", ints(&[1, 0]))).unwrap();
+    let s = strided_slice(&mut g, t, &[3, 0], &[0, 3], &[-1, 2], 0, 0, 0).unwrap();
+    let i = g.constant(i64t(&[2], vec![1, 0])).unwrap();
+    let ga = g.op_spec(node("GatherV2", &[s, i]).attr("axis", 1i64)).unwrap();
+    let tl = g.op_spec(node("Tile", &[ga]).attr("multiples", ints(&[1, 2]))).unwrap();
+    let loss = g.op("Sum", &[tl]).unwrap();
+    let dx = oxiflow_core::autodiff::gradients(&mut g, &[loss], &[cx], None, false).unwrap()[0].unwrap();
+    let want: Vec<Vec<f64>> = eval(&g, &[], &[tl, dx]).unwrap().iter().map(Tensor::to_f64_vec).collect();
+    let g = Arc::new(RwLock::new(g));
+    let sess = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(1), ..Default::default() }).unwrap();
+    let out = sess.run(&[], &[tl, dx], &[], false).unwrap();
+    let got: Vec<Vec<f64>> = out.values.iter().map(Tensor::to_f64_vec).collect();
+    assert_eq!(got, want);
+    for o in [t, s, ga, tl] {
+        assert_eq!(sess.assigned_device(o.node).unwrap(), GPU0);
+    }
+    let grad_ops: Vec<String> =
+        g.read().unwrap().nodes().iter().filter(|n| n.name.starts_with("gradients/")).map(|n| n.op.name.to_string()).collect();
+    assert!(grad_ops.iter().any(|o| o == "ScatterNd") && grad_ops.iter().any(|o| o == "StridedSliceGrad"), "{grad_ops:?}");
+}
