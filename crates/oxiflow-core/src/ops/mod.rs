@@ -15,6 +15,10 @@ pub mod array;
 pub mod math;
 pub mod matmul;
 pub mod state;
+pub mod nn;
+pub mod reduce;
+pub mod linalg;
+pub mod random;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -310,6 +314,10 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     math::register(&mut r);
     matmul::register(&mut r);
     array::register(&mut r);
+    nn::register(&mut r);
+    reduce::register(&mut r);
+    linalg::register(&mut r);
+    random::register(&mut r);
     r.0
 });
 
