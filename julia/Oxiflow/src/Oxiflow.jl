@@ -12,6 +12,7 @@ module Oxiflow
 using Libdl
 using LinearAlgebra
 using Printf
+using Statistics
 
 export Tensor, Operation, NodeDef, OxiflowError,
        constant, placeholder, Variable, cast, get_dtype,
@@ -27,6 +28,8 @@ include("device.jl")
 include("gradients.jl")
 include("session.jl")
 include("show.jl")
+include("math.jl")
+include("linalg.jl")
 
 function __init__()
     load_library()
