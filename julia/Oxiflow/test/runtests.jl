@@ -215,4 +215,7 @@ end
     @test assigned_device(s, gx) == GPU0
 end
 
+
+include("dense.jl")
+
 end
