@@ -17,8 +17,11 @@ fn sigmoid(x: f64) -> f64 {
 const SA: f64 = 1.6732632423543772848170429916717;
 const SS: f64 = 1.0507009873554804934193349852946;
 
+type Unary = (&'static str, fn(f64) -> f64);
+type Binary = (&'static str, fn(f64, f64) -> f64);
+
 /// Unary ops with their f64 oracles.
-fn unary_cases() -> Vec<(&'static str, fn(f64) -> f64)> {
+fn unary_cases() -> Vec<Unary> {
     vec![
         ("Abs", f64::abs),
         ("Sign", |x| if x == 0.0 { 0.0 } else { x.signum() }),
@@ -85,7 +88,7 @@ fn softmax_rows_sum_to_one_and_match_exp_ratio() {
 #[test]
 fn binary_extrema_and_comparisons_broadcast() {
     let (a, b) = (rand_vec(6, 3, -1.0, 1.0), rand_vec(3, 4, -1.0, 1.0));
-    let cases: Vec<(&str, fn(f64, f64) -> f64)> = vec![
+    let cases: Vec<Binary> = vec![
         ("Maximum", f64::max),
         ("Minimum", f64::min),
         ("Less", |x, y| (x < y) as u8 as f64),

@@ -45,7 +45,7 @@ fn matrices(a: &ArcArray<f64, IxDyn>) -> Vec<Mat<f64>> {
     let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     let flat: Vec<f64> = a.iter().copied().collect();
     let per = m * n;
-    let count = if per == 0 { a.shape()[..nd - 2].iter().product() } else { flat.len() / per };
+    let count = flat.len().checked_div(per).unwrap_or_else(|| a.shape()[..nd - 2].iter().product());
     (0..count).map(|b| Mat::from_fn(m, n, |i, j| flat[b * per + i * n + j])).collect()
 }
 
@@ -244,7 +244,7 @@ fn kernel_diag(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     let flat: Vec<f64> = a.iter().copied().collect();
     let mats: Vec<Mat<f64>> = flat
         .chunks(k.max(1))
-        .take(if k == 0 { 0 } else { flat.len() / k })
+        .take(flat.len().checked_div(k).unwrap_or(0))
         .map(|c| Mat::from_fn(k, k, |i, j| if i == j { c[i] } else { 0.0 }))
         .collect();
     Ok(vec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &mats)?)])
