@@ -346,6 +346,13 @@ fn reduction_gradients_match_finite_differences() {
             check_grads(std::slice::from_ref(&x), reduce(op, axes));
         }
     }
+    // Prod with zeros: one zero in a group, two zeros in another (TF's exact gradient)
+    let mut v = rand_vec(12, 25, 0.5, 1.5);
+    v[1] = 0.0;
+    v[6] = 0.0;
+    v[7] = 0.0;
+    check_grads(&[t64(&[3, 4], v.clone())], reduce("Prod", vec![1]));
+    check_grads(&[t64(&[3, 4], v)], reduce("Prod", vec![]));
 }
 
 #[test]

@@ -187,15 +187,33 @@ fn grad_mean(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     Ok(vec![Some(g.op("Mul", &[b, f])?)])
 }
 
-/// TF `_ProdGrad` computes the product of all *other* elements with exclusive cumprods;
-/// here the same value is `y / x` broadcast back (`dy * y / x`), which is exact for nonzero
-/// inputs and NaN where an input is 0.
+/// TF `_ProdGrad`: `dy` times the product of the *other* reduced elements. TF gets it from
+/// exclusive cumprods; here it is built from the zero count of each reduced group, which is
+/// exact with zeros too: no zero, `prod / x`; one zero, the product of the nonzeros at the
+/// zero and 0 elsewhere; more zeros, 0.
 fn grad_prod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
     let (in_shape, axes) = node_axes(g, node)?;
-    let t = g.op("Mul", &[dy, y0(node)])?;
-    let b = broadcast_back(g, t, &in_shape, &axes)?;
-    Ok(vec![Some(g.op("RealDiv", &[b, node.inputs[0]])?)])
+    let x = node.inputs[0];
+    let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    let zero = super::nn::scalar_of(g, x, 0.0)?;
+    let one = super::nn::scalar_of(g, x, 1.0)?;
+    let is_zero = g.op("Equal", &[x, zero])?;
+    let ones = g.op("OnesLike", &[x])?;
+    let zeros = g.op("ZerosLike", &[x])?;
+    let x_safe = g.op("SelectV2", &[is_zero, ones, x])?;
+    let prod_nz = reduce(g, "Prod", x_safe, &ax, true)?;
+    let dt = g.dtype_of(x)?;
+    let zf = g.op_spec(NodeSpec::new("Cast", &[is_zero]).attr("DstT", dt))?;
+    let zc = super::array::reduce_sum(g, zf, &ax, true)?;
+    let no_zero = g.op("Equal", &[zc, zero])?;
+    let one_zero = g.op("Equal", &[zc, one])?;
+    let others_nz = g.op("RealDiv", &[prod_nz, x_safe])?;
+    let at_zero = g.op("SelectV2", &[is_zero, prod_nz, zeros])?;
+    let at_zero = g.op("SelectV2", &[one_zero, at_zero, zeros])?;
+    let others = g.op("SelectV2", &[no_zero, others_nz, at_zero])?;
+    let dyb = broadcast_back(g, dy, &in_shape, &axes)?;
+    Ok(vec![Some(g.op("Mul", &[dyb, others])?)])
 }
 
 /// TF `_MinOrMaxGrad`: `dy` shared equally among the elements equal to the extremum.
