@@ -204,9 +204,13 @@ end
 
 # ---------------------------------------------------------------- random
 
-# Graph-level seeds (TF's `tf.set_random_seed`) and how many seeded random ops each graph has.
-const GRAPH_SEEDS = WeakKeyDict{Graph,Int}()
-const RANDOM_OPS = WeakKeyDict{Graph,Int}()
+# Graph-level seeds (TF's `tf.set_random_seed`) and how many seeded random ops each graph
+# has; weak keys so that replaced graphs are freed. Created at run time, not precompiled.
+const SEED_TABLES = Ref{Any}(nothing)
+function seed_tables()
+    SEED_TABLES[] === nothing && (SEED_TABLES[] = (WeakKeyDict{Graph,Int}(), WeakKeyDict{Graph,Int}()))
+    return SEED_TABLES[]::Tuple{WeakKeyDict{Graph,Int},WeakKeyDict{Graph,Int}}
+end
 const DEFAULT_GRAPH_SEED = 87654321   # TF's, used when only an op seed is given
 
 """
@@ -219,18 +223,20 @@ random op in one session give fresh values. `reset_default_graph()` clears the s
 """
 function set_random_seed(seed::Integer)
     g = get_default_graph()
-    GRAPH_SEEDS[g] = Int(seed)
-    RANDOM_OPS[g] = 0
+    seeds, counts = seed_tables()
+    seeds[g] = Int(seed)
+    counts[g] = 0
     return nothing
 end
 
 # TF's random_seed.get_seed: (graph seed, op seed) -> the ops' (seed, seed2) attrs.
 function op_seeds(seed)
     g = get_default_graph()
-    gs = get(GRAPH_SEEDS, g, nothing)
+    seeds, counts = seed_tables()
+    gs = get(seeds, g, nothing)
     if gs !== nothing
-        n = get(RANDOM_OPS, g, 0) + 1
-        RANDOM_OPS[g] = n
+        n = get(counts, g, 0) + 1
+        counts[g] = n
         return (gs, seed === nothing ? n : Int(seed))
     end
     seed === nothing && return (0, 0)
