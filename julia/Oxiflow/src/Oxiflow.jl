@@ -12,6 +12,7 @@ module Oxiflow
 using Libdl
 using LinearAlgebra
 using Printf
+using Statistics
 
 export Tensor, Operation, NodeDef, OxiflowError,
        constant, placeholder, Variable, cast, get_dtype,
@@ -31,6 +32,8 @@ include("gradients.jl")
 include("session.jl")
 include("profile.jl")
 include("show.jl")
+include("math.jl")
+include("linalg.jl")
 
 function __init__()
     load_library()

@@ -78,20 +78,6 @@ for (f, op) in ((:sin, "Sin"), (:cos, "Cos"), (:exp, "Exp"), (:log, "Log"), (:ta
 end
 
 """
-    sum(t; dims=nothing)
-
-`Sum` over all axes (a scalar) or over the 1-based `dims` (an Int or a collection); reduced
-dimensions are dropped (ADCME's `sum`, TF's `reduce_sum`).
-"""
-function Base.sum(t::Tensor; dims=nothing)
-    axes = dims === nothing ? collect(0:ndims(t)-1) : [d - 1 for d in (dims isa Integer ? [dims] : collect(dims))]
-    for d in axes
-        0 <= d < ndims(t) || invalid("sum: dims $(d + 1) out of range for a rank-$(ndims(t)) tensor")
-    end
-    return add_op("Sum", [t]; axis=axes, keep_dims=false)
-end
-
-"""
     cast(t, T) / cast(T, t)
 
 Converts a tensor to element type `T` (`Cast`, TF's `tf.cast`).

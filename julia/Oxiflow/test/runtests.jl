@@ -219,5 +219,6 @@ end
 include("profile.jl")
 include("placement.jl")
 include("shapes.jl")
+include("dense.jl")
 
 end

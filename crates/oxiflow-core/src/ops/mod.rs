@@ -17,6 +17,10 @@ pub mod math;
 pub mod matmul;
 pub mod shape_ops;
 pub mod state;
+pub mod nn;
+pub mod reduce;
+pub mod linalg;
+pub mod random;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -314,6 +318,10 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     array::register(&mut r);
     shape_ops::register(&mut r);
     index::register(&mut r);
+    nn::register(&mut r);
+    reduce::register(&mut r);
+    linalg::register(&mut r);
+    random::register(&mut r);
     r.0
 });
 

@@ -1,0 +1,464 @@
+//! Elementwise activations, comparisons and binary extrema: `Abs`, `Sign`, `Tan`, `Sigmoid`,
+//! `Relu`, `Relu6`, `LeakyRelu`, `Elu`, `Selu`, `Softplus`, `Softsign`, `Softmax`, `Maximum`,
+//! `Minimum`, `Less`, `LessEqual`, `GreaterEqual`, `Equal` (TF's `math_ops`, `nn_ops`;
+//! gradients as `math_grad.py` / `nn_grad.py`).
+//!
+//! TF computes the gradients of the activations with fused kernels (`ReluGrad`,
+//! `SigmoidGrad`, `EluGrad`, ...). Here each gradient is the same formula built from
+//! differentiable primitives (`SelectV2`, `Mul`, comparisons), so second derivatives work.
+//! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
+//! comparisons also take `Int32`/`Int64`.
+
+use super::array::{reduce_sum, sum_to_shape};
+use super::math::{def, map_float, require_numeric, zip2, Arith};
+use super::*;
+use crate::graph::NodeSpec;
+use crate::tensor::Element;
+use ndarray::{ArcArray, Axis, IxDyn};
+
+// ---------------------------------------------------------------- helpers shared by the family files
+
+/// The gradient of output 0, or `None` for every one of `n` inputs.
+macro_rules! need_dy {
+    ($grads:expr, $n:expr) => {
+        match $grads[0] {
+            Some(dy) => dy,
+            None => return Ok(vec![None; $n]),
+        }
+    };
+}
+pub(crate) use need_dy;
+
+/// Forward output 0 of `node`.
+pub(crate) fn y0(node: &Node) -> Output {
+    Output::new(node.id, 0)
+}
+
+/// A scalar of `like`'s dtype.
+pub(crate) fn scalar_of(g: &mut Graph, like: Output, v: f64) -> Result<Output> {
+    let d = g.dtype_of(like)?;
+    g.scalar(d, v)
+}
+
+/// `dy` summed to the static shape of `node`'s input `i` (for broadcasting binaries).
+pub(crate) fn to_input_shape(g: &mut Graph, node: &Node, dy: Output, i: usize) -> Result<Output> {
+    let shape = g.shape_of(node.inputs[i])?;
+    sum_to_shape(g, dy, &shape)
+}
+
+/// `SelectV2(cond, a, 0)`: `a` where `cond`, zero elsewhere.
+fn where_else_zero(g: &mut Graph, cond: Output, a: Output) -> Result<Output> {
+    let z = g.op("ZerosLike", &[a])?;
+    g.op("SelectV2", &[cond, a, z])
+}
+
+/// `mul` of `dy` and a scalar constant.
+fn scale(g: &mut Graph, dy: Output, v: f64) -> Result<Output> {
+    let s = scalar_of(g, dy, v)?;
+    g.op("Mul", &[dy, s])
+}
+
+// ---------------------------------------------------------------- shape functions
+
+fn infer_unary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    require_numeric(ctx, ctx.inputs[0].dtype)?;
+    infer_same(ctx)
+}
+
+fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    require_numeric(ctx, out[0].dtype)?;
+    Ok(out)
+}
+
+fn infer_compare(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_numeric(ctx)?;
+    Ok(vec![TensorType::new(DType::Bool, out[0].shape.clone())])
+}
+
+/// `Softmax`: a float tensor of rank >= 1 (TF: "logits must have >= 1 dimension").
+fn infer_softmax(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    ctx.require_float(x.dtype)?;
+    if x.shape.rank() == 0 {
+        return Err(ctx.invalid(format!("logits must have >= 1 dimension, got shape {}", x.shape)));
+    }
+    Ok(vec![x.clone()])
+}
+
+// ---------------------------------------------------------------- kernels
+
+/// Applies a generic numeric function to input 0 (floats and ints).
+fn map_num(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64, i32f: fn(i32) -> i32, i64f: fn(i64) -> i64) -> Result<Vec<Tensor>> {
+    Ok(vec![match &ctx.inputs[0] {
+        Tensor::F32(a) => Tensor::F32(a.mapv(f32f).into_shared()),
+        Tensor::F64(a) => Tensor::F64(a.mapv(f64f).into_shared()),
+        Tensor::I32(a) => Tensor::I32(a.mapv(i32f).into_shared()),
+        Tensor::I64(a) => Tensor::I64(a.mapv(i64f).into_shared()),
+        t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+    }])
+}
+
+fn kernel_abs(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_num(ctx, f32::abs, f64::abs, i32::wrapping_abs, i64::wrapping_abs)
+}
+
+/// TF's `Sign`: -1, 0 or 1 (0 for ±0; NaN stays NaN).
+fn kernel_sign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn sf32(x: f32) -> f32 {
+        sf64(x as f64) as f32
+    }
+    fn sf64(x: f64) -> f64 {
+        if x.is_nan() {
+            x
+        } else if x == 0.0 {
+            0.0
+        } else {
+            x.signum()
+        }
+    }
+    map_num(ctx, sf32, sf64, i32::signum, i64::signum)
+}
+
+fn kernel_tan(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, f32::tan, f64::tan)
+}
+
+fn sigmoid64(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+fn sigmoid32(x: f32) -> f32 {
+    sigmoid64(x as f64) as f32
+}
+fn kernel_sigmoid(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, sigmoid32, sigmoid64)
+}
+
+fn kernel_relu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| if x > 0.0 { x } else { 0.0 }, |x| if x > 0.0 { x } else { 0.0 })
+}
+fn kernel_relu6(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| x.clamp(0.0, 6.0), |x| x.clamp(0.0, 6.0))
+}
+
+/// `LeakyRelu`: `x` where `x > 0`, else `alpha * x` (attr `alpha`, default 0.2 as TF).
+fn kernel_leaky_relu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    let alpha = leaky_alpha(&ctx.node.attrs);
+    Ok(vec![match &ctx.inputs[0] {
+        Tensor::F32(a) => Tensor::F32(a.mapv(|x| if x > 0.0 { x } else { alpha as f32 * x }).into_shared()),
+        Tensor::F64(a) => Tensor::F64(a.mapv(|x| if x > 0.0 { x } else { alpha * x }).into_shared()),
+        t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+    }])
+}
+fn leaky_alpha(attrs: &Attrs) -> f64 {
+    attrs.get_float("LeakyRelu", "alpha").unwrap_or(0.2)
+}
+
+fn kernel_elu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| if x > 0.0 { x } else { x.exp_m1() }, |x| if x > 0.0 { x } else { x.exp_m1() })
+}
+
+/// SELU constants (TF's `selu` kernel, Klambauer et al. 2017).
+const SELU_ALPHA: f64 = 1.6732632423543772848170429916717;
+const SELU_SCALE: f64 = 1.0507009873554804934193349852946;
+fn selu64(x: f64) -> f64 {
+    if x > 0.0 { SELU_SCALE * x } else { SELU_SCALE * SELU_ALPHA * x.exp_m1() }
+}
+fn kernel_selu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| selu64(x as f64) as f32, selu64)
+}
+
+/// `log(1 + exp(x))`, computed without overflow.
+fn softplus64(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+fn kernel_softplus(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| softplus64(x as f64) as f32, softplus64)
+}
+fn kernel_softsign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    map_float(ctx, |x| x / (1.0 + x.abs()), |x| x / (1.0 + x.abs()))
+}
+
+/// `Softmax` over the last axis, shifted by the row maximum for stability.
+fn kernel_softmax(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Element + num_like::Float>(a: &ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
+        let mut out = a.to_owned();
+        let last = Axis(out.ndim() - 1);
+        for mut lane in out.lanes_mut(last) {
+            let m = lane.iter().fold(T::neg_inf(), |m, &x| if x > m { x } else { m });
+            lane.mapv_inplace(|x| (x - m).exp_());
+            let s = lane.iter().fold(T::zero(), |s, &x| s + x);
+            lane.mapv_inplace(|x| x / s);
+        }
+        out.into_shared()
+    }
+    Ok(vec![match &ctx.inputs[0] {
+        Tensor::F32(a) if a.ndim() > 0 => Tensor::F32(go(a)),
+        Tensor::F64(a) if a.ndim() > 0 => Tensor::F64(go(a)),
+        t => return Err(ctx.error(format!("no kernel for a {} tensor of shape {}", t.dtype(), t.shape()))),
+    }])
+}
+
+/// The float operations the softmax kernel needs, for f32 and f64.
+mod num_like {
+    pub trait Float: Copy + PartialOrd + std::ops::Sub<Output = Self> + std::ops::Add<Output = Self> + std::ops::Div<Output = Self> {
+        fn neg_inf() -> Self;
+        fn exp_(self) -> Self;
+    }
+    impl Float for f32 {
+        fn neg_inf() -> Self {
+            f32::NEG_INFINITY
+        }
+        fn exp_(self) -> Self {
+            self.exp()
+        }
+    }
+    impl Float for f64 {
+        fn neg_inf() -> Self {
+            f64::NEG_INFINITY
+        }
+        fn exp_(self) -> Self {
+            self.exp()
+        }
+    }
+}
+
+/// Broadcasting binary over any numeric dtype with a generic function.
+macro_rules! zip_num {
+    ($ctx:expr, $f:ident, $wrap:ident) => {
+        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+            (Tensor::F32(a), Tensor::F32(b)) => $wrap(zip2($ctx, a, b, $f::<f32>)?),
+            (Tensor::F64(a), Tensor::F64(b)) => $wrap(zip2($ctx, a, b, $f::<f64>)?),
+            (Tensor::I32(a), Tensor::I32(b)) => $wrap(zip2($ctx, a, b, $f::<i32>)?),
+            (Tensor::I64(a), Tensor::I64(b)) => $wrap(zip2($ctx, a, b, $f::<i64>)?),
+            (a, b) => return Err($ctx.error(format!("no kernel for dtypes {} and {}", a.dtype(), b.dtype()))),
+        }])
+    };
+}
+
+fn wrap_same<T: Element>(a: ArcArray<T, IxDyn>) -> Tensor {
+    T::wrap(a)
+}
+fn wrap_bool(a: ArcArray<bool, IxDyn>) -> Tensor {
+    Tensor::Bool(a)
+}
+
+/// TF's `Maximum`/`Minimum` propagate NaN (`a > b || isnan(a)` picks `a`).
+fn maximum<T: Arith>(a: T, b: T) -> T {
+    #[allow(clippy::eq_op)]
+    let a_nan = a != a;
+    if a > b || a_nan { a } else { b }
+}
+fn minimum<T: Arith>(a: T, b: T) -> T {
+    #[allow(clippy::eq_op)]
+    let a_nan = a != a;
+    if a < b || a_nan { a } else { b }
+}
+fn less<T: Arith>(a: T, b: T) -> bool {
+    a < b
+}
+fn less_equal<T: Arith>(a: T, b: T) -> bool {
+    a <= b
+}
+fn greater_equal<T: Arith>(a: T, b: T) -> bool {
+    a >= b
+}
+fn equal<T: Arith>(a: T, b: T) -> bool {
+    a == b
+}
+
+fn kernel_maximum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, maximum, wrap_same)
+}
+fn kernel_minimum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, minimum, wrap_same)
+}
+fn kernel_less(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, less, wrap_bool)
+}
+fn kernel_less_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, less_equal, wrap_bool)
+}
+fn kernel_greater_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, greater_equal, wrap_bool)
+}
+fn kernel_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    zip_num!(ctx, equal, wrap_bool)
+}
+
+// ---------------------------------------------------------------- gradients
+
+/// TF `_AbsGrad`: `dy * sign(x)`.
+fn grad_abs(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let s = g.op("Sign", &[node.inputs[0]])?;
+    Ok(vec![Some(g.op("Mul", &[dy, s])?)])
+}
+
+/// TF `_SignGrad`: zeros of the input's shape.
+fn grad_sign(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let _ = need_dy!(grads, 1);
+    Ok(vec![Some(g.op("ZerosLike", &[node.inputs[0]])?)])
+}
+
+/// TF `_TanGrad`: `dy * sec(x)^2`, i.e. `dy / cos(x)^2`.
+fn grad_tan(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let c = g.op("Cos", &[node.inputs[0]])?;
+    let c2 = g.op("Square", &[c])?;
+    Ok(vec![Some(g.op("RealDiv", &[dy, c2])?)])
+}
+
+/// TF `_SigmoidGrad` (`SigmoidGrad` kernel): `dy * y * (1 - y)`.
+fn grad_sigmoid(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let one = scalar_of(g, y, 1.0)?;
+    let omy = g.op("Sub", &[one, y])?;
+    let t = g.op("Mul", &[y, omy])?;
+    Ok(vec![Some(g.op("Mul", &[dy, t])?)])
+}
+
+/// TF `_ReluGrad` (`ReluGrad(dy, y)`): `dy` where `y > 0`, else 0.
+fn grad_relu(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let zero = scalar_of(g, y, 0.0)?;
+    let pos = g.op("Greater", &[y, zero])?;
+    Ok(vec![Some(where_else_zero(g, pos, dy)?)])
+}
+
+/// TF `_Relu6Grad` (`Relu6Grad(dy, x)`): `dy` where `0 < x < 6`, else 0.
+fn grad_relu6(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let x = node.inputs[0];
+    let zero = scalar_of(g, x, 0.0)?;
+    let six = scalar_of(g, x, 6.0)?;
+    let pos = g.op("Greater", &[x, zero])?;
+    let below = g.op("Less", &[x, six])?;
+    let inner = where_else_zero(g, below, dy)?;
+    Ok(vec![Some(where_else_zero(g, pos, inner)?)])
+}
+
+/// TF `_LeakyReluGrad` (`LeakyReluGrad(dy, x, alpha)`): `dy` where `x > 0`, else `alpha * dy`.
+fn grad_leaky_relu(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let x = node.inputs[0];
+    let zero = scalar_of(g, x, 0.0)?;
+    let pos = g.op("Greater", &[x, zero])?;
+    let ady = scale(g, dy, leaky_alpha(&node.attrs))?;
+    Ok(vec![Some(g.op("SelectV2", &[pos, dy, ady])?)])
+}
+
+/// TF `_EluGrad` (`EluGrad(dy, y)`): `dy * (y + 1)` where `y < 0`, else `dy`.
+fn grad_elu(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let zero = scalar_of(g, y, 0.0)?;
+    let one = scalar_of(g, y, 1.0)?;
+    let neg = g.op("Less", &[y, zero])?;
+    let yp1 = g.op("Add", &[y, one])?;
+    let t = g.op("Mul", &[dy, yp1])?;
+    Ok(vec![Some(g.op("SelectV2", &[neg, t, dy])?)])
+}
+
+/// TF `_SeluGrad` (`SeluGrad(dy, y)`): `dy * (y + scale*alpha)` where `y < 0`, else
+/// `dy * scale`.
+fn grad_selu(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let zero = scalar_of(g, y, 0.0)?;
+    let sa = scalar_of(g, y, SELU_SCALE * SELU_ALPHA)?;
+    let neg = g.op("Less", &[y, zero])?;
+    let ysa = g.op("Add", &[y, sa])?;
+    let t = g.op("Mul", &[dy, ysa])?;
+    let s = scale(g, dy, SELU_SCALE)?;
+    Ok(vec![Some(g.op("SelectV2", &[neg, t, s])?)])
+}
+
+/// TF `_SoftplusGrad` (`SoftplusGrad(dy, x)`): `dy * sigmoid(x)`.
+fn grad_softplus(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let s = g.op("Sigmoid", &[node.inputs[0]])?;
+    Ok(vec![Some(g.op("Mul", &[dy, s])?)])
+}
+
+/// TF `_SoftsignGrad` (`SoftsignGrad(dy, x)`): `dy / (1 + |x|)^2`.
+fn grad_softsign(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let x = node.inputs[0];
+    let one = scalar_of(g, x, 1.0)?;
+    let a = g.op("Abs", &[x])?;
+    let d = g.op("Add", &[one, a])?;
+    let d2 = g.op("Square", &[d])?;
+    Ok(vec![Some(g.op("RealDiv", &[dy, d2])?)])
+}
+
+/// TF `_SoftmaxGrad`: `(dy - sum(dy * y, -1, keepdims)) * y`.
+fn grad_softmax(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let p = g.op("Mul", &[dy, y])?;
+    let s = reduce_sum(g, p, &[-1], true)?;
+    let d = g.op("Sub", &[dy, s])?;
+    Ok(vec![Some(g.op("Mul", &[d, y])?)])
+}
+
+/// TF `_MaximumMinimumGrad`: `dy` goes to `x` where `x >= y` (Maximum) / `x <= y`
+/// (Minimum), to `y` elsewhere; each summed to its operand's shape.
+fn grad_max_min(g: &mut Graph, node: &Node, grads: &[Option<Output>], cmp: &str) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 2);
+    let (x, y) = (node.inputs[0], node.inputs[1]);
+    let xmask = g.op(cmp, &[x, y])?;
+    let zeros = g.op("ZerosLike", &[dy])?;
+    let gx = g.op("SelectV2", &[xmask, dy, zeros])?;
+    let gy = g.op("SelectV2", &[xmask, zeros, dy])?;
+    Ok(vec![Some(to_input_shape(g, node, gx, 0)?), Some(to_input_shape(g, node, gy, 1)?)])
+}
+fn grad_maximum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    grad_max_min(g, node, grads, "GreaterEqual")
+}
+fn grad_minimum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    grad_max_min(g, node, grads, "LessEqual")
+}
+
+// ---------------------------------------------------------------- registration
+
+/// GPU kernels of comparisons: numeric operands, Bool result (TF registers float GPU kernels).
+const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
+
+/// Adds `LeakyRelu(x)` with slope `alpha` for negative inputs (TF's `tf.nn.leaky_relu`).
+pub fn leaky_relu(g: &mut Graph, x: Output, alpha: f64) -> Result<Output> {
+    g.op_spec(NodeSpec::new("LeakyRelu", &[x]).attr("alpha", alpha))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    let two = Arity::Fixed(2);
+    let unary = |name, infer, kernel, grad| def(name, name, one, infer, kernel, GPU_FLOATS, Some(grad));
+    r.add(unary("Abs", infer_unary_numeric, kernel_abs, grad_abs));
+    r.add(unary("Sign", infer_unary_numeric, kernel_sign, grad_sign));
+    r.add(unary("Tan", infer_unary_float, kernel_tan, grad_tan));
+    r.add(unary("Sigmoid", infer_unary_float, kernel_sigmoid, grad_sigmoid));
+    r.add(unary("Relu", infer_unary_float, kernel_relu, grad_relu));
+    r.add(unary("Relu6", infer_unary_float, kernel_relu6, grad_relu6));
+    r.add(unary("LeakyRelu", infer_unary_float, kernel_leaky_relu, grad_leaky_relu));
+    r.add(unary("Elu", infer_unary_float, kernel_elu, grad_elu));
+    r.add(unary("Selu", infer_unary_float, kernel_selu, grad_selu));
+    r.add(unary("Softplus", infer_unary_float, kernel_softplus, grad_softplus));
+    r.add(unary("Softsign", infer_unary_float, kernel_softsign, grad_softsign));
+    r.add(unary("Softmax", infer_softmax, kernel_softmax, grad_softmax));
+
+    r.add(def("Maximum", "Maximum", two, infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
+    r.add(def("Minimum", "Minimum", two, infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
+    // TF: comparisons are not differentiable (no registered gradient).
+    r.add(def("Less", "Less", two, infer_compare, kernel_less, GPU_FLOATS_BOOL, None));
+    r.add(def("LessEqual", "LessEqual", two, infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None));
+    r.add(def("GreaterEqual", "GreaterEqual", two, infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None));
+    r.add(def("Equal", "Equal", two, infer_compare, kernel_equal, GPU_FLOATS_BOOL, None));
+}

@@ -1,0 +1,104 @@
+//! Random tensors: `RandomStandardNormal` and `RandomUniform` (TF's `tf.random.normal` /
+//! `tf.random.uniform` primitives, `gen_random_ops`).
+//!
+//! Both take no inputs; attrs `shape` (static), `dtype` (`Float32`/`Float64`, default
+//! `Float64`), and TF's `seed`/`seed2` ints (default 0). They are stateful: each session
+//! keeps a stream position per node, so successive runs give fresh values, while two
+//! sessions (or two graphs built the same way) with the same nonzero `(seed, seed2)` give
+//! the same sequence. `seed = seed2 = 0` draws a fresh seed from the OS on the node's first
+//! run in a session, as TF does. The generator is ChaCha8 (`rand_chacha`), one stream per
+//! run; normals come from `rand_distr::StandardNormal`, uniforms are in `[0, 1)`.
+//! Not differentiable (TF registers no gradient).
+
+use super::*;
+use rand::distr::{Distribution, StandardUniform};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+
+fn out_dtype(attrs: &Attrs, op: &str) -> Result<DType> {
+    match attrs.get("dtype") {
+        None => Ok(DType::Float64),
+        Some(_) => attrs.get_type(op, "dtype"),
+    }
+}
+
+fn infer_random(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let shape = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    let dtype = out_dtype(ctx.attrs, ctx.op)?;
+    ctx.require_float(dtype)?;
+    for k in ["seed", "seed2"] {
+        if ctx.attrs.contains_key(k) {
+            ctx.attrs.get_int(ctx.op, k)?;
+        }
+    }
+    Ok(vec![TensorType::new(dtype, shape)])
+}
+
+/// SplitMix64 finalizer: spreads `(seed, seed2)` over a 64-bit generator seed.
+fn mix(seed: i64, seed2: i64) -> u64 {
+    let mut z = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (seed2 as u64).rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The generator for this run of the node: the node's base seed (kept in the session
+/// state, keyed by the node's id) on the stream numbered by how often it has run.
+fn next_rng(ctx: &KernelCtx) -> Result<ChaCha8Rng> {
+    let id = ctx.node.id;
+    let (base, count) = match ctx.state.read_variable(id) {
+        Some(Tensor::I64(s)) if s.len() == 2 => {
+            let v: Vec<i64> = s.iter().copied().collect();
+            (v[0] as u64, v[1] as u64)
+        }
+        _ => {
+            let seed = ctx.node.attrs.get_int(ctx.node.op.name, "seed").unwrap_or(0);
+            let seed2 = ctx.node.attrs.get_int(ctx.node.op.name, "seed2").unwrap_or(0);
+            let base = if seed == 0 && seed2 == 0 { rand::random::<u64>() } else { mix(seed, seed2) };
+            (base, 0)
+        }
+    };
+    let next = Tensor::from_vec(&[2], vec![base as i64, (count + 1) as i64], crate::tensor::Layout::RowMajor)?;
+    ctx.state.assign_variable(id, next)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(base);
+    rng.set_stream(count);
+    Ok(rng)
+}
+
+fn fill<D: Distribution<f64> + Distribution<f32>>(ctx: &KernelCtx, dist: D) -> Result<Vec<Tensor>> {
+    let t = &ctx.node.outputs[0];
+    let dims = t.shape.dims().to_vec();
+    let n: usize = dims.iter().product();
+    let mut rng = next_rng(ctx)?;
+    let layout = crate::tensor::Layout::RowMajor;
+    Ok(vec![match t.dtype {
+        DType::Float32 => Tensor::from_vec(&dims, (0..n).map(|_| Distribution::<f32>::sample(&dist, &mut rng)).collect::<Vec<f32>>(), layout)?,
+        DType::Float64 => Tensor::from_vec(&dims, (0..n).map(|_| Distribution::<f64>::sample(&dist, &mut rng)).collect::<Vec<f64>>(), layout)?,
+        d => return Err(ctx.error(format!("no kernel for dtype {d}"))),
+    }])
+}
+
+fn kernel_normal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fill(ctx, StandardNormal)
+}
+
+fn kernel_uniform(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fill(ctx, StandardUniform)
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let random = |name, kernel| OpDef {
+        name,
+        default_name: name,
+        arity: Arity::Fixed(0),
+        ref_inputs: &[],
+        infer: infer_random,
+        kernel,
+        gpu: GPU_FLOATS,
+        grad: None,
+        stateful: true,
+    };
+    r.add(random("RandomStandardNormal", kernel_normal));
+    r.add(random("RandomUniform", kernel_uniform));
+}

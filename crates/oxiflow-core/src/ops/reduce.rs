@@ -1,0 +1,322 @@
+//! Reductions: `Mean`, `Prod`, `Max`, `Min` (TF's `tf.reduce_mean/prod/max/min`) and
+//! `ArgMax`, `ArgMin` (`tf.argmax/argmin`); gradients as `math_grad.py`. `Sum` lives in
+//! `array.rs`.
+//!
+//! Axes are attributes, as for `Sum`: attr `axis` (0-based ints, negatives count from the
+//! end; absent or empty means every axis, the convention `Sum` already has) and bool attr
+//! `keep_dims` (reduced axes kept with size 1). `ArgMax`/`ArgMin` take one int attr `axis`
+//! and attr `output_type` (`Int64` by default, or `Int32`), and return 0-based indices of
+//! the first extremum.
+
+use super::math::{def, require_numeric, Arith};
+use super::nn::{need_dy, y0};
+use super::*;
+use crate::graph::NodeSpec;
+use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
+
+/// Sorted, deduplicated axes of a reduction of a rank-`rank` input (see the module docs).
+fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
+    let raw = match attrs.get("axis") {
+        None => Vec::new(),
+        Some(_) => attrs.get_ints(op, "axis").map_err(|e| e.to_string())?,
+    };
+    if raw.is_empty() {
+        return Ok((0..rank).collect());
+    }
+    let r = rank as i64;
+    let mut axes = raw
+        .iter()
+        .map(|&a| {
+            if (-r..r).contains(&a) {
+                Ok(((a + r) % r) as usize)
+            } else {
+                Err(format!("axis {a} is out of range for an input of rank {rank}"))
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    Ok(axes)
+}
+
+/// The input's dims with the reduced axes set to 1 (`keep_dims` shape).
+fn kept_shape(shape: &Shape, axes: &[usize]) -> Shape {
+    Shape(shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect())
+}
+
+fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    require_numeric(ctx, x.dtype)?;
+    if ctx.op == "Mean" {
+        ctx.require_float(x.dtype)?;
+    }
+    let axes = reduce_axes(ctx.op, ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(format!("{m} (input shape {})", x.shape)))?;
+    let kept = kept_shape(&x.shape, &axes);
+    let dims = if ctx.attrs.get_bool_or("keep_dims", false) {
+        kept.0
+    } else {
+        x.shape.dims().iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
+    };
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
+}
+
+/// Identity elements of `Max`/`Min` and the conversion `Mean` needs.
+pub(crate) trait Bounded: Arith {
+    fn lowest() -> Self;
+    fn highest() -> Self;
+    fn one() -> Self;
+    fn div_count(self, n: usize) -> Self;
+}
+macro_rules! bounded {
+    ($t:ty, $lo:expr, $hi:expr) => {
+        impl Bounded for $t {
+            fn lowest() -> Self {
+                $lo
+            }
+            fn highest() -> Self {
+                $hi
+            }
+            fn one() -> Self {
+                1 as $t
+            }
+            fn div_count(self, n: usize) -> Self {
+                self / (n as $t)
+            }
+        }
+    };
+}
+bounded!(f32, f32::NEG_INFINITY, f32::INFINITY);
+bounded!(f64, f64::NEG_INFINITY, f64::INFINITY);
+bounded!(i32, i32::MIN, i32::MAX);
+bounded!(i64, i64::MIN, i64::MAX);
+
+/// Folds `a` over the node's axes with `init`/`f`, reshaped to the node's output shape.
+fn fold<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, init: T, f: fn(T, T) -> T) -> Result<ArcArray<T, IxDyn>> {
+    let axes = reduce_axes(ctx.node.op.name, &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+    let mut out: ArrayD<T> = a.to_owned();
+    for &ax in axes.iter().rev() {
+        out = out.fold_axis(Axis(ax), init, |acc, &x| f(*acc, x));
+    }
+    let dims = ctx.node.outputs[0].shape.dims();
+    let out = out.as_standard_layout().into_owned();
+    out.into_shape_with_order(IxDyn(dims))
+        .map(|o| o.into_shared())
+        .map_err(|e| ctx.error(format!("cannot shape the result as {}: {e}", Shape(dims.to_vec()))))
+}
+
+fn max_of<T: Bounded>(a: T, b: T) -> T {
+    #[allow(clippy::eq_op)]
+    let nan = b != b;
+    if b > a || nan { b } else { a }
+}
+fn min_of<T: Bounded>(a: T, b: T) -> T {
+    #[allow(clippy::eq_op)]
+    let nan = b != b;
+    if b < a || nan { b } else { a }
+}
+
+/// Dispatches a reduction kernel body over the numeric dtypes.
+macro_rules! reduce_kernel {
+    ($ctx:expr, $go:ident) => {
+        Ok(vec![match &$ctx.inputs[0] {
+            Tensor::F32(a) => Tensor::F32($go($ctx, a)?),
+            Tensor::F64(a) => Tensor::F64($go($ctx, a)?),
+            Tensor::I32(a) => Tensor::I32($go($ctx, a)?),
+            Tensor::I64(a) => Tensor::I64($go($ctx, a)?),
+            Tensor::Bool(_) => return Err($ctx.error("no kernel for dtype Bool")),
+        }])
+    };
+}
+
+fn kernel_mean(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        let s = fold(ctx, a, T::zero(), T::add)?;
+        let n = a.len() / s.len().max(1);
+        Ok(s.mapv(|x| x.div_count(n)).into_shared())
+    }
+    reduce_kernel!(ctx, go)
+}
+fn kernel_prod(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        fold(ctx, a, T::one(), T::mul)
+    }
+    reduce_kernel!(ctx, go)
+}
+fn kernel_max(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        fold(ctx, a, T::lowest(), max_of)
+    }
+    reduce_kernel!(ctx, go)
+}
+fn kernel_min(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        fold(ctx, a, T::highest(), min_of)
+    }
+    reduce_kernel!(ctx, go)
+}
+
+// ---------------------------------------------------------------- gradients
+
+/// `t` (shaped like the reduction's output) reshaped to the kept shape and broadcast to the
+/// input's shape: TF's `reshape(grad, output_shape_kept_dims)` + `tile`.
+fn broadcast_back(g: &mut Graph, t: Output, in_shape: &Shape, axes: &[usize]) -> Result<Output> {
+    let kept = kept_shape(in_shape, axes);
+    let mut out = t;
+    if g.shape_of(out)? != kept {
+        out = super::array::reshape(g, out, &kept)?;
+    }
+    if &kept != in_shape {
+        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
+    }
+    Ok(out)
+}
+
+fn node_axes(g: &Graph, node: &Node) -> Result<(Shape, Vec<usize>)> {
+    let in_shape = g.shape_of(node.inputs[0])?;
+    let axes = reduce_axes(node.op.name, &node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
+    Ok((in_shape, axes))
+}
+
+/// TF `_MeanGrad`: the `Sum` gradient divided by the number of reduced elements.
+fn grad_mean(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let (in_shape, axes) = node_axes(g, node)?;
+    let count: usize = axes.iter().map(|&a| in_shape.dims()[a]).product();
+    let b = broadcast_back(g, dy, &in_shape, &axes)?;
+    let f = super::nn::scalar_of(g, b, 1.0 / count.max(1) as f64)?;
+    Ok(vec![Some(g.op("Mul", &[b, f])?)])
+}
+
+/// TF `_ProdGrad`: `dy` times the product of the *other* reduced elements. TF gets it from
+/// exclusive cumprods; here it is built from the zero count of each reduced group, which is
+/// exact with zeros too: no zero, `prod / x`; one zero, the product of the nonzeros at the
+/// zero and 0 elsewhere; more zeros, 0.
+fn grad_prod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let (in_shape, axes) = node_axes(g, node)?;
+    let x = node.inputs[0];
+    let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    let zero = super::nn::scalar_of(g, x, 0.0)?;
+    let one = super::nn::scalar_of(g, x, 1.0)?;
+    let is_zero = g.op("Equal", &[x, zero])?;
+    let ones = g.op("OnesLike", &[x])?;
+    let zeros = g.op("ZerosLike", &[x])?;
+    let x_safe = g.op("SelectV2", &[is_zero, ones, x])?;
+    let prod_nz = reduce(g, "Prod", x_safe, &ax, true)?;
+    let dt = g.dtype_of(x)?;
+    let zf = g.op_spec(NodeSpec::new("Cast", &[is_zero]).attr("DstT", dt))?;
+    let zc = super::array::reduce_sum(g, zf, &ax, true)?;
+    let no_zero = g.op("Equal", &[zc, zero])?;
+    let one_zero = g.op("Equal", &[zc, one])?;
+    let others_nz = g.op("RealDiv", &[prod_nz, x_safe])?;
+    let at_zero = g.op("SelectV2", &[is_zero, prod_nz, zeros])?;
+    let at_zero = g.op("SelectV2", &[one_zero, at_zero, zeros])?;
+    let others = g.op("SelectV2", &[no_zero, others_nz, at_zero])?;
+    let dyb = broadcast_back(g, dy, &in_shape, &axes)?;
+    Ok(vec![Some(g.op("Mul", &[dyb, others])?)])
+}
+
+/// TF `_MinOrMaxGrad`: `dy` shared equally among the elements equal to the extremum.
+fn grad_min_max(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let (in_shape, axes) = node_axes(g, node)?;
+    let x = node.inputs[0];
+    let kept = kept_shape(&in_shape, &axes);
+    let reshape_kept = |g: &mut Graph, t: Output| -> Result<Output> {
+        if g.shape_of(t)? != kept {
+            super::array::reshape(g, t, &kept)
+        } else {
+            Ok(t)
+        }
+    };
+    let y = reshape_kept(g, y0(node))?;
+    let dyk = reshape_kept(g, dy)?;
+    let eq = g.op("Equal", &[y, x])?;
+    let dt = g.dtype_of(x)?;
+    let ind = g.op_spec(NodeSpec::new("Cast", &[eq]).attr("DstT", dt))?;
+    let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    let num = super::array::reduce_sum(g, ind, &ax, true)?;
+    let share = g.op("RealDiv", &[ind, num])?;
+    Ok(vec![Some(g.op("Mul", &[share, dyk])?)])
+}
+
+// ---------------------------------------------------------------- ArgMax, ArgMin
+
+fn arg_axis(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<usize, String> {
+    let a = match attrs.get("axis") {
+        None => 0,
+        Some(_) => attrs.get_int(op, "axis").map_err(|e| e.to_string())?,
+    };
+    let r = rank as i64;
+    if (-r..r).contains(&a) {
+        Ok(((a + r) % r) as usize)
+    } else {
+        Err(format!("axis {a} is out of range for an input of rank {rank}"))
+    }
+}
+
+fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    require_numeric(ctx, x.dtype)?;
+    let ax = arg_axis(ctx.op, ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(format!("{m} (input shape {})", x.shape)))?;
+    let out_t = match ctx.attrs.get("output_type") {
+        None => DType::Int64,
+        Some(_) => ctx.attrs.get_type(ctx.op, "output_type")?,
+    };
+    if !matches!(out_t, DType::Int32 | DType::Int64) {
+        return Err(ctx.invalid(format!("output_type must be Int32 or Int64, got {out_t}")));
+    }
+    let dims = x.shape.dims().iter().enumerate().filter(|&(i, _)| i != ax).map(|(_, &d)| d).collect();
+    Ok(vec![TensorType::new(out_t, Shape(dims))])
+}
+
+fn kernel_arg(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let ax = arg_axis(ctx.node.op.name, &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+        if a.shape()[ax] == 0 {
+            return Err(ctx.error(format!("Reduction axis {ax} is empty in shape {}", Shape(a.shape().to_vec()))));
+        }
+        let is_max = ctx.node.op.name == "ArgMax";
+        let idx = a.map_axis(Axis(ax), |lane| {
+            let mut best = 0usize;
+            for (i, &v) in lane.iter().enumerate() {
+                let b = lane[best];
+                if (is_max && v > b) || (!is_max && v < b) {
+                    best = i;
+                }
+            }
+            best as i64
+        });
+        let dims = ctx.node.outputs[0].shape.dims();
+        let idx = idx.into_shape_with_order(IxDyn(dims)).map_err(|e| ctx.error(e))?;
+        Ok(match ctx.node.outputs[0].dtype {
+            DType::Int32 => Tensor::I32(idx.mapv(|i| i as i32).into_shared()),
+            _ => Tensor::I64(idx.into_shared()),
+        })
+    }
+    Ok(vec![match &ctx.inputs[0] {
+        Tensor::F32(a) => go(ctx, a)?,
+        Tensor::F64(a) => go(ctx, a)?,
+        Tensor::I32(a) => go(ctx, a)?,
+        Tensor::I64(a) => go(ctx, a)?,
+        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+    }])
+}
+
+/// Adds a reduction `op` (`Sum`, `Mean`, `Prod`, `Max`, `Min`) of `x` over `axes`.
+pub fn reduce(g: &mut Graph, op: &str, x: Output, axes: &[i64], keep_dims: bool) -> Result<Output> {
+    g.op_spec(NodeSpec::new(op, &[x]).attr("axis", axes.to_vec()).attr("keep_dims", keep_dims))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    r.add(def("Mean", "Mean", one, infer_reduce, kernel_mean, GPU_FLOATS, Some(grad_mean)));
+    r.add(def("Prod", "Prod", one, infer_reduce, kernel_prod, GPU_FLOATS, Some(grad_prod)));
+    r.add(def("Max", "Max", one, infer_reduce, kernel_max, GPU_FLOATS, Some(grad_min_max)));
+    r.add(def("Min", "Min", one, infer_reduce, kernel_min, GPU_FLOATS, Some(grad_min_max)));
+    // TF: ArgMax/ArgMin are not differentiable; GPU kernels exist for float inputs
+    // (Int64/Int32 outputs are produced on the device).
+    let gpu_arg = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
+    r.add(def("ArgMax", "ArgMax", one, infer_arg, kernel_arg, gpu_arg, None));
+    r.add(def("ArgMin", "ArgMin", one, infer_arg, kernel_arg, gpu_arg, None));
+}

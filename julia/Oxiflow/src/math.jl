@@ -1,0 +1,280 @@
+# Elementwise activations, comparisons, extrema, reductions and random tensors with ADCME's
+# semantics (ADCME.jl src/ops.jl and src/random.jl). Ops: crates/oxiflow-core/src/ops/{nn,reduce,random}.rs.
+
+export sigmoid, relu, relu6, leaky_relu, elu, selu, softplus, softsign, softmax, clip, if_else,
+       mean, std, norm, normal, uniform, set_random_seed
+
+# ---------------------------------------------------------------- elementwise
+
+for (f, op) in ((:abs, "Abs"), (:sign, "Sign"), (:tan, "Tan"))
+    @eval Base.$f(a::Tensor) = add_op($op, [a])
+end
+
+"""
+    sigmoid(x), relu(x), relu6(x), elu(x), selu(x), softplus(x), softsign(x)
+
+Elementwise activations on a Float32/Float64 tensor (TF's `tf.math.sigmoid`, `tf.nn.relu`,
+`tf.nn.relu6`, `tf.nn.elu`, `tf.nn.selu`, `tf.math.softplus`, `tf.nn.softsign`; ops `Sigmoid`,
+`Relu`, ...). Each also accepts a Julia `Real` and returns a `Real` (ADCME's scalar methods).
+Non-float tensors raise an `OxiflowError` naming the op.
+"""
+function sigmoid end
+for (f, op) in ((:sigmoid, "Sigmoid"), (:relu, "Relu"), (:relu6, "Relu6"), (:elu, "Elu"),
+                (:selu, "Selu"), (:softplus, "Softplus"), (:softsign, "Softsign"))
+    @eval $f(a::Tensor) = add_op($op, [a])
+end
+sigmoid(x::Real) = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x))
+relu(x::Real) = max(zero(x), x)
+relu6(x::Real) = min(max(zero(x), x), oftype(float(x), 6))
+elu(x::Real) = x > 0 ? float(x) : expm1(float(x))
+const SELU_ALPHA = 1.6732632423543772848170429916717
+const SELU_SCALE = 1.0507009873554804934193349852946
+selu(x::Real) = x > 0 ? SELU_SCALE * x : SELU_SCALE * SELU_ALPHA * expm1(float(x))
+softplus(x::Real) = max(float(x), 0) + log1p(exp(-abs(float(x))))
+softsign(x::Real) = x / (1 + abs(x))
+@doc (@doc sigmoid) relu
+@doc (@doc sigmoid) relu6
+@doc (@doc sigmoid) elu
+@doc (@doc sigmoid) selu
+@doc (@doc sigmoid) softplus
+@doc (@doc sigmoid) softsign
+
+"""
+    leaky_relu(x, alpha=0.2)
+
+`x` where `x > 0`, else `alpha * x` (`LeakyRelu`, TF's `tf.nn.leaky_relu`, default slope 0.2).
+Accepts a tensor or a `Real`.
+"""
+leaky_relu(a::Tensor, alpha::Real=0.2) = add_op("LeakyRelu", [a]; alpha=Float64(alpha))
+leaky_relu(x::Real, alpha::Real=0.2) = x > 0 ? x : alpha * x
+
+"""
+    softmax(x)
+
+Softmax over the last axis (`Softmax`, TF's `tf.nn.softmax`): for a matrix, each row sums to 1.
+Needs a float tensor of rank >= 1. A `Real` gives `1.0`.
+"""
+softmax(a::Tensor) = add_op("Softmax", [a])
+softmax(x::Real) = one(float(x))
+
+"""
+    max(a, b), min(a, b)
+
+Elementwise maximum / minimum of two tensors, or a tensor and a number or array, with
+broadcasting (`Maximum`/`Minimum`, ADCME's `tf.maximum`/`tf.minimum`). The gradient goes to
+`a` where `a >= b` (`a <= b` for `min`), as TF's.
+"""
+Base.max(a::Tensor, b::Tensor) = binary("Maximum", a, b)
+Base.max(a::Tensor, b::Union{Number,AbstractArray}) = binary("Maximum", a, b)
+Base.max(a::Union{Number,AbstractArray}, b::Tensor) = binary("Maximum", a, b)
+Base.min(a::Tensor, b::Tensor) = binary("Minimum", a, b)
+Base.min(a::Tensor, b::Union{Number,AbstractArray}) = binary("Minimum", a, b)
+Base.min(a::Union{Number,AbstractArray}, b::Tensor) = binary("Minimum", a, b)
+
+# Comparisons give Bool tensors (TF's Less, LessEqual, Greater, GreaterEqual), as ADCME's
+# `a > 0.5` through PyCall's rich comparisons.
+for (f, op) in ((:<, "Less"), (:<=, "LessEqual"), (:>, "Greater"), (:>=, "GreaterEqual"))
+    @eval begin
+        Base.$f(a::Tensor, b::Tensor) = binary($op, a, b)
+        Base.$f(a::Tensor, b::Number) = binary($op, a, b)
+        Base.$f(a::Number, b::Tensor) = binary($op, a, b)
+    end
+    BROADCAST_OPS[eval(f)] = op
+end
+
+"""
+    clip(x, lo, hi)
+
+`x` clipped elementwise to `[lo, hi]` (ADCME's `clip`, TF 1.15's `tf.clip_by_value`):
+`Maximum(Minimum(x, hi), lo)` under the name scope `clip_by_value`.
+"""
+function clip(x::Tensor, lo, hi)
+    return name_scope("clip_by_value") do
+        max(min(x, hi), lo)
+    end
+end
+
+"""
+    if_else(cond, x, y)
+
+`x` where the Bool tensor `cond` is true, else `y`, with broadcasting (`SelectV2`, TF's
+`tf.where`, ADCME's `if_else`). Numbers and arrays take the dtype of the other branch.
+"""
+function if_else(cond::Tensor, x, y)
+    cond.dtype == Bool || invalid("if_else: the condition must be a Bool tensor, got $(cond.dtype)")
+    tx = x isa Tensor ? x : (y isa Tensor ? as_tensor(x, y) : as_tensor(x))
+    ty = as_tensor(y, tx)
+    return add_op("SelectV2", [cond, tx, ty])
+end
+
+# A + I, I - A, ... with LinearAlgebra's UniformScaling: a dense identity of the tensor's
+# dtype (ADCME ops.jl:990-1002); square matrices only.
+function identity_like(A::Tensor, J::UniformScaling, what)
+    (ndims(A) == 2 && size(A, 1) == size(A, 2)) ||
+        invalid("$what: UniformScaling needs a square matrix, got a tensor of shape $(size(A))")
+    return constant(Matrix{A.dtype}(J, size(A, 1), size(A, 2)))
+end
+Base.:+(A::Tensor, J::UniformScaling) = A + identity_like(A, J, "+")
+Base.:+(J::UniformScaling, A::Tensor) = identity_like(A, J, "+") + A
+Base.:-(A::Tensor, J::UniformScaling) = A - identity_like(A, J, "-")
+Base.:-(J::UniformScaling, A::Tensor) = identity_like(A, J, "-") - A
+
+# ---------------------------------------------------------------- reductions
+
+# 0-based axes from ADCME's 1-based `dims` (an Int or a collection; `nothing`: all axes).
+function reduce_axes(t::Tensor, dims, what)
+    dims === nothing && return collect(0:ndims(t)-1)
+    axes = [d - 1 for d in (dims isa Integer ? [dims] : collect(dims))]
+    for d in axes
+        0 <= d < ndims(t) || invalid("$what: dims $(d + 1) out of range for a tensor of shape $(size(t))")
+    end
+    return axes
+end
+
+function reduction(op, t::Tensor, dims, what)
+    axes = reduce_axes(t, dims, what)
+    return add_op(op, [t]; axis=axes, keep_dims=false)
+end
+
+"""
+    sum(t; dims), prod(t; dims), maximum(t; dims), minimum(t; dims), mean(t; dims)
+
+Reductions over all axes (a scalar) or over the 1-based `dims` (an Int or a collection);
+reduced dimensions are dropped (ADCME: `maximum(A; dims=1)` of a 10×2 tensor is a length-2
+vector). Ops `Sum`, `Prod`, `Max`, `Min`, `Mean` (TF's `tf.reduce_*`). `mean` needs a float
+tensor. The gradient of `maximum`/`minimum` is shared equally among tied elements (TF's).
+"""
+Base.sum(t::Tensor; dims=nothing) = reduction("Sum", t, dims, "sum")
+Base.prod(t::Tensor; dims=nothing) = reduction("Prod", t, dims, "prod")
+Base.maximum(t::Tensor; dims=nothing) = reduction("Max", t, dims, "maximum")
+Base.minimum(t::Tensor; dims=nothing) = reduction("Min", t, dims, "minimum")
+Statistics.mean(t::Tensor; dims=nothing) = reduction("Mean", t, dims, "mean")
+@doc (@doc sum(::Tensor)) mean
+
+"""
+    std(t; dims=nothing, corrected=false)
+
+Standard deviation over all axes or `dims` (reduced dims dropped). ADCME's `std` is TF's
+`tf.math.reduce_std`, the *uncorrected* (population) deviation, hence `corrected=false` by
+default; `corrected=true` divides by `n - 1` like `Statistics.std`. A composite of `Mean`,
+`Sub`, `Square`, `Sqrt`.
+"""
+function Statistics.std(t::Tensor; dims=nothing, corrected::Bool=false)
+    axes = reduce_axes(t, dims, "std")
+    m = add_op("Mean", [t]; axis=axes, keep_dims=true)
+    v = reduction("Mean", (t - m)^2, dims, "std")
+    if corrected
+        n = prod(size(t, a + 1) for a in axes)
+        n > 1 || invalid("std: corrected=true needs at least 2 elements, got $n")
+        v = v * (n / (n - 1))
+    end
+    return sqrt(v)
+end
+
+"""
+    norm(t, p=2)
+
+The `p`-norm of all elements (ADCME's `norm` is `tf.norm`, which treats a matrix as a
+vector, like `LinearAlgebra.norm`): `sqrt(sum(t^2))` for 2, `sum(abs(t))` for 1,
+`maximum(abs(t))` for `Inf`, `sum(abs(t)^p)^(1/p)` otherwise. A composite.
+"""
+function LinearAlgebra.norm(t::Tensor, p::Real=2)
+    p == 2 && return sqrt(sum(t^2))
+    p == 1 && return sum(abs(t))
+    p == Inf && return maximum(abs(t))
+    p > 0 || invalid("norm: p must be positive, got $p")
+    return sum(abs(t)^p)^(1 / p)
+end
+
+"""
+    argmax(t; dims=1), argmin(t; dims=1)
+
+1-based Int64 indices of the first maximum / minimum along `dims` (one axis; ADCME's
+`tf.argmax(...) + 1`, TF's default axis 0). The axis is dropped: a vector gives a scalar,
+a matrix with `dims=1` gives one index per column. Not differentiable.
+"""
+function Base.argmax(t::Tensor; dims::Integer=1)
+    1 <= dims <= ndims(t) || invalid("argmax: dims $dims out of range for a tensor of shape $(size(t))")
+    return add_op("ArgMax", [t]; axis=dims - 1) + 1
+end
+function Base.argmin(t::Tensor; dims::Integer=1)
+    1 <= dims <= ndims(t) || invalid("argmin: dims $dims out of range for a tensor of shape $(size(t))")
+    return add_op("ArgMin", [t]; axis=dims - 1) + 1
+end
+
+# ---------------------------------------------------------------- random
+
+# Graph-level seeds (TF's `tf.set_random_seed`) and how many seeded random ops each graph
+# has; weak keys so that replaced graphs are freed. Created at run time, not precompiled.
+const SEED_TABLES = Ref{Any}(nothing)
+function seed_tables()
+    SEED_TABLES[] === nothing && (SEED_TABLES[] = (WeakKeyDict{Graph,Int}(), WeakKeyDict{Graph,Int}()))
+    return SEED_TABLES[]::Tuple{WeakKeyDict{Graph,Int},WeakKeyDict{Graph,Int}}
+end
+const DEFAULT_GRAPH_SEED = 87654321   # TF's, used when only an op seed is given
+
+"""
+    set_random_seed(seed)
+
+Sets the default graph's random seed (TF1's `tf.set_random_seed`): random ops created
+afterwards get seeds derived from it and from their creation order, so rebuilding the same
+graph and running it in a new `Session` reproduces the same values. Successive runs of a
+random op in one session give fresh values. `reset_default_graph()` clears the seed.
+"""
+function set_random_seed(seed::Integer)
+    g = get_default_graph()
+    seeds, counts = seed_tables()
+    seeds[g] = Int(seed)
+    counts[g] = 0
+    return nothing
+end
+
+# TF's random_seed.get_seed: (graph seed, op seed) -> the ops' (seed, seed2) attrs.
+function op_seeds(seed)
+    g = get_default_graph()
+    seeds, counts = seed_tables()
+    gs = get(seeds, g, nothing)
+    if gs !== nothing
+        n = get(counts, g, 0) + 1
+        counts[g] = n
+        return (gs, seed === nothing ? n : Int(seed))
+    end
+    seed === nothing && return (0, 0)
+    return (DEFAULT_GRAPH_SEED, Int(seed))
+end
+
+random_shape(dims) = Int[d for d in (length(dims) == 1 && dims[1] isa Union{Tuple,AbstractVector} ? dims[1] : dims)]
+
+"""
+    normal(dims...; mean=0.0, stddev=1.0, dtype=Float64, seed=nothing)
+
+Normally distributed tensor of shape `dims` (ADCME's `normal`, TF's `tf.random.normal`;
+Float64 by default). `std` is accepted for `stddev`. `RandomStandardNormal * stddev + mean`
+under the name scope `random_normal`. See [`set_random_seed`](@ref) for reproducibility;
+`seed` is TF's op-level seed.
+"""
+function normal(dims...; mean=0.0, stddev=1.0, std=nothing, dtype::Type=Float64, seed=nothing)
+    std === nothing || (stddev = std)
+    s1, s2 = op_seeds(seed)
+    return name_scope("random_normal") do
+        r = add_op("RandomStandardNormal", Tensor[]; shape=random_shape(dims), dtype=dtype, seed=s1, seed2=s2)
+        r * constant(convert(dtype, stddev)) + constant(convert(dtype, mean))
+    end
+end
+
+"""
+    uniform(dims...; minval=0.0, maxval=1.0, dtype=Float64, seed=nothing)
+
+Uniformly distributed tensor in `[minval, maxval)` of shape `dims` (ADCME's `uniform`, TF's
+`tf.random.uniform`; Float64 by default; `lo`/`hi` are accepted too). `RandomUniform *
+(maxval - minval) + minval` under the name scope `random_uniform`.
+"""
+function uniform(dims...; minval=0.0, maxval=1.0, lo=nothing, hi=nothing, dtype::Type=Float64, seed=nothing)
+    lo === nothing || (minval = lo)
+    hi === nothing || (maxval = hi)
+    s1, s2 = op_seeds(seed)
+    return name_scope("random_uniform") do
+        r = add_op("RandomUniform", Tensor[]; shape=random_shape(dims), dtype=dtype, seed=s1, seed2=s2)
+        r * constant(convert(dtype, maxval - minval)) + constant(convert(dtype, minval))
+    end
+end
