@@ -22,9 +22,11 @@ use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod graph;
+mod optim;
 mod session;
 
 pub use graph::*;
+pub use optim::*;
 pub use session::*;
 
 thread_local! {

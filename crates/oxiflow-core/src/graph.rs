@@ -333,10 +333,11 @@ impl Graph {
     }
 
     /// [`Graph::add_node`] with an exact, full node name (no scope prefix, no suffix);
-    /// an error when the name is taken.
+    /// an error when a node has the name. A name reserved only by a name scope may be taken,
+    /// as TF's `name="scope/"` does (`tf.group(..., name="Adam/")` makes the node `Adam`).
     pub fn add_node_full(&mut self, spec: NodeSpec, name: String) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
-        if self.used_names.contains(&name) {
+        if self.by_name.contains_key(&name) {
             return Err(OxiflowError::InvalidArgument(format!("a node named '{name}' already exists")));
         }
         let mut inputs = spec.inputs.clone();

@@ -15,6 +15,7 @@ pub mod array;
 pub mod math;
 pub mod matmul;
 pub mod state;
+pub mod training;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -310,6 +311,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     math::register(&mut r);
     matmul::register(&mut r);
     array::register(&mut r);
+    training::register(&mut r);
     r.0
 });
 
