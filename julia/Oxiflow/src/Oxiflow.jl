@@ -19,13 +19,20 @@ export Tensor, Operation, NodeDef, OxiflowError,
        gradients, Session, init, run_profile, save_profile, profile_events, profile_copies,
        reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
        get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
+export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
+export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate
+export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimizer,
+       minimize, apply_gradients, compute_gradients, BFGS!, lbfgsb
 
 include("capi.jl")
 include("graph.jl")
 include("ops.jl")
 include("device.jl")
 include("gradients.jl")
+include("variables.jl")
+include("optimizers.jl")
 include("session.jl")
+include("bfgs.jl")
 include("show.jl")
 
 function __init__()
