@@ -227,10 +227,10 @@ int32_t oxf_pop_control_dependencies(struct OxGraph *g);
 
 // Minimizes a function of `n` variables from `x` (updated in place to the result)
 // subject to `lower[i] <= x[i] <= upper[i]` (`-Inf`/`Inf` for no bound; null arrays: no
-// bounds), with L-BFGS-B keeping `m` corrections (scipy's default 10). Stops when the
-// projected gradient's infinity norm is at most `pgtol`, when one iteration reduces the
-// loss by at most `ftol * max(|f_k|, |f_k+1|, 1)`, after `max_iter` iterations, or when
-// `iteration` (may be null) returns nonzero. Writes the final loss, the number of
+// bounds) with projected L-BFGS keeping `m` corrections (scipy's default 10). Stops when
+// the projected gradient's infinity norm is at most `pgtol`, when one iteration reduces
+// the loss by at most `ftol * max(|f_k|, |f_k+1|, 1)`, after `max_iter` iterations, or
+// when `iteration` (may be null) returns nonzero. Writes the final loss, the number of
 // iterations and the reason (`OXF_LBFGSB_*`). Errors: null or negative sizes, bounds with
 // `lower > upper`, or an objective callback returning nonzero (status 3; the caller keeps
 // its own error).

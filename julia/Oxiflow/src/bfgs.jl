@@ -1,5 +1,6 @@
-# BFGS!: ADCME's L-BFGS-B driver, on the engine's L-BFGS-B (lbfgsb-rs-pure, through
-# `oxf_lbfgsb`), which calls back here for the loss and gradient at each trial point.
+# BFGS!: ADCME's L-BFGS-B driver, on the engine's bound-constrained L-BFGS (`oxf_lbfgsb`,
+# a projected L-BFGS in crates/oxiflow-capi/src/optim.rs), which calls back here for the loss
+# and gradient at each trial point.
 
 const LBFGSB_REASONS = Dict(0 => "CONVERGENCE: NORM_OF_PROJECTED_GRADIENT_<=_PGTOL",
                             1 => "CONVERGENCE: REL_REDUCTION_OF_F_<=_FACTR*EPSMCH",
@@ -43,8 +44,9 @@ length_of(p::BFGSProblem) = p.fg.n
 """
     lbfgsb(fg, x0; lower=-Inf, upper=Inf, max_iter=15000, m=10, pgtol=1e-12, ftol=1e-12, step=(it, f, x) -> false)
 
-Minimizes `fg(x) -> (f, ∇f)` over `lower .<= x .<= upper` with L-BFGS-B (the engine's
-`lbfgsb-rs-pure`, a Rust port of Byrd–Lu–Nocedal–Zhu's v3.0 code), keeping `m` corrections.
+Minimizes `fg(x) -> (f, ∇f)` over `lower .<= x .<= upper` with the engine's projected
+L-BFGS (`oxf_lbfgsb`: active-set L-BFGS directions, projected Armijo backtracking; scipy's
+L-BFGS-B stopping rules), keeping `m` corrections.
 Stops when the projected gradient's infinity norm is at most `pgtol`, when an iteration
 reduces `f` by at most `ftol*max(|f|, 1)` (scipy's `ftol`), after `max_iter` iterations, or
 when `step(iteration, f, x)` returns `true`. Returns `(x, f, iterations, message)`.
@@ -95,7 +97,7 @@ end
 
 ADCME's `BFGS!`: minimizes the scalar `loss` over `vars` (default: every trainable
 variable) with L-BFGS-B (scipy's options as ADCME sets them: `maxiter=max_iter`,
-`ftol=1e-12`, `gtol=1e-12`), then assigns the result to the variables in `sess`.
+`ftol=1e-12`, `gtol=1e-12`; the engine's projected L-BFGS, see [`lbfgsb`](@ref)), then assigns the result to the variables in `sess`.
 `bounds` (or `var_to_bounds`) is a `Dict(variable => [lo, hi])`, `lo`/`hi` numbers or
 arrays of the variable's size. Prints `iter k, current loss=...` for every loss evaluation
 and `================ STEP k ===============` after every iteration, calls
