@@ -217,5 +217,6 @@ end
 
 include("derivatives.jl")
 include("training.jl")
+include("examples.jl")
 
 end
