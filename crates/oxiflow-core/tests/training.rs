@@ -136,3 +136,24 @@ fn stop_gradient_passes_values_and_blocks_gradients() {
     let only = gradients(&mut g, &[stopped], &[x], None, false).unwrap();
     assert!(only[0].is_none());
 }
+
+#[test]
+fn exact_names_for_get_variable_and_tf_group_names() {
+    let mut g = Graph::new();
+    // a name ending in '/' is used exactly, inside a name scope too (get_variable's scope/name)
+    g.push_name_scope("layer");
+    let v = g.variable(t64(&[2], vec![1.0, 2.0]), Some("scope/W/"), true).unwrap();
+    g.pop_name_scope();
+    assert_eq!(g.node(v).unwrap().name, "scope/W");
+    assert!(g.node_by_name("scope/W/read").is_some());
+    assert!(g.variable(t64(&[1], vec![0.0]), Some("scope/W/"), true).is_err(), "an exact name that is taken");
+    // a node may take a name that only a name scope reserved (TF's group(..., name="Adam/"))
+    let scope = g.push_name_scope("Adam");
+    let lr = g.scalar(DType::Float64, 0.1).unwrap();
+    g.pop_name_scope();
+    assert_eq!(g.node(lr.node).unwrap().name, "Adam/Const");
+    let noop = g.add_node_full(NodeSpec::new("NoOp", &[]), scope.clone()).unwrap();
+    assert_eq!(g.node(noop).unwrap().name, "Adam");
+    assert!(g.add_node_full(NodeSpec::new("NoOp", &[]), scope).is_err(), "a node already has the name");
+    assert_eq!(g.push_name_scope("Adam"), "Adam_1");
+}
