@@ -1,6 +1,8 @@
 # ADCME's README inverse problem: recover the coefficient b of -b u'' + u = f on [0, 1]
-# (u(0) = u(1) = 0, finite differences on n = 101 nodes) from one observation u(0.5) = 1.
-# The true b is 1. Written as ADCME's README has it.
+# (u(0) = u(1) = 0, finite differences on n = 101 nodes) from one observation u = 1.
+# Written as ADCME's README has it. The true b is 1, but the README's `u[div(n+1,2)]` is the
+# node x = 0.51 (the interior nodes start at 0.01), so the discrete answer is b = 0.99956;
+# observing `u[50]` (x = 0.5) gives b = 1 (test/examples/poisson.jl checks both).
 #
 #   julia --project=julia/Oxiflow examples/poisson_inverse.jl
 #

@@ -5,8 +5,10 @@
 //! The method is a projected L-BFGS for box constraints (the "two-metric"/active-set
 //! variant of Bertsekas 1982 and Kim, Sra & Dhillon 2010): variables at a bound whose
 //! gradient pushes them out are held fixed, the L-BFGS two-loop recursion (Nocedal &
-//! Wright, Alg. 7.4) gives the direction of the free ones, and a backtracking Armijo
-//! search along the projected path keeps every iterate feasible. Its stopping rules are
+//! Wright, Alg. 7.4) gives the direction of the free ones, and an Armijo search along the
+//! projected path (backtracking by safeguarded quadratic interpolation; extrapolating by
+//! 4x while the slope stays steeper than 0.9 of the initial one) keeps every iterate
+//! feasible. Its stopping rules are
 //! those of scipy's L-BFGS-B (`pgtol` on the projected gradient, `ftol` on the relative
 //! reduction, `maxiter`). It is not Byrd–Lu–Nocedal–Zhu's generalized-Cauchy-point
 //! L-BFGS-B: the crates that port that code were tried and not used (`lbfgsb-rs-pure`
@@ -145,6 +147,7 @@ fn projected_lbfgs(
     }
     let mut mem: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
     let (mut xn, mut gn, mut d) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    let (mut xt, mut gt) = (vec![0.0; n], vec![0.0; n]);
     for iter in 1..=o.max_iter {
         // free variables: not at a bound that the gradient pushes against
         let free: Vec<bool> = (0..n).map(|i| !((x[i] <= lo[i] && g[i] > 0.0) || (x[i] >= hi[i] && g[i] < 0.0))).collect();
@@ -182,7 +185,33 @@ fn projected_lbfgs(
             let q = if fnew.is_finite() { -gd * alpha * alpha / (2.0 * (fnew - f - gd * alpha)) } else { 0.1 * alpha };
             alpha = q.clamp(0.1 * alpha, 0.5 * alpha);
         }
-        let Some(fnew) = accepted else { return done(f, iter - 1, OXF_LBFGSB_LINE_SEARCH) };
+        let Some(mut fnew) = accepted else { return done(f, iter - 1, OXF_LBFGSB_LINE_SEARCH) };
+        // Extrapolate while the slope along d is still steep (Wolfe's curvature condition
+        // fails), as More-Thuente's search in L-BFGS-B does: without it, a region where f is
+        // concave along d (no curvature pair is stored) would be crossed in tiny steps.
+        for _ in 0..50 {
+            if dot(&gn, &d) >= 0.9 * gd {
+                break;
+            }
+            let a2 = alpha * 4.0;
+            for i in 0..n {
+                xt[i] = x[i] + a2 * d[i];
+            }
+            project(&mut xt, lo, hi);
+            if xt == xn {
+                break; // every moving variable is at a bound
+            }
+            let ft = eval(&xt, &mut gt)?;
+            evals += 1;
+            let decrease: f64 = (0..n).map(|i| g[i] * (xt[i] - x[i])).sum();
+            if !(ft.is_finite() && ft <= f + 1e-4 * decrease && ft < fnew) {
+                break;
+            }
+            std::mem::swap(&mut xn, &mut xt);
+            std::mem::swap(&mut gn, &mut gt);
+            fnew = ft;
+            alpha = a2;
+        }
         let s: Vec<f64> = (0..n).map(|i| xn[i] - x[i]).collect();
         let y: Vec<f64> = (0..n).map(|i| gn[i] - g[i]).collect();
         let sy = dot(&s, &y);
