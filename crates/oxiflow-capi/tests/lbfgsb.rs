@@ -87,3 +87,23 @@ fn callback_stops_and_errors_are_reported() {
     let (rc, ..) = solve(&mut x, Some(&[1.0, 1.0]), Some(&[0.0, 2.0]), rosenbrock, None, std::ptr::null_mut());
     assert_eq!(rc, 3);
 }
+
+extern "C" fn neg_cos(_: *mut c_void, _: i64, x: *const f64, g: *mut f64, f: *mut f64) -> i32 {
+    let v = unsafe { *x };
+    unsafe {
+        *f = -v.cos();
+        *g = v.sin();
+    }
+    0
+}
+
+#[test]
+fn concave_stretches_are_crossed_in_few_iterations() {
+    // -cos x from x = 3.1: concave until |x| < pi/2, minimum at 0; a search that only
+    // backtracks would crawl with steps of |sin x|
+    let mut x = [3.1];
+    let (rc, f, iters, _) = solve(&mut x, None, None, neg_cos, None, std::ptr::null_mut());
+    assert_eq!(rc, 0);
+    assert!(x[0].abs() < 1e-6 && (f + 1.0).abs() < 1e-12, "x={x:?} f={f}");
+    assert!(iters < 20, "{iters} iterations");
+}
