@@ -92,7 +92,8 @@ void oxf_graph_free(struct OxGraph *g);
 int32_t oxf_graph_num_nodes(const struct OxGraph *g, int64_t *out);
 
 // `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-// dims, `col_major` layout). `name` may be null (default `Const`).
+// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+// used exactly, as in TF.
 int32_t oxf_const(struct OxGraph *g,
                   int32_t dtype,
                   int32_t ndims,

@@ -132,7 +132,8 @@ pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
 }
 
 /// `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-/// dims, `col_major` layout). `name` may be null (default `Const`).
+/// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+/// used exactly, as in TF.
 #[no_mangle]
 pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
