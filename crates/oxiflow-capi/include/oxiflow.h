@@ -9,6 +9,28 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// Termination reasons written to `out_status` by [`oxf_lbfgsb`].
+#define OXF_LBFGSB_PGTOL 0
+
+// Relative reduction of the loss in one iteration at most `ftol` (scipy's `factr` test).
+#define OXF_LBFGSB_FTOL 1
+
+// `max_iter` iterations done.
+#define OXF_LBFGSB_MAX_ITER 2
+
+// The iteration callback asked to stop.
+#define OXF_LBFGSB_CALLBACK 3
+
+// The line search failed to reduce the loss (often: converged to rounding level).
+#define OXF_LBFGSB_LINE_SEARCH 4
+
+// A numerical failure inside the algorithm (singular update, non-finite values).
+#define OXF_LBFGSB_NUMERICAL 5
+
+typedef struct Option_OxIterationFn Option_OxIterationFn;
+
+typedef struct Option_OxObjectiveFn Option_OxObjectiveFn;
+
 // An owned graph handle (opaque to C).
 typedef struct OxGraph OxGraph;
 
@@ -70,7 +92,8 @@ void oxf_graph_free(struct OxGraph *g);
 int32_t oxf_graph_num_nodes(const struct OxGraph *g, int64_t *out);
 
 // `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-// dims, `col_major` layout). `name` may be null (default `Const`).
+// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+// used exactly, as in TF.
 int32_t oxf_const(struct OxGraph *g,
                   int32_t dtype,
                   int32_t ndims,
@@ -101,7 +124,8 @@ int32_t oxf_variable(struct OxGraph *g,
                      int64_t *out);
 
 // Adds a node of `op_type` with inputs `(input_nodes[i], input_indices[i])`, attrs as a
-// JSON object (may be null) and an optional name. Errors name the op, node and shapes.
+// JSON object (may be null) and an optional name (made unique in the current name scope;
+// a name ending in `/` is used exactly, as in TF). Errors name the op, node and shapes.
 int32_t oxf_add_op(struct OxGraph *g,
                    const char *op_type,
                    const int64_t *input_nodes,
@@ -193,6 +217,38 @@ int32_t oxf_gradients(struct OxGraph *g,
                       int32_t colocate,
                       int64_t *out_nodes,
                       int32_t *out_indices);
+
+// Opens `tf.control_dependencies(ops)`: nodes created until
+// [`oxf_pop_control_dependencies`] run after the `n` nodes `nodes` (nested blocks add up).
+// An unknown node id is an error and opens nothing.
+int32_t oxf_push_control_dependencies(struct OxGraph *g, const int64_t *nodes, int32_t n);
+
+// Closes the innermost `control_dependencies` block (no-op when none is open).
+int32_t oxf_pop_control_dependencies(struct OxGraph *g);
+
+// Minimizes a function of `n` variables from `x` (updated in place to the result)
+// subject to `lower[i] <= x[i] <= upper[i]` (`-Inf`/`Inf` for no bound; null arrays: no
+// bounds) with projected L-BFGS keeping `m` corrections (scipy's default 10). Stops when
+// the projected gradient's infinity norm is at most `pgtol`, when one iteration reduces
+// the loss by at most `ftol * max(|f_k|, |f_k+1|, 1)`, after `max_iter` iterations, or
+// when `iteration` (may be null) returns nonzero. Writes the final loss, the number of
+// iterations and the reason (`OXF_LBFGSB_*`). Errors: null or negative sizes, bounds with
+// `lower > upper`, or an objective callback returning nonzero (status 3; the caller keeps
+// its own error).
+int32_t oxf_lbfgsb(int64_t n,
+                   double *x,
+                   const double *lower,
+                   const double *upper,
+                   int32_t m,
+                   int64_t max_iter,
+                   double pgtol,
+                   double ftol,
+                   struct Option_OxObjectiveFn objective,
+                   struct Option_OxIterationFn iteration,
+                   void *userdata,
+                   double *out_f,
+                   int64_t *out_iterations,
+                   int32_t *out_status);
 
 // The timeline `json` (as `oxf_result_trace_json` gives it, or a TF timeline) as one
 // self-contained HTML page. Status 3 when `json` is not a timeline.

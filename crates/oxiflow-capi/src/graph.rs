@@ -132,14 +132,20 @@ pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
 }
 
 /// `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-/// dims, `col_major` layout). `name` may be null (default `Const`).
+/// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+/// used exactly, as in TF.
 #[no_mangle]
 pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
         let t = tensor_from_c(dtype, ndims, dims, data, col_major)?;
         let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        out_node(graph(g)?.write()?.add_node(spec)?, out)
+        let mut gr = graph(g)?.write()?;
+        // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
+        match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
+            Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
+            None => out_node(gr.add_node(spec)?, out),
+        }
     })
 }
 
@@ -166,14 +172,20 @@ pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *c
 }
 
 /// Adds a node of `op_type` with inputs `(input_nodes[i], input_indices[i])`, attrs as a
-/// JSON object (may be null) and an optional name. Errors name the op, node and shapes.
+/// JSON object (may be null) and an optional name (made unique in the current name scope;
+/// a name ending in `/` is used exactly, as in TF). Errors name the op, node and shapes.
 #[no_mangle]
 pub extern "C" fn oxf_add_op(g: *mut OxGraph, op_type: *const c_char, input_nodes: *const i64, input_indices: *const i32, n_inputs: i32, attrs_json: *const c_char, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
         let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
         spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        out_node(graph(g)?.write()?.add_node(spec)?, out)
+        let mut gr = graph(g)?.write()?;
+        // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
+        match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
+            Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
+            None => out_node(gr.add_node(spec)?, out),
+        }
     })
 }
 
@@ -442,6 +454,31 @@ pub extern "C" fn oxf_gradients(
                 *out_indices.add(i) = r.map_or(0, |o| o.index as i32);
             }
         }
+        Ok(())
+    })
+}
+
+/// Opens `tf.control_dependencies(ops)`: nodes created until
+/// [`oxf_pop_control_dependencies`] run after the `n` nodes `nodes` (nested blocks add up).
+/// An unknown node id is an error and opens nothing.
+#[no_mangle]
+pub extern "C" fn oxf_push_control_dependencies(g: *mut OxGraph, nodes: *const i64, n: i32) -> i32 {
+    guard(|| {
+        let ids: Vec<usize> = slice(nodes, n as i64, "control dependencies")?.iter().map(|&d| node_id(d)).collect::<Result<_>>()?;
+        let mut gr = graph(g)?.write()?;
+        for &id in &ids {
+            gr.node(id)?;
+        }
+        gr.push_control_dependencies(&ids);
+        Ok(())
+    })
+}
+
+/// Closes the innermost `control_dependencies` block (no-op when none is open).
+#[no_mangle]
+pub extern "C" fn oxf_pop_control_dependencies(g: *mut OxGraph) -> i32 {
+    guard(|| {
+        graph(g)?.write()?.pop_control_dependencies();
         Ok(())
     })
 }

@@ -22,10 +22,12 @@ use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod graph;
+mod optim;
 mod profile;
 mod session;
 
 pub use graph::*;
+pub use optim::*;
 pub use profile::*;
 pub use session::*;
 

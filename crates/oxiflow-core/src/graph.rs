@@ -338,10 +338,11 @@ impl Graph {
     }
 
     /// [`Graph::add_node`] with an exact, full node name (no scope prefix, no suffix);
-    /// an error when the name is taken.
+    /// an error when a node has the name. A name reserved only by a name scope may be taken,
+    /// as TF's `name="scope/"` does (`tf.group(..., name="Adam/")` makes the node `Adam`).
     pub fn add_node_full(&mut self, spec: NodeSpec, name: String) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
-        if self.used_names.contains(&name) {
+        if self.by_name.contains_key(&name) {
             return Err(OxiflowError::InvalidArgument(format!("a node named '{name}' already exists")));
         }
         let mut inputs = spec.inputs.clone();
@@ -458,11 +459,16 @@ impl Graph {
     /// `tf.Variable(initial_value)` (TF1 `RefVariable._init_from_args`): creates
     /// `<name>/initial_value` (a `Const` holding `value`), `<name>` (`VariableV2`),
     /// `<name>/Assign` and `<name>/read` (an `Identity` colocated with the variable), where
-    /// `<name>` is `name` (default `Variable`) made unique in the current name scope.
+    /// `<name>` is `name` (default `Variable`) made unique in the current name scope, or
+    /// `name` without its trailing `/` exactly when it ends in `/` (an error if taken).
     /// Registers it in `GLOBAL_VARIABLES` and, when `trainable`, in `TRAINABLE_VARIABLES`.
     /// Returns the `VariableV2` node. On error the graph is unchanged.
     pub fn variable(&mut self, value: crate::tensor::Tensor, name: Option<&str>, trainable: bool) -> Result<NodeId> {
-        let base = self.unique_name(name.unwrap_or("Variable"));
+        // A name ending in '/' is used exactly (TF's rule; `get_variable` names `scope/name`).
+        let base = match name.and_then(|n| n.strip_suffix('/')) {
+            Some(exact) => exact.to_string(),
+            None => self.unique_name(name.unwrap_or("Variable")),
+        };
         let len = self.nodes.len();
         let built = (|| -> Result<VariableInfo> {
             let dtype = value.dtype();

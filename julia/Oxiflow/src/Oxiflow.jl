@@ -21,6 +21,10 @@ export Tensor, Operation, NodeDef, OxiflowError,
        reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
        get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
 export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor
+export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
+export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate
+export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimizer,
+       minimize, apply_gradients, compute_gradients, BFGS!, lbfgsb
 
 include("capi.jl")
 include("graph.jl")
@@ -29,8 +33,11 @@ include("shapes.jl")
 include("indexing.jl")
 include("device.jl")
 include("gradients.jl")
+include("variables.jl")
+include("optimizers.jl")
 include("session.jl")
 include("profile.jl")
+include("bfgs.jl")
 include("show.jl")
 include("math.jl")
 include("linalg.jl")

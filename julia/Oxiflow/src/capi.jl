@@ -237,3 +237,24 @@ oxf_result_trace_events(res) = outstr(r -> ccall(sym(:oxf_result_trace_events), 
 oxf_timeline_html(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_html), Int32, (Cstring, Ref{Cstring}), json, r))
 oxf_timeline_summary(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_summary), Int32, (Cstring, Ref{Cstring}), json, r))
 oxf_session_graph_dot(s) = outstr(r -> ccall(sym(:oxf_session_graph_dot), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
+
+oxf_push_control_dependencies(g, nodes::Vector{Int64}) =
+    check(ccall(sym(:oxf_push_control_dependencies), Int32, (Ptr{Cvoid}, Ptr{Int64}, Int32), g, nodes, length(nodes)))
+oxf_pop_control_dependencies(g) = check(ccall(sym(:oxf_pop_control_dependencies), Int32, (Ptr{Cvoid},), g))
+
+"""
+L-BFGS-B from `x` (updated in place) within `[lower, upper]`; `objective` and `iteration`
+are C function pointers receiving `userdata`. Returns `(f, iterations, status)`.
+"""
+function oxf_lbfgsb(x::Vector{Float64}, lower::Vector{Float64}, upper::Vector{Float64}, m::Integer, max_iter::Integer,
+                    pgtol::Real, ftol::Real, objective::Ptr{Cvoid}, iteration::Ptr{Cvoid}, userdata::Ptr{Cvoid})
+    f = Ref{Float64}(NaN); it = Ref{Int64}(0); st = Ref{Int32}(0)
+    GC.@preserve x lower upper begin
+        check(ccall(sym(:oxf_lbfgsb), Int32,
+                    (Int64, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Int32, Int64, Float64, Float64, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid},
+                     Ref{Float64}, Ref{Int64}, Ref{Int32}),
+                    length(x), x, lower, upper, Int32(m), Int64(max_iter), Float64(pgtol), Float64(ftol), objective, iteration,
+                    userdata, f, it, st))
+    end
+    return f[], it[], Int(st[])
+end

@@ -1,29 +1,143 @@
-# Reverse-mode differentiation.
+# Reverse-mode differentiation: gradients (ADCME's shape cases), jacobian, hessian,
+# hessian_vector, gradient_magnitude, gradients_colocate.
 
 pair(t::Tensor) = (Int64(getfield(t, :node)), Int32(getfield(t, :index)))
 
 """
     gradients(ys, xs; colocate=false, grad_ys=nothing)
 
-The gradient of `ys` with respect to `xs` (a tensor or a vector of tensors), built as
-new graph nodes named `gradients/<forward op>_grad/<Op>` (TF's `tf.gradients`). `ys` must be
-a scalar unless `grad_ys` (same shape as `ys`) is given, which computes the
-vector-Jacobian product. Returns `nothing` for an `x` that `ys` does not depend on (ADCME).
+Derivatives of `ys` with respect to `xs` (a tensor or a vector of tensors), built as new graph
+nodes named `gradients/<forward op>_grad/<Op>` (TF's `tf.gradients`). As ADCME:
 
+- scalar `ys`: the gradient, shaped like `xs` (`nothing` when `ys` does not depend on it);
+- `grad_ys` given (shaped like `ys`): the vector-Jacobian product `sum(grad_ys .* ys)`'s gradient;
+- vector `ys` and scalar `xs`: the vector `dys[i]/dxs`;
+- vector `ys` and vector `xs`: the dense Jacobian, `length(ys) × length(xs)` ([`jacobian`](@ref));
+- matrix `ys` and scalar `xs`: the matrix `dys[i,j]/dxs`.
+
+Other shapes raise an `OxiflowError`. With a vector of `xs`, a vector of results.
 `colocate=true` (TF's `colocate_gradients_with_ops`) puts each gradient op on its forward
-op's device; otherwise gradient ops take the device scope active at this call (default
-placement: GPU:0 when there is one).
+op's device; otherwise gradient ops take the device scope active at this call.
 """
 function gradients(ys::Tensor, xs::Tensor; colocate::Bool=false, grad_ys=nothing)
+    if grad_ys === nothing && ndims(ys) != 0
+        ry, rx = ndims(ys), ndims(xs)
+        if (ry == 1 && rx <= 1) || (ry == 2 && rx == 0)
+            J = jacobian(ys, xs; colocate=colocate)     # size(ys)..., size(xs)...
+            return (J === nothing || rx == 1) ? J : add_op("Reshape", [J]; shape=collect(size(ys)))
+        end
+        invalid("gradients: no rule for a rank-$ry ys $(size(ys)) and a rank-$rx xs $(size(xs)); differentiate sum(ys) or give grad_ys")
+    end
     return gradients(ys, [xs]; colocate=colocate, grad_ys=grad_ys)[1]
 end
 
 function gradients(ys::Tensor, xs::AbstractVector; colocate::Bool=false, grad_ys=nothing)
     if grad_ys === nothing && ndims(ys) != 0
-        invalid("gradients: ys has shape $(size(ys)); without grad_ys it must be a scalar (take sum(ys), or give grad_ys). Jacobians of vector ys are not supported yet")
+        return Union{Tensor,Nothing}[gradients(ys, x; colocate=colocate) for x in xs]
     end
     gy = grad_ys === nothing ? nothing : [pair(as_tensor(grad_ys, ys))]
+    return raw_gradients(ys, xs, gy, colocate)
+end
+
+# One backward pass of the core (`oxf_gradients`).
+function raw_gradients(ys::Tensor, xs::AbstractVector, gy, colocate::Bool)
     g = getfield(ys, :graph)
+    for x in xs
+        x isa Tensor || invalid("gradients: xs must be tensors, got $(typeof(x))")
+        getfield(x, :graph) === g || invalid("gradients: $(x.name) belongs to another graph than $(ys.name)")
+    end
     res = oxf_gradients(g, [pair(ys)], [pair(x) for x in xs], gy, colocate)
     return Union{Tensor,Nothing}[n < 0 ? nothing : Tensor(g, n, i) for (n, i) in res]
 end
+
+# TF's row-major flat index of the Julia (column-major) Cartesian index `I` of `dims`.
+row_major_index(dims, I) = isempty(dims) ? 1 : LinearIndices(reverse(dims))[reverse(Tuple(I))...]
+
+"""
+    jacobian(y, x; colocate=false)
+
+The dense Jacobian `J[i..., j...] = ∂y[i...]/∂x[j...]`, of size `(size(y)..., size(x)...)`
+(for vectors `length(y) × length(x)`), as ADCME's `jacobian` (TF's
+`parallel_for.gradients.jacobian`). Built from one backward pass per component of `y`
+(seeded with a one-hot `grad_ys`), each row placed with a one-hot `Mul` and summed with
+`AddN`; rows `y` does not depend on are zeros. `nothing` when no component of `y` depends
+on `x`. Needs float `y` and `x`.
+"""
+function jacobian(y::Tensor, x::Tensor; colocate::Bool=false)
+    T = y.dtype
+    T <: AbstractFloat && x.dtype <: AbstractFloat || invalid("jacobian: y and x must be float tensors, got $(y.dtype) and $(x.dtype)")
+    m, n = length(y), length(x)
+    ydims, xdims = size(y), size(x)
+    rows = Tensor[]
+    for I in CartesianIndices(ydims)
+        e = zeros(T, ydims...)
+        e[I] = one(T)
+        gi = raw_gradients(y, [x], [pair(constant(e))], colocate)[1]
+        gi === nothing && continue
+        # place row I: (m×1 one-hot, TF row-major order) .* (1×n gradient)
+        k = row_major_index(ydims, I)
+        onehot = zeros(T, m, 1); onehot[k, 1] = one(T)
+        push!(rows, constant(onehot) .* add_op("Reshape", [gi]; shape=[1, n]))
+    end
+    isempty(rows) && return nothing
+    J = length(rows) == 1 ? rows[1] : add_op("AddN", rows)
+    return (length(ydims) == 1 && length(xdims) == 1) ? J : add_op("Reshape", [J]; shape=[ydims..., xdims...])
+end
+
+"""
+    hessian(f, x)
+
+The Hessian `H[i, j] = ∂²f/∂x[i]∂x[j]` of a scalar `f` with respect to a vector `x`
+(`length(x) × length(x)`; for a scalar `x`, the scalar second derivative), as ADCME's
+`hessian` (TF's `tf.hessians`): the [`jacobian`](@ref) of the gradient graph, so every op
+on the path needs a differentiable gradient. `nothing` when `f` does not depend on `x`.
+"""
+function hessian(f::Tensor, x::Tensor)
+    ndims(f) == 0 || invalid("hessian: f must be a scalar, got shape $(size(f))")
+    ndims(x) <= 1 || invalid("hessian: x must be a scalar or a vector, got shape $(size(x))")
+    g = gradients(f, x)
+    g === nothing && return nothing
+    ndims(x) == 0 && return something_or_zero(gradients(g, x), x)
+    H = jacobian(g, x)
+    return H === nothing ? constant(zeros(x.dtype, length(x), length(x))) : H
+end
+
+something_or_zero(t, like::Tensor) = t === nothing ? constant(zeros(like.dtype, size(like)...)) : t
+
+"""
+    hessian_vector(f, x, v)
+
+The Hessian-vector product `H * v` of a scalar `f` with respect to `x` (`v` shaped like `x`,
+a tensor or a Julia array), without forming `H`: the gradient of `sum(∇f .* stop_gradient(v))`
+(TF's `_hessian_vector_product`, ADCME's `hessian_vector`). `nothing` when `f` does not
+depend on `x`.
+"""
+function hessian_vector(f::Tensor, x::Tensor, v)
+    ndims(f) == 0 || invalid("hessian_vector: f must be a scalar, got shape $(size(f))")
+    vt = independent(as_tensor(v, x))
+    size(vt) == size(x) || invalid("hessian_vector: v has size $(size(vt)) but x has size $(size(x))")
+    g = gradients(f, x)
+    g === nothing && return nothing
+    return something_or_zero(gradients(sum(g .* vt), x), x)
+end
+
+"""
+    gradient_magnitude(l, o)
+
+ADCME's `gradient_magnitude`: the global norm `sqrt(Σ_k sum(g_k^2))` of the gradients of
+the scalar `l` with respect to `o` (a tensor or a vector of tensors; TF's `tf.global_norm`).
+Inputs `l` does not depend on count as zero.
+"""
+function gradient_magnitude(l::Tensor, o)
+    gs = filter(g -> g !== nothing, gradients(l, o isa Tensor ? [o] : collect(o)))
+    isempty(gs) && return constant(zero(l.dtype))
+    return sqrt(add_n([sum(g^2) for g in gs]))
+end
+
+"""
+    gradients_colocate(loss, xs)
+
+ADCME's `gradients_colocate`: `gradients(loss, xs; colocate=true)`, each gradient op on its
+forward op's device (TF's `Optimizer.compute_gradients(..., colocate_gradients_with_ops=True)`).
+"""
+gradients_colocate(loss::Tensor, xs; use_locking::Bool=true) = gradients(loss, xs; colocate=true)

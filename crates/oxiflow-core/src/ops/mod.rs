@@ -21,6 +21,7 @@ pub mod nn;
 pub mod reduce;
 pub mod linalg;
 pub mod random;
+pub mod training;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -322,6 +323,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     reduce::register(&mut r);
     linalg::register(&mut r);
     random::register(&mut r);
+    training::register(&mut r);
     r.0
 });
 

@@ -1,0 +1,242 @@
+//! Training ops: TF's `training_ops` kernels `ApplyGradientDescent`, `ApplyMomentum`,
+//! `ApplyAdam`, `ApplyRMSProp` (what `tf.train.*Optimizer.apply_gradients` adds), and
+//! `StopGradient` (`tf.stop_gradient`, ADCME's `independent`).
+//!
+//! The `Apply*` ops take the variable and its slot variables (accumulators) as *reference*
+//! inputs, like `Assign` (`OpDef::ref_inputs`): the kernel reads their current values from
+//! the session's variable store, updates them in place and outputs the variable's new value
+//! (TF's `out`, a reference to `var`). Their hyperparameters are scalars of the variable's
+//! dtype; `grad` has the variable's shape. Being on reference edges, each update op is placed
+//! with its variable. They have no gradient (TF registers none). GPU kernels exist in TF for
+//! Float32/Float64, so `GPU_FLOATS`.
+//!
+//! Update rules, from TF's `training_ops.cc` (`functor::Apply*`):
+//! - `ApplyGradientDescent(var, alpha, delta)`: `var -= alpha * delta`.
+//! - `ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov)`:
+//!   `accum = accum * momentum + grad`; `var -= lr * accum`
+//!   (Nesterov: `var -= grad * lr + accum * momentum * lr`).
+//! - `ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad;
+//!   use_nesterov)`: `lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)`,
+//!   `m += (grad - m) * (1 - beta1)`, `v += (grad^2 - v) * (1 - beta2)`,
+//!   `var -= lr_t * m / (sqrt(v) + epsilon)` (Nesterov: `m * beta1 + (1 - beta1) * grad`
+//!   in place of `m`).
+//! - `ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)`:
+//!   `ms += (grad^2 - ms) * (1 - rho)`, `mom = mom * momentum + lr * grad / sqrt(ms + epsilon)`,
+//!   `var -= mom`.
+
+use super::math::def;
+use super::*;
+use crate::tensor::Element;
+use ndarray::{ArrayD, Zip};
+use std::ops::{Add, Div, Mul, Sub};
+
+/// Float element arithmetic the update rules need.
+trait Real: Element + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> {
+    fn one() -> Self;
+    fn sqrt(self) -> Self;
+}
+impl Real for f32 {
+    fn one() -> Self {
+        1.0
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+}
+impl Real for f64 {
+    fn one() -> Self {
+        1.0
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+}
+
+/// Shape function shared by the `Apply*` ops: inputs `0..n_refs` are the variable and its
+/// slots (one float dtype, one shape), then scalars at `scalars`, then `grad` (last) of the
+/// variable's shape. Output: the variable's type.
+fn infer_apply(ctx: &InferCtx, n_refs: usize) -> Result<Vec<TensorType>> {
+    let var = &ctx.inputs[0];
+    ctx.require_float(var.dtype)?;
+    let last = ctx.inputs.len() - 1;
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != var.dtype {
+            return Err(ctx.dtype_error(var.dtype, t.dtype, format!(" (input {i}; every input must have the variable's dtype)")));
+        }
+        let want_var_shape = i < n_refs || i == last;
+        if want_var_shape && t.shape != var.shape {
+            return Err(ctx.shape_error(&var.shape, &t.shape, format!(" (input {i} must have the variable's shape)")));
+        }
+        if !want_var_shape && t.shape.rank() != 0 {
+            return Err(ctx.shape_error(&Shape(vec![]), &t.shape, format!(" (input {i} is a hyperparameter and must be a scalar)")));
+        }
+    }
+    Ok(vec![var.clone()])
+}
+fn infer_gd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    infer_apply(ctx, 1)
+}
+fn infer_momentum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    // TF's input order is (var, accum, lr, grad, momentum): grad is not last.
+    let var = &ctx.inputs[0];
+    ctx.require_float(var.dtype)?;
+    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != var.dtype {
+            return Err(ctx.dtype_error(var.dtype, t.dtype, format!(" (input {i}; every input must have the variable's dtype)")));
+        }
+        let want_var_shape = i == 1 || i == 3;
+        if want_var_shape && t.shape != var.shape {
+            return Err(ctx.shape_error(&var.shape, &t.shape, format!(" (input {i} must have the variable's shape)")));
+        }
+        if !want_var_shape && t.shape.rank() != 0 {
+            return Err(ctx.shape_error(&Shape(vec![]), &t.shape, format!(" (input {i} is a hyperparameter and must be a scalar)")));
+        }
+    }
+    Ok(vec![var.clone()])
+}
+fn infer_adam(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    infer_apply(ctx, 3)
+}
+fn infer_rmsprop(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    infer_apply(ctx, 3)
+}
+
+/// Current value of reference input `i` (a variable), owned for in-place update.
+fn read_ref<T: Real>(ctx: &KernelCtx, i: usize) -> Result<ArrayD<T>> {
+    let var = ctx.node.inputs[i].node;
+    let t = ctx.state.read_variable(var).ok_or_else(|| {
+        let name = ctx.node.name.clone();
+        OxiflowError::Uninitialized { variable: format!("node {var} (input {i} of {name})"), node: name }
+    })?;
+    let a = T::view(&t).ok_or_else(|| ctx.error(format!("input {i} holds {} but the op runs on {}", t.dtype(), T::DTYPE)))?;
+    if a.shape() != ctx.node.outputs[0].shape.dims() {
+        return Err(ctx.error(format!(
+            "input {i} has shape {} but the variable was declared {}",
+            Shape(a.shape().to_vec()),
+            ctx.node.outputs[0].shape
+        )));
+    }
+    Ok(a.to_owned())
+}
+
+/// Data input `i` (counted without reference inputs) as a scalar.
+fn scalar<T: Real>(ctx: &KernelCtx, i: usize) -> Result<T> {
+    let a = ctx.inputs[i].array::<T>()?;
+    a.iter().next().copied().filter(|_| a.len() == 1).ok_or_else(|| ctx.error(format!("hyperparameter input {i} must be a scalar")))
+}
+
+/// Data input `i` as an array of the variable's shape.
+fn full<'a, T: Real>(ctx: &'a KernelCtx, i: usize) -> Result<&'a ndarray::ArcArray<T, ndarray::IxDyn>> {
+    let a = ctx.inputs[i].array::<T>()?;
+    if a.shape() != ctx.node.outputs[0].shape.dims() {
+        return Err(ctx.error(format!("gradient has shape {} but the variable has shape {}", Shape(a.shape().to_vec()), ctx.node.outputs[0].shape)));
+    }
+    Ok(a)
+}
+
+/// Stores `value` in reference input `i`.
+fn write_ref<T: Real>(ctx: &KernelCtx, i: usize, value: ArrayD<T>) -> Result<Tensor> {
+    let t = T::wrap(value.into_shared());
+    ctx.state.assign_variable(ctx.node.inputs[i].node, t.clone())?;
+    Ok(t)
+}
+
+/// Runs `$go::<f32>` or `$go::<f64>` by the variable's dtype.
+macro_rules! by_dtype {
+    ($ctx:expr, $go:ident) => {
+        match $ctx.node.outputs[0].dtype {
+            DType::Float32 => $go::<f32>($ctx),
+            DType::Float64 => $go::<f64>($ctx),
+            d => Err($ctx.error(format!("no kernel for {d}"))),
+        }
+    };
+}
+
+fn kernel_gd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+        let mut var = read_ref::<T>(ctx, 0)?;
+        let alpha = scalar::<T>(ctx, 0)?;
+        Zip::from(&mut var).and(full::<T>(ctx, 1)?).for_each(|v, &d| *v = *v - alpha * d);
+        Ok(vec![write_ref(ctx, 0, var)?])
+    }
+    by_dtype!(ctx, go)
+}
+
+fn kernel_momentum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+        let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
+        let (mut var, mut accum) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?);
+        let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
+        Zip::from(&mut var).and(&mut accum).and(grad).for_each(|v, a, &g| {
+            *a = *a * momentum + g;
+            *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
+        });
+        write_ref(ctx, 1, accum)?;
+        Ok(vec![write_ref(ctx, 0, var)?])
+    }
+    by_dtype!(ctx, go)
+}
+
+fn kernel_adam(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+        let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
+        let (mut var, mut m, mut v) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
+        let (b1p, b2p, lr) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
+        let (b1, b2, eps) = (scalar::<T>(ctx, 3)?, scalar::<T>(ctx, 4)?, scalar::<T>(ctx, 5)?);
+        let grad = full::<T>(ctx, 6)?;
+        let one = T::one();
+        let lr_t = lr * (one - b2p).sqrt() / (one - b1p);
+        Zip::from(&mut var).and(&mut m).and(&mut v).and(grad).for_each(|x, m, v, &g| {
+            *m = *m + (g - *m) * (one - b1);
+            *v = *v + (g * g - *v) * (one - b2);
+            let num = if nesterov { *m * b1 + (one - b1) * g } else { *m };
+            *x = *x - lr_t * num / (v.sqrt() + eps);
+        });
+        write_ref(ctx, 1, m)?;
+        write_ref(ctx, 2, v)?;
+        Ok(vec![write_ref(ctx, 0, var)?])
+    }
+    by_dtype!(ctx, go)
+}
+
+fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+        let (mut var, mut ms, mut mom) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
+        let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
+        let grad = full::<T>(ctx, 4)?;
+        let one = T::one();
+        Zip::from(&mut var).and(&mut ms).and(&mut mom).and(grad).for_each(|x, ms, mom, &g| {
+            *ms = *ms + (g * g - *ms) * (one - rho);
+            *mom = *mom * momentum + lr * g / (*ms + eps).sqrt();
+            *x = *x - *mom;
+        });
+        write_ref(ctx, 1, ms)?;
+        write_ref(ctx, 2, mom)?;
+        Ok(vec![write_ref(ctx, 0, var)?])
+    }
+    by_dtype!(ctx, go)
+}
+
+fn kernel_identity(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    Ok(vec![ctx.inputs[0].clone()])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let apply = |name, arity, refs, infer, kernel| OpDef {
+        name,
+        default_name: name,
+        arity: Arity::Fixed(arity),
+        ref_inputs: refs,
+        infer,
+        kernel,
+        gpu: GPU_FLOATS,
+        grad: None,
+        stateful: true,
+    };
+    r.add(apply("ApplyGradientDescent", 3, &[0], infer_gd, kernel_gd));
+    r.add(apply("ApplyMomentum", 5, &[0, 1], infer_momentum, kernel_momentum));
+    r.add(apply("ApplyAdam", 10, &[0, 1, 2], infer_adam, kernel_adam));
+    r.add(apply("ApplyRMSProp", 8, &[0, 1, 2], infer_rmsprop, kernel_rmsprop));
+    // TF's StopGradient: the identity forward, no gradient (`ops.NotDifferentiable`).
+    r.add(def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None));
+}

@@ -1,0 +1,219 @@
+# TF1 optimizers (tf.train.*Optimizer) on the engine's Apply* training ops.
+#
+# Each optimizer builds TF's graph: slot variables named `<var>/<Name>`, `<var>/<Name>_1`
+# (and Adam's `beta1_power`, `beta2_power`) colocated with their variable, one update op per
+# variable `<Name>/update_<var>/Apply<Name>` colocated with it (its reference inputs put it
+# on the variable's device anyway), and a final `NoOp` named `<Name>` that runs them all.
+
+"""A TF1 optimizer: `minimize(opt, loss)` or `opt.minimize(loss)` returns the training op."""
+abstract type Optimizer end
+
+"""
+    GradientDescentOptimizer(learning_rate=1e-3; name="GradientDescent")
+
+TF's `tf.train.GradientDescentOptimizer`: `var -= learning_rate * grad` (`ApplyGradientDescent`).
+`learning_rate` is a number or a scalar tensor (e.g. a placeholder).
+"""
+mutable struct GradientDescentOptimizer <: Optimizer
+    learning_rate::Any
+    name::String
+    slots::Dict{Tensor,Vector{Tensor}}
+end
+GradientDescentOptimizer(learning_rate=1e-3; name::AbstractString="GradientDescent") =
+    GradientDescentOptimizer(learning_rate, String(name), Dict{Tensor,Vector{Tensor}}())
+
+"""
+    MomentumOptimizer(learning_rate, momentum; use_nesterov=false, name="Momentum")
+
+TF's `tf.train.MomentumOptimizer` (`ApplyMomentum`): `accum = accum*momentum + grad`,
+`var -= learning_rate*accum`; slot `<var>/Momentum` (zeros).
+"""
+mutable struct MomentumOptimizer <: Optimizer
+    learning_rate::Any
+    momentum::Any
+    use_nesterov::Bool
+    name::String
+    slots::Dict{Tensor,Vector{Tensor}}
+end
+MomentumOptimizer(learning_rate, momentum; use_nesterov::Bool=false, name::AbstractString="Momentum") =
+    MomentumOptimizer(learning_rate, momentum, use_nesterov, String(name), Dict{Tensor,Vector{Tensor}}())
+
+"""
+    AdamOptimizer(learning_rate=1e-3; beta1=0.9, beta2=0.999, epsilon=1e-8, name="Adam")
+
+TF's `tf.train.AdamOptimizer` (`ApplyAdam`, ADCME's `AdamOptimizer`): slots `<var>/Adam`
+(m) and `<var>/Adam_1` (v), and `beta1_power`/`beta2_power` variables (colocated with the
+first variable) that the training op multiplies by `beta1`/`beta2` after each step.
+"""
+mutable struct AdamOptimizer <: Optimizer
+    learning_rate::Any
+    beta1::Float64
+    beta2::Float64
+    epsilon::Float64
+    name::String
+    slots::Dict{Tensor,Vector{Tensor}}
+    powers::Vector{Tensor}
+end
+AdamOptimizer(learning_rate=1e-3; beta1::Real=0.9, beta2::Real=0.999, epsilon::Real=1e-8, name::AbstractString="Adam") =
+    AdamOptimizer(learning_rate, beta1, beta2, epsilon, String(name), Dict{Tensor,Vector{Tensor}}(), Tensor[])
+
+"""
+    RMSPropOptimizer(learning_rate=1e-3; decay=0.9, momentum=0.0, epsilon=1e-10, name="RMSProp")
+
+TF's `tf.train.RMSPropOptimizer` (`ApplyRMSProp`, not centered): slots `<var>/RMSProp`
+(mean square, initialised to ones as in TF) and `<var>/RMSProp_1` (momentum, zeros).
+"""
+mutable struct RMSPropOptimizer <: Optimizer
+    learning_rate::Any
+    decay::Float64
+    momentum::Float64
+    epsilon::Float64
+    name::String
+    slots::Dict{Tensor,Vector{Tensor}}
+end
+RMSPropOptimizer(learning_rate=1e-3; decay::Real=0.9, momentum::Real=0.0, epsilon::Real=1e-10, name::AbstractString="RMSProp") =
+    RMSPropOptimizer(learning_rate, decay, momentum, epsilon, String(name), Dict{Tensor,Vector{Tensor}}())
+
+function Base.getproperty(o::Optimizer, s::Symbol)
+    s === :minimize && return (loss; kw...) -> minimize(o, loss; kw...)
+    s === :apply_gradients && return (gv; kw...) -> apply_gradients(o, gv; kw...)
+    s === :compute_gradients && return (loss; kw...) -> compute_gradients(o, loss; kw...)
+    return getfield(o, s)
+end
+
+"""
+    compute_gradients(opt, loss; var_list=nothing, colocate_gradients_with_ops=false)
+
+TF's `Optimizer.compute_gradients`: `(gradient, variable)` pairs for `var_list` (default:
+the trainable variables); the gradient is `nothing` where `loss` does not depend on it.
+"""
+function compute_gradients(opt::Optimizer, loss::Tensor; var_list=nothing, colocate_gradients_with_ops::Bool=false)
+    vars = var_list === nothing ? get_collection(TRAINABLE_VARIABLES) : (var_list isa Tensor ? [var_list] : collect(var_list))
+    isempty(vars) && invalid("$(getfield(opt, :name)): no variables to optimize")
+    ndims(loss) == 0 || invalid("$(getfield(opt, :name)): the loss must be a scalar, got shape $(size(loss))")
+    gs = gradients(loss, Tensor[v for v in vars]; colocate=colocate_gradients_with_ops)
+    return [(g, v) for (g, v) in zip(gs, vars)]
+end
+
+"""
+    minimize(opt, loss; var_list=nothing, colocate_gradients_with_ops=false, name=nothing)
+    opt.minimize(loss)
+
+TF's `Optimizer.minimize`: [`compute_gradients`](@ref) then [`apply_gradients`](@ref).
+Returns the training op; run it (with `init(sess)` done after it was built, so the slot
+variables get their initial values) to take one step.
+"""
+function minimize(opt::Optimizer, loss::Tensor; var_list=nothing, colocate_gradients_with_ops::Bool=false, name=nothing)
+    gv = compute_gradients(opt, loss; var_list=var_list, colocate_gradients_with_ops=colocate_gradients_with_ops)
+    all(p -> p[1] === nothing, gv) && invalid("No gradients provided for any variable: $(join([v.name for (_, v) in gv], ", ")) do not affect $(loss.name)")
+    return apply_gradients(opt, gv; name=name)
+end
+
+"""
+    apply_gradients(opt, grads_and_vars; name=nothing)
+
+TF's `Optimizer.apply_gradients`: one update op per `(gradient, variable)` pair whose
+gradient is not `nothing`, and a `NoOp` named after the optimizer (`"Adam"`, `"Adam_1"`, ...)
+that runs them. Gradients must have their variable's shape and dtype.
+"""
+function apply_gradients(opt::Optimizer, grads_and_vars; name=nothing)
+    gv = [(g, v) for (g, v) in grads_and_vars if g !== nothing]
+    isempty(gv) && invalid("No gradients provided for any variable")
+    for (g, v) in gv
+        is_variable_op(v) || invalid("apply_gradients: $(v.name) is not a Variable")
+        size(g) == size(v) || invalid("apply_gradients: gradient $(g.name) has size $(size(g)) but $(v.name) has size $(size(v))")
+    end
+    vars = Tensor[v for (_, v) in gv]
+    create_slots!(opt, vars)
+    gr = getfield(vars[1], :graph)
+    scope = oxf_push_name_scope(gr, name === nothing ? getfield(opt, :name) : String(name))
+    local updates
+    try
+        hyper = prepare(opt)
+        updates = Tensor[]
+        for (g, v) in gv
+            vname = v.op.name
+            oxf_push_name_scope(gr, "update_" * vname)
+            try
+                push!(updates, colocate_with(() -> apply_one(opt, hyper, g, v), v))
+            finally
+                oxf_pop_name_scope(gr)
+            end
+        end
+        append!(updates, finish(opt, updates))
+    finally
+        oxf_pop_name_scope(gr)
+    end
+    return group(updates; name=scope * "/")
+end
+
+# Slot variable `<var>/<opt name>` (unique: the second is `<var>/<opt name>_1`), colocated
+# with `v`, not trainable.
+slot(opt::Optimizer, v::Tensor, value) =
+    colocate_with(() -> Variable(value; name=v.op.name * "/" * getfield(opt, :name), trainable=false), v)
+
+nslots(::GradientDescentOptimizer) = 0
+nslots(::MomentumOptimizer) = 1
+nslots(::AdamOptimizer) = 2
+nslots(::RMSPropOptimizer) = 2
+
+function create_slots!(opt::Optimizer, vars)
+    slots = getfield(opt, :slots)
+    for v in vars
+        haskey(slots, v) && continue
+        T, dims = v.dtype, size(v)
+        slots[v] = if opt isa RMSPropOptimizer
+            Tensor[slot(opt, v, ones(T, dims...)), slot(opt, v, zeros(T, dims...))]
+        else
+            Tensor[slot(opt, v, zeros(T, dims...)) for _ in 1:nslots(opt)]
+        end
+    end
+    if opt isa AdamOptimizer && isempty(getfield(opt, :powers))
+        v = vars[1]; T = v.dtype
+        colocate_with(v) do
+            push!(getfield(opt, :powers), Variable(T(getfield(opt, :beta1)); name="beta1_power", trainable=false))
+            push!(getfield(opt, :powers), Variable(T(getfield(opt, :beta2)); name="beta2_power", trainable=false))
+        end
+    end
+    return nothing
+end
+
+hyper_tensor(x::Tensor, name) = x
+hyper_tensor(x::Real, name) = constant(Float64(x); name=name)
+
+# TF's `_prepare`: the hyperparameters as tensors `<Name>/learning_rate`, ...
+prepare(o::GradientDescentOptimizer) = (lr=hyper_tensor(o.learning_rate, "learning_rate"),)
+prepare(o::MomentumOptimizer) = (lr=hyper_tensor(o.learning_rate, "learning_rate"), momentum=hyper_tensor(o.momentum, "momentum"))
+prepare(o::AdamOptimizer) = (lr=hyper_tensor(o.learning_rate, "learning_rate"), beta1=hyper_tensor(o.beta1, "beta1"),
+                             beta2=hyper_tensor(o.beta2, "beta2"), epsilon=hyper_tensor(o.epsilon, "epsilon"))
+prepare(o::RMSPropOptimizer) = (lr=hyper_tensor(o.learning_rate, "learning_rate"), decay=hyper_tensor(o.decay, "decay"),
+                                momentum=hyper_tensor(o.momentum, "momentum"), epsilon=hyper_tensor(o.epsilon, "epsilon"))
+
+function apply_one(o::GradientDescentOptimizer, h, g, v)
+    T = v.dtype
+    return add_op("ApplyGradientDescent", [v, cast(h.lr, T), cast(g, T)])
+end
+function apply_one(o::MomentumOptimizer, h, g, v)
+    T = v.dtype; s = getfield(o, :slots)[v]
+    return add_op("ApplyMomentum", [v, s[1], cast(h.lr, T), cast(g, T), cast(h.momentum, T)]; use_nesterov=o.use_nesterov)
+end
+function apply_one(o::AdamOptimizer, h, g, v)
+    T = v.dtype; s = getfield(o, :slots)[v]; p = getfield(o, :powers)
+    return add_op("ApplyAdam", [v, s[1], s[2], cast(p[1], T), cast(p[2], T), cast(h.lr, T), cast(h.beta1, T),
+                                cast(h.beta2, T), cast(h.epsilon, T), cast(g, T)])
+end
+function apply_one(o::RMSPropOptimizer, h, g, v)
+    T = v.dtype; s = getfield(o, :slots)[v]
+    return add_op("ApplyRMSProp", [v, s[1], s[2], cast(h.lr, T), cast(h.decay, T), cast(h.momentum, T), cast(h.epsilon, T), cast(g, T)])
+end
+
+# TF's `_finish`: extra ops run with the updates (Adam: beta powers *= beta after them).
+finish(::Optimizer, updates) = Tensor[]
+function finish(o::AdamOptimizer, updates)
+    p = getfield(o, :powers)
+    return control_dependencies(updates) do
+        colocate_with(p[1]) do
+            Tensor[assign(p[1], p[1] * getfield(o, :beta1)), assign(p[2], p[2] * getfield(o, :beta2))]
+        end
+    end
+end
