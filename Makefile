@@ -7,7 +7,7 @@
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
 #   make test     Rust tests, Julia package tests, the HTML timeline in headless Chromium,
-#                 then every seed script in test/seeds/
+#                 the example programs (test/examples/), then every seed script in test/seeds/
 #   make demo     examples/placement_tour.jl, run in out/ (where its JSON profiles land)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
@@ -34,7 +34,7 @@ HEADER := crates/oxiflow-capi/include/oxiflow.h
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup build header test test-rust test-julia test-html test-seeds demo bench bench-quick clean distclean
+.PHONY: all setup build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-quick clean distclean
 
 all: build
 
@@ -52,7 +52,7 @@ header: $(CBINDGEN)
 $(CBINDGEN):
 	$(CARGO) install cbindgen --locked --root .deps/cargo
 
-test: setup build test-rust test-julia test-html test-seeds
+test: setup build test-rust test-julia test-html test-examples test-seeds
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API
@@ -69,6 +69,14 @@ test-julia: setup build
 # The HTML timeline loaded in headless Chromium; page, DOM dump and screenshot in out/test-html/.
 test-html: setup build
 	$(JULIA_RUN) test/html/timeline_chromium.jl $(CURDIR)/out/test-html
+
+# Example programs with their results asserted (test/examples/*.jl), each in a scratch dir.
+test-examples: setup build
+	@for t in $(sort $(wildcard test/examples/*.jl)); do \
+		echo "=== $$t"; tmp=$$(mktemp -d); \
+		(cd "$$tmp" && $(JULIA_RUN) $(CURDIR)/$$t) || { rm -rf "$$tmp"; exit 1; }; \
+		rm -rf "$$tmp"; \
+	done
 
 test-seeds: setup build
 	@if [ -z "$(SEEDS)" ]; then echo "seeds: no seed scripts found in test/seeds/"; exit 1; fi

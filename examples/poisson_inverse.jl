@@ -1,8 +1,9 @@
 # ADCME's README inverse problem: recover the coefficient b of -b u'' + u = f on [0, 1]
 # (u(0) = u(1) = 0, finite differences on n = 101 nodes) from one observation u = 1.
-# Written as ADCME's README has it. The true b is 1, but the README's `u[div(n+1,2)]` is the
-# node x = 0.51 (the interior nodes start at 0.01), so the discrete answer is b = 0.99956;
-# observing `u[50]` (x = 0.5) gives b = 1 (test/examples/poisson.jl checks both).
+# Written as ADCME's README has it, with one fix: the README observes `u[div(n+1,2)]`, meant
+# as x = 0.5, but the interior nodes start at x = 0.01, so that is node x = 0.51 and BFGS!
+# would find b = 0.99956. We observe the node at x = 0.5 (`u[50]`), as the README meant, and
+# recover the true b = 1 (test/examples/poisson.jl checks it to 1e-6).
 #
 #   julia --project=julia/Oxiflow examples/poisson_inverse.jl
 #
@@ -20,7 +21,9 @@ A = diagm(0 => 2 / h^2 * ones(n - 2), -1 => -1 / h^2 * ones(n - 3), 1 => -1 / h^
 B = b * A + I  # I stands for the identity matrix
 f = @. 4 * (2 + x - x^2)
 u = B \ f # solve the equation using built-in linear solver
-ue = u[div(n + 1, 2)] # extract values at x=0.5
+k = div(n + 1, 2) - 1 # the node at x = 0.5 (ADCME's README writes div(n+1,2): x = 0.51)
+@assert x[k] == 0.5
+ue = u[k] # extract values at x=0.5
 
 loss = (ue - 1.0)^2
 
