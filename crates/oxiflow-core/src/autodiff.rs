@@ -32,9 +32,11 @@ use std::collections::HashMap;
 /// gradient (TF's `NotDifferentiable`). Several gradients reaching one tensor are summed
 /// with one `AddN` in the `gradients` scope.
 ///
-/// Errors: unknown outputs, `grad_ys` of the wrong length, dtype or shape, or a failing
-/// gradient function (`ShapeMismatch`, ...). The graph's name and colocation scopes are
-/// restored on every path; nodes built before an error stay in the graph (as in TF).
+/// Errors: unknown outputs, `grad_ys` of the wrong length, dtype or shape, a failing
+/// gradient function (`ShapeMismatch`, ...), or a float path through an op that has no
+/// gradient and is not marked not-differentiable (TF's `LookupError: No gradient defined for
+/// operation '<name>' (op type: <Op>)`, here `NotFound`). On error the graph is as it was:
+/// the nodes built so far are removed, and the name and colocation scopes are restored.
 pub fn gradients(
     g: &mut Graph,
     ys: &[Output],
@@ -48,11 +50,24 @@ pub fn gradients(
     if let Some(gy) = grad_ys {
         check_grad_ys(g, ys, gy)?;
     }
+    let len = g.len();
     g.push_name_scope("gradients");
     let result = Backprop { colocate, grads: HashMap::new() }.run(g, ys, xs, grad_ys);
     g.pop_name_scope();
+    if result.is_err() {
+        g.truncate(len);
+    }
     result
 }
+
+/// Ops through which no gradient flows, by design (TF's `ops.NotDifferentiable`
+/// registrations in `math_grad.py`, `array_grad.py`, `random_ops.py`, `state_grad.py`).
+/// Any other op without a gradient function on a differentiated float path is an error.
+pub const NOT_DIFFERENTIABLE: &[&str] = &[
+    "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "ArgMax", "ArgMin", "OnesLike", "ZerosLike",
+    "RandomStandardNormal", "RandomUniform", "StopGradient", "Assign", "NoOp", "Const", "Placeholder",
+    "PlaceholderWithDefault", "VariableV2",
+];
 
 fn check_grad_ys(g: &Graph, ys: &[Output], grad_ys: &[Output]) -> Result<()> {
     if grad_ys.len() != ys.len() {
@@ -139,6 +154,15 @@ impl Backprop {
             let is_x = xs.iter().any(|x| x.node == node.id);
             let stop = is_x && !node.inputs.iter().any(|i| between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
+                let float_out = node.outputs.iter().all(|t| t.dtype.is_float());
+                if node.op.grad.is_none() && float_out && !stop && !node.inputs.is_empty() && out_grads.iter().any(Option::is_some)
+                    && !NOT_DIFFERENTIABLE.contains(&node.op.name)
+                {
+                    return Err(OxiflowError::NotFound(format!(
+                        "No gradient defined for operation '{}' (op type: {})",
+                        node.name, node.op.name
+                    )));
+                }
                 return Ok(());
             }
             let grad_fn = node.op.grad.expect("checked above");

@@ -508,7 +508,7 @@ impl Graph {
     }
 
     /// Removes nodes from `len` on (rollback of a composite build that failed half-way).
-    fn truncate(&mut self, len: usize) {
+    pub(crate) fn truncate(&mut self, len: usize) {
         for n in self.nodes.drain(len..) {
             self.by_name.remove(&n.name);
             self.used_names.remove(&n.name);

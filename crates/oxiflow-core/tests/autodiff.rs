@@ -222,3 +222,24 @@ fn scopes_are_restored_when_a_gradient_fails() {
     let xv = t64(&[2], vec![0.1, 0.2]);
     assert_close(&eval1(&g, &[(x, xv)], d).to_f64_vec(), &[0.1f64.exp(), 0.2f64.exp()], 1e-15, "exp'");
 }
+
+/// TF's `LookupError` for an op with no gradient that is not marked not-differentiable; the
+/// graph is left exactly as it was, and a later `gradients` call works.
+#[test]
+fn no_gradient_defined_is_an_error_and_rolls_back() {
+    let mut g = Graph::new();
+    let v = g.variable(oxiflow_core::Tensor::scalar(1.0f64), Some("v"), true).unwrap();
+    let lr = g.scalar(DType::Float64, 0.1).unwrap();
+    let d = g.placeholder(DType::Float64, &[], Some("d")).unwrap();
+    let up = g.op("ApplyGradientDescent", &[Output::new(v, 0), lr, d]).unwrap();
+    let y = g.op("Sin", &[up]).unwrap();
+    let before = names(&g);
+    let e = gradients(&mut g, &[y], &[d], None, false).unwrap_err().to_string();
+    assert!(e.contains("No gradient defined for operation 'ApplyGradientDescent' (op type: ApplyGradientDescent)"), "{e}");
+    assert_eq!(names(&g), before);
+    // not-differentiable ops pass no gradient silently (TF's NotDifferentiable)
+    let c = g.op("Greater", &[d, lr]).unwrap();
+    let s = g.op_spec(oxiflow_core::NodeSpec::new("SelectV2", &[c, d, lr])).unwrap();
+    let dd = gradients(&mut g, &[s], &[d], None, false).unwrap();
+    assert!(dd[0].is_some());
+}
