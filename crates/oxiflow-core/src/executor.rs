@@ -173,6 +173,10 @@ struct Worker {
     inputs: Vec<Tensor>,
     /// Timings of this worker's steps when tracing, merged at the end of its chain.
     timings: Vec<StepTiming>,
+    /// When tracing, the end of this worker's previous step, which is taken as the start
+    /// of its next one (one clock read per step; the worker's bookkeeping between two
+    /// steps counts towards the second).
+    last_end: Option<u64>,
 }
 
 impl RunCtx<'_> {
@@ -207,7 +211,7 @@ impl RunCtx<'_> {
 
     fn exec(&self, s: usize, w: &mut Worker) -> Result<()> {
         let step = &self.plan.steps[s];
-        let start = self.timings.as_ref().map(|_| self.t0.elapsed().as_nanos() as u64);
+        let start = self.timings.as_ref().map(|_| w.last_end.take().unwrap_or_else(|| self.t0.elapsed().as_nanos() as u64));
         let device = &self.devices.devices[step.device];
         let outs = match &step.kind {
             StepKind::Op(node) => {
@@ -251,9 +255,10 @@ impl RunCtx<'_> {
             self.release(i);
         }
         if let Some(start) = start {
-            let end = self.t0.elapsed().as_nanos() as u64;
+            let end = (self.t0.elapsed().as_nanos() as u64).max(start + 1);
+            w.last_end = Some(end);
             let thread = rayon::current_thread_index().unwrap_or(0);
-            w.timings.push(StepTiming { step: s, thread, start_ns: start, end_ns: end.max(start + 1), bytes });
+            w.timings.push(StepTiming { step: s, thread, start_ns: start, end_ns: end, bytes });
         }
         Ok(())
     }
@@ -262,7 +267,7 @@ impl RunCtx<'_> {
     /// the others. A panic in a kernel becomes an error naming the node (TF reports a
     /// kernel's failure as the node's error; the run stops, the session stays usable).
     fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
-        let mut w = Worker { inputs: Vec::new(), timings: Vec::new() };
+        let mut w = Worker { inputs: Vec::new(), timings: Vec::new(), last_end: None };
         let current = Cell::new(s);
         let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
         if let Err(p) = run {
