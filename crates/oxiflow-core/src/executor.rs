@@ -66,82 +66,125 @@ pub struct Plan {
     scratch: Mutex<Vec<Scratch>>,
 }
 
-/// Reader count of a slot that must survive the run (a fetch).
+/// Reader count of a cell that must survive the run (it holds a fetch).
 const KEEP: u32 = u32::MAX;
+
+/// Where a slot's tensor lives during a run: the output vector (cell) of the step that
+/// produces it, or a feed's cell, and its index there.
+#[derive(Copy, Clone, Debug)]
+struct SlotSource {
+    cell: u32,
+    index: u32,
+}
+
+/// Source of a slot that nothing writes.
+const NO_SOURCE: SlotSource = SlotSource { cell: u32::MAX, index: 0 };
 
 /// What every run of a plan needs that depends only on the plan.
 #[derive(Debug)]
 struct Derived {
     /// Initial pending count of each step.
     pending: Vec<u32>,
-    /// Number of step inputs reading each slot ([`KEEP`] for fetched slots).
+    /// Cell and index of each slot. Step `s` writes cell `s`; feed `j` is cell `steps + j`.
+    source: Vec<SlotSource>,
+    /// Number of step inputs reading each cell's tensors ([`KEEP`] for cells with a fetch).
     readers: Vec<u32>,
     /// Steps with no predecessor.
     ready: Vec<usize>,
-    /// Slots still holding a tensor after a successful run: fetched or never read.
+    /// Cells still holding tensors after a successful run: fetched or never read.
     leftover: Vec<usize>,
 }
 
 impl Derived {
     fn of(plan: &Plan) -> Derived {
-        let mut readers = vec![0u32; plan.num_slots];
+        let cells = plan.steps.len() + plan.feed_slots.len();
+        let mut source = vec![NO_SOURCE; plan.num_slots];
+        for (s, step) in plan.steps.iter().enumerate() {
+            for k in 0..step.num_outputs {
+                if let Some(src) = source.get_mut(step.outputs + k) {
+                    *src = SlotSource { cell: s as u32, index: k as u32 };
+                }
+            }
+        }
+        for (j, &(slot, _)) in plan.feed_slots.iter().enumerate() {
+            if let Some(src) = source.get_mut(slot) {
+                *src = SlotSource { cell: (plan.steps.len() + j) as u32, index: 0 };
+            }
+        }
+        let mut readers = vec![0u32; cells];
+        let cell_of = |slot: usize| source.get(slot).map(|s| s.cell as usize).filter(|&c| c < cells);
         for step in &plan.steps {
             for &i in &step.inputs {
-                if let Some(r) = readers.get_mut(i) {
-                    *r = r.saturating_add(1).min(KEEP - 1);
+                if let Some(c) = cell_of(i) {
+                    readers[c] = readers[c].saturating_add(1).min(KEEP - 1);
                 }
             }
         }
         for &(slot, _) in &plan.fetch_slots {
-            if let Some(r) = readers.get_mut(slot) {
-                *r = KEEP;
+            if let Some(c) = cell_of(slot) {
+                readers[c] = KEEP;
             }
         }
         Derived {
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
-            leftover: (0..plan.num_slots).filter(|&i| readers[i] == 0 || readers[i] == KEEP).collect(),
+            leftover: (0..cells).filter(|&i| readers[i] == 0 || readers[i] == KEEP).collect(),
+            source,
             readers,
         }
     }
 }
 
-/// One tensor slot of a run. Written once by its producing step (or by a feed before the
-/// run starts), read by the steps that consume it, cleared by the last of them.
+/// The outputs of one step (as its kernel returned them) or one feed, for one run.
+/// Written once by its step (or by `execute` before the run starts), read by the steps
+/// that consume them, cleared by the last of those.
 ///
 /// Safety: the plan orders every access. A consumer step runs only after its producer's
 /// decrement of its pending count (`AcqRel`), so the write happens before every read; the
-/// last reader clears the slot after its `AcqRel` decrement of the slot's reader count
+/// last reader clears the cell after its `AcqRel` decrement of the cell's reader count
 /// observed every other reader's decrement, so every read happens before the clear.
 /// Scratch arrays pass between runs through a `Mutex`.
 #[derive(Default)]
-struct Slot(UnsafeCell<Option<Tensor>>);
+struct OutCell(UnsafeCell<Option<Vec<Tensor>>>);
 
 // SAFETY: see the access protocol above; `Tensor` is `Send + Sync`.
-unsafe impl Sync for Slot {}
+unsafe impl Sync for OutCell {}
 
-impl std::fmt::Debug for Slot {
+impl std::fmt::Debug for OutCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Slot")
+        f.write_str("OutCell")
     }
 }
 
 /// Per-run arrays, reused between runs of one plan.
 #[derive(Debug, Default)]
 struct Scratch {
-    slots: Vec<Slot>,
+    cells: Vec<OutCell>,
     pending: Vec<AtomicU32>,
     readers: Vec<AtomicU32>,
 }
 
 impl Scratch {
-    /// Ready for a run of a plan with `d` (every slot is empty when a scratch is stored).
+    /// Ready for a run of a plan with `d` (every cell is empty when a scratch is stored).
     fn reset(&mut self, d: &Derived) {
-        self.slots.resize_with(d.readers.len(), Slot::default);
+        self.cells.resize_with(d.readers.len(), OutCell::default);
         self.pending.clear();
         self.pending.extend(d.pending.iter().map(|&p| AtomicU32::new(p)));
         self.readers.clear();
         self.readers.extend(d.readers.iter().map(|&r| AtomicU32::new(r)));
+    }
+
+    /// The tensor in `slot`.
+    ///
+    /// # Safety
+    /// Its producer has finished and its last reader has not (cell access protocol).
+    unsafe fn get(&self, d: &Derived, slot: usize) -> Result<&Tensor> {
+        let src = d.source.get(slot).copied().unwrap_or(NO_SOURCE);
+        self.cells
+            .get(src.cell as usize)
+            .and_then(|c| (*c.0.get()).as_ref())
+            .and_then(|v| v.get(src.index as usize))
+            .ok_or_else(|| OxiflowError::Internal(format!("slot {slot} read before it was written")))
     }
 }
 
@@ -189,14 +232,16 @@ impl RunCtx<'_> {
     }
 
     fn input(&self, slot: usize) -> Result<&Tensor> {
-        // SAFETY: slot access protocol (see `Slot`): the producer has finished.
-        unsafe { &*self.scratch.slots[slot].0.get() }
-            .as_ref()
-            .ok_or_else(|| OxiflowError::Internal(format!("slot {slot} read before it was written")))
+        // SAFETY: cell access protocol (see `OutCell`): the producer has finished.
+        unsafe { self.scratch.get(self.derived, slot) }
     }
 
-    /// Records that one reader of `slot` is done; the last one frees the tensor.
+    /// Records that one reader of `slot` is done; the last reader of its cell frees the
+    /// cell's tensors.
     fn release(&self, slot: usize) {
+        let Some(slot) = self.derived.source.get(slot).map(|s| s.cell as usize).filter(|&c| c < self.derived.readers.len()) else {
+            return;
+        };
         let last = match self.derived.readers[slot] {
             KEEP => false,
             // The only reader: no other thread touches the slot any more.
@@ -205,7 +250,7 @@ impl RunCtx<'_> {
         };
         if last {
             // SAFETY: every reader is done (slot access protocol).
-            drop(unsafe { (*self.scratch.slots[slot].0.get()).take() });
+            drop(unsafe { (*self.scratch.cells[slot].0.get()).take() });
         }
     }
 
@@ -247,10 +292,8 @@ impl RunCtx<'_> {
             }
         };
         let bytes = if self.timings.is_some() { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
-        for (i, t) in outs.into_iter().enumerate() {
-            // SAFETY: this step is the slot's only writer and no reader runs before it ends.
-            unsafe { *self.scratch.slots[step.outputs + i].0.get() = Some(t) };
-        }
+        // SAFETY: this step is the cell's only writer and no reader runs before it ends.
+        unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
         for &i in &step.inputs {
             self.release(i);
         }
@@ -342,9 +385,8 @@ pub fn execute(
     let derived = plan.derived.get_or_init(|| Derived::of(plan));
     let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
     scratch.reset(derived);
-    for (&(slot, _), t) in plan.feed_slots.iter().zip(feeds) {
-        // SAFETY: no step runs yet; this thread owns the scratch.
-        unsafe { *scratch.slots[slot].0.get() = Some(t) };
+    for (j, t) in feeds.into_iter().take(plan.feed_slots.len()).enumerate() {
+        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(vec![t]);
     }
     let ctx = RunCtx {
         plan,
@@ -375,17 +417,17 @@ pub fn execute(
             .iter()
             .map(|&(slot, _)| {
                 // SAFETY: every step has finished (the scope has ended).
-                unsafe { &*scratch.slots[slot].0.get() }
-                    .clone()
-                    .ok_or_else(|| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
+                unsafe { scratch.get(derived, slot) }
+                    .cloned()
+                    .map_err(|_| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
             })
             .collect::<Result<Vec<_>>>(),
     };
     // Empty every slot before the scratch is reused: after a success only fetched and
     // unread slots still hold a tensor; after a failure any slot may.
     match fetched {
-        Ok(_) => derived.leftover.iter().for_each(|&i| scratch.slots[i].0.get_mut().take().map_or((), drop)),
-        Err(_) => scratch.slots.iter_mut().for_each(|s| *s.0.get_mut() = None),
+        Ok(_) => derived.leftover.iter().for_each(|&i| *scratch.cells[i].0.get_mut() = None),
+        Err(_) => scratch.cells.iter_mut().for_each(|c| *c.0.get_mut() = None),
     }
     plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
     Ok(Execution { fetched: fetched?, timings: timings.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())), start: t0 })
