@@ -9,7 +9,7 @@
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeSpec, Output};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Symbolic partial derivatives of `sum(ys)` with respect to each of `xs`
 /// (TF's `tf.gradients(ys, xs, grad_ys, colocate_gradients_with_ops=colocate)`).
@@ -52,7 +52,7 @@ pub fn gradients(
     }
     let len = g.len();
     g.push_name_scope("gradients");
-    let result = Backprop { colocate, grads: HashMap::new() }.run(g, ys, xs, grad_ys);
+    let result = Backprop { colocate, grads: FxHashMap::default() }.run(g, ys, xs, grad_ys);
     g.pop_name_scope();
     if result.is_err() {
         g.truncate(len);
@@ -108,7 +108,7 @@ fn colocated<T>(g: &mut Graph, on: bool, node: usize, f: impl FnOnce(&mut Graph)
 /// The state of one backward pass: gradients received so far by each forward tensor.
 struct Backprop {
     colocate: bool,
-    grads: HashMap<Output, Vec<Output>>,
+    grads: FxHashMap<Output, Vec<Output>>,
 }
 
 impl Backprop {
@@ -123,6 +123,10 @@ impl Backprop {
             self.grads.entry(y).or_default().push(gy);
         }
         let between = between_nodes(g, ys, xs);
+        // Most gradient functions add two or three nodes per forward op.
+        let n_between = between.iter().filter(|&&b| b).count();
+        g.reserve(3 * n_between);
+        self.grads.reserve(n_between);
         for id in (0..g.len()).rev().filter(|&id| between[id]) {
             let node = g.node(id)?.clone();
             self.backprop_node(g, &node, &between, xs)?;
@@ -166,7 +170,7 @@ impl Backprop {
                 return Ok(());
             }
             let grad_fn = node.op.grad.expect("checked above");
-            g.push_name_scope(&format!("{}_grad", node.name));
+            g.push_name_scope(&crate::graph::concat(&[&node.name, "_grad"]));
             let in_grads = grad_fn(g, node, &out_grads);
             g.pop_name_scope();
             let in_grads = in_grads?;

@@ -6,12 +6,20 @@
 //! finishes a step decrements its successors' counts, runs the first that becomes ready
 //! itself (no hand-off: a chain runs on one thread, like TF's inline-ready optimisation)
 //! and spawns the others on the pool.
+//!
+//! Per-step cost is kept low (docs/performance.md): a tensor slot is freed as soon as its
+//! last reader has run (as TF's executor does), so the allocator recycles the same blocks
+//! from its thread cache; a single-input kernel borrows its input from the slot without a
+//! clone, and multi-input steps reuse one buffer per worker; the per-run slot and counter
+//! arrays are kept with the plan and reused by later runs; one `catch_unwind` covers a
+//! worker's whole chain of steps.
 
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::graph::Node;
 use crate::ops::{KernelCtx, StateAccess};
 use crate::tensor::Tensor;
+use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,6 +49,9 @@ pub struct Step {
 }
 
 /// A placed, partitioned step, ready to run many times.
+///
+/// Build it completely (steps, slots, feeds, fetches) before its first [`execute`]: the
+/// first run derives per-slot reader counts and the ready list from it and caches them.
 #[derive(Debug, Default)]
 pub struct Plan {
     pub steps: Vec<Step>,
@@ -49,6 +60,132 @@ pub struct Plan {
     pub feed_slots: Vec<(usize, usize)>,
     /// Slot and device of each fetch.
     pub fetch_slots: Vec<(usize, usize)>,
+    /// Derived from the fields above on the first run.
+    derived: OnceLock<Derived>,
+    /// Slot and counter arrays of finished runs, reused by the next ones.
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+/// Reader count of a cell that must survive the run (it holds a fetch).
+const KEEP: u32 = u32::MAX;
+
+/// Where a slot's tensor lives during a run: the output vector (cell) of the step that
+/// produces it, or a feed's cell, and its index there.
+#[derive(Copy, Clone, Debug)]
+struct SlotSource {
+    cell: u32,
+    index: u32,
+}
+
+/// Source of a slot that nothing writes.
+const NO_SOURCE: SlotSource = SlotSource { cell: u32::MAX, index: 0 };
+
+/// What every run of a plan needs that depends only on the plan.
+#[derive(Debug)]
+struct Derived {
+    /// Initial pending count of each step.
+    pending: Vec<u32>,
+    /// Cell and index of each slot. Step `s` writes cell `s`; feed `j` is cell `steps + j`.
+    source: Vec<SlotSource>,
+    /// Number of step inputs reading each cell's tensors ([`KEEP`] for cells with a fetch).
+    readers: Vec<u32>,
+    /// Steps with no predecessor.
+    ready: Vec<usize>,
+    /// Cells still holding tensors after a successful run: fetched or never read.
+    leftover: Vec<usize>,
+}
+
+impl Derived {
+    fn of(plan: &Plan) -> Derived {
+        let cells = plan.steps.len() + plan.feed_slots.len();
+        let mut source = vec![NO_SOURCE; plan.num_slots];
+        for (s, step) in plan.steps.iter().enumerate() {
+            for k in 0..step.num_outputs {
+                if let Some(src) = source.get_mut(step.outputs + k) {
+                    *src = SlotSource { cell: s as u32, index: k as u32 };
+                }
+            }
+        }
+        for (j, &(slot, _)) in plan.feed_slots.iter().enumerate() {
+            if let Some(src) = source.get_mut(slot) {
+                *src = SlotSource { cell: (plan.steps.len() + j) as u32, index: 0 };
+            }
+        }
+        let mut readers = vec![0u32; cells];
+        let cell_of = |slot: usize| source.get(slot).map(|s| s.cell as usize).filter(|&c| c < cells);
+        for step in &plan.steps {
+            for &i in &step.inputs {
+                if let Some(c) = cell_of(i) {
+                    readers[c] = readers[c].saturating_add(1).min(KEEP - 1);
+                }
+            }
+        }
+        for &(slot, _) in &plan.fetch_slots {
+            if let Some(c) = cell_of(slot) {
+                readers[c] = KEEP;
+            }
+        }
+        Derived {
+            pending: plan.steps.iter().map(|s| s.pending).collect(),
+            ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
+            leftover: (0..cells).filter(|&i| readers[i] == 0 || readers[i] == KEEP).collect(),
+            source,
+            readers,
+        }
+    }
+}
+
+/// The outputs of one step (as its kernel returned them) or one feed, for one run.
+/// Written once by its step (or by `execute` before the run starts), read by the steps
+/// that consume them, cleared by the last of those.
+///
+/// Safety: the plan orders every access. A consumer step runs only after its producer's
+/// decrement of its pending count (`AcqRel`), so the write happens before every read; the
+/// last reader clears the cell after its `AcqRel` decrement of the cell's reader count
+/// observed every other reader's decrement, so every read happens before the clear.
+/// Scratch arrays pass between runs through a `Mutex`.
+#[derive(Default)]
+struct OutCell(UnsafeCell<Option<Vec<Tensor>>>);
+
+// SAFETY: see the access protocol above; `Tensor` is `Send + Sync`.
+unsafe impl Sync for OutCell {}
+
+impl std::fmt::Debug for OutCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutCell")
+    }
+}
+
+/// Per-run arrays, reused between runs of one plan.
+#[derive(Debug, Default)]
+struct Scratch {
+    cells: Vec<OutCell>,
+    pending: Vec<AtomicU32>,
+    readers: Vec<AtomicU32>,
+}
+
+impl Scratch {
+    /// Ready for a run of a plan with `d` (every cell is empty when a scratch is stored).
+    fn reset(&mut self, d: &Derived) {
+        self.cells.resize_with(d.readers.len(), OutCell::default);
+        self.pending.clear();
+        self.pending.extend(d.pending.iter().map(|&p| AtomicU32::new(p)));
+        self.readers.clear();
+        self.readers.extend(d.readers.iter().map(|&r| AtomicU32::new(r)));
+    }
+
+    /// The tensor in `slot`.
+    ///
+    /// # Safety
+    /// Its producer has finished and its last reader has not (cell access protocol).
+    unsafe fn get(&self, d: &Derived, slot: usize) -> Result<&Tensor> {
+        let src = d.source.get(slot).copied().unwrap_or(NO_SOURCE);
+        self.cells
+            .get(src.cell as usize)
+            .and_then(|c| (*c.0.get()).as_ref())
+            .and_then(|v| v.get(src.index as usize))
+            .ok_or_else(|| OxiflowError::Internal(format!("slot {slot} read before it was written")))
+    }
 }
 
 /// Timing of one step, recorded when tracing (nanoseconds since the run started).
@@ -65,12 +202,24 @@ struct RunCtx<'a> {
     plan: &'a Plan,
     devices: &'a DeviceSet,
     state: &'a dyn StateAccess,
-    slots: Vec<OnceLock<Tensor>>,
-    pending: Vec<AtomicU32>,
+    scratch: &'a Scratch,
+    derived: &'a Derived,
     failed: AtomicBool,
     error: Mutex<Option<OxiflowError>>,
     t0: Instant,
     timings: Option<Mutex<Vec<StepTiming>>>,
+}
+
+/// What a worker keeps between the steps it runs.
+struct Worker {
+    /// Inputs of a multi-input step (cleared after each step, capacity kept).
+    inputs: Vec<Tensor>,
+    /// Timings of this worker's steps when tracing, merged at the end of its chain.
+    timings: Vec<StepTiming>,
+    /// When tracing, the end of this worker's previous step, which is taken as the start
+    /// of its next one (one clock read per step; the worker's bookkeeping between two
+    /// steps counts towards the second).
+    last_end: Option<u64>,
 }
 
 impl RunCtx<'_> {
@@ -83,27 +232,49 @@ impl RunCtx<'_> {
     }
 
     fn input(&self, slot: usize) -> Result<&Tensor> {
-        self.slots[slot].get().ok_or_else(|| OxiflowError::Internal(format!("slot {slot} read before it was written")))
+        // SAFETY: cell access protocol (see `OutCell`): the producer has finished.
+        unsafe { self.scratch.get(self.derived, slot) }
     }
 
-    fn exec(&self, s: usize) -> Result<()> {
+    /// Records that one reader of `slot` is done; the last reader of its cell frees the
+    /// cell's tensors.
+    fn release(&self, slot: usize) {
+        let Some(slot) = self.derived.source.get(slot).map(|s| s.cell as usize).filter(|&c| c < self.derived.readers.len()) else {
+            return;
+        };
+        let last = match self.derived.readers[slot] {
+            KEEP => false,
+            // The only reader: no other thread touches the slot any more.
+            1 => true,
+            _ => self.scratch.readers[slot].fetch_sub(1, Ordering::AcqRel) == 1,
+        };
+        if last {
+            // SAFETY: every reader is done (slot access protocol).
+            drop(unsafe { (*self.scratch.cells[slot].0.get()).take() });
+        }
+    }
+
+    fn exec(&self, s: usize, w: &mut Worker) -> Result<()> {
         let step = &self.plan.steps[s];
-        let start = self.timings.as_ref().map(|_| self.t0.elapsed().as_nanos() as u64);
+        let start = self.timings.as_ref().map(|_| w.last_end.take().unwrap_or_else(|| self.t0.elapsed().as_nanos() as u64));
         let device = &self.devices.devices[step.device];
         let outs = match &step.kind {
             StepKind::Op(node) => {
-                let inputs: Vec<Tensor> = step.inputs.iter().map(|&i| self.input(i).cloned()).collect::<Result<_>>()?;
-                let ctx = KernelCtx { node, inputs: &inputs, state: self.state };
-                let outs = catch_unwind(AssertUnwindSafe(|| device.compute(&ctx))).unwrap_or_else(|p| {
-                    let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-                    Err(OxiflowError::Internal(format!(
-                        "kernel of {} '{}' panicked: {}",
-                        node.op.name,
-                        node.name,
-                        msg.unwrap_or_default()
-                    )))
-                })?;
-                if outs.len() != node.outputs.len() || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || t.dims() != tt.shape.dims()) {
+                w.inputs.clear();
+                let inputs: &[Tensor] = if let [i] = step.inputs[..] {
+                    std::slice::from_ref(self.input(i)?)
+                } else {
+                    for &i in &step.inputs {
+                        let t = self.input(i)?.clone();
+                        w.inputs.push(t);
+                    }
+                    &w.inputs
+                };
+                let ctx = KernelCtx { node, inputs, state: self.state };
+                let outs = device.compute(&ctx)?;
+                if outs.len() != node.outputs.len()
+                    || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || t.dims() != tt.shape.dims())
+                {
                     return Err(OxiflowError::Internal(format!(
                         "kernel of {} '{}' returned {:?}, expected {:?}",
                         node.op.name,
@@ -112,6 +283,7 @@ impl RunCtx<'_> {
                         node.outputs
                     )));
                 }
+                w.inputs.clear();
                 outs
             }
             StepKind::Copy { from, .. } => {
@@ -120,29 +292,62 @@ impl RunCtx<'_> {
             }
         };
         let bytes = if self.timings.is_some() { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
-        for (i, t) in outs.into_iter().enumerate() {
-            let _ = self.slots[step.outputs + i].set(t);
+        // SAFETY: this step is the cell's only writer and no reader runs before it ends.
+        unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
+        for &i in &step.inputs {
+            self.release(i);
         }
-        if let (Some(tm), Some(start)) = (&self.timings, start) {
-            let end = self.t0.elapsed().as_nanos() as u64;
+        if let Some(start) = start {
+            let end = (self.t0.elapsed().as_nanos() as u64).max(start + 1);
+            w.last_end = Some(end);
             let thread = rayon::current_thread_index().unwrap_or(0);
-            tm.lock().unwrap().push(StepTiming { step: s, thread, start_ns: start, end_ns: end.max(start + 1), bytes });
+            w.timings.push(StepTiming { step: s, thread, start_ns: start, end_ns: end, bytes });
         }
         Ok(())
     }
 
-    fn run_from<'s>(&'s self, mut s: usize, scope: &rayon::Scope<'s>) {
+    /// Runs step `s` and then, inline, the first successor each step makes ready; spawns
+    /// the others. A panic in a kernel becomes an error naming the node (TF reports a
+    /// kernel's failure as the node's error; the run stops, the session stays usable).
+    fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
+        let mut w = Worker { inputs: Vec::new(), timings: Vec::new(), last_end: None };
+        let current = Cell::new(s);
+        let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
+        if let Err(p) = run {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            match &self.plan.steps[current.get()].kind {
+                StepKind::Op(node) => self.fail(OxiflowError::Internal(format!(
+                    "kernel of {} '{}' panicked: {}",
+                    node.op.name,
+                    node.name,
+                    msg.unwrap_or_default()
+                ))),
+                StepKind::Copy { tensor, .. } => {
+                    self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default())))
+                }
+            }
+        }
+        if let Some(tm) = &self.timings {
+            if !w.timings.is_empty() {
+                tm.lock().unwrap_or_else(|p| p.into_inner()).append(&mut w.timings);
+            }
+        }
+    }
+
+    fn run_chain<'s>(&'s self, mut s: usize, scope: &rayon::Scope<'s>, w: &mut Worker, current: &Cell<usize>) {
         loop {
             if self.failed.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = self.exec(s) {
+            current.set(s);
+            if let Err(e) = self.exec(s, w) {
                 self.fail(e);
                 return;
             }
             let mut next = None;
             for &succ in &self.plan.steps[s].successors {
-                if self.pending[succ].fetch_sub(1, Ordering::AcqRel) == 1 {
+                // A step with one predecessor is ready now; no counter to update.
+                if self.derived.pending[succ] == 1 || self.scratch.pending[succ].fetch_sub(1, Ordering::AcqRel) == 1 {
                     if next.is_none() {
                         next = Some(succ);
                     } else {
@@ -167,7 +372,8 @@ pub struct Execution {
 }
 
 /// Runs `plan` with `feeds` (one tensor per `plan.feed_slots`, already on its device).
-/// The first error raised by any step stops the run and is returned.
+/// The first error raised by any step stops the run and is returned. Runs of one plan may
+/// overlap (each takes its own scratch arrays).
 pub fn execute(
     plan: &Plan,
     devices: &DeviceSet,
@@ -176,22 +382,24 @@ pub fn execute(
     pool: &rayon::ThreadPool,
     trace: bool,
 ) -> Result<Execution> {
+    let derived = plan.derived.get_or_init(|| Derived::of(plan));
+    let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
+    scratch.reset(derived);
+    for (j, t) in feeds.into_iter().take(plan.feed_slots.len()).enumerate() {
+        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(vec![t]);
+    }
     let ctx = RunCtx {
         plan,
         devices,
         state,
-        slots: (0..plan.num_slots).map(|_| OnceLock::new()).collect(),
-        pending: plan.steps.iter().map(|s| AtomicU32::new(s.pending)).collect(),
+        scratch: &scratch,
+        derived,
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
         t0: Instant::now(),
         timings: if trace { Some(Mutex::new(Vec::with_capacity(plan.steps.len()))) } else { None },
     };
-    for (&(slot, _), t) in plan.feed_slots.iter().zip(feeds) {
-        let _ = ctx.slots[slot].set(t);
-    }
-    let ready: Vec<usize> = (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect();
-    if let Some((&first, rest)) = ready.split_first() {
+    if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
         pool.scope(|scope| {
             for &r in rest {
@@ -200,15 +408,27 @@ pub fn execute(
             c.run_from(first, scope);
         });
     }
-    if let Some(e) = ctx.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
+    let RunCtx { error, t0, timings, .. } = ctx;
+    let error = error.into_inner().unwrap_or_else(|p| p.into_inner());
+    let fetched = match error {
+        Some(e) => Err(e),
+        None => plan
+            .fetch_slots
+            .iter()
+            .map(|&(slot, _)| {
+                // SAFETY: every step has finished (the scope has ended).
+                unsafe { scratch.get(derived, slot) }
+                    .cloned()
+                    .map_err(|_| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
+            })
+            .collect::<Result<Vec<_>>>(),
+    };
+    // Empty every slot before the scratch is reused: after a success only fetched and
+    // unread slots still hold a tensor; after a failure any slot may.
+    match fetched {
+        Ok(_) => derived.leftover.iter().for_each(|&i| *scratch.cells[i].0.get_mut() = None),
+        Err(_) => scratch.cells.iter_mut().for_each(|c| *c.0.get_mut() = None),
     }
-    let fetched = plan
-        .fetch_slots
-        .iter()
-        .map(|&(slot, _)| {
-            ctx.slots[slot].get().cloned().ok_or_else(|| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Execution { fetched, timings: ctx.timings.map(|m| m.into_inner().unwrap()), start: ctx.t0 })
+    plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
+    Ok(Execution { fetched: fetched?, timings: timings.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())), start: t0 })
 }

@@ -7,7 +7,8 @@ use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::ops::{self, Attrs, InferCtx, OpDef};
 use crate::shape::Shape;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -65,7 +66,7 @@ impl Node {
     /// TF's `colocation_groups()`: the `_class` entries, or `loc:@<own name>`.
     pub fn colocation_groups(&self) -> Vec<String> {
         if self.colocation.is_empty() {
-            vec![format!("loc:@{}", self.name)]
+            vec![concat(&["loc:@", &self.name])]
         } else {
             self.colocation.clone()
         }
@@ -165,11 +166,13 @@ impl NodeSpec {
 #[derive(Default)]
 pub struct Graph {
     nodes: Vec<Node>,
-    by_name: HashMap<String, NodeId>,
-    used_names: HashSet<String>,
+    by_name: FxHashMap<String, NodeId>,
+    /// Names reserved by name scopes (node names are the keys of `by_name`; a name is
+    /// taken when it is in either).
+    scope_names: FxHashSet<String>,
     /// Per full base name, the smallest suffix that may still be free (all below are taken):
     /// keeps [`Graph::unique_name`] O(1) amortized where probing from `_1` was quadratic.
-    next_suffix: HashMap<String, usize>,
+    next_suffix: FxHashMap<String, usize>,
     name_scopes: Vec<String>,
     device_stack: Vec<DeviceScope>,
     colocation_stack: Vec<Vec<NodeId>>,
@@ -227,20 +230,35 @@ impl Graph {
         }
     }
 
+    /// Whether a node or a name scope already has this full name.
+    fn name_taken(&self, name: &str) -> bool {
+        self.by_name.contains_key(name) || self.scope_names.contains(name)
+    }
+
+    /// Room for `additional` more nodes without rehashing or reallocating (a gradient
+    /// build adds a few nodes per forward node).
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.nodes.reserve(additional);
+        self.by_name.reserve(additional);
+    }
+
     /// TF's `Graph.unique_name`: `base` inside the current name scope, suffixed `_1`, `_2`,
     /// ... when taken. Does not reserve the name.
     pub fn unique_name(&mut self, base: &str) -> String {
         let full = match self.name_scopes.last() {
-            Some(s) if !s.is_empty() => format!("{s}/{base}"),
+            Some(s) if !s.is_empty() => concat(&[s, "/", base]),
             _ => base.to_string(),
         };
-        if !self.used_names.contains(&full) {
+        if !self.name_taken(&full) {
             return full;
         }
         let mut i = self.next_suffix.get(&full).copied().unwrap_or(1);
         let cand = loop {
-            let cand = format!("{full}_{i}");
-            if !self.used_names.contains(&cand) {
+            let mut cand = String::with_capacity(full.len() + 8);
+            cand.push_str(&full);
+            cand.push('_');
+            let _ = fmt::Write::write_fmt(&mut cand, format_args!("{i}"));
+            if !self.name_taken(&cand) {
                 break cand;
             }
             i += 1;
@@ -253,7 +271,7 @@ impl Graph {
     /// reserved and returned; nodes created until [`Graph::pop_name_scope`] get it as prefix.
     pub fn push_name_scope(&mut self, name: &str) -> String {
         let full = self.unique_name(name);
-        self.used_names.insert(full.clone());
+        self.scope_names.insert(full.clone());
         self.name_scopes.push(full.clone());
         full
     }
@@ -334,7 +352,7 @@ impl Graph {
     pub fn add_node(&mut self, spec: NodeSpec) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
         let name = self.unique_name(spec.name.as_deref().unwrap_or(op.default_name));
-        self.add_node_full(spec, name)
+        self.add_node_op(op, spec, name)
     }
 
     /// [`Graph::add_node`] with an exact, full node name (no scope prefix, no suffix);
@@ -342,10 +360,17 @@ impl Graph {
     /// as TF's `name="scope/"` does (`tf.group(..., name="Adam/")` makes the node `Adam`).
     pub fn add_node_full(&mut self, spec: NodeSpec, name: String) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
+        self.add_node_op(op, spec, name)
+    }
+
+    /// [`Graph::add_node_full`] with the op already looked up.
+    fn add_node_op(&mut self, op: &'static ops::OpDef, spec: NodeSpec, name: String) -> Result<NodeId> {
+        // only an existing node blocks the name; one a name scope reserved may be taken (TF)
         if self.by_name.contains_key(&name) {
             return Err(OxiflowError::InvalidArgument(format!("a node named '{name}' already exists")));
         }
-        let mut inputs = spec.inputs.clone();
+        let mut spec = spec;
+        let mut inputs = std::mem::take(&mut spec.inputs);
         for (i, inp) in inputs.iter_mut().enumerate() {
             let src = self.node(inp.node)?;
             if inp.index >= src.outputs.len() {
@@ -385,7 +410,6 @@ impl Graph {
 
     fn commit(&mut self, node: Node) -> NodeId {
         let id = node.id;
-        self.used_names.insert(node.name.clone());
         self.by_name.insert(node.name.clone(), id);
         self.nodes.push(node);
         id
@@ -511,7 +535,6 @@ impl Graph {
     pub(crate) fn truncate(&mut self, len: usize) {
         for n in self.nodes.drain(len..) {
             self.by_name.remove(&n.name);
-            self.used_names.remove(&n.name);
         }
     }
 
@@ -523,6 +546,16 @@ impl Graph {
         spec.control_inputs = deps;
         self.add_node(spec)
     }
+}
+
+/// The concatenation of `parts`, allocated once at its final size (`format!` grows its
+/// buffer step by step; names are built for every node, so this shows in graph building).
+pub(crate) fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
 }
 
 impl fmt::Debug for Graph {

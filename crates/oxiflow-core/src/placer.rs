@@ -18,18 +18,25 @@
 use crate::device::DeviceSet;
 use crate::device_spec::DeviceSpec;
 use crate::error::{OxiflowError, Result};
+use crate::dtype::DType;
 use crate::graph::{Graph, Node, NodeId};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Result of placing a set of nodes: node → index into the [`DeviceSet`].
 pub type Assignment = HashMap<NodeId, usize>;
 
+/// A colocation group (meaningful at its union-find root). The request is borrowed from
+/// the node until a merge makes a new one: most groups are single nodes.
 #[derive(Clone)]
-struct Group {
-    request: DeviceSpec,
+struct Group<'a> {
+    request: Cow<'a, DeviceSpec>,
     pinned: Option<usize>,
     types: u32,
 }
+
+/// Member index of a node that is not being placed.
+const NOT_MEMBER: u32 = u32::MAX;
 
 struct Placer<'a> {
     graph: &'a Graph,
@@ -39,11 +46,14 @@ struct Placer<'a> {
     types: Vec<String>,
     /// device indices in preference order
     order: Vec<usize>,
-    local: HashMap<NodeId, usize>,
+    /// index into `types` of each device's type
+    device_type_index: Vec<usize>,
+    /// member index of each graph node ([`NOT_MEMBER`] for nodes not being placed)
+    local: Vec<u32>,
     nodes: Vec<NodeId>,
     parent: Vec<usize>,
     rank: Vec<u8>,
-    groups: Vec<Group>,
+    groups: Vec<Group<'a>>,
 }
 
 fn type_priority(t: &str) -> i32 {
@@ -69,13 +79,19 @@ impl<'a> Placer<'a> {
             let a = devices.devices[i].attributes();
             (types.iter().position(|t| *t == a.device_type), a.spec.id)
         });
+        let device_type_index = devices
+            .devices
+            .iter()
+            .map(|d| types.iter().position(|t| *t == d.attributes().device_type).unwrap_or(31))
+            .collect();
         Placer {
             graph,
             devices,
             soft,
             types,
             order,
-            local: HashMap::new(),
+            device_type_index,
+            local: vec![NOT_MEMBER; graph.len()],
             nodes: Vec::new(),
             parent: Vec::new(),
             rank: Vec::new(),
@@ -84,8 +100,30 @@ impl<'a> Placer<'a> {
     }
 
     fn supported_types(&self, n: &Node) -> u32 {
-        let ins: Vec<_> = n.inputs.iter().filter_map(|o| self.graph.output_type(*o).ok().map(|t| t.dtype)).collect();
-        let outs: Vec<_> = n.outputs.iter().map(|t| t.dtype).collect();
+        // Dtypes gathered on the stack for the usual few inputs and outputs.
+        const INLINE: usize = 16;
+        let (mut ins_buf, mut outs_buf) = ([DType::Float32; INLINE], [DType::Float32; INLINE]);
+        let (ins_vec, outs_vec): (Vec<DType>, Vec<DType>);
+        let ins: &[DType] = if n.inputs.len() <= INLINE {
+            let mut k = 0;
+            for t in n.inputs.iter().filter_map(|o| self.graph.output_type(*o).ok()) {
+                ins_buf[k] = t.dtype;
+                k += 1;
+            }
+            &ins_buf[..k]
+        } else {
+            ins_vec = n.inputs.iter().filter_map(|o| self.graph.output_type(*o).ok().map(|t| t.dtype)).collect();
+            &ins_vec
+        };
+        let outs: &[DType] = if n.outputs.len() <= INLINE {
+            for (b, t) in outs_buf.iter_mut().zip(&n.outputs) {
+                *b = t.dtype;
+            }
+            &outs_buf[..n.outputs.len()]
+        } else {
+            outs_vec = n.outputs.iter().map(|t| t.dtype).collect();
+            &outs_vec
+        };
         let mut mask = 0;
         for (i, t) in self.types.iter().enumerate() {
             if n.op.has_kernel(t, &ins, &outs) {
@@ -96,14 +134,20 @@ impl<'a> Placer<'a> {
     }
 
     fn add_member(&mut self, id: NodeId, fixed: Option<usize>) -> Result<()> {
-        let n = self.graph.node(id)?;
-        let g = Group { request: n.requested_device.clone(), pinned: fixed, types: self.supported_types(n) };
-        self.local.insert(id, self.nodes.len());
+        let graph: &'a Graph = self.graph;
+        let n = graph.node(id)?;
+        let g = Group { request: Cow::Borrowed(&n.requested_device), pinned: fixed, types: self.supported_types(n) };
+        self.local[id] = self.nodes.len() as u32;
         self.nodes.push(id);
         self.parent.push(self.parent.len());
         self.rank.push(0);
         self.groups.push(g);
         Ok(())
+    }
+
+    /// Member index of graph node `id`, if it is being placed.
+    fn member(&self, id: NodeId) -> Option<usize> {
+        self.local.get(id).copied().filter(|&m| m != NOT_MEMBER).map(|m| m as usize)
     }
 
     fn find(&mut self, mut i: usize) -> usize {
@@ -150,30 +194,27 @@ impl<'a> Placer<'a> {
             self.rank[root] += 1;
         }
         self.parent[child] = root;
-        self.groups[root] = Group { request, pinned, types };
+        self.groups[root] = Group { request: Cow::Owned(request), pinned, types };
         Ok(())
     }
 
-    fn candidates(&self, g: &Group) -> Vec<usize> {
-        if let Some(p) = g.pinned {
-            return vec![p];
-        }
-        let pick = |req: &DeviceSpec| -> Vec<usize> {
-            self.order
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    let a = self.devices.devices[i].attributes();
-                    let t = self.types.iter().position(|t| *t == a.device_type).unwrap_or(31);
-                    req.matches(&a.spec) && g.types & (1 << t) != 0
-                })
-                .collect()
+    /// The group's candidate devices, best first (an iterator: placing a node needs only
+    /// the first, a generator also asks whether its consumers' device is one).
+    fn candidates<'s>(&'s self, g: &'s Group) -> impl Iterator<Item = usize> + 's {
+        let fits = move |req: &DeviceSpec, i: usize| {
+            req.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0
         };
-        let c = pick(&g.request);
-        if c.is_empty() && self.soft {
-            return pick(&g.request.without_type_and_id());
-        }
-        c
+        let strict = g.pinned.is_none() && self.order.iter().any(|&i| fits(&g.request, i));
+        let relaxed = (g.pinned.is_none() && !strict && self.soft).then(|| g.request.without_type_and_id());
+        let pinned = g.pinned.into_iter();
+        let listed = self.order.iter().copied().filter(move |&i| {
+            if strict {
+                fits(&g.request, i)
+            } else {
+                relaxed.as_ref().is_some_and(|r| fits(r, i))
+            }
+        });
+        pinned.chain(listed.take_while(move |_| g.pinned.is_none()))
     }
 
     /// The error TF gives when a group has no candidate (`GetDevicesForNode`).
@@ -205,6 +246,19 @@ impl<'a> Placer<'a> {
     }
 }
 
+/// What a deferred generator's consumers agree on (pass 2 of [`place`]).
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Agree {
+    /// Not a deferred generator (consumers are not tracked).
+    NoConsumer,
+    /// A deferred generator with no consumer seen yet.
+    Pending,
+    /// Every consumer seen is on this device.
+    One(Option<usize>),
+    /// Consumers on different devices.
+    Many,
+}
+
 /// Places `nodes` (sorted ids; they must include every node they are colocated with or
 /// take by reference) on `devices`. `fixed` holds assignments from earlier runs of the same
 /// session, which stay. Returns the device of every node in `nodes`.
@@ -224,10 +278,10 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
         let n = graph.node(id)?;
         for &i in n.op.ref_inputs {
             let src = n.inputs[i].node;
-            let (Some(&a), Some(&b)) = (p.local.get(&src), p.local.get(&id)) else { continue };
+            let (Some(a), Some(b)) = (p.member(src), p.member(id)) else { continue };
             let (ra, rb) = (p.find(a), p.find(b));
             if !p.groups[ra].request.compatible(&p.groups[rb].request) {
-                p.groups[rb].request = p.groups[ra].request.clone();
+                p.groups[rb].request = Cow::Owned(p.groups[ra].request.clone().into_owned());
             }
             p.union(a, b, false).map_err(|msg| OxiflowError::Placement { node: n.name.clone(), msg })?;
         }
@@ -237,7 +291,7 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
         let n = graph.node(id)?;
         for entry in &n.colocation {
             let Some(target) = entry.strip_prefix("loc:@").and_then(|t| graph.node_by_name(t)) else { continue };
-            let (Some(&a), Some(&b)) = (p.local.get(&target), p.local.get(&id)) else { continue };
+            let (Some(a), Some(b)) = (p.member(target), p.member(id)) else { continue };
             if let Err(msg) = p.union(a, b, p.soft) {
                 if !p.soft {
                     return Err(OxiflowError::InvalidArgument(msg));
@@ -258,16 +312,31 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
             deferred.push(li);
             continue;
         }
-        let c = p.candidates(&p.groups[root]);
-        let Some(&first) = c.first() else { return Err(p.no_device_error(n, &p.groups[root])) };
+        let Some(first) = p.candidates(&p.groups[root]).next() else { return Err(p.no_device_error(n, &p.groups[root])) };
         p.groups[root].pinned = Some(first);
     }
     // 3. pass 2: generators follow their consumers when those agree
     if !deferred.is_empty() {
-        let mut consumers: HashMap<NodeId, Vec<usize>> = HashMap::new();
+        // The devices of each generator's consumers. Consumers have inputs, so none is a
+        // generator and each one's group was pinned in pass 1 (or before): what pass 2
+        // pins cannot change these.
+        let mut agree = vec![Agree::NoConsumer; nodes.len()];
+        for &li in &deferred {
+            agree[li] = Agree::Pending;
+        }
         for (li, &id) in nodes.iter().enumerate() {
             for inp in &graph.node(id)?.inputs {
-                consumers.entry(inp.node).or_default().push(li);
+                let Some(gi) = p.member(inp.node) else { continue };
+                if agree[gi] == Agree::NoConsumer {
+                    continue;
+                }
+                let r = p.find(li);
+                let d = p.groups[r].pinned;
+                agree[gi] = match agree[gi] {
+                    Agree::Pending => Agree::One(d),
+                    Agree::One(e) if e == d => Agree::One(d),
+                    _ => Agree::Many,
+                };
             }
         }
         for li in deferred {
@@ -276,17 +345,10 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
             if p.groups[root].pinned.is_some() {
                 continue;
             }
-            let c = p.candidates(&p.groups[root]);
-            let Some(&first) = c.first() else { return Err(p.no_device_error(n, &p.groups[root])) };
-            let mut devs = Vec::new();
-            for &ci in consumers.get(&n.id).map(|v| v.as_slice()).unwrap_or(&[]) {
-                let r = p.find(ci);
-                devs.push(p.groups[r].pinned);
-            }
-            devs.sort_unstable();
-            devs.dedup();
-            let choice = match devs.as_slice() {
-                [Some(d)] if c.contains(d) => *d,
+            let g = &p.groups[root];
+            let Some(first) = p.candidates(g).next() else { return Err(p.no_device_error(n, g)) };
+            let choice = match agree[li] {
+                Agree::One(Some(d)) if p.candidates(g).any(|c| c == d) => d,
                 _ => first,
             };
             p.groups[root].pinned = Some(choice);

@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use criterion::Criterion;
-use oxiflow_core::{DType, Graph, NodeSpec, Output};
+use oxiflow_core::graph::DeviceScope;
+use oxiflow_core::{DType, DeviceSpec, Graph, NodeSpec, Output, Tensor};
 use std::time::Duration;
 
 /// Length of the scalar chain used by the executor and gradient benchmarks.
@@ -34,6 +35,42 @@ pub fn scalar_chain_named(len: usize, unique_names: bool) -> (Graph, Output, Out
         y = g.op_spec(spec).expect("chain op");
     }
     (g, x, y)
+}
+
+/// The placement benchmark's graph: `nodes / 4` strands of `Const -> Sin -> Add(previous
+/// strand) -> Mul`, the device scope changing every 1,000 strands among none, `/gpu:0`,
+/// `/gpu:1` and `/cpu:0`, and one strand in 10 built inside `colocate_with` the previous
+/// strand's `Add` (plus one leading `Const`).
+pub fn strand_graph(nodes: usize) -> Graph {
+    let mut g = Graph::new();
+    let scopes = [None, Some("/gpu:0"), Some("/gpu:1"), Some("/cpu:0")];
+    let strands = nodes / 4;
+    let mut prev = g.constant(Tensor::scalar(0.0f64)).expect("const");
+    let mut prev_add = prev.node;
+    for s in 0..strands {
+        let scope = scopes[(s / 1000) % scopes.len()];
+        if let Some(dev) = scope {
+            g.push_device(DeviceScope::Spec(DeviceSpec::parse(dev).expect("device spec")));
+        }
+        let colocate = s % 10 == 9;
+        if colocate {
+            g.push_colocation(prev_add, false).expect("colocate");
+        }
+        // Explicit unique names: building the graph stays cheap whatever unique_name costs.
+        let value = Tensor::scalar(s as f64);
+        let c = g.op_spec(NodeSpec::new("Const", &[]).attr("value", value).attr("dtype", DType::Float64).name(format!("c{s}"))).expect("const");
+        let sin = g.op_spec(NodeSpec::new("Sin", &[c]).name(format!("sin{s}"))).expect("sin");
+        let add = g.op_spec(NodeSpec::new("Add", &[sin, prev]).name(format!("add{s}"))).expect("add");
+        prev = g.op_spec(NodeSpec::new("Mul", &[add, sin]).name(format!("mul{s}"))).expect("mul");
+        prev_add = add.node;
+        if colocate {
+            g.pop_colocation();
+        }
+        if scope.is_some() {
+            g.pop_device().expect("pop device");
+        }
+    }
+    g
 }
 
 /// Small, bounded sampling so `make bench` finishes in minutes on a 2-core machine.

@@ -93,8 +93,32 @@ fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
 }
 
+/// `f` of a rank-0 array, as a new rank-0 array: the scalar fast path of the elementwise
+/// kernels (skips ndarray's general map machinery; same value as `a.map(f)`).
+#[inline]
+fn map_scalar<A: Copy, O: Clone>(a: &ArcArray<A, IxDyn>, f: impl FnOnce(A) -> O) -> Option<ArcArray<O, IxDyn>> {
+    if a.ndim() != 0 {
+        return None;
+    }
+    let x = *a.first()?;
+    Some(ndarray::arr0(f(x)).into_dyn().into_shared())
+}
+
 /// Applies a float unary function elementwise.
 pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Vec<Tensor>> {
+    match &ctx.inputs[0] {
+        Tensor::F64(a) => {
+            if let Some(r) = map_scalar(a, f64f) {
+                return Ok(vec![Tensor::F64(r)]);
+            }
+        }
+        Tensor::F32(a) => {
+            if let Some(r) = map_scalar(a, f32f) {
+                return Ok(vec![Tensor::F32(r)]);
+            }
+        }
+        _ => {}
+    }
     Ok(vec![match &ctx.inputs[0] {
         Tensor::F32(a) => Tensor::F32(a.map(|&x| f32f(x)).into_shared()),
         Tensor::F64(a) => Tensor::F64(a.map(|&x| f64f(x)).into_shared()),

@@ -1,0 +1,116 @@
+//! The executor's tensor lifetimes and reuse of per-run arrays (docs/performance.md):
+//! tensors read by several steps, read twice by one step, fetched and also consumed, fed
+//! and fetched; runs repeated, overlapping, and after a failed run of the same plan; with
+//! and without cross-device copies. Oracle: the same arithmetic in Rust f64 (bitwise).
+
+use oxiflow_core::{DType, Graph, NodeSpec, Output, Session, SessionOptions, Tensor};
+use std::sync::{Arc, RwLock};
+
+/// `x` fed; `s = sin x`, `m = s*s`, `a = m + s`, `n = AddN(a, s, x)`.
+fn diamond(g: &mut Graph) -> (Output, [Output; 4]) {
+    let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
+    let s = g.op("Sin", &[x]).unwrap();
+    let m = g.op("Mul", &[s, s]).unwrap();
+    let a = g.op("Add", &[m, s]).unwrap();
+    let n = g.op_spec(NodeSpec::new("AddN", &[a, s, x])).unwrap();
+    (x, [s, m, a, n])
+}
+
+fn expected(x: f64) -> [f64; 5] {
+    let s = x.sin();
+    let m = s * s;
+    let a = m + s;
+    [s, m, a, a + s + x, x]
+}
+
+fn values(out: &[Tensor]) -> Vec<f64> {
+    out.iter().map(|t| t.to_f64_vec()[0]).collect()
+}
+
+fn session(g: Graph, gpus: usize) -> (Arc<RwLock<Graph>>, Session) {
+    let g = Arc::new(RwLock::new(g));
+    let s = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(gpus), ..Default::default() }).unwrap();
+    (g, s)
+}
+
+#[test]
+fn shared_and_repeated_inputs_fetches_and_feeds_survive_repeated_runs() {
+    for gpus in [0, 1] {
+        let mut g = Graph::new();
+        let (x, [s, m, a, n]) = diamond(&mut g);
+        let (_, sess) = session(g, gpus);
+        for (k, xv) in [0.3, -1.7, 0.3, 2.5].into_iter().enumerate() {
+            // s is fetched twice and consumed by three steps; x is fed, consumed and fetched
+            let out = sess.run(&[(x, Tensor::scalar(xv))], &[s, m, a, n, x, s], &[], k % 2 == 1).unwrap();
+            let e = expected(xv);
+            assert_eq!(values(&out.values), vec![e[0], e[1], e[2], e[3], e[4], e[0]], "gpus={gpus} run {k}");
+        }
+    }
+}
+
+#[test]
+fn overlapping_runs_of_one_plan_do_not_share_tensors() {
+    let mut g = Graph::new();
+    let (x, [s, m, a, n]) = diamond(&mut g);
+    let (_, sess) = session(g, 1);
+    let sess = &sess;
+    std::thread::scope(|sc| {
+        for t in 0..4 {
+            sc.spawn(move || {
+                for i in 0..50 {
+                    let xv = t as f64 + i as f64 / 50.0;
+                    let out = sess.run(&[(x, Tensor::scalar(xv))], &[s, m, a, n], &[], false).unwrap();
+                    assert_eq!(values(&out.values), expected(xv)[..4].to_vec(), "thread {t} run {i}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_failed_run_leaves_the_plan_reusable() {
+    for gpus in [0, 1] {
+        let mut g = Graph::new();
+        let (x, [s, _, _, _]) = diamond(&mut g);
+        let v = g.variable(Tensor::scalar(4.0f64), None, true).unwrap();
+        let y = g.op("Add", &[s, Output::new(v, 0)]).unwrap();
+        let (g, sess) = session(g, gpus);
+        let feed = [(x, Tensor::scalar(0.5))];
+        let e = sess.run(&feed, &[y, s], &[], false).unwrap_err().to_string();
+        assert!(e.starts_with("Attempting to use uninitialized value Variable"), "{e}");
+        let init = g.write().unwrap().global_variables_initializer().unwrap();
+        sess.run(&[], &[], &[init], false).unwrap();
+        for _ in 0..3 {
+            let out = sess.run(&feed, &[y, s], &[], false).unwrap();
+            assert_eq!(values(&out.values), vec![0.5f64.sin() + 4.0, 0.5f64.sin()], "gpus={gpus}");
+        }
+    }
+}
+
+#[test]
+fn traced_steps_have_ordered_non_empty_intervals() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
+    let mut y = x;
+    for i in 0..50 {
+        y = g.op(if i % 2 == 0 { "Sin" } else { "Cos" }, &[y]).unwrap();
+    }
+    let (_, sess) = session(g, 0);
+    let out = sess.run(&[(x, Tensor::scalar(0.5f64))], &[y], &[], true).unwrap();
+    let stats = out.step_stats.unwrap();
+    assert_eq!(stats.nodes.len(), 50);
+    let mut by_thread: std::collections::BTreeMap<usize, Vec<(u64, u64)>> = Default::default();
+    for n in &stats.nodes {
+        assert!(n.end_ns > n.start_ns, "{}", n.node_name);
+        by_thread.entry(n.thread).or_default().push((n.start_ns, n.end_ns));
+    }
+    for spans in by_thread.values_mut() {
+        spans.sort_unstable();
+        assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "steps of one worker overlap: {spans:?}");
+    }
+    let mut v = 0.5f64;
+    for i in 0..50 {
+        v = if i % 2 == 0 { v.sin() } else { v.cos() };
+    }
+    assert_eq!(out.values[0].to_f64_vec(), vec![v]);
+}
