@@ -76,3 +76,20 @@ end
     @test_throws OxiflowError Oxiflow.oxf_timeline_html("{\"events\": []}")
     @test_throws OxiflowError Oxiflow.oxf_timeline_summary("not json")
 end
+
+@testset "run_profile records the whole step with pairs and with feed_dict" begin
+    reset_default_graph()
+    p = placeholder(Float64, shape=[3])
+    @gpu begin
+        global q = sum(sin(p))
+    end
+    s = Session(emulated_gpus=1)
+    v = [0.1, 0.2, 0.3]
+    names_of() = sort([e.name for e in profile_events() if e.kind === :op])
+    @test run_profile(s, q, p => v) ≈ sum(sin.(v))
+    with_pairs = names_of()
+    @test run_profile(s, q; feed_dict=Dict(p => v)) ≈ sum(sin.(v))
+    with_dict = names_of()
+    @test with_pairs == with_dict
+    @test any(n -> startswith(n, "Sin"), with_pairs) && any(n -> startswith(n, "Sum"), with_pairs)
+end
