@@ -117,6 +117,21 @@ end
 
 onehot(y, T=Float64) = T[y[i] == c - 1 for i in eachindex(y), c in 1:10]
 
+# Seed 000's device function, as ADCME's "Parallel Computing" page writes it: variables on
+# the parameter device, everything else on `device`.
+PS_OPS = ["Variable", "VariableV2", "AutoReloadVariable"]
+function assign_to_device(device, ps_device="/device:CPU:0")
+    function _assign(op)
+        node_def = pybuiltin("isinstance")(op, tf.NodeDef) ? op : op.node_def
+        if node_def.op in PS_OPS
+            return ps_device
+        else
+            return device
+        end
+    end
+    return _assign
+end
+
 """
     mlp_params(; seed=1, T=Float64, use_bn=true) -> NamedTuple of Variables
 

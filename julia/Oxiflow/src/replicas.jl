@@ -4,13 +4,14 @@
 # step; tf.distribute.MirroredStrategy, seed 003) or asynchronously (each replica applies
 # its own gradients, no barrier; seed 004).
 
-export assign_to_device, replicate, MirroredStrategy, num_replicas, DistributedTrainer
+export replicate, MirroredStrategy, num_replicas, DistributedTrainer
 
 """
     assign_to_device(device, ps_device="/device:CPU:0")
 
 Seed 000's device function: `VariableV2` (and TF's `Variable`, `AutoReloadVariable`) nodes
-go to `ps_device`, every other node to `device`. Use it as `@pywith tf.device(f)`.
+go to `ps_device`, every other node to `device`. Use it as `@pywith tf.device(f)`. Not
+exported (programs define their own, as seed 000 does): `Oxiflow.assign_to_device`.
 """
 function assign_to_device(device::AbstractString, ps_device::AbstractString="/device:CPU:0")
     return node -> (node.op in ("Variable", "VariableV2", "AutoReloadVariable") ? ps_device : device)

@@ -64,7 +64,7 @@ end
     W = [0.5 -1.0 0.3; 1.2 0.7 -0.4; -0.6 0.2 0.9; 0.8 -0.5 1.1; -0.2 0.4 0.3]
     g0 = [1.5, 0.7, -0.4]; b0 = [0.1, -0.2, 0.3]
     local x, y
-    @pywith tf.device(assign_to_device(dev == "CPU" ? "/device:CPU:0" : "/device:GPU:0")) begin
+    @pywith tf.device(Oxiflow.assign_to_device(dev == "CPU" ? "/device:CPU:0" : "/device:GPU:0")) begin
         x = Variable(X0; name="x")
         y = batch_normalization(x; training=true, name="bn")
     end
