@@ -2,12 +2,12 @@
 # replicas, synchronous and asynchronous (seed 004's two modes), on GPUs (emulated when the
 # engine sees none: `use_emulated_gpus(4)`), variables on /cpu:0:
 #
-#   - sync: each replica takes a slice of the global batch of 64, the gradients are averaged
+#   - sync: each replica takes a slice of the global batch (64 by default), the gradients are averaged
 #     with AddN on /cpu:0 and applied once per step (`MirroredStrategy`, `mode=:sync`);
 #   - async: each replica applies its own slice's gradients as soon as it has them, no
 #     barrier (`mode=:async`): R updates per step.
 #
-#   julia --project=julia/Oxiflow examples/data_parallel.jl [epochs]
+#   julia --project=julia/Oxiflow examples/data_parallel.jl [epochs [global batch]]
 #
 # Prints held-out accuracy per epoch and examples/second for each configuration, and from
 # one profiled step per configuration how long the replicas' kernels overlapped in time
@@ -112,12 +112,13 @@ if abspath(PROGRAM_FILE) == @__FILE__
             println("Fewer than 4 GPUs present: using 4 emulated GPUs (host memory, CPU kernels, GPU placement rules).")
         end
         epochs = isempty(ARGS) ? 8 : parse(Int, ARGS[1])
+        batch = length(ARGS) >= 2 ? parse(Int, ARGS[2]) : 64
         X, y = load_digits(joinpath(dir, "digits.csv.gz"))
         Xtr, ytr, Xte, yte = split_standardize(X, y)
         results = []
         for mode in (:sync, :async), R in (1, 2, 4)
-            println("\n== $mode, $R replica$(R == 1 ? "" : "s") (global batch 64, $(div(64, R)) per replica)")
-            r = train_parallel(Xtr, ytr, Xte, yte; replicas=R, mode=mode, epochs=epochs,
+            println("\n== $mode, $R replica$(R == 1 ? "" : "s") (global batch $batch, $(div(batch, R)) per replica)")
+            r = train_parallel(Xtr, ytr, Xte, yte; replicas=R, mode=mode, epochs=epochs, batch=batch,
                                profile_file="data_parallel_$(mode)_$(R).json")
             o = r.overlap
             @printf("    %.0f examples/s; traced step of %.0f us: replicas in flight together %.0f us, kernels of >= 2 GPUs at once %.0f us\n",
