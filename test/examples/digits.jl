@@ -88,10 +88,12 @@ else
         @test r.accuracy >= 0.93
         @test length(r.trainer.replica_train_ops) == 4
         @test length(r.overlap.windows) == 4                  # every replica's GPU ran kernels
-        @test r.overlap.inflight_ns > 0                        # no barrier serialised them
+        # no barrier serialised them (with one worker thread the executor may run them in turn)
+        Sys.CPU_THREADS >= 2 && @test r.overlap.inflight_ns > 0
         s = train_parallel(Xtr, ytr, Xte, yte; replicas=2, mode=:sync, epochs=2, verbose=false,
                            profile_file=joinpath(mktempdir(), "sync.json"))
-        @test length(s.overlap.windows) == 2 && s.overlap.inflight_ns > 0
+        @test length(s.overlap.windows) == 2
+        Sys.CPU_THREADS >= 2 && @test s.overlap.inflight_ns > 0
         # one AddN per gradient on the CPU, then ApplyAdam there
         ev = profile_events()
         @test all(e -> e.device == "/job:localhost/replica:0/task:0/device:CPU:0",
