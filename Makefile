@@ -8,8 +8,10 @@
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
 #   make test     Rust tests, Julia package tests, the HTML timeline in headless Chromium,
 #                 the example programs (test/examples/), then every seed script in test/seeds/
-#   make demo     examples/placement_tour.jl, run in out/ (where its JSON profiles land)
+#   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
+#                 their profiles land)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
+#   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
 
 SHELL := /bin/bash
@@ -34,7 +36,7 @@ HEADER := crates/oxiflow-capi/include/oxiflow.h
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-quick clean distclean
+.PHONY: all setup build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
 
 all: build
 
@@ -97,6 +99,12 @@ test-seeds: setup build
 demo: setup build
 	mkdir -p out
 	cd out && $(JULIA_RUN) $(CURDIR)/examples/placement_tour.jl
+	cd out && $(JULIA_RUN) $(CURDIR)/examples/digits_mlp.jl
+
+# Data-parallel digits training, 1/2/4 replicas, sync and async (figures: docs/performance.md)
+bench-replicas: setup build
+	mkdir -p out
+	cd out && $(JULIA_RUN) $(CURDIR)/examples/data_parallel.jl 8
 
 bench:
 	$(CARGO) bench -p oxiflow-core

@@ -494,6 +494,10 @@ impl Graph {
             None => self.unique_name(name.unwrap_or("Variable")),
         };
         let len = self.nodes.len();
+        // TF builds a variable under `ops.init_scope()`: its initializer and `read` snapshot take
+        // no control dependencies from enclosing blocks (else `init` would wait for them, e.g. for
+        // update ops when an optimizer creates slots inside `control_dependencies(update_ops)`)
+        let saved_control = std::mem::take(&mut self.control_stack);
         let built = (|| -> Result<VariableInfo> {
             let dtype = value.dtype();
             let shape = value.shape();
@@ -514,6 +518,7 @@ impl Graph {
             self.pop_colocation();
             Ok(VariableInfo { var, read: read?, initializer, trainable })
         })();
+        self.control_stack = saved_control;
         match built {
             Ok(info) => {
                 self.add_to_collection(keys::GLOBAL_VARIABLES, Output::new(info.var, 0));

@@ -41,6 +41,8 @@ include("bfgs.jl")
 include("show.jl")
 include("math.jl")
 include("linalg.jl")
+include("layers.jl")
+include("replicas.jl")
 
 function __init__()
     load_library()

@@ -222,6 +222,7 @@ include("shapes.jl")
 include("dense.jl")
 include("derivatives.jl")
 include("training.jl")
+include("layers.jl")
 include("examples.jl")
 
 end
