@@ -12,11 +12,10 @@ using LinearAlgebra
 using Printf
 using Statistics
 
-"""The directory holding `diabetes_data_raw.csv.gz`, or `nothing` when it is absent."""
-function diabetes_dir()
-    d = get(ENV, "OXIFLOW_DATA", normpath(joinpath(@__DIR__, "..", "..", "shared", "data")))
-    return isfile(joinpath(d, "diabetes_data_raw.csv.gz")) ? d : nothing
-end
+include(joinpath(@__DIR__, "shared_data.jl"))
+
+"""The directory holding `diabetes_data_raw.csv.gz` (see `shared_data_dir`), or `nothing`."""
+diabetes_dir() = shared_data_dir("diabetes_data_raw.csv.gz")
 
 # Reads a gzipped whitespace-separated numeric table (gzip from the system: Julia 1.5's
 # stdlib has no decompressor).

@@ -18,22 +18,10 @@ using Oxiflow
 using Printf
 using Statistics
 
-"""
-The directory holding `digits.csv.gz`: `ENV["OXIFLOW_DATA"]`, else `shared/data` next to
-the repository (`../shared/data` from its root) or next to a directory above it (a git
-worktree in `wt/<name>` finds the project's `shared/data`); `nothing` when absent.
-"""
-function digits_dir()
-    haskey(ENV, "OXIFLOW_DATA") && return isfile(joinpath(ENV["OXIFLOW_DATA"], "digits.csv.gz")) ? ENV["OXIFLOW_DATA"] : nothing
-    d = normpath(joinpath(@__DIR__, ".."))
-    while true
-        parent = dirname(d)
-        cand = joinpath(parent, "shared", "data")
-        isfile(joinpath(cand, "digits.csv.gz")) && return cand
-        (parent == d || isempty(parent)) && return nothing
-        d = parent
-    end
-end
+include(joinpath(@__DIR__, "shared_data.jl"))
+
+"""The directory holding `digits.csv.gz` (see `shared_data_dir`), or `nothing`."""
+digits_dir() = shared_data_dir("digits.csv.gz")
 
 """A malformed row of the digits data: `row` is 1-based, counted in the file."""
 struct DigitsDataError <: Exception
