@@ -17,7 +17,7 @@
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::graph::Node;
-use crate::ops::{KernelCtx, StateAccess};
+use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -145,7 +145,7 @@ impl Derived {
 /// observed every other reader's decrement, so every read happens before the clear.
 /// Scratch arrays pass between runs through a `Mutex`.
 #[derive(Default)]
-struct OutCell(UnsafeCell<Option<Vec<Tensor>>>);
+struct OutCell(UnsafeCell<Option<Outputs>>);
 
 // SAFETY: see the access protocol above; `Tensor` is `Send + Sync`.
 unsafe impl Sync for OutCell {}
@@ -288,7 +288,7 @@ impl RunCtx<'_> {
             }
             StepKind::Copy { from, .. } => {
                 let t = self.input(step.inputs[0])?;
-                vec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
+                smallvec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
             }
         };
         let bytes = if self.timings.is_some() { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
@@ -386,7 +386,7 @@ pub fn execute(
     let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
     scratch.reset(derived);
     for (j, t) in feeds.into_iter().take(plan.feed_slots.len()).enumerate() {
-        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(vec![t]);
+        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(smallvec![t]);
     }
     let ctx = RunCtx {
         plan,
