@@ -40,6 +40,7 @@ browser === nothing && error("chromium is not installed: run `make setup` (scrip
     @test occursin("gradients/Sin_grad/Cos  (Cos)", text)                    # the hover text of a known op
     @test occursin("device:   $GPU0", text)
     @test occursin("input0:", text)
+    @test occursin("shape:    []", text) && occursin("dtype:    Float64", text)   # args.shape, args.dtype
     shot = joinpath(outdir, "timeline.png")
     rm(shot; force=true)
     run(pipeline(`$browser $flags --window-size=1300,820 --screenshot=$shot $url`; stdout=devnull, stderr=devnull))

@@ -19,12 +19,18 @@ end
 function check_profile_file(path)
     j = MiniJSON.parse_json(read(path, String))
     ev = j["traceEvents"]
-    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M")
+    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M" && e["name"] == "process_name")
     used = unique([e.device for e in profile_events()])
     for d in used
         @test any(e -> e["ph"] == "X" && procs[e["pid"]] == "$d Compute", ev)
     end
-    @test count(e -> e["ph"] == "X" && e["cat"] == "Copy", ev) == profile_copies().count
+    copies = [e for e in ev if e["ph"] == "X" && e["cat"] == "Copy"]
+    @test length(copies) == profile_copies().count
+    # copies sit on their destination device's Memcpy process, labelled by direction
+    for c in copies
+        @test procs[c["pid"]] == c["args"]["to"] * " Memcpy"
+        @test c["args"]["direction"] in ("host to device", "device to host", "device to device")
+    end
     return ev
 end
 

@@ -248,12 +248,16 @@ pub extern "C" fn oxf_result_trace_json(r: *const OxRunResult, out: *mut *const 
 #[no_mangle]
 pub extern "C" fn oxf_result_trace_events(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
     guard(|| {
-        let lines: Vec<String> = stats(r)?
+        let st = stats(r)?;
+        let lines: Vec<String> = st
             .nodes
             .iter()
-            .map(|n| match &n.copy {
-                Some(c) => format!("copy\t{}\t{}\t{}\t{}\t{}\t{}", c.tensor, c.from, c.to, n.start_ns, n.end_ns, c.bytes),
-                None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", n.node_name, n.op, n.device, n.start_ns, n.end_ns, n.output_bytes),
+            .map(|n| {
+                let l = st.label(n);
+                match &l.copy {
+                    Some(c) => format!("copy\t{}\t{}\t{}\t{}\t{}\t{}", c.tensor, c.from, c.to, n.start_ns, n.end_ns, n.output_bytes),
+                    None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", l.node_name, l.op, l.device, n.start_ns, n.end_ns, n.output_bytes),
+                }
             })
             .collect();
         return_str(lines.join("\n"), out)

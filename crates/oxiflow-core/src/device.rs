@@ -3,7 +3,7 @@
 
 use crate::device_spec::DeviceSpec;
 use crate::error::{OxiflowError, Result};
-use crate::ops::{GpuSupport, KernelCtx};
+use crate::ops::{GpuSupport, KernelCtx, Outputs};
 use crate::tensor::Tensor;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub struct DeviceAttributes {
 pub trait Device: Send + Sync {
     fn attributes(&self) -> &DeviceAttributes;
     /// Runs the node's kernel on this device.
-    fn compute(&self, ctx: &KernelCtx) -> Result<Vec<Tensor>>;
+    fn compute(&self, ctx: &KernelCtx) -> Result<Outputs>;
     /// Makes a copy of `t` (which lives on `src`) on this device.
     fn copy_from(&self, t: &Tensor, src: &dyn Device) -> Result<Tensor>;
     /// Bytes this device currently holds in tensors it copied in (emulated/real GPUs).
@@ -71,7 +71,7 @@ impl Device for CpuDevice {
     fn attributes(&self) -> &DeviceAttributes {
         &self.attrs
     }
-    fn compute(&self, ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn compute(&self, ctx: &KernelCtx) -> Result<Outputs> {
         (ctx.node.op.kernel)(ctx)
     }
     fn copy_from(&self, t: &Tensor, src: &dyn Device) -> Result<Tensor> {
@@ -110,7 +110,7 @@ impl Device for EmulatedGpu {
     fn attributes(&self) -> &DeviceAttributes {
         &self.attrs
     }
-    fn compute(&self, ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+    fn compute(&self, ctx: &KernelCtx) -> Result<Outputs> {
         let n = ctx.node;
         // The placer only puts ops with a GPU kernel here; this guards the executor's
         // invariant without allocating on the per-op path.

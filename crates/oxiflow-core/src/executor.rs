@@ -17,7 +17,8 @@
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::graph::Node;
-use crate::ops::{KernelCtx, StateAccess};
+use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
+use crate::profile::NodeExecStats;
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -145,7 +146,7 @@ impl Derived {
 /// observed every other reader's decrement, so every read happens before the clear.
 /// Scratch arrays pass between runs through a `Mutex`.
 #[derive(Default)]
-struct OutCell(UnsafeCell<Option<Vec<Tensor>>>);
+struct OutCell(UnsafeCell<Option<Outputs>>);
 
 // SAFETY: see the access protocol above; `Tensor` is `Send + Sync`.
 unsafe impl Sync for OutCell {}
@@ -156,12 +157,101 @@ impl std::fmt::Debug for OutCell {
     }
 }
 
+/// Timing of one step when tracing (times in [`StepClock`] ticks until the run ends),
+/// written only by the worker that runs the step and
+/// read after the run (same protocol as [`OutCell`]).
+struct TimeCell(UnsafeCell<NodeExecStats>);
+
+// SAFETY: see above.
+unsafe impl Sync for TimeCell {}
+
+impl std::fmt::Debug for TimeCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TimeCell")
+    }
+}
+
+const NO_TIME: NodeExecStats = NodeExecStats { step: 0, thread: 0, start_ns: 0, end_ns: 0, output_bytes: 0 };
+
+/// The clock of traced steps. On x86_64 with an invariant TSC (the CPU flags `constant_tsc`
+/// `nonstop_tsc`) it reads the time-stamp counter, about 11 ns on the project's VM against
+/// 34 ns for `Instant::now()`, and the ticks are turned into nanoseconds once per run by
+/// calibrating against `Instant` over the run; elsewhere its ticks are `Instant`'s
+/// nanoseconds. One read per step is most of what tracing costs (docs/performance.md).
+struct StepClock {
+    t0: Instant,
+    tsc0: u64,
+    tsc: bool,
+}
+
+impl StepClock {
+    fn start() -> StepClock {
+        let tsc = invariant_tsc();
+        StepClock { t0: Instant::now(), tsc0: if tsc { rdtsc() } else { 0 }, tsc }
+    }
+
+    /// Ticks since the start.
+    #[inline]
+    fn now(&self) -> u64 {
+        if self.tsc {
+            rdtsc().wrapping_sub(self.tsc0)
+        } else {
+            self.t0.elapsed().as_nanos() as u64
+        }
+    }
+
+    /// Nanoseconds per tick, measured from the start to now.
+    fn ns_per_tick(&self) -> f64 {
+        if !self.tsc {
+            return 1.0;
+        }
+        let ticks = self.now();
+        let ns = self.t0.elapsed().as_nanos() as f64;
+        if ticks == 0 || ticks > (1 << 62) {
+            1.0
+        } else {
+            ns / ticks as f64
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn rdtsc() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn rdtsc() -> u64 {
+    0
+}
+
+/// Whether the CPU's time-stamp counter runs at a constant rate, also in sleep states
+/// (CPUID 8000_0007h, EDX bit 8): then it is a clock.
+fn invariant_tsc() -> bool {
+    static INVARIANT: OnceLock<bool> = OnceLock::new();
+    *INVARIANT.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // Leaf 8000_0007h is read only when the CPU reports it.
+            use std::arch::x86_64::__cpuid;
+            __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
 /// Per-run arrays, reused between runs of one plan.
 #[derive(Debug, Default)]
 struct Scratch {
     cells: Vec<OutCell>,
     pending: Vec<AtomicU32>,
     readers: Vec<AtomicU32>,
+    /// One timing per step (tracing only; empty otherwise).
+    times: Vec<TimeCell>,
 }
 
 impl Scratch {
@@ -188,16 +278,6 @@ impl Scratch {
     }
 }
 
-/// Timing of one step, recorded when tracing (nanoseconds since the run started).
-#[derive(Clone, Debug)]
-pub struct StepTiming {
-    pub step: usize,
-    pub thread: usize,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub bytes: usize,
-}
-
 struct RunCtx<'a> {
     plan: &'a Plan,
     devices: &'a DeviceSet,
@@ -206,19 +286,19 @@ struct RunCtx<'a> {
     derived: &'a Derived,
     failed: AtomicBool,
     error: Mutex<Option<OxiflowError>>,
-    t0: Instant,
-    timings: Option<Mutex<Vec<StepTiming>>>,
+    clock: StepClock,
+    trace: bool,
 }
 
 /// What a worker keeps between the steps it runs.
 struct Worker {
     /// Inputs of a multi-input step (cleared after each step, capacity kept).
     inputs: Vec<Tensor>,
-    /// Timings of this worker's steps when tracing, merged at the end of its chain.
-    timings: Vec<StepTiming>,
-    /// When tracing, the end of this worker's previous step, which is taken as the start
-    /// of its next one (one clock read per step; the worker's bookkeeping between two
-    /// steps counts towards the second).
+    /// Pool thread index of this worker (recorded in timings).
+    thread: usize,
+    /// When tracing, the end of this worker's previous step (clock ticks), which is taken
+    /// as the start of its next one (one clock read per step; the worker's bookkeeping
+    /// between two steps counts towards the second).
     last_end: Option<u64>,
 }
 
@@ -249,6 +329,8 @@ impl RunCtx<'_> {
             _ => self.scratch.readers[slot].fetch_sub(1, Ordering::AcqRel) == 1,
         };
         if last {
+            // The cell's tensors are released here, after their last reader (memory
+            // accounting hooks in here).
             // SAFETY: every reader is done (slot access protocol).
             drop(unsafe { (*self.scratch.cells[slot].0.get()).take() });
         }
@@ -256,7 +338,7 @@ impl RunCtx<'_> {
 
     fn exec(&self, s: usize, w: &mut Worker) -> Result<()> {
         let step = &self.plan.steps[s];
-        let start = self.timings.as_ref().map(|_| w.last_end.take().unwrap_or_else(|| self.t0.elapsed().as_nanos() as u64));
+        let start = self.trace.then(|| w.last_end.take().unwrap_or_else(|| self.clock.now()));
         let device = &self.devices.devices[step.device];
         let outs = match &step.kind {
             StepKind::Op(node) => {
@@ -288,20 +370,22 @@ impl RunCtx<'_> {
             }
             StepKind::Copy { from, .. } => {
                 let t = self.input(step.inputs[0])?;
-                vec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
+                smallvec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
             }
         };
-        let bytes = if self.timings.is_some() { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
+        let output_bytes = if self.trace { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
+        // The step's outputs are produced here (memory accounting hooks in here).
         // SAFETY: this step is the cell's only writer and no reader runs before it ends.
         unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
         for &i in &step.inputs {
             self.release(i);
         }
         if let Some(start) = start {
-            let end = (self.t0.elapsed().as_nanos() as u64).max(start + 1);
+            let end = self.clock.now().max(start + 1);
             w.last_end = Some(end);
-            let thread = rayon::current_thread_index().unwrap_or(0);
-            w.timings.push(StepTiming { step: s, thread, start_ns: start, end_ns: end, bytes });
+            let t = NodeExecStats { step: s, thread: w.thread, start_ns: start, end_ns: end, output_bytes };
+            // SAFETY: only this step writes its time cell; it is read after the run.
+            unsafe { *self.scratch.times[s].0.get() = t };
         }
         Ok(())
     }
@@ -310,7 +394,8 @@ impl RunCtx<'_> {
     /// the others. A panic in a kernel becomes an error naming the node (TF reports a
     /// kernel's failure as the node's error; the run stops, the session stays usable).
     fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
-        let mut w = Worker { inputs: Vec::new(), timings: Vec::new(), last_end: None };
+        let thread = if self.trace { rayon::current_thread_index().unwrap_or(0) } else { 0 };
+        let mut w = Worker { inputs: Vec::new(), thread, last_end: None };
         let current = Cell::new(s);
         let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
         if let Err(p) = run {
@@ -325,11 +410,6 @@ impl RunCtx<'_> {
                 StepKind::Copy { tensor, .. } => {
                     self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default())))
                 }
-            }
-        }
-        if let Some(tm) = &self.timings {
-            if !w.timings.is_empty() {
-                tm.lock().unwrap_or_else(|p| p.into_inner()).append(&mut w.timings);
             }
         }
     }
@@ -364,10 +444,11 @@ impl RunCtx<'_> {
 }
 
 /// Result of [`execute`]: the fetched tensors (still on their devices) and, when traced,
-/// per-step timings plus the run's start time.
+/// per-step timings (one per step, in step order; times in nanoseconds since `start`)
+/// plus the run's start time.
 pub struct Execution {
     pub fetched: Vec<Tensor>,
-    pub timings: Option<Vec<StepTiming>>,
+    pub timings: Option<Vec<NodeExecStats>>,
     pub start: Instant,
 }
 
@@ -385,8 +466,11 @@ pub fn execute(
     let derived = plan.derived.get_or_init(|| Derived::of(plan));
     let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
     scratch.reset(derived);
+    if trace && scratch.times.len() != plan.steps.len() {
+        scratch.times.resize_with(plan.steps.len(), || TimeCell(UnsafeCell::new(NO_TIME)));
+    }
     for (j, t) in feeds.into_iter().take(plan.feed_slots.len()).enumerate() {
-        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(vec![t]);
+        *scratch.cells[plan.steps.len() + j].0.get_mut() = Some(smallvec![t]);
     }
     let ctx = RunCtx {
         plan,
@@ -396,8 +480,8 @@ pub fn execute(
         derived,
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
-        t0: Instant::now(),
-        timings: if trace { Some(Mutex::new(Vec::with_capacity(plan.steps.len()))) } else { None },
+        clock: StepClock::start(),
+        trace,
     };
     if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
@@ -408,7 +492,8 @@ pub fn execute(
             c.run_from(first, scope);
         });
     }
-    let RunCtx { error, t0, timings, .. } = ctx;
+    let RunCtx { error, clock, .. } = ctx;
+    let ns_per_tick = clock.ns_per_tick();
     let error = error.into_inner().unwrap_or_else(|p| p.into_inner());
     let fetched = match error {
         Some(e) => Err(e),
@@ -429,6 +514,17 @@ pub fn execute(
         Ok(_) => derived.leftover.iter().for_each(|&i| *scratch.cells[i].0.get_mut() = None),
         Err(_) => scratch.cells.iter_mut().for_each(|c| *c.0.get_mut() = None),
     }
+    let timings = (trace && fetched.is_ok()).then(|| {
+        let ns = |ticks: u64| (ticks as f64 * ns_per_tick) as u64;
+        let mut v: Vec<NodeExecStats> = Vec::with_capacity(scratch.times.len());
+        v.extend(scratch.times.iter_mut().map(|c| {
+            let t = *c.0.get_mut();
+            let start_ns = ns(t.start_ns);
+            NodeExecStats { start_ns, end_ns: ns(t.end_ns).max(start_ns + 1), ..t }
+        }));
+        v
+    });
     plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
-    Ok(Execution { fetched: fetched?, timings: timings.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())), start: t0 })
+    let fetched = fetched?;
+    Ok(Execution { fetched, timings, start: clock.t0 })
 }

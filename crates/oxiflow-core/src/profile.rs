@@ -2,38 +2,51 @@
 //! (`tensorflow/python/client/timeline.py`, Chrome trace event format: load the file in
 //! `chrome://tracing` or Perfetto).
 
+use crate::graph::TensorType;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// A device-to-device copy made by a `_Recv` step.
+/// What a `_Recv` step copies: source and destination device (full names) and the tensor,
+/// TF style (`Sin` for output 0, `Sin:1` otherwise).
 #[derive(Clone, Debug)]
-pub struct CopyStats {
+pub struct CopyLabel {
     pub from: String,
     pub to: String,
-    pub bytes: usize,
-    /// The copied tensor, TF style (`Sin` for output 0, `Sin:1` otherwise).
     pub tensor: String,
 }
 
-/// One executed node or copy (TF's `NodeExecStats`), times in nanoseconds since the Unix epoch.
+/// The names of one step of a cached plan: built once per plan and shared (through an
+/// `Arc`) by every traced run of it, so tracing a step costs no string allocation.
 #[derive(Clone, Debug)]
-pub struct NodeExecStats {
+pub struct StepLabel {
     pub node_name: String,
     /// Op type (`Sin`, `MatMul`; `_Recv` for copies).
     pub op: String,
-    /// Full device name.
+    /// Full name of the device that runs the step.
     pub device: String,
-    /// Worker thread that ran it.
-    pub thread: usize,
-    pub start_ns: u64,
-    pub end_ns: u64,
     /// Input tensor names, TF style.
     pub inputs: Vec<String>,
     /// Output tensor names, TF style.
     pub outputs: Vec<String>,
-    /// Bytes of all outputs.
+    /// Dtype and (static) shape of each output.
+    pub output_types: Vec<TensorType>,
+    /// `Some` for a cross-device copy.
+    pub copy: Option<CopyLabel>,
+}
+
+/// One executed node or copy (TF's `NodeExecStats`), times in nanoseconds since the Unix
+/// epoch. Its names are in [`StepStats::labels`]`[step]` (see [`StepStats::label`]).
+#[derive(Copy, Clone, Debug)]
+pub struct NodeExecStats {
+    /// Index of the step in its plan, and of its label in [`StepStats::labels`].
+    pub step: usize,
+    /// Worker thread that ran it.
+    pub thread: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Bytes of all outputs (for a copy: the bytes copied).
     pub output_bytes: usize,
-    pub copy: Option<CopyStats>,
 }
 
 /// Everything recorded for one traced step (TF's `StepStats`).
@@ -41,6 +54,9 @@ pub struct NodeExecStats {
 pub struct StepStats {
     /// Devices that ran something, in the session's device order.
     pub devices: Vec<String>,
+    /// Names of the plan's steps, shared with the plan (indexed by [`NodeExecStats::step`]).
+    pub labels: Arc<[StepLabel]>,
+    /// One entry per executed step.
     pub nodes: Vec<NodeExecStats>,
 }
 
@@ -51,83 +67,154 @@ pub struct CopySummary {
     pub bytes: usize,
 }
 
+/// Direction of a copy between two devices (by their device type), as TF's GPU tracer
+/// names its memcpy streams: `HtoD`, `DtoH`, `DtoD` (and `HtoH` between two CPUs).
+pub fn copy_direction(from: &str, to: &str) -> &'static str {
+    let gpu = |d: &str| !d.rsplit_once("/device:").map_or(d, |(_, s)| s).to_ascii_uppercase().starts_with("CPU");
+    match (gpu(from), gpu(to)) {
+        (false, true) => "HtoD",
+        (true, false) => "DtoH",
+        (true, true) => "DtoD",
+        (false, false) => "HtoH",
+    }
+}
+
+/// Lane (`tid`) of the `<device> Memcpy` process for each copy direction, and its name.
+const COPY_LANES: [(&str, &str); 4] =
+    [("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"), ("HtoH", "host to host")];
+
 impl StepStats {
+    /// The names of `n`'s step.
+    ///
+    /// # Panics
+    /// When `n` is not one of this `StepStats`' nodes (its step has no label).
+    pub fn label(&self, n: &NodeExecStats) -> &StepLabel {
+        &self.labels[n.step]
+    }
+
     /// Number and bytes of cross-device copies (`_Recv` steps).
     pub fn copies(&self) -> CopySummary {
-        self.nodes.iter().filter_map(|n| n.copy.as_ref()).fold(CopySummary::default(), |s, c| CopySummary {
+        self.nodes.iter().filter(|n| self.label(n).copy.is_some()).fold(CopySummary::default(), |s, n| CopySummary {
             count: s.count + 1,
-            bytes: s.bytes + c.bytes,
+            bytes: s.bytes + n.output_bytes,
         })
     }
 
     /// The trace as TF's `Timeline.generate_chrome_trace_format(show_dataflow=True)` lays it
-    /// out: pid 0 `Allocators`; per device k, pid 2k+1 `<device> Compute` and 2k+2
-    /// `<device> Tensors`; `X` events (`cat: "Op"`, µs, `args.name/op/input<i>`) on greedy
-    /// non-overlapping lanes (`tid`); `s`/`t` flow events (`cat: "DataFlow"`) for every input
-    /// produced on another pid or lane. Copies are `X` events with `cat: "Copy"`, op `_Recv`
-    /// and `args.bytes/from/to` on the destination device.
+    /// out: pid 0 `Allocators`; per device k (of n), pid 2k+1 `<device> Compute` and 2k+2
+    /// `<device> Tensors`; `X` events (`cat: "Op"`, µs, `args.name/op/input<i>/bytes`, and
+    /// `args.shape`/`args.dtype`: each output's static shape in TF notation and dtype,
+    /// joined by `", "` for several outputs) on greedy non-overlapping lanes (`tid`).
+    ///
+    /// Copies go to the destination device's own process, pid 2n+1+k `<device> Memcpy`
+    /// (as TF's GPU tracer puts memcpys on their own stream), one lane per direction
+    /// (`thread_name` `host to device`, `device to host`, `device to device`; more lanes
+    /// when copies of one direction overlap): `X` events with `cat: "Copy"`, name
+    /// `Memcpy<HtoD|DtoH|DtoD>`, `args.op = "_Recv"`, `args.name/input0/bytes/from/to/
+    /// direction`. `s`/`t` flow events (`cat: "DataFlow"`) link every input produced on
+    /// another pid or lane to its consumer, so every cross-device tensor has its arrows.
     pub fn chrome_trace(&self) -> Value {
+        let n_dev = self.devices.len();
         let mut events: Vec<Value> = vec![meta(0, "Allocators")];
-        let pid_of: HashMap<&str, usize> = self.devices.iter().enumerate().map(|(k, d)| (d.as_str(), 2 * k + 1)).collect();
+        let dev_index: HashMap<&str, usize> = self.devices.iter().enumerate().map(|(k, d)| (d.as_str(), k)).collect();
         for (k, d) in self.devices.iter().enumerate() {
             events.push(meta(2 * k + 1, &format!("{d} Compute")));
             events.push(meta(2 * k + 2, &format!("{d} Tensors")));
         }
-        // lanes per device
+        let labels: Vec<&StepLabel> = self.nodes.iter().map(|n| self.label(n)).collect();
+        let dev_of = |i: usize| dev_index.get(labels[i].device.as_str()).copied().unwrap_or(0);
         let mut order: Vec<usize> = (0..self.nodes.len()).collect();
         order.sort_by_key(|&i| (self.nodes[i].start_ns, self.nodes[i].end_ns));
-        let mut lane_ends: HashMap<&str, Vec<u64>> = HashMap::new();
-        let mut lane = vec![0usize; self.nodes.len()];
+        // (pid, tid) of each event: greedy lanes per (process, copy direction)
+        let mut lane_ends: HashMap<(usize, usize), Vec<(usize, u64)>> = HashMap::new();
+        let mut next_tid: HashMap<usize, usize> = HashMap::new();
+        let mut thread_names: Vec<Value> = Vec::new();
+        let mut memcpy_pids: Vec<usize> = Vec::new();
+        let mut place = vec![(0usize, 0usize); self.nodes.len()];
         for &i in &order {
             let n = &self.nodes[i];
-            let ends = lane_ends.entry(n.device.as_str()).or_default();
-            let l = ends.iter().position(|&e| e <= n.start_ns).unwrap_or(ends.len());
-            if l == ends.len() {
-                ends.push(n.end_ns);
-            } else {
-                ends[l] = n.end_ns;
-            }
-            lane[i] = l;
+            let k = dev_of(i);
+            let (pid, group) = match &labels[i].copy {
+                Some(c) => {
+                    let dir = copy_direction(&c.from, &c.to);
+                    (2 * n_dev + 1 + k, 1 + COPY_LANES.iter().position(|(d, _)| *d == dir).unwrap_or(0))
+                }
+                None => (2 * k + 1, 0),
+            };
+            let ends = lane_ends.entry((pid, group)).or_default();
+            let tid = match ends.iter_mut().find(|(_, e)| *e <= n.start_ns) {
+                Some(slot) => {
+                    slot.1 = n.end_ns;
+                    slot.0
+                }
+                None => {
+                    let t = next_tid.entry(pid).or_insert(0);
+                    let tid = *t;
+                    *t += 1;
+                    if group > 0 {
+                        if !memcpy_pids.contains(&pid) {
+                            memcpy_pids.push(pid);
+                        }
+                        let base = COPY_LANES[group - 1].1;
+                        let name = if ends.is_empty() { base.to_string() } else { format!("{base} ({})", ends.len() + 1) };
+                        thread_names.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+                    }
+                    ends.push((tid, n.end_ns));
+                    tid
+                }
+            };
+            place[i] = (pid, tid);
         }
+        memcpy_pids.sort_unstable();
+        for &pid in &memcpy_pids {
+            events.push(meta(pid, &format!("{} Memcpy", self.devices[pid - 2 * n_dev - 1])));
+        }
+        events.extend(thread_names);
         let us = |ns: u64| ns as f64 / 1000.0;
         // producers: (tensor, device) -> (pid, tid, end)
         let mut producer: HashMap<(&str, &str), (usize, usize, u64)> = HashMap::new();
         for (i, n) in self.nodes.iter().enumerate() {
-            let pid = pid_of[n.device.as_str()];
-            for o in &n.outputs {
-                producer.insert((o.as_str(), n.device.as_str()), (pid, lane[i], n.end_ns));
+            let (pid, tid) = place[i];
+            for o in &labels[i].outputs {
+                producer.insert((o.as_str(), labels[i].device.as_str()), (pid, tid, n.end_ns));
             }
         }
         let mut flows = Vec::new();
         let mut flow_id = 0u64;
         for &i in &order {
-            let n = &self.nodes[i];
-            let pid = pid_of[n.device.as_str()];
+            let (n, l) = (&self.nodes[i], labels[i]);
+            let (pid, tid) = place[i];
             let mut args = Map::new();
-            args.insert("name".into(), json!(n.node_name));
-            args.insert("op".into(), json!(n.op));
-            for (k, inp) in n.inputs.iter().enumerate() {
+            args.insert("name".into(), json!(l.node_name));
+            args.insert("op".into(), json!(l.op));
+            for (k, inp) in l.inputs.iter().enumerate() {
                 args.insert(format!("input{k}"), json!(inp));
             }
-            let cat = if let Some(c) = &n.copy {
-                args.insert("bytes".into(), json!(c.bytes));
+            args.insert("bytes".into(), json!(n.output_bytes));
+            if !l.output_types.is_empty() {
+                let join = |f: &dyn Fn(&TensorType) -> String| l.output_types.iter().map(f).collect::<Vec<_>>().join(", ");
+                args.insert("shape".into(), json!(join(&|t| t.shape.to_string())));
+                args.insert("dtype".into(), json!(join(&|t| t.dtype.to_string())));
+            }
+            let (cat, name) = if let Some(c) = &l.copy {
+                let dir = copy_direction(&c.from, &c.to);
                 args.insert("from".into(), json!(c.from));
                 args.insert("to".into(), json!(c.to));
-                "Copy"
+                args.insert("direction".into(), json!(COPY_LANES.iter().find(|(d, _)| *d == dir).map_or(dir, |(_, t)| *t)));
+                ("Copy", format!("Memcpy{dir}"))
             } else {
-                args.insert("bytes".into(), json!(n.output_bytes));
-                "Op"
+                ("Op", l.op.clone())
             };
             events.push(json!({
-                "ph": "X", "cat": cat, "name": n.op, "pid": pid, "tid": lane[i],
+                "ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
                 "ts": us(n.start_ns), "dur": us(n.end_ns.saturating_sub(n.start_ns)), "args": Value::Object(args)
             }));
-            let src_dev = n.copy.as_ref().map(|c| c.from.as_str()).unwrap_or(n.device.as_str());
-            for inp in &n.inputs {
+            let src_dev = l.copy.as_ref().map(|c| c.from.as_str()).unwrap_or(l.device.as_str());
+            for inp in &l.inputs {
                 if let Some(&(ppid, ptid, pend)) = producer.get(&(inp.as_str(), src_dev)) {
-                    if (ppid, ptid) != (pid, lane[i]) {
+                    if (ppid, ptid) != (pid, tid) {
                         flows.push(json!({"ph": "s", "cat": "DataFlow", "name": inp, "pid": ppid, "tid": ptid, "ts": us(pend), "id": flow_id}));
-                        flows.push(json!({"ph": "t", "cat": "DataFlow", "name": inp, "pid": pid, "tid": lane[i], "ts": us(n.start_ns), "id": flow_id}));
+                        flows.push(json!({"ph": "t", "cat": "DataFlow", "name": inp, "pid": pid, "tid": tid, "ts": us(n.start_ns), "id": flow_id}));
                         flow_id += 1;
                     }
                 }

@@ -10,7 +10,7 @@ use crate::executor::{execute, Plan, Step, StepKind};
 use crate::graph::{Graph, NodeId, Output};
 use crate::ops::StateAccess;
 use crate::placer::{place, placement_closure, Assignment};
-use crate::profile::{CopyStats, NodeExecStats, StepStats};
+use crate::profile::{CopyLabel, StepLabel, StepStats};
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -49,10 +49,13 @@ impl StateAccess for VariableStore {
 
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
 
-/// A cached, placed step with what the profiler needs to name its steps.
+/// A cached, placed step with what the profiler needs to name its steps: built once per
+/// plan, shared by every traced run's [`StepStats`].
 struct CachedPlan {
     plan: Plan,
-    labels: Vec<(String, String, Vec<String>, Vec<String>)>,
+    labels: Arc<[StepLabel]>,
+    /// Devices the plan's steps run on, in the session's device order.
+    devices_used: Vec<String>,
 }
 
 /// What [`Session::run`] returns.
@@ -190,6 +193,7 @@ impl Session {
 
         let mut plan = Plan::default();
         let mut labels = Vec::new();
+        let dev_name = |d: usize| self.devices.devices[d].attributes().name.clone();
         let mut home: HashMap<Output, (usize, usize)> = HashMap::new(); // output -> (slot, device)
         let mut producer: HashMap<usize, usize> = HashMap::new(); // slot -> step
         for f in feeds {
@@ -210,12 +214,15 @@ impl Session {
                 }
             }
             step_of.insert(id, plan.steps.len());
-            labels.push((
-                n.name.clone(),
-                n.op.name.to_string(),
-                n.inputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
-                (0..n.outputs.len()).map(|i| tf_input_name(graph, Output::new(id, i))).collect(),
-            ));
+            labels.push(StepLabel {
+                node_name: n.name.clone(),
+                op: n.op.name.to_string(),
+                device: dev_name(dev),
+                inputs: n.inputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
+                outputs: (0..n.outputs.len()).map(|i| tf_input_name(graph, Output::new(id, i))).collect(),
+                output_types: n.outputs.clone(),
+                copy: None,
+            });
             plan.steps.push(Step {
                 kind: StepKind::Op(Arc::new(n.clone())),
                 device: dev,
@@ -250,7 +257,15 @@ impl Session {
                         None => {
                             let cs = plan.steps.len();
                             let tensor = tf_input_name(graph, *inp);
-                            labels.push((format!("{tensor}/_Recv"), "_Recv".into(), vec![tensor.clone()], vec![tensor.clone()]));
+                            labels.push(StepLabel {
+                                node_name: format!("{tensor}/_Recv"),
+                                op: "_Recv".into(),
+                                device: dev_name(dev),
+                                inputs: vec![tensor.clone()],
+                                outputs: vec![tensor.clone()],
+                                output_types: vec![graph.output_type(*inp)?.clone()],
+                                copy: Some(CopyLabel { from: dev_name(src_dev), to: dev_name(dev), tensor: tensor.clone() }),
+                            });
                             plan.steps.push(Step {
                                 kind: StepKind::Copy { from: src_dev, tensor },
                                 device: dev,
@@ -290,7 +305,10 @@ impl Session {
             let (slot, dev) = home[f];
             plan.fetch_slots.push((slot, dev));
         }
-        Ok(CachedPlan { plan, labels })
+        let mut used: Vec<usize> = plan.steps.iter().map(|s| s.device).collect();
+        used.sort_unstable();
+        used.dedup();
+        Ok(CachedPlan { plan, labels: labels.into(), devices_used: used.into_iter().map(dev_name).collect() })
     }
 
     fn check_feed(graph: &Graph, o: Output, t: &Tensor) -> Result<()> {
@@ -349,39 +367,13 @@ impl Session {
             .zip(&plan.fetch_slots)
             .map(|(t, &(_, dev))| host.copy_from(t, self.devices.devices[dev].as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        let step_stats = exec.timings.map(|timings| {
-            let name = |d: usize| self.devices.devices[d].attributes().name.clone();
-            let mut used: Vec<usize> = timings.iter().map(|t| plan.steps[t.step].device).collect();
-            used.sort_unstable();
-            used.dedup();
-            StepStats {
-                devices: used.iter().map(|&d| name(d)).collect(),
-                nodes: timings
-                    .iter()
-                    .map(|t| {
-                        let step = &plan.steps[t.step];
-                        let (node_name, op, inputs, outputs) = cached.labels[t.step].clone();
-                        let copy = match &step.kind {
-                            StepKind::Copy { from, tensor } => {
-                                Some(CopyStats { from: name(*from), to: name(step.device), bytes: t.bytes, tensor: tensor.clone() })
-                            }
-                            StepKind::Op(_) => None,
-                        };
-                        NodeExecStats {
-                            node_name,
-                            op,
-                            device: name(step.device),
-                            thread: t.thread,
-                            start_ns: wall0 + t.start_ns,
-                            end_ns: wall0 + t.end_ns,
-                            inputs,
-                            outputs,
-                            output_bytes: t.bytes,
-                            copy,
-                        }
-                    })
-                    .collect(),
+        // Tracing shares the plan's labels: no per-step string is built here.
+        let step_stats = exec.timings.map(|mut nodes| {
+            for n in &mut nodes {
+                n.start_ns += wall0;
+                n.end_ns += wall0;
             }
+            StepStats { devices: cached.devices_used.clone(), labels: cached.labels.clone(), nodes }
         });
         Ok(RunOutputs { values, step_stats })
     }

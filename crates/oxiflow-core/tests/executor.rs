@@ -101,7 +101,7 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     assert_eq!(stats.nodes.len(), 50);
     let mut by_thread: std::collections::BTreeMap<usize, Vec<(u64, u64)>> = Default::default();
     for n in &stats.nodes {
-        assert!(n.end_ns > n.start_ns, "{}", n.node_name);
+        assert!(n.end_ns > n.start_ns, "{}", stats.label(n).node_name);
         by_thread.entry(n.thread).or_default().push((n.start_ns, n.end_ns));
     }
     for spans in by_thread.values_mut() {

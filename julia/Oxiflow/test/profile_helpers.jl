@@ -21,12 +21,12 @@ function seed000_profile(colocate::Bool)
     return g, sess
 end
 
-"""X events of a saved timeline with their device (process name minus ` Compute`)."""
+"""X events of a saved timeline with their device (process name minus ` Compute` or ` Memcpy`)."""
 function timeline_ops(path)
     ev = MiniJSON.parse_json(read(path, String))["traceEvents"]
-    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M")
+    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M" && e["name"] == "process_name")
     xs = [e for e in ev if e["ph"] == "X"]
-    dev(e) = replace(procs[e["pid"]], " Compute" => "")
+    dev(e) = replace(replace(procs[e["pid"]], " Compute" => ""), " Memcpy" => "")
     return xs, dev
 end
 

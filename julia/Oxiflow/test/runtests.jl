@@ -203,7 +203,7 @@ end
     save_profile(path)
     j = MiniJSON.parse_json(read(path, String))
     ev = j["traceEvents"]
-    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M")
+    procs = Dict(e["pid"] => e["args"]["name"] for e in ev if e["ph"] == "M" && e["name"] == "process_name")
     @test procs[0] == "Allocators"
     @test "$CPU0 Compute" in values(procs) && "$GPU0 Compute" in values(procs)
     xs = [e for e in ev if e["ph"] == "X"]
@@ -211,6 +211,17 @@ end
     @test any(e -> e["name"] == "Sum" && procs[e["pid"]] == "$CPU0 Compute", xs)
     @test count(e -> e["cat"] == "Copy", xs) == profile_copies().count == 1
     @test profile_copies().bytes == 16
+    # the copy (Sin's output, GPU:0 to CPU:0) on CPU:0's Memcpy process, device-to-host lane
+    cp = first(filter(e -> e["cat"] == "Copy", xs))
+    @test procs[cp["pid"]] == "$CPU0 Memcpy" && cp["name"] == "MemcpyDtoH"
+    @test cp["args"]["direction"] == "device to host" && cp["args"]["bytes"] == 16
+    @test any(e -> e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == cp["pid"] &&
+                   e["tid"] == cp["tid"] && e["args"]["name"] == "device to host", ev)
+    # each op's output shapes and dtypes
+    sn = first(filter(e -> e["name"] == "Sin", xs))
+    @test sn["args"]["shape"] == "[2]" && sn["args"]["dtype"] == "Float64"
+    sm = first(filter(e -> e["name"] == "Sum", xs))
+    @test sm["args"]["shape"] == "[]" && sm["args"]["dtype"] == "Float64"
     @test any(e -> e["ph"] == "s", ev) && any(e -> e["ph"] == "t", ev)
     @test assigned_device(s, gx) == GPU0
 end

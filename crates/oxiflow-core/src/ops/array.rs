@@ -86,9 +86,9 @@ fn reshape_array<T: Clone>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usiz
 }
 
 /// Kernel shared by `Reshape`: input 0 reshaped to the node's output shape.
-fn kernel_reshape(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_reshape(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
-    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(reshape_array(ctx, a, dims)?))])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(reshape_array(ctx, a, dims)?))])
 }
 
 /// TF `_ReshapeGrad`: `dy` reshaped to the input's shape.
@@ -109,9 +109,9 @@ fn infer_broadcast_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, target)])
 }
 
-fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
-    Ok(vec![with_array!(&ctx.inputs[0], a => {
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => {
         let v = super::math::broadcast_view(ctx, a, dims)?;
         Element::wrap(v.to_owned().into_shared())
     })])
@@ -171,7 +171,7 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(dims))])
 }
 
-fn kernel_sum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let axes = sum_axes(&ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
         let fold = |acc: &T, x: &T| T::add(*acc, *x);
@@ -185,7 +185,7 @@ fn kernel_sum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
         Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
     }
-    Ok(vec![match &ctx.inputs[0] {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) => go(ctx, a)?,
         Tensor::F64(a) => go(ctx, a)?,
         Tensor::I32(a) => go(ctx, a)?,
@@ -246,10 +246,10 @@ pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
     }
 }
 
-fn kernel_cast(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_cast(ctx: &KernelCtx) -> Result<Outputs> {
     let t = &ctx.inputs[0];
     let dst = ctx.node.outputs[0].dtype;
-    Ok(vec![if t.dtype() == dst { t.clone() } else { cast_tensor(t, dst) }])
+    Ok(smallvec![if t.dtype() == dst { t.clone() } else { cast_tensor(t, dst) }])
 }
 
 /// TF `_CastGrad`: `dy` cast back to the source dtype when both dtypes are floats; no
@@ -265,14 +265,14 @@ fn grad_cast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 
 // ---------------------------------------------------------------- OnesLike, ZerosLike
 
-fn kernel_ones_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_ones_like(ctx: &KernelCtx) -> Result<Outputs> {
     let t = &ctx.inputs[0];
-    Ok(vec![Tensor::filled(t.dtype(), t.dims(), 1.0)])
+    Ok(smallvec![Tensor::filled(t.dtype(), t.dims(), 1.0)])
 }
 
-fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Outputs> {
     let t = &ctx.inputs[0];
-    Ok(vec![Tensor::filled(t.dtype(), t.dims(), 0.0)])
+    Ok(smallvec![Tensor::filled(t.dtype(), t.dims(), 0.0)])
 }
 
 pub(crate) fn register(r: &mut Registry) {

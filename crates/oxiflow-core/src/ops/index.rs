@@ -114,11 +114,11 @@ fn infer_strided_slice(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(slice_dims(&spec).0))])
 }
 
-fn kernel_strided_slice(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_strided_slice(ctx: &KernelCtx) -> Result<Outputs> {
     let x = &ctx.inputs[0];
     let spec = slice_spec(&ctx.node.attrs, "StridedSlice", &x.shape()).map_err(|m| ctx.error(m))?;
     let dims = ctx.node.outputs[0].shape.dims();
-    Ok(vec![with_array!(x, a => {
+    Ok(smallvec![with_array!(x, a => {
         let v = a.slice_each_axis(|ax| spec[ax.axis.index()].to_slice());
         Element::wrap(reshaped(ctx, v, dims)?)
     })])
@@ -185,7 +185,7 @@ fn infer_strided_slice_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(dy.dtype, shape)])
 }
 
-fn kernel_strided_slice_grad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_strided_slice_grad(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, dy: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let shape = &ctx.node.outputs[0].shape;
         let spec = slice_spec(&ctx.node.attrs, "StridedSliceGrad", shape).map_err(|m| ctx.error(m))?;
@@ -195,7 +195,7 @@ fn kernel_strided_slice_grad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         out.slice_each_axis_mut(|ax| spec[ax.axis.index()].to_slice()).assign(&src);
         Ok(T::wrap(out.into_shared()))
     }
-    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
 }
 
 /// TF `_StridedSliceGradGrad`: the same `StridedSlice` of the incoming gradient.
@@ -241,7 +241,7 @@ fn infer_gather(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(p.dtype, Shape(dims))])
 }
 
-fn kernel_gather(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, idx: &[i64]) -> Result<Tensor> {
         let rank = a.ndim() as i64;
         let axis = ((int_or(&ctx.node.attrs, "GatherV2", "axis", 0)? + rank) % rank) as usize;
@@ -266,7 +266,7 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         Ok(T::wrap(arr.into_shared()))
     }
     let idx = index_values(&ctx.inputs[1]);
-    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx)?)])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx)?)])
 }
 
 /// TF `_GatherV2Grad`: TF returns `IndexedSlices(dy, indices)`, which becomes dense through
@@ -337,7 +337,7 @@ fn infer_gather_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(p.dtype, Shape(dims))])
 }
 
-fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, idx: &[i64], k: usize) -> Result<Tensor> {
         let offs = nd_offsets(ctx, idx, k, a.shape())?;
         let inner: usize = a.shape()[k..].iter().product();
@@ -353,7 +353,7 @@ fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }
     let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
     let idx = index_values(&ctx.inputs[1]);
-    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx, k)?)])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx, k)?)])
 }
 
 /// TF `_GatherNdGrad`: `ScatterNd(indices, dy, shape(params))`.
@@ -380,7 +380,7 @@ fn infer_scatter_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(upd.dtype, shape)])
 }
 
-fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx, upd: &ArcArray<T, IxDyn>, idx: &[i64], k: usize) -> Result<Tensor> {
         let dims = ctx.node.outputs[0].shape.dims();
         let offs = nd_offsets(ctx, idx, k, dims)?;
@@ -398,7 +398,7 @@ fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }
     let k = *ctx.inputs[0].dims().last().unwrap_or(&0);
     let idx = index_values(&ctx.inputs[0]);
-    Ok(vec![match &ctx.inputs[1] {
+    Ok(smallvec![match &ctx.inputs[1] {
         Tensor::F32(a) => go(ctx, a, &idx, k)?,
         Tensor::F64(a) => go(ctx, a, &idx, k)?,
         Tensor::I32(a) => go(ctx, a, &idx, k)?,

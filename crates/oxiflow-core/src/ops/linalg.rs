@@ -179,7 +179,7 @@ fn infer_bmm(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 // ---------------------------------------------------------------- kernels
 
-fn kernel_inverse(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_inverse(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
     let adjoint = adj(&ctx.node.attrs, "adjoint");
     let mut out = Vec::new();
@@ -187,18 +187,18 @@ fn kernel_inverse(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         let inv = lu_checked(&m).ok_or_else(|| singular(ctx, 0))?.inverse();
         out.push(if adjoint { inv.transpose().to_owned() } else { inv });
     }
-    Ok(vec![from_f64(ctx, stack(a.shape(), &out)?)])
+    Ok(smallvec![from_f64(ctx, stack(a.shape(), &out)?)])
 }
 
-fn kernel_det(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_det(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
     let dets: Vec<f64> = matrices(&a).iter().map(|m| m.determinant()).collect();
     let dims = ctx.node.outputs[0].shape.dims().to_vec();
     let out = ArrayD::from_shape_vec(IxDyn(&dims), dets).map_err(|e| ctx.error(e))?;
-    Ok(vec![from_f64(ctx, out)])
+    Ok(smallvec![from_f64(ctx, out)])
 }
 
-fn kernel_solve(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_solve(ctx: &KernelCtx) -> Result<Outputs> {
     let (a, b) = (as_f64(ctx, 0)?, as_f64(ctx, 1)?);
     let adjoint = adj(&ctx.node.attrs, "adjoint");
     let mut out = Vec::new();
@@ -206,12 +206,12 @@ fn kernel_solve(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         let lu = lu_checked(m).ok_or_else(|| singular(ctx, 0))?;
         out.push(if adjoint { lu.solve_transpose(&r) } else { lu.solve(&r) });
     }
-    Ok(vec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &out)?)])
+    Ok(smallvec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &out)?)])
 }
 
 /// Least squares: QR for `m >= n`; for `m < n` the minimum-norm solution
 /// `A^T (A A^T)^{-1} b`. Rank deficiency is reported as a singular matrix.
-fn kernel_solve_ls(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_solve_ls(ctx: &KernelCtx) -> Result<Outputs> {
     let (a, b) = (as_f64(ctx, 0)?, as_f64(ctx, 1)?);
     let mut out = Vec::new();
     for (m, r) in matrices(&a).iter().zip(matrices(&b)) {
@@ -228,17 +228,17 @@ fn kernel_solve_ls(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
             out.push(m.transpose() * lu.solve(&r));
         }
     }
-    Ok(vec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &out)?)])
+    Ok(smallvec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &out)?)])
 }
 
-fn kernel_diag_part(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_diag_part(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
     let v: Vec<f64> = matrices(&a).iter().flat_map(|m| (0..m.nrows().min(m.ncols())).map(|i| m[(i, i)]).collect::<Vec<_>>()).collect();
     let out = ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), v).map_err(|e| ctx.error(e))?;
-    Ok(vec![from_f64(ctx, out)])
+    Ok(smallvec![from_f64(ctx, out)])
 }
 
-fn kernel_diag(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_diag(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
     let k = *a.shape().last().unwrap_or(&0);
     let flat: Vec<f64> = a.iter().copied().collect();
@@ -247,10 +247,10 @@ fn kernel_diag(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         .take(flat.len().checked_div(k).unwrap_or(0))
         .map(|c| Mat::from_fn(k, k, |i, j| if i == j { c[i] } else { 0.0 }))
         .collect();
-    Ok(vec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &mats)?)])
+    Ok(smallvec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &mats)?)])
 }
 
-fn kernel_bmm(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_bmm(ctx: &KernelCtx) -> Result<Outputs> {
     let (x, y) = (as_f64(ctx, 0)?, as_f64(ctx, 1)?);
     let (ax, ay) = (adj(&ctx.node.attrs, "adj_x"), adj(&ctx.node.attrs, "adj_y"));
     let out_dims = ctx.node.outputs[0].shape.dims();
@@ -272,7 +272,7 @@ fn kernel_bmm(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
             (true, true) => p.transpose() * q.transpose(),
         })
         .collect();
-    Ok(vec![from_f64(ctx, stack(out_dims, &out)?)])
+    Ok(smallvec![from_f64(ctx, stack(out_dims, &out)?)])
 }
 
 // ---------------------------------------------------------------- gradients

@@ -105,21 +105,21 @@ fn map_scalar<A: Copy, O: Clone>(a: &ArcArray<A, IxDyn>, f: impl FnOnce(A) -> O)
 }
 
 /// Applies a float unary function elementwise.
-pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Vec<Tensor>> {
+pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Outputs> {
     match &ctx.inputs[0] {
         Tensor::F64(a) => {
             if let Some(r) = map_scalar(a, f64f) {
-                return Ok(vec![Tensor::F64(r)]);
+                return Ok(smallvec![Tensor::F64(r)]);
             }
         }
         Tensor::F32(a) => {
             if let Some(r) = map_scalar(a, f32f) {
-                return Ok(vec![Tensor::F32(r)]);
+                return Ok(smallvec![Tensor::F32(r)]);
             }
         }
         _ => {}
     }
-    Ok(vec![match &ctx.inputs[0] {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) => Tensor::F32(a.map(|&x| f32f(x)).into_shared()),
         Tensor::F64(a) => Tensor::F64(a.map(|&x| f64f(x)).into_shared()),
         _ => return Err(no_kernel(ctx)),
@@ -129,7 +129,7 @@ pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> 
 /// Applies the generic numeric function `$f::<T>` elementwise to input 0.
 macro_rules! map_numeric {
     ($ctx:expr, $f:ident) => {
-        Ok(vec![match &$ctx.inputs[0] {
+        Ok(smallvec![match &$ctx.inputs[0] {
             Tensor::F32(a) => Tensor::F32(a.mapv($f::<f32>).into_shared()),
             Tensor::F64(a) => Tensor::F64(a.mapv($f::<f64>).into_shared()),
             Tensor::I32(a) => Tensor::I32(a.mapv($f::<i32>).into_shared()),
@@ -143,7 +143,7 @@ macro_rules! map_numeric {
 /// `$wrap` selects which variants are accepted (`float` or `numeric`).
 macro_rules! zip_numeric {
     ($ctx:expr, $f:ident, numeric) => {
-        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+        Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
             (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f::<f32>)?),
             (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f::<f64>)?),
             (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip2($ctx, a, b, $f::<i32>)?),
@@ -152,7 +152,7 @@ macro_rules! zip_numeric {
         }])
     };
     ($ctx:expr, $f:expr, float) => {
-        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+        Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
             (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f)?),
             (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f)?),
             _ => return Err(no_kernel($ctx)),
@@ -242,27 +242,27 @@ fn square<T: Arith>(a: T) -> T {
     T::mul(a, a)
 }
 
-fn kernel_add(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_add(ctx: &KernelCtx) -> Result<Outputs> {
     zip_numeric!(ctx, add, numeric)
 }
-fn kernel_sub(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sub(ctx: &KernelCtx) -> Result<Outputs> {
     zip_numeric!(ctx, sub, numeric)
 }
-fn kernel_mul(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_mul(ctx: &KernelCtx) -> Result<Outputs> {
     zip_numeric!(ctx, mul, numeric)
 }
-fn kernel_realdiv(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_realdiv(ctx: &KernelCtx) -> Result<Outputs> {
     zip_numeric!(ctx, |a, b| a / b, float)
 }
-fn kernel_neg(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_neg(ctx: &KernelCtx) -> Result<Outputs> {
     map_numeric!(ctx, neg)
 }
-fn kernel_square(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_square(ctx: &KernelCtx) -> Result<Outputs> {
     map_numeric!(ctx, square)
 }
 
 /// `Pow`: `powf` for floats; ints to a negative power are an error (TF's text).
-fn kernel_pow(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_pow(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         let mut bad = false;
         let out = zip2(ctx, a, b, |x, y| {
@@ -276,7 +276,7 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         }
         Ok(out)
     }
-    Ok(vec![match (&ctx.inputs[0], &ctx.inputs[1]) {
+    Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
         (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(go(ctx, a, b)?),
         (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(go(ctx, a, b)?),
         (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(go(ctx, a, b)?),
@@ -285,11 +285,11 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }])
 }
 
-fn kernel_greater(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_greater(ctx: &KernelCtx) -> Result<Outputs> {
     fn gt<T: Arith>(a: T, b: T) -> bool {
         a > b
     }
-    Ok(vec![Tensor::Bool(match (&ctx.inputs[0], &ctx.inputs[1]) {
+    Ok(smallvec![Tensor::Bool(match (&ctx.inputs[0], &ctx.inputs[1]) {
         (Tensor::F32(a), Tensor::F32(b)) => zip2(ctx, a, b, gt::<f32>)?,
         (Tensor::F64(a), Tensor::F64(b)) => zip2(ctx, a, b, gt::<f64>)?,
         (Tensor::I32(a), Tensor::I32(b)) => zip2(ctx, a, b, gt::<i32>)?,
@@ -298,14 +298,14 @@ fn kernel_greater(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     })])
 }
 
-fn kernel_select(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, c: &ArcArray<bool, IxDyn>, x: &ArcArray<T, IxDyn>, y: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let dims = ctx.node.outputs[0].shape.dims();
         let (cv, xv, yv) = (broadcast_view(ctx, c, dims)?, broadcast_view(ctx, x, dims)?, broadcast_view(ctx, y, dims)?);
         Ok(T::wrap(Zip::from(&cv).and(&xv).and(&yv).map_collect(|&c, &x, &y| if c { x } else { y }).into_shared()))
     }
     let Tensor::Bool(c) = &ctx.inputs[0] else { return Err(no_kernel(ctx)) };
-    Ok(vec![match (&ctx.inputs[1], &ctx.inputs[2]) {
+    Ok(smallvec![match (&ctx.inputs[1], &ctx.inputs[2]) {
         (Tensor::F32(x), Tensor::F32(y)) => go(ctx, c, x, y)?,
         (Tensor::F64(x), Tensor::F64(y)) => go(ctx, c, x, y)?,
         (Tensor::I32(x), Tensor::I32(y)) => go(ctx, c, x, y)?,
@@ -315,7 +315,7 @@ fn kernel_select(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }])
 }
 
-fn kernel_addn(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_addn(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx) -> Result<Tensor> {
         let mut acc = ctx.inputs[0].array::<T>()?.to_owned();
         for t in &ctx.inputs[1..] {
@@ -323,7 +323,7 @@ fn kernel_addn(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         }
         Ok(T::wrap(acc.into_shared()))
     }
-    Ok(vec![match ctx.inputs[0].dtype() {
+    Ok(smallvec![match ctx.inputs[0].dtype() {
         DType::Float32 => go::<f32>(ctx)?,
         DType::Float64 => go::<f64>(ctx)?,
         DType::Int32 => go::<i32>(ctx)?,
@@ -332,22 +332,22 @@ fn kernel_addn(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }])
 }
 
-fn kernel_sin(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sin(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::sin, f64::sin)
 }
-fn kernel_cos(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_cos(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::cos, f64::cos)
 }
-fn kernel_exp(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_exp(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::exp, f64::exp)
 }
-fn kernel_log(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_log(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::ln, f64::ln)
 }
-fn kernel_tanh(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_tanh(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::tanh, f64::tanh)
 }
-fn kernel_sqrt(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sqrt(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::sqrt, f64::sqrt)
 }
 

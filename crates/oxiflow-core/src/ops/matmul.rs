@@ -102,7 +102,7 @@ fn gemm_product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T)
     dst
 }
 
-fn kernel_matmul(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
         let (ta, tb) = transposes(&ctx.node.attrs);
         fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
@@ -126,7 +126,7 @@ fn kernel_matmul(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         }
         Ok(gemm_product(a2, b2, zero, one).into_dyn().into_shared())
     }
-    Ok(vec![match (&ctx.inputs[0], &ctx.inputs[1]) {
+    Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
         (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(go(ctx, a, b, 0.0, 1.0)?),
         (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(go(ctx, a, b, 0.0, 1.0)?),
         (a, b) => return Err(ctx.error(format!("no kernel for dtypes {} and {}", a.dtype(), b.dtype()))),

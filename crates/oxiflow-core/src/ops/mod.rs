@@ -225,8 +225,15 @@ impl KernelCtx<'_> {
 
 /// Shape function: output types from input types and attrs.
 pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorType>>;
+/// A kernel's outputs, one tensor per node output, in order. One output (most ops) is
+/// stored inline, so a kernel's result costs no allocation beyond its tensors' own; ops
+/// with more outputs spill to the heap. Build it with `smallvec![t0, t1, ..]`
+/// (re-exported here) or `Outputs::from_vec(v)`.
+pub type Outputs = smallvec::SmallVec<[Tensor; 1]>;
+pub use smallvec::smallvec;
+
 /// CPU kernel (also what emulated GPUs run).
-pub type KernelFn = fn(&KernelCtx) -> Result<Vec<Tensor>>;
+pub type KernelFn = fn(&KernelCtx) -> Result<Outputs>;
 /// Gradient function (TF's `@ops.RegisterGradient`): given the forward node and the
 /// gradients of its outputs (`None` where no gradient flows), adds gradient nodes to the
 /// graph and returns one gradient per input (`None`: no gradient).

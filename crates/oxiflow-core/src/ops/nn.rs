@@ -89,8 +89,8 @@ fn infer_softmax(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 // ---------------------------------------------------------------- kernels
 
 /// Applies a generic numeric function to input 0 (floats and ints).
-fn map_num(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64, i32f: fn(i32) -> i32, i64f: fn(i64) -> i64) -> Result<Vec<Tensor>> {
-    Ok(vec![match &ctx.inputs[0] {
+fn map_num(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64, i32f: fn(i32) -> i32, i64f: fn(i64) -> i64) -> Result<Outputs> {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) => Tensor::F32(a.mapv(f32f).into_shared()),
         Tensor::F64(a) => Tensor::F64(a.mapv(f64f).into_shared()),
         Tensor::I32(a) => Tensor::I32(a.mapv(i32f).into_shared()),
@@ -99,12 +99,12 @@ fn map_num(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64, i32f: fn
     }])
 }
 
-fn kernel_abs(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_abs(ctx: &KernelCtx) -> Result<Outputs> {
     map_num(ctx, f32::abs, f64::abs, i32::wrapping_abs, i64::wrapping_abs)
 }
 
 /// TF's `Sign`: -1, 0 or 1 (0 for ±0; NaN stays NaN).
-fn kernel_sign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sign(ctx: &KernelCtx) -> Result<Outputs> {
     fn sf32(x: f32) -> f32 {
         sf64(x as f64) as f32
     }
@@ -120,7 +120,7 @@ fn kernel_sign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     map_num(ctx, sf32, sf64, i32::signum, i64::signum)
 }
 
-fn kernel_tan(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_tan(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::tan, f64::tan)
 }
 
@@ -135,21 +135,21 @@ fn sigmoid64(x: f64) -> f64 {
 fn sigmoid32(x: f32) -> f32 {
     sigmoid64(x as f64) as f32
 }
-fn kernel_sigmoid(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_sigmoid(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, sigmoid32, sigmoid64)
 }
 
-fn kernel_relu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_relu(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| if x > 0.0 { x } else { 0.0 }, |x| if x > 0.0 { x } else { 0.0 })
 }
-fn kernel_relu6(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_relu6(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| x.clamp(0.0, 6.0), |x| x.clamp(0.0, 6.0))
 }
 
 /// `LeakyRelu`: `x` where `x > 0`, else `alpha * x` (attr `alpha`, default 0.2 as TF).
-fn kernel_leaky_relu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_leaky_relu(ctx: &KernelCtx) -> Result<Outputs> {
     let alpha = leaky_alpha(&ctx.node.attrs);
-    Ok(vec![match &ctx.inputs[0] {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) => Tensor::F32(a.mapv(|x| if x > 0.0 { x } else { alpha as f32 * x }).into_shared()),
         Tensor::F64(a) => Tensor::F64(a.mapv(|x| if x > 0.0 { x } else { alpha * x }).into_shared()),
         t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
@@ -159,7 +159,7 @@ fn leaky_alpha(attrs: &Attrs) -> f64 {
     attrs.get_float("LeakyRelu", "alpha").unwrap_or(0.2)
 }
 
-fn kernel_elu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_elu(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| if x > 0.0 { x } else { x.exp_m1() }, |x| if x > 0.0 { x } else { x.exp_m1() })
 }
 
@@ -169,7 +169,7 @@ const SELU_SCALE: f64 = 1.0507009873554804934193349852946;
 fn selu64(x: f64) -> f64 {
     if x > 0.0 { SELU_SCALE * x } else { SELU_SCALE * SELU_ALPHA * x.exp_m1() }
 }
-fn kernel_selu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_selu(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| selu64(x as f64) as f32, selu64)
 }
 
@@ -177,15 +177,15 @@ fn kernel_selu(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
 fn softplus64(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
-fn kernel_softplus(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_softplus(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| softplus64(x as f64) as f32, softplus64)
 }
-fn kernel_softsign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_softsign(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| x / (1.0 + x.abs()), |x| x / (1.0 + x.abs()))
 }
 
 /// `Softmax` over the last axis, shifted by the row maximum for stability.
-fn kernel_softmax(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_softmax(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element + num_like::Float>(a: &ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
         let mut out = a.to_owned();
         let last = Axis(out.ndim() - 1);
@@ -197,7 +197,7 @@ fn kernel_softmax(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         }
         out.into_shared()
     }
-    Ok(vec![match &ctx.inputs[0] {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) if a.ndim() > 0 => Tensor::F32(go(a)),
         Tensor::F64(a) if a.ndim() > 0 => Tensor::F64(go(a)),
         t => return Err(ctx.error(format!("no kernel for a {} tensor of shape {}", t.dtype(), t.shape()))),
@@ -231,7 +231,7 @@ mod num_like {
 /// Broadcasting binary over any numeric dtype with a generic function.
 macro_rules! zip_num {
     ($ctx:expr, $f:ident, $wrap:ident) => {
-        Ok(vec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
+        Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
             (Tensor::F32(a), Tensor::F32(b)) => $wrap(zip2($ctx, a, b, $f::<f32>)?),
             (Tensor::F64(a), Tensor::F64(b)) => $wrap(zip2($ctx, a, b, $f::<f64>)?),
             (Tensor::I32(a), Tensor::I32(b)) => $wrap(zip2($ctx, a, b, $f::<i32>)?),
@@ -272,22 +272,22 @@ fn equal<T: Arith>(a: T, b: T) -> bool {
     a == b
 }
 
-fn kernel_maximum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_maximum(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, maximum, wrap_same)
 }
-fn kernel_minimum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_minimum(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, minimum, wrap_same)
 }
-fn kernel_less(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_less(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, less, wrap_bool)
 }
-fn kernel_less_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_less_equal(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, less_equal, wrap_bool)
 }
-fn kernel_greater_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_greater_equal(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, greater_equal, wrap_bool)
 }
-fn kernel_equal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_equal(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, equal, wrap_bool)
 }
 

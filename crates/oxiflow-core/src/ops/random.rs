@@ -66,24 +66,24 @@ fn next_rng(ctx: &KernelCtx) -> Result<ChaCha8Rng> {
     Ok(rng)
 }
 
-fn fill<D: Distribution<f64> + Distribution<f32>>(ctx: &KernelCtx, dist: D) -> Result<Vec<Tensor>> {
+fn fill<D: Distribution<f64> + Distribution<f32>>(ctx: &KernelCtx, dist: D) -> Result<Outputs> {
     let t = &ctx.node.outputs[0];
     let dims = t.shape.dims().to_vec();
     let n: usize = dims.iter().product();
     let mut rng = next_rng(ctx)?;
     let layout = crate::tensor::Layout::RowMajor;
-    Ok(vec![match t.dtype {
+    Ok(smallvec![match t.dtype {
         DType::Float32 => Tensor::from_vec(&dims, (0..n).map(|_| Distribution::<f32>::sample(&dist, &mut rng)).collect::<Vec<f32>>(), layout)?,
         DType::Float64 => Tensor::from_vec(&dims, (0..n).map(|_| Distribution::<f64>::sample(&dist, &mut rng)).collect::<Vec<f64>>(), layout)?,
         d => return Err(ctx.error(format!("no kernel for dtype {d}"))),
     }])
 }
 
-fn kernel_normal(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_normal(ctx: &KernelCtx) -> Result<Outputs> {
     fill(ctx, StandardNormal)
 }
 
-fn kernel_uniform(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_uniform(ctx: &KernelCtx) -> Result<Outputs> {
     fill(ctx, StandardUniform)
 }
 

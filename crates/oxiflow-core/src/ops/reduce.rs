@@ -118,7 +118,7 @@ fn min_of<T: Bounded>(a: T, b: T) -> T {
 /// Dispatches a reduction kernel body over the numeric dtypes.
 macro_rules! reduce_kernel {
     ($ctx:expr, $go:ident) => {
-        Ok(vec![match &$ctx.inputs[0] {
+        Ok(smallvec![match &$ctx.inputs[0] {
             Tensor::F32(a) => Tensor::F32($go($ctx, a)?),
             Tensor::F64(a) => Tensor::F64($go($ctx, a)?),
             Tensor::I32(a) => Tensor::I32($go($ctx, a)?),
@@ -128,7 +128,7 @@ macro_rules! reduce_kernel {
     };
 }
 
-fn kernel_mean(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_mean(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         let s = fold(ctx, a, T::zero(), T::add)?;
         let n = a.len() / s.len().max(1);
@@ -136,19 +136,19 @@ fn kernel_mean(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
     }
     reduce_kernel!(ctx, go)
 }
-fn kernel_prod(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_prod(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         fold(ctx, a, T::one(), T::mul)
     }
     reduce_kernel!(ctx, go)
 }
-fn kernel_max(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_max(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         fold(ctx, a, T::lowest(), max_of)
     }
     reduce_kernel!(ctx, go)
 }
-fn kernel_min(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_min(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         fold(ctx, a, T::highest(), min_of)
     }
@@ -270,7 +270,7 @@ fn infer_arg(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(out_t, Shape(dims))])
 }
 
-fn kernel_arg(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_arg(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let ax = arg_axis(ctx.node.op.name, &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
         if a.shape()[ax] == 0 {
@@ -294,7 +294,7 @@ fn kernel_arg(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
             _ => Tensor::I64(idx.into_shared()),
         })
     }
-    Ok(vec![match &ctx.inputs[0] {
+    Ok(smallvec![match &ctx.inputs[0] {
         Tensor::F32(a) => go(ctx, a)?,
         Tensor::F64(a) => go(ctx, a)?,
         Tensor::I32(a) => go(ctx, a)?,

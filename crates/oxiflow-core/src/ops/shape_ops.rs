@@ -74,9 +74,9 @@ fn infer_transpose(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(ctx.inputs[0].dtype, Shape(perm.iter().map(|&p| d[p]).collect()))])
 }
 
-fn kernel_transpose(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_transpose(ctx: &KernelCtx) -> Result<Outputs> {
     let perm: Vec<usize> = ctx.node.attrs.get_ints("Transpose", "perm")?.iter().map(|&p| p as usize).collect();
-    Ok(vec![with_array!(&ctx.inputs[0], a => {
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => {
         Element::wrap(a.view().permuted_axes(IxDyn(&perm)).as_standard_layout().into_owned().into_shared())
     })])
 }
@@ -134,9 +134,9 @@ fn axis_of_output(ctx: &KernelCtx, rank: usize) -> Result<usize> {
     Ok(((a + r) % r.max(1)) as usize)
 }
 
-fn kernel_concat(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_concat(ctx: &KernelCtx) -> Result<Outputs> {
     let axis = axis_of_output(ctx, ctx.node.outputs[0].shape.rank())?;
-    Ok(vec![match ctx.inputs[0] {
+    Ok(smallvec![match ctx.inputs[0] {
         Tensor::F32(_) => join::<f32>(ctx, axis, false)?,
         Tensor::F64(_) => join::<f64>(ctx, axis, false)?,
         Tensor::I32(_) => join::<i32>(ctx, axis, false)?,
@@ -181,10 +181,10 @@ fn infer_pack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(first.dtype, Shape(dims))])
 }
 
-fn kernel_pack(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_pack(ctx: &KernelCtx) -> Result<Outputs> {
     let rank = ctx.node.outputs[0].shape.rank() as i64;
     let axis = ((int_or(&ctx.node.attrs, "Pack", "axis", 0)? + rank) % rank) as usize;
-    Ok(vec![match ctx.inputs[0] {
+    Ok(smallvec![match ctx.inputs[0] {
         Tensor::F32(_) => join::<f32>(ctx, axis, true)?,
         Tensor::F64(_) => join::<f64>(ctx, axis, true)?,
         Tensor::I32(_) => join::<i32>(ctx, axis, true)?,
@@ -223,7 +223,7 @@ fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(dims)); n])
 }
 
-fn kernel_unpack(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_unpack(ctx: &KernelCtx) -> Result<Outputs> {
     let x = &ctx.inputs[0];
     let rank = x.dims().len() as i64;
     let axis = ((int_or(&ctx.node.attrs, "Unpack", "axis", 0)? + rank) % rank) as usize;
@@ -280,12 +280,12 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         .collect())
 }
 
-fn kernel_split(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_split(ctx: &KernelCtx) -> Result<Outputs> {
     let x = &ctx.inputs[0];
     let rank = x.dims().len() as i64;
     let axis = ((ctx.node.attrs.get_int("SplitV", "axis")? + rank) % rank) as usize;
     let mut start = 0isize;
-    let mut outs = Vec::new();
+    let mut outs = Outputs::new();
     for t in &ctx.node.outputs {
         let n = t.shape.0[axis] as isize;
         let s = Slice::new(start, Some(start + n), 1);
@@ -348,9 +348,9 @@ fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> ArcArray<T, Ix
     cur.into_shared()
 }
 
-fn kernel_tile(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_tile(ctx: &KernelCtx) -> Result<Outputs> {
     let m: Vec<usize> = ctx.node.attrs.get_ints("Tile", "multiples")?.iter().map(|&k| k as usize).collect();
-    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(tile_array(a, &m)))])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(tile_array(a, &m)))])
 }
 
 /// TF `_TileGrad`: `dy` reshaped to `[m0, d0, m1, d1, ...]` and summed over the `m` axes.
@@ -386,10 +386,10 @@ fn infer_reverse(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![ctx.inputs[0].clone()])
 }
 
-fn kernel_reverse(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_reverse(ctx: &KernelCtx) -> Result<Outputs> {
     let rank = ctx.inputs[0].dims().len() as i64;
     let axes: Vec<usize> = ctx.node.attrs.get_ints("ReverseV2", "axis")?.iter().map(|&a| ((a + rank) % rank) as usize).collect();
-    Ok(vec![with_array!(&ctx.inputs[0], a => {
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => {
         let mut v = a.view();
         for &ax in &axes {
             v.invert_axis(Axis(ax));
@@ -422,7 +422,7 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(x.shape.0.iter().zip(&p).map(|(d, (b, a))| d + b + a).collect()))])
 }
 
-fn kernel_pad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_pad(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let p = paddings_of(&ctx.node.attrs, "Pad", &Shape(a.shape().to_vec())).map_err(|m| ctx.error(m))?;
         let mut out = ndarray::ArrayD::from_elem(IxDyn(ctx.node.outputs[0].shape.dims()), T::zero());
@@ -433,7 +433,7 @@ fn kernel_pad(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         .assign(a);
         Ok(T::wrap(out.into_shared()))
     }
-    Ok(vec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => go(ctx, a)?)])
 }
 
 /// TF `_PadGrad`: the slice of `dy` where the input sits (`StridedSlice`, TF uses `Slice`).
@@ -483,9 +483,9 @@ fn infer_expand_dims(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 /// Kernel of `Squeeze` and `ExpandDims`: the input with the node's output dimensions.
-fn kernel_reshape_like(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_reshape_like(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
-    Ok(vec![with_array!(&ctx.inputs[0], a => Element::wrap(reshaped(ctx, a.view(), dims)?))])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(reshaped(ctx, a.view(), dims)?))])
 }
 
 /// TF `_SqueezeGrad` / `_ExpandDimsGrad`: `dy` reshaped to the input's shape.

@@ -8,8 +8,8 @@ fn infer_const(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let t = ctx.attrs.get_tensor(ctx.op, "value")?;
     Ok(vec![TensorType::new(t.dtype(), t.shape())])
 }
-fn kernel_const(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    Ok(vec![ctx.node.attrs.get_tensor("Const", "value")?.clone()])
+fn kernel_const(ctx: &KernelCtx) -> Result<Outputs> {
+    Ok(smallvec![ctx.node.attrs.get_tensor("Const", "value")?.clone()])
 }
 
 /// `Placeholder`: attrs `dtype`, `shape`. Must be fed.
@@ -18,7 +18,7 @@ fn infer_placeholder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let shape = ctx.attrs.get_shape(ctx.op, "shape").unwrap_or_default();
     Ok(vec![TensorType::new(dtype, Shape(shape))])
 }
-fn kernel_placeholder(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_placeholder(ctx: &KernelCtx) -> Result<Outputs> {
     let t = &ctx.node.outputs[0];
     Err(OxiflowError::InvalidArgument(format!(
         "You must feed a value for placeholder tensor '{}' with dtype {} and shape {}",
@@ -29,10 +29,10 @@ fn kernel_placeholder(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
 }
 
 /// `VariableV2`: attrs `dtype`, `shape`; its output is the variable's current value.
-fn kernel_variable(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_variable(ctx: &KernelCtx) -> Result<Outputs> {
     ctx.state
         .read_variable(ctx.node.id)
-        .map(|t| vec![t])
+        .map(|t| smallvec![t])
         .ok_or_else(|| OxiflowError::Uninitialized { variable: ctx.node.name.clone(), node: ctx.node.name.clone() })
 }
 
@@ -48,15 +48,15 @@ fn infer_assign(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     Ok(vec![v.clone()])
 }
-fn kernel_assign(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_assign(ctx: &KernelCtx) -> Result<Outputs> {
     let var = ctx.node.inputs[0].node;
     let value = ctx.inputs[0].clone();
     ctx.state.assign_variable(var, value.clone())?;
-    Ok(vec![value])
+    Ok(smallvec![value])
 }
 
-fn kernel_identity(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    Ok(vec![ctx.inputs[0].clone()])
+fn kernel_identity(ctx: &KernelCtx) -> Result<Outputs> {
+    Ok(smallvec![ctx.inputs[0].clone()])
 }
 fn grad_identity(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     Ok(vec![grads[0]])
@@ -65,8 +65,8 @@ fn grad_placeholder_with_default(_: &mut Graph, _: &Node, grads: &[Option<Output
     Ok(vec![grads[0]])
 }
 
-fn kernel_noop(_: &KernelCtx) -> Result<Vec<Tensor>> {
-    Ok(vec![])
+fn kernel_noop(_: &KernelCtx) -> Result<Outputs> {
+    Ok(smallvec![])
 }
 
 pub(crate) fn register(r: &mut Registry) {

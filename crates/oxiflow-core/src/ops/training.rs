@@ -152,18 +152,18 @@ macro_rules! by_dtype {
     };
 }
 
-fn kernel_gd(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let mut var = read_ref::<T>(ctx, 0)?;
         let alpha = scalar::<T>(ctx, 0)?;
         Zip::from(&mut var).and(full::<T>(ctx, 1)?).for_each(|v, &d| *v = *v - alpha * d);
-        Ok(vec![write_ref(ctx, 0, var)?])
+        Ok(smallvec![write_ref(ctx, 0, var)?])
     }
     by_dtype!(ctx, go)
 }
 
-fn kernel_momentum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
         let (mut var, mut accum) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?);
         let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
@@ -172,13 +172,13 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
             *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
         });
         write_ref(ctx, 1, accum)?;
-        Ok(vec![write_ref(ctx, 0, var)?])
+        Ok(smallvec![write_ref(ctx, 0, var)?])
     }
     by_dtype!(ctx, go)
 }
 
-fn kernel_adam(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
         let (mut var, mut m, mut v) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let (b1p, b2p, lr) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
@@ -194,13 +194,13 @@ fn kernel_adam(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         });
         write_ref(ctx, 1, m)?;
         write_ref(ctx, 2, v)?;
-        Ok(vec![write_ref(ctx, 0, var)?])
+        Ok(smallvec![write_ref(ctx, 0, var)?])
     }
     by_dtype!(ctx, go)
 }
 
-fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    fn go<T: Real>(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
+fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let (mut var, mut ms, mut mom) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
         let grad = full::<T>(ctx, 4)?;
@@ -212,13 +212,13 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
         });
         write_ref(ctx, 1, ms)?;
         write_ref(ctx, 2, mom)?;
-        Ok(vec![write_ref(ctx, 0, var)?])
+        Ok(smallvec![write_ref(ctx, 0, var)?])
     }
     by_dtype!(ctx, go)
 }
 
-fn kernel_identity(ctx: &KernelCtx) -> Result<Vec<Tensor>> {
-    Ok(vec![ctx.inputs[0].clone()])
+fn kernel_identity(ctx: &KernelCtx) -> Result<Outputs> {
+    Ok(smallvec![ctx.inputs[0].clone()])
 }
 
 pub(crate) fn register(r: &mut Registry) {

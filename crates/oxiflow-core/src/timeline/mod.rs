@@ -56,8 +56,9 @@ fn num(v: &Value, k: &str) -> Option<f64> {
 
 impl Trace {
     /// Parses `{"traceEvents": [...]}` as TF's timeline writes it. Devices are the processes
-    /// named `<device> Compute` (TF: `/job:.../device:GPU:0 Compute`); a process with another
-    /// name that holds `X` events counts as a device of that name.
+    /// named `<device> Compute` (TF: `/job:.../device:GPU:0 Compute`); events of the
+    /// `<device> Tensors` and `<device> Memcpy` (copies) processes belong to that device; a
+    /// process with another name that holds `X` events counts as a device of that name.
     pub fn parse(v: &Value) -> Result<Trace> {
         let events = v.get("traceEvents").and_then(Value::as_array).ok_or_else(|| bad("no 'traceEvents' array"))?;
         let mut pid_name: HashMap<i64, String> = HashMap::new();
@@ -71,7 +72,7 @@ impl Trace {
         let mut t = Trace::default();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut device_of = |name: &str, t: &mut Trace| -> usize {
-            let d = name.strip_suffix(" Compute").or_else(|| name.strip_suffix(" Tensors")).unwrap_or(name).to_string();
+            let d = [" Compute", " Tensors", " Memcpy"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name).to_string();
             *index.entry(d.clone()).or_insert_with(|| {
                 t.devices.push(d);
                 t.memory.push(Vec::new());
