@@ -578,7 +578,7 @@ mod tests {
     fn names_are_unique_tf_style_even_around_explicit_names() {
         let mut g = Graph::new();
         let x = g.constant(Tensor::scalar(1.0f64)).unwrap();
-        let mut sin = |g: &mut Graph| {
+        let sin = |g: &mut Graph| {
             let o = g.op("Sin", &[x]).unwrap();
             g.nodes()[o.node].name.clone()
         };

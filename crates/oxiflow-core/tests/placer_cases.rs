@@ -138,6 +138,7 @@ fn requested_devices() {
         ("/job:localhost/replica:0/task:0/device:GPU:1", G2, On("GPU:1")),
         ("/gpu:1", G1, Fails("was explicitly assigned to /device:GPU:1 but available devices are [ /job:localhost/replica:0/task:0/device:CPU:0, /job:localhost/replica:0/task:0/device:GPU:0 ]")),
         ("/gpu:1", G1S, On("GPU:0")),
+        ("/gpu:3", G2S, On("GPU:0")),
         ("/gpu:0", G0, Fails("Cannot assign a device for operation s")),
         ("/gpu:0", G0S, On("CPU:0")),
         ("/device:GPU:*", G2, On("GPU:0")),

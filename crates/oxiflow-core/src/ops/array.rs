@@ -126,12 +126,13 @@ fn grad_broadcast_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Re
 
 // ---------------------------------------------------------------- Sum
 
-/// The reduced axes of a `Sum` over a rank-`rank` input: attr `axis` normalized (negatives
-/// from the end), sorted, deduplicated; absent or empty means every axis.
-fn sum_axes(attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
+/// The reduced axes of a reduction (`Sum`, `Mean`, `Max`, ...; `op` names it in errors) over
+/// a rank-`rank` input: attr `axis` normalized (negatives from the end), sorted,
+/// deduplicated; absent or empty means every axis.
+pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
     let raw = match attrs.get("axis") {
         None => Vec::new(),
-        Some(_) => attrs.get_ints("Sum", "axis").map_err(|e| e.to_string())?,
+        Some(_) => attrs.get_ints(op, "axis").map_err(|e| e.to_string())?,
     };
     if raw.is_empty() {
         return Ok((0..rank).collect());
@@ -141,7 +142,7 @@ fn sum_axes(attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, Strin
         .iter()
         .map(|&a| {
             if (-r..r).contains(&a) {
-                Ok(((a + r) % r.max(1)) as usize)
+                Ok(((a + r) % r) as usize)
             } else {
                 Err(format!("axis {a} is out of range for an input of rank {rank}"))
             }
@@ -155,7 +156,7 @@ fn sum_axes(attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, Strin
 fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     require_numeric(ctx, x.dtype)?;
-    let axes = sum_axes(ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
+    let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
     let keep = ctx.attrs.get_bool_or("keep_dims", false);
     let dims = x
         .shape
@@ -173,7 +174,7 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
-        let axes = sum_axes(&ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+        let axes = reduce_axes("Sum", &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
         let fold = |acc: &T, x: &T| T::add(*acc, *x);
         let mut out: Option<ndarray::ArrayD<T>> = None;
         for &ax in axes.iter().rev() {
@@ -199,7 +200,7 @@ fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
 fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let in_shape = g.shape_of(node.inputs[0])?;
-    let axes = sum_axes(&node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
+    let axes = reduce_axes("Sum", &node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
     let kept = Shape(in_shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect());
     let mut out = dy;
     if g.shape_of(out)? != kept {

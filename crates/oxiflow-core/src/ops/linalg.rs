@@ -12,7 +12,7 @@
 
 use super::array::sum_to_shape;
 use super::math::def;
-use super::nn::{need_dy, y0};
+use super::grad_util::{need_dy, y0};
 use super::*;
 use crate::graph::NodeSpec;
 use faer::linalg::solvers::DenseSolveCore;

@@ -7,7 +7,7 @@
 //! `Mul`, `Neg`, `Square`, `Pow`, `AddN`, `Greater` also take `Int32`/`Int64` (wrapping
 //! arithmetic, as TF's CPU kernels). Gradients are built only from differentiable ops.
 
-use super::array::sum_to_shape;
+use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::*;
 use crate::tensor::Element;
 use ndarray::{ArcArray, ArrayViewD, IxDyn, Zip};
@@ -353,79 +353,54 @@ fn kernel_sqrt(ctx: &KernelCtx) -> Result<Outputs> {
 
 // ---------------------------------------------------------------- gradients
 
-/// `dy` reduced to the static shape of the node's input `i`.
-fn to_input(g: &mut Graph, node: &Node, dy: Output, i: usize) -> Result<Output> {
-    let shape = g.shape_of(node.inputs[i])?;
-    sum_to_shape(g, dy, &shape)
-}
-
-fn out0(node: &Node) -> Output {
-    Output::new(node.id, 0)
-}
-
-/// Scalar of the dtype of `like`.
-fn scalar_like(g: &mut Graph, like: Output, v: f64) -> Result<Output> {
-    let d = g.dtype_of(like)?;
-    g.scalar(d, v)
-}
-
-macro_rules! need_grad {
-    ($grads:expr, $n:expr) => {
-        match $grads[0] {
-            Some(dy) => dy,
-            None => return Ok(vec![None; $n]),
-        }
-    };
-}
-
 /// TF `_AddGrad`: `dy` summed to each operand's shape.
 fn grad_add(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 2);
-    Ok(vec![Some(to_input(g, node, dy, 0)?), Some(to_input(g, node, dy, 1)?)])
+    let dy = need_dy!(grads, 2);
+    Ok(vec![Some(to_input_shape(g, node, dy, 0)?), Some(to_input_shape(g, node, dy, 1)?)])
 }
 
 /// TF `_SubGrad`: `dy` and `-dy`, summed to each operand's shape.
 fn grad_sub(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 2);
-    let gx = to_input(g, node, dy, 0)?;
-    let gy = to_input(g, node, dy, 1)?;
+    let dy = need_dy!(grads, 2);
+    let gx = to_input_shape(g, node, dy, 0)?;
+    let gy = to_input_shape(g, node, dy, 1)?;
     Ok(vec![Some(gx), Some(g.op("Neg", &[gy])?)])
 }
 
 /// TF `_MulGrad`: `dy*y` and `x*dy`.
 fn grad_mul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 2);
+    let dy = need_dy!(grads, 2);
     let (x, y) = (node.inputs[0], node.inputs[1]);
     let gx = g.op("Mul", &[dy, y])?;
-    let gx = to_input(g, node, gx, 0)?;
+    let gx = to_input_shape(g, node, gx, 0)?;
     let gy = g.op("Mul", &[x, dy])?;
-    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+    Ok(vec![Some(gx), Some(to_input_shape(g, node, gy, 1)?)])
 }
 
 /// TF `_RealDivGrad`: `dy/y` and `dy * ((-x)/y)/y`.
 fn grad_realdiv(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 2);
+    let dy = need_dy!(grads, 2);
     let (x, y) = (node.inputs[0], node.inputs[1]);
     let gx = g.op("RealDiv", &[dy, y])?;
-    let gx = to_input(g, node, gx, 0)?;
+    let gx = to_input_shape(g, node, gx, 0)?;
     let nx = g.op("Neg", &[x])?;
     let q = g.op("RealDiv", &[nx, y])?;
     let q = g.op("RealDiv", &[q, y])?;
     let gy = g.op("Mul", &[dy, q])?;
-    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+    Ok(vec![Some(gx), Some(to_input_shape(g, node, gy, 1)?)])
 }
 
 /// TF `_PowGrad`: `dy * y * x^(y-1)`, and `dy * z * log(x)` where `x > 0`, else 0.
 fn grad_pow(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 2);
-    let (x, y, z) = (node.inputs[0], node.inputs[1], out0(node));
-    let one = scalar_like(g, y, 1.0)?;
+    let dy = need_dy!(grads, 2);
+    let (x, y, z) = (node.inputs[0], node.inputs[1], y0(node));
+    let one = scalar_of(g, y, 1.0)?;
     let ym1 = g.op("Sub", &[y, one])?;
     let p = g.op("Pow", &[x, ym1])?;
     let t = g.op("Mul", &[dy, y])?;
     let gx = g.op("Mul", &[t, p])?;
-    let gx = to_input(g, node, gx, 0)?;
-    let zero = scalar_like(g, x, 0.0)?;
+    let gx = to_input_shape(g, node, gx, 0)?;
+    let zero = scalar_of(g, x, 0.0)?;
     let mask = g.op("Greater", &[x, zero])?;
     let ones = g.op("OnesLike", &[x])?;
     let safe_x = g.op("SelectV2", &[mask, x, ones])?;
@@ -434,19 +409,19 @@ fn grad_pow(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
     let log_x = g.op("SelectV2", &[mask, log_x, zeros])?;
     let t = g.op("Mul", &[dy, z])?;
     let gy = g.op("Mul", &[t, log_x])?;
-    Ok(vec![Some(gx), Some(to_input(g, node, gy, 1)?)])
+    Ok(vec![Some(gx), Some(to_input_shape(g, node, gy, 1)?)])
 }
 
 /// TF `_SelectGradV2`: `dy` where `cond`, else 0, for `x`; the converse for `y`; no
 /// gradient for the condition.
 fn grad_select(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 3);
+    let dy = need_dy!(grads, 3);
     let c = node.inputs[0];
     let zeros = g.op("ZerosLike", &[dy])?;
     let gx = g.op("SelectV2", &[c, dy, zeros])?;
-    let gx = to_input(g, node, gx, 1)?;
+    let gx = to_input_shape(g, node, gx, 1)?;
     let gy = g.op("SelectV2", &[c, zeros, dy])?;
-    Ok(vec![None, Some(gx), Some(to_input(g, node, gy, 2)?)])
+    Ok(vec![None, Some(gx), Some(to_input_shape(g, node, gy, 2)?)])
 }
 
 /// TF `_AddNGrad`: every input gets `dy`.
@@ -456,29 +431,29 @@ fn grad_addn(_: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 
 /// TF `_NegGrad`: `-dy`.
 fn grad_neg(g: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
+    let dy = need_dy!(grads, 1);
     Ok(vec![Some(g.op("Neg", &[dy])?)])
 }
 
 /// TF `_SquareGrad`: `dy * (x * 2)`.
 fn grad_square(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
+    let dy = need_dy!(grads, 1);
     let x = node.inputs[0];
-    let two = scalar_like(g, x, 2.0)?;
+    let two = scalar_of(g, x, 2.0)?;
     let t = g.op("Mul", &[x, two])?;
     Ok(vec![Some(g.op("Mul", &[dy, t])?)])
 }
 
 /// TF `_SinGrad`: `dy * cos(x)`.
 fn grad_sin(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
+    let dy = need_dy!(grads, 1);
     let c = g.op("Cos", &[node.inputs[0]])?;
     Ok(vec![Some(g.op("Mul", &[dy, c])?)])
 }
 
 /// TF `_CosGrad`: `-dy * sin(x)`.
 fn grad_cos(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
+    let dy = need_dy!(grads, 1);
     let n = g.op("Neg", &[dy])?;
     let s = g.op("Sin", &[node.inputs[0]])?;
     Ok(vec![Some(g.op("Mul", &[n, s])?)])
@@ -486,31 +461,31 @@ fn grad_cos(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
 
 /// TF `_ExpGrad`: `dy * y`.
 fn grad_exp(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
-    Ok(vec![Some(g.op("Mul", &[dy, out0(node)])?)])
+    let dy = need_dy!(grads, 1);
+    Ok(vec![Some(g.op("Mul", &[dy, y0(node)])?)])
 }
 
 /// TF `_LogGrad`: `dy / x`.
 fn grad_log(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
+    let dy = need_dy!(grads, 1);
     Ok(vec![Some(g.op("RealDiv", &[dy, node.inputs[0]])?)])
 }
 
 /// TF `_TanhGrad` (`TanhGrad` kernel, built from primitives): `dy * (1 - y^2)`.
 fn grad_tanh(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
-    let y = out0(node);
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
     let y2 = g.op("Square", &[y])?;
-    let one = scalar_like(g, y, 1.0)?;
+    let one = scalar_of(g, y, 1.0)?;
     let d = g.op("Sub", &[one, y2])?;
     Ok(vec![Some(g.op("Mul", &[dy, d])?)])
 }
 
 /// TF `_SqrtGrad` (`SqrtGrad` kernel, built from primitives): `dy * 0.5 / y`.
 fn grad_sqrt(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let dy = need_grad!(grads, 1);
-    let y = out0(node);
-    let half = scalar_like(g, y, 0.5)?;
+    let dy = need_dy!(grads, 1);
+    let y = y0(node);
+    let half = scalar_of(g, y, 0.5)?;
     let t = g.op("Mul", &[dy, half])?;
     Ok(vec![Some(g.op("RealDiv", &[t, y])?)])
 }

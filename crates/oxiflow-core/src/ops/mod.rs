@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::LazyLock;
 
 pub mod array;
+pub(crate) mod grad_util;
 pub mod index;
 pub mod math;
 pub mod matmul;

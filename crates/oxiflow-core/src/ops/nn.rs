@@ -9,42 +9,13 @@
 //! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
 //! comparisons also take `Int32`/`Int64`.
 
-use super::array::{reduce_sum, sum_to_shape};
+use super::array::reduce_sum;
+use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::math::{def, map_float, require_numeric, zip2, Arith};
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
 use ndarray::{ArcArray, Axis, IxDyn};
-
-// ---------------------------------------------------------------- helpers shared by the family files
-
-/// The gradient of output 0, or `None` for every one of `n` inputs.
-macro_rules! need_dy {
-    ($grads:expr, $n:expr) => {
-        match $grads[0] {
-            Some(dy) => dy,
-            None => return Ok(vec![None; $n]),
-        }
-    };
-}
-pub(crate) use need_dy;
-
-/// Forward output 0 of `node`.
-pub(crate) fn y0(node: &Node) -> Output {
-    Output::new(node.id, 0)
-}
-
-/// A scalar of `like`'s dtype.
-pub(crate) fn scalar_of(g: &mut Graph, like: Output, v: f64) -> Result<Output> {
-    let d = g.dtype_of(like)?;
-    g.scalar(d, v)
-}
-
-/// `dy` summed to the static shape of `node`'s input `i` (for broadcasting binaries).
-pub(crate) fn to_input_shape(g: &mut Graph, node: &Node, dy: Output, i: usize) -> Result<Output> {
-    let shape = g.shape_of(node.inputs[i])?;
-    sum_to_shape(g, dy, &shape)
-}
 
 /// `SelectV2(cond, a, 0)`: `a` where `cond`, zero elsewhere.
 fn where_else_zero(g: &mut Graph, cond: Output, a: Output) -> Result<Output> {

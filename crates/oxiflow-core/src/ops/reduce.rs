@@ -9,35 +9,12 @@
 //! the first extremum.
 
 use super::math::{def, require_numeric, Arith};
-use super::nn::{need_dy, y0};
+use super::grad_util::{need_dy, y0};
 use super::*;
 use crate::graph::NodeSpec;
+use super::array::reduce_axes;
 use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
 
-/// Sorted, deduplicated axes of a reduction of a rank-`rank` input (see the module docs).
-fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
-    let raw = match attrs.get("axis") {
-        None => Vec::new(),
-        Some(_) => attrs.get_ints(op, "axis").map_err(|e| e.to_string())?,
-    };
-    if raw.is_empty() {
-        return Ok((0..rank).collect());
-    }
-    let r = rank as i64;
-    let mut axes = raw
-        .iter()
-        .map(|&a| {
-            if (-r..r).contains(&a) {
-                Ok(((a + r) % r) as usize)
-            } else {
-                Err(format!("axis {a} is out of range for an input of rank {rank}"))
-            }
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    axes.sort_unstable();
-    axes.dedup();
-    Ok(axes)
-}
 
 /// The input's dims with the reduced axes set to 1 (`keep_dims` shape).
 fn kept_shape(shape: &Shape, axes: &[usize]) -> Shape {
@@ -183,7 +160,7 @@ fn grad_mean(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let (in_shape, axes) = node_axes(g, node)?;
     let count: usize = axes.iter().map(|&a| in_shape.dims()[a]).product();
     let b = broadcast_back(g, dy, &in_shape, &axes)?;
-    let f = super::nn::scalar_of(g, b, 1.0 / count.max(1) as f64)?;
+    let f = super::grad_util::scalar_of(g, b, 1.0 / count.max(1) as f64)?;
     Ok(vec![Some(g.op("Mul", &[b, f])?)])
 }
 
@@ -196,8 +173,8 @@ fn grad_prod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let (in_shape, axes) = node_axes(g, node)?;
     let x = node.inputs[0];
     let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
-    let zero = super::nn::scalar_of(g, x, 0.0)?;
-    let one = super::nn::scalar_of(g, x, 1.0)?;
+    let zero = super::grad_util::scalar_of(g, x, 0.0)?;
+    let one = super::grad_util::scalar_of(g, x, 1.0)?;
     let is_zero = g.op("Equal", &[x, zero])?;
     let ones = g.op("OnesLike", &[x])?;
     let zeros = g.op("ZerosLike", &[x])?;
