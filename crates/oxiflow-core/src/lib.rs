@@ -20,6 +20,7 @@ pub mod graph;
 pub mod graphviz;
 pub mod ops;
 pub mod placer;
+pub mod process_config;
 pub mod profile;
 pub mod session;
 pub mod shape;

@@ -36,12 +36,25 @@ pub struct NodeExecStats {
     pub copy: Option<CopyStats>,
 }
 
+/// A device's bytes in use after an allocation or free during a traced step (devices with
+/// accounted memory: GPUs, real or emulated).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySample {
+    /// Full device name.
+    pub device: String,
+    /// Nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    pub bytes_in_use: u64,
+}
+
 /// Everything recorded for one traced step (TF's `StepStats`).
 #[derive(Clone, Debug, Default)]
 pub struct StepStats {
     /// Devices that ran something, in the session's device order.
     pub devices: Vec<String>,
     pub nodes: Vec<NodeExecStats>,
+    /// Memory samples of the devices that account their memory, in time order per device.
+    pub memory: Vec<MemorySample>,
 }
 
 /// Copies made in a step: count and bytes.
@@ -65,7 +78,9 @@ impl StepStats {
     /// `<device> Tensors`; `X` events (`cat: "Op"`, µs, `args.name/op/input<i>`) on greedy
     /// non-overlapping lanes (`tid`); `s`/`t` flow events (`cat: "DataFlow"`) for every input
     /// produced on another pid or lane. Copies are `X` events with `cat: "Copy"`, op `_Recv`
-    /// and `args.bytes/from/to` on the destination device.
+    /// and `args.bytes/from/to` on the destination device. Memory samples are counter
+    /// events `{"ph": "C", "cat": "Memory", "name": "Memory", "args": {"bytes in use": n}}`
+    /// in the device's `Tensors` process (TF puts its allocator counters in `Allocators`).
     pub fn chrome_trace(&self) -> Value {
         let mut events: Vec<Value> = vec![meta(0, "Allocators")];
         let pid_of: HashMap<&str, usize> = self.devices.iter().enumerate().map(|(k, d)| (d.as_str(), 2 * k + 1)).collect();
@@ -134,6 +149,15 @@ impl StepStats {
             }
         }
         events.extend(flows);
+        for m in &self.memory {
+            // a device with samples but no executed step still gets no process: skip it
+            if let Some(&pid) = pid_of.get(m.device.as_str()) {
+                events.push(json!({
+                    "ph": "C", "cat": "Memory", "name": "Memory", "pid": pid + 1, "tid": 0,
+                    "ts": us(m.ts_ns), "args": {"bytes in use": m.bytes_in_use}
+                }));
+            }
+        }
         json!({ "traceEvents": events })
     }
 
