@@ -139,3 +139,20 @@ pub extern "C" fn oxf_session_threads(s: *const OxSession, inter: *mut i32, intr
         put(intra, b as i32)
     })
 }
+
+/// Why `node` is on its device in this session (placing it first if needed): the rule that
+/// decided (own request from a device scope / device function / colocate_with, colocation
+/// group and with whom, kernel availability, soft placement, generator, default), as text.
+#[no_mangle]
+pub extern "C" fn oxf_session_explain_placement(s: *const OxSession, node: i64, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let id = usize::try_from(node).map_err(|_| OxiflowError::InvalidArgument(format!("invalid node id {node}")))?;
+        return_str(session(s)?.explain_placement(id)?, out)
+    })
+}
+
+/// The explanation of every node placed so far in this session, in id order.
+#[no_mangle]
+pub extern "C" fn oxf_session_placement_report(s: *const OxSession, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(session(s)?.placement_report()?, out))
+}

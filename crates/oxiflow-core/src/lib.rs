@@ -16,6 +16,7 @@ pub mod dtype;
 pub mod error;
 pub mod eval;
 pub mod executor;
+pub mod explain;
 pub mod graph;
 pub mod graphviz;
 pub mod ops;

@@ -10,7 +10,7 @@ use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::graph::{Graph, NodeId, Output};
 use crate::ops::StateAccess;
-use crate::placer::{place, placement_closure, Assignment};
+use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyStats, MemorySample, NodeExecStats, StepStats};
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
@@ -84,6 +84,8 @@ pub struct Session {
     plans: Mutex<HashMap<PlanKey, Arc<CachedPlan>>>,
     variables: VariableStore,
     log: Mutex<String>,
+    /// Why each placed node went where it did, and colocations dropped by soft placement.
+    decisions: Mutex<(HashMap<NodeId, Decision>, Vec<(NodeId, NodeId, String)>)>,
 }
 
 fn tf_input_name(graph: &Graph, o: Output) -> String {
@@ -136,6 +138,7 @@ impl Session {
             plans: Mutex::new(HashMap::new()),
             variables: VariableStore::default(),
             log: Mutex::new(log),
+            decisions: Mutex::new((HashMap::new(), Vec::new())),
         })
     }
 
@@ -188,6 +191,29 @@ impl Session {
         Ok(self.devices.devices[asg[&node]].attributes().name.clone())
     }
 
+    /// Which placement rule put `node` on its device in this session (placing it first if
+    /// no run has used it yet): its own request from a device scope, a device function or
+    /// `colocate_with`; its colocation group (and with whom); kernel availability; soft
+    /// placement; the generator rule; the default choice. See [`crate::explain`].
+    pub fn explain_placement(&self, node: NodeId) -> Result<String> {
+        self.assigned_device(node)?;
+        let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+        let d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        crate::explain::explain_node(&graph, &self.devices, &self.placed_devices(), &d.0, &d.1, node)
+    }
+
+    /// [`Session::explain_placement`] for every node placed so far in this session, in id
+    /// order, one paragraph each.
+    pub fn placement_report(&self) -> Result<String> {
+        let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+        let placed = self.placed_devices();
+        let d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<NodeId> = placed.keys().copied().collect();
+        ids.sort_unstable();
+        let parts = ids.iter().map(|&id| crate::explain::explain_node(&graph, &self.devices, &placed, &d.0, &d.1, id)).collect::<Result<Vec<_>>>()?;
+        Ok(parts.join("\n"))
+    }
+
     /// The graph this session runs.
     pub fn graph(&self) -> &Arc<RwLock<Graph>> {
         &self.graph
@@ -203,7 +229,15 @@ impl Session {
     fn place_nodes(&self, graph: &Graph, needed: &[NodeId]) -> Result<Assignment> {
         let set = placement_closure(graph, needed);
         let mut fixed = self.assignment.lock().unwrap_or_else(|p| p.into_inner());
-        let new = place(graph, &set, &self.devices, self.options.allow_soft_placement, &fixed)?;
+        let explained = place_explained(graph, &set, &self.devices, self.options.allow_soft_placement, &fixed)?;
+        let new = explained.assignment;
+        {
+            let mut d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            for (id, dec) in explained.decisions {
+                d.0.entry(id).or_insert(dec);
+            }
+            d.1.extend(explained.dropped);
+        }
         if self.options.log_device_placement {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             for &id in &set {

@@ -291,3 +291,6 @@ function oxf_session_threads(s)
     check(ccall(sym(:oxf_session_threads), Int32, (Ptr{Cvoid}, Ref{Int32}, Ref{Int32}), s, inter, intra))
     return Int(inter[]), Int(intra[])
 end
+oxf_session_explain_placement(s, node::Integer) =
+    outstr(r -> ccall(sym(:oxf_session_explain_placement), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
+oxf_session_placement_report(s) = outstr(r -> ccall(sym(:oxf_session_placement_report), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))

@@ -227,3 +227,26 @@ const TF_CONFIG = (
 )
 
 const TF_DEBUGGING = (set_log_device_placement=set_log_device_placement,)
+
+"""
+    explain_placement(sess, t)
+    explain_placement(t)           # in the most recent session (a new one if none)
+
+Why `t`'s op is on its device in `sess`, as text (placing it first if no run used it):
+the device, what was requested and where the request came from, and the rule that
+decided: `own request` (a device scope, a device function or `colocate_with`),
+`colocation group` (with whom, why, and how the group was placed), `kernel availability`
+(no GPU kernel for its dtypes), `soft placement` (an impossible request relaxed),
+`generator` (no inputs, one output: follows its consumers), `default`, `earlier run`.
+"""
+explain_placement(sess::Session, t::Tensor) = oxf_session_explain_placement(sess, getfield(t, :node))
+function explain_placement(t::Tensor)
+    s = LAST_SESSION[]
+    (s === nothing || s.ptr == C_NULL || s.graph !== getfield(t, :graph)) && (s = Session())
+    return explain_placement(s, t)
+end
+
+"""`placement_report(sess)`: `explain_placement` for every node placed so far in `sess`, in creation order."""
+placement_report(sess::Session) = oxf_session_placement_report(sess)
+
+export explain_placement, placement_report
