@@ -230,7 +230,13 @@ impl SessionOptions {
     /// devices`), a memory fraction together with virtual devices.
     pub fn from_process_defaults() -> Result<SessionOptions> {
         let c = with(|c| c.clone());
-        let growth: Vec<bool> = c.memory_growth.values().copied().collect();
+        // TF: every visible GPU's setting, unset ones being false, must agree
+        let gpus = physical_devices().map(|v| v.iter().filter(|d| d.device_type == "GPU").count()).unwrap_or(0);
+        let growth: Vec<bool> = if c.memory_growth.is_empty() {
+            Vec::new()
+        } else {
+            (0..gpus.max(c.memory_growth.keys().last().map_or(0, |k| k + 1))).map(|k| c.memory_growth.get(&k).copied().unwrap_or(false)).collect()
+        };
         if growth.windows(2).any(|w| w[0] != w[1]) {
             return Err(OxiflowError::InvalidArgument("Memory growth cannot differ between GPU devices".into()));
         }

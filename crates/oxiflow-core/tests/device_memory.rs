@@ -259,6 +259,28 @@ fn process_wide_settings_are_session_defaults_and_freeze_at_initialization() {
     assert!(!SessionOptions::from_process_defaults().unwrap().allow_soft_placement);
     pc::reset();
     assert_eq!(SessionOptions::from_process_defaults().unwrap().cpu_count, None);
+
+    // memory growth on two (emulated, physical) GPUs: it must be the same on both
+    std::env::set_var("OXIFLOW_EMULATED_GPUS", "2");
+    let r = std::panic::catch_unwind(|| {
+        let gpus: Vec<String> = pc::physical_devices().unwrap().into_iter().filter(|d| d.device_type == "GPU").map(|d| d.name).collect();
+        assert_eq!(gpus, ["/physical_device:GPU:0", "/physical_device:GPU:1"]);
+        pc::set_memory_growth(&gpus[0], true).unwrap();
+        assert!(pc::memory_growth(&gpus[0]).unwrap() && !pc::memory_growth(&gpus[1]).unwrap());
+        let e = SessionOptions::from_process_defaults().unwrap_err().to_string();
+        assert!(e.contains("Memory growth cannot differ between GPU devices"), "{e}");
+        pc::set_memory_growth(&gpus[1], true).unwrap();
+        assert!(SessionOptions::from_process_defaults().unwrap().gpu_options.allow_growth);
+        let e = pc::set_logical_device_configuration(&gpus[0], &[pc::LogicalDeviceConfiguration { memory_limit_mb: Some(10) }]).unwrap_err();
+        assert!(e.to_string().contains("Cannot set memory growth on device when virtual devices configured"), "{e}");
+        let e = pc::set_logical_device_configuration(&gpus[1], &[pc::LogicalDeviceConfiguration::default()]).unwrap_err();
+        assert!(e.to_string().contains("Setting memory limit is required for GPU virtual devices"), "{e}");
+    });
+    std::env::remove_var("OXIFLOW_EMULATED_GPUS");
+    pc::reset();
+    if let Err(p) = r {
+        std::panic::resume_unwind(p);
+    }
 }
 
 fn explain(s: &Session, o: Output) -> String {
