@@ -9,14 +9,6 @@ include(joinpath(@__DIR__, "common.jl"))
 
 const GPU(i) = "/job:localhost/replica:0/task:0/device:GPU:$i"
 
-"""Runs `f()`, returning its value and what it printed."""
-function capture(f)
-    path, io = mktemp()
-    r = redirect_stdout(f, io)
-    close(io)
-    return r, read(path, String)
-end
-
 # the guide's program: two constants and their product; the constants (and the product
 # when `matmul_inside`) under an optional device scope
 function matmul_program(device=nothing; matmul_inside=false)

@@ -6,14 +6,6 @@
 using Oxiflow
 include(joinpath(@__DIR__, "common.jl"))
 
-"""Runs `f()`, returning its value and what it printed."""
-function capture(f)
-    path, io = mktemp()
-    r = redirect_stdout(f, io)
-    close(io)
-    return r, read(path, String)
-end
-
 total_gpu_memory() = parse(Int, get(ENV, "OXIFLOW_EMULATED_GPU_MEMORY_MB", "16384")) * 2^20
 
 @testset "seed 004" begin

@@ -86,7 +86,11 @@ fn own_rule(graph: &Graph, devices: &DeviceSet, by: &Node, rule: Rule, device: &
                     dtypes(graph, who)
                 )
             } else if req.is_empty() {
-                "default: nothing requested; the best device with a kernel (GPU before CPU, then the lowest index)".into()
+                let mut t = "default: nothing requested; the best device with a kernel (GPU before CPU, then the lowest index)".to_string();
+                if by.inputs.is_empty() && by.outputs.len() == 1 {
+                    t.push_str("; the generator rule (follow the consumers) did not apply: its consumers placed with it are not all on one device it can use");
+                }
+                t
             } else {
                 format!("own request: a {} asked for {req}; the best matching device with a kernel (GPU before CPU, then the lowest index)", origin(graph, by))
             }
