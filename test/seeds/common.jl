@@ -7,6 +7,14 @@ include(joinpath(@__DIR__, "..", "..", "julia", "Oxiflow", "test", "json.jl"))
 const CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 const GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
+"""Runs `f()`, returning its value and what it printed (placement and `Executing op` lines)."""
+function capture(f)
+    path, io = mktemp()
+    r = redirect_stdout(f, io)
+    close(io)
+    return r, read(path, String)
+end
+
 # Ensures a GPU: a real one if present, else one emulated GPU (said out loud).
 function ensure_gpu()
     if !has_gpu()

@@ -82,6 +82,65 @@ const char *oxf_version(void);
 // quoting the string when it is malformed.
 int32_t oxf_canonical_device(const char *spec, const char **out);
 
+// `tf.config.set_soft_device_placement(on)`: default `allow_soft_placement` of new sessions.
+int32_t oxf_set_soft_device_placement(int32_t on);
+
+// `tf.debugging.set_log_device_placement(on)`: default `log_device_placement` of new sessions.
+int32_t oxf_set_log_device_placement(int32_t on);
+
+// The process-wide switches: `*soft` and `*log` get 0 or 1, `*initialized` whether the
+// runtime is initialized (physical-device settings are then refused).
+int32_t oxf_device_policy(int32_t *soft, int32_t *log, int32_t *initialized);
+
+// `tf.config.experimental.set_memory_growth(device, on)` for a physical device name
+// (`/physical_device:GPU:0`). Errors: not a GPU, virtual devices configured, initialized.
+int32_t oxf_set_memory_growth(const char *device, int32_t on);
+
+// `tf.config.experimental.get_memory_growth(device)`: `*on` gets 0 or 1.
+int32_t oxf_get_memory_growth(const char *device, int32_t *on);
+
+// `tf.config.gpu.set_per_process_memory_fraction(f)`, `0 < f <= 1`; refused once initialized.
+int32_t oxf_set_memory_fraction(double f);
+
+// `tf.config.set_logical_device_configuration(device, configs)`: `n` logical devices,
+// `memory_limit_mb[i]` their limits in MiB (negative: not set; null when `n` entries are
+// all unset, as for CPUs).
+int32_t oxf_set_logical_device_configuration(const char *device,
+                                             const int64_t *memory_limit_mb,
+                                             int64_t n);
+
+// `tf.config.get_logical_device_configuration(device)`: one entry per logical device,
+// comma-separated, each a memory limit in MiB or `-` when none; empty when not split.
+int32_t oxf_get_logical_device_configuration(const char *device, const char **out);
+
+// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical index`
+// (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order). Errors: an invalid
+// `CUDA_VISIBLE_DEVICES` or `OXIFLOW_EMULATED_GPUS`.
+int32_t oxf_list_physical_devices(const char **out);
+
+// `tf.config.list_logical_devices()`: the devices a session created now from the process
+// defaults gets, in the format of `oxf_session_devices`. Initializes the runtime, as in TF.
+int32_t oxf_list_logical_devices(const char **out);
+
+// Forgets every process-wide setting and the initialized state (tests, notebooks).
+int32_t oxf_reset_device_configuration(void);
+
+// Memory figures of one of the session's devices (`/device:GPU:0`, `GPU:0` or the full
+// name), bytes: `out[0]` in use, `out[1]` peak, `out[2]` limit, `out[3]` reserved.
+// Errors: an unknown device, a device without accounted memory (CPUs).
+int32_t oxf_session_memory_stats(const struct OxSession *s, const char *device, uint64_t *out);
+
+// The session's `inter_op` (worker threads) and `intra_op` thread counts.
+int32_t oxf_session_threads(const struct OxSession *s, int32_t *inter, int32_t *intra);
+
+// Why `node` is on its device in this session (placing it first if needed): the rule that
+// decided (own request from a device scope / device function / colocate_with, colocation
+// group and with whom, kernel availability, soft placement, generator, default), as text.
+int32_t oxf_session_explain_placement(const struct OxSession *s, int64_t node, const char **out);
+
+// The explanation of every node placed so far in this session, in id order.
+int32_t oxf_session_placement_report(const struct OxSession *s, const char **out);
+
 // A new, empty graph. Never null.
 struct OxGraph *oxf_graph_new(void);
 
@@ -274,8 +333,9 @@ int32_t oxf_session_take_log(const struct OxSession *s, const char **out);
 // Full name of the device `node` is placed on in this session (placing it if needed).
 int32_t oxf_session_assigned_device(const struct OxSession *s, int64_t node, const char **out);
 
-// The session's devices, one per line: `name\ttype\tkind\tdescription` (kind is `cpu`,
-// `emulated` or `cuda`).
+// The session's devices, one per line: `name\ttype\tkind\tdescription\tmemory_limit`
+// (kind is `cpu`, `emulated` or `cuda`; memory_limit in bytes, 0 for devices without an
+// accounted memory).
 int32_t oxf_session_devices(const struct OxSession *s, const char **out);
 
 // The devices a session with these options (JSON, may be null) would have, in the format

@@ -21,11 +21,13 @@ use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod config;
 mod graph;
 mod optim;
 mod profile;
 mod session;
 
+pub use config::*;
 pub use graph::*;
 pub use optim::*;
 pub use profile::*;

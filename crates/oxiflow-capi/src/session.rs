@@ -29,10 +29,13 @@ pub struct OxTensorView {
     pub col_major: i32,
 }
 
-/// Parses session options JSON: `allow_soft_placement`, `log_device_placement` (bools),
-/// `CPU`, `GPU` (device counts), `inter_op_threads`, `emulated_gpus` (integers).
-fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
-    let mut o = SessionOptions::default();
+/// Parses session options JSON over the process-wide defaults (`tf.config` calls):
+/// `allow_soft_placement`, `log_device_placement` (bools), `CPU`, `GPU` (device counts),
+/// `inter_op_threads`, `intra_op_threads`, `emulated_gpus` (integers), `gpu_options` (an
+/// object: `allow_growth` bool, `per_process_gpu_memory_fraction` number,
+/// `visible_device_list` string, `virtual_devices_mb` array of arrays of MiB).
+pub(crate) fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
+    let mut o = SessionOptions::from_process_defaults()?;
     let Some(text) = json.filter(|s| !s.trim().is_empty()) else { return Ok(o) };
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("session options are not valid JSON ({e}): {text}")))?;
@@ -46,7 +49,31 @@ fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
             "CPU" => o.cpu_count = Some(count()?),
             "GPU" => o.gpu_count = Some(count()?),
             "inter_op_threads" => o.inter_op_threads = Some(count()?),
+            "intra_op_threads" => o.intra_op_threads = Some(count()?),
             "emulated_gpus" => o.emulated_gpus = Some(count()?),
+            "gpu_options" => {
+                let g = v.as_object().ok_or_else(bad)?;
+                for (gk, gv) in g {
+                    let gbad = || OxiflowError::InvalidArgument(format!("gpu_options.{gk} has an invalid value {gv}"));
+                    match gk.as_str() {
+                        "allow_growth" => o.gpu_options.allow_growth = gv.as_bool().ok_or_else(gbad)?,
+                        "per_process_gpu_memory_fraction" => {
+                            let f = gv.as_f64().ok_or_else(gbad)?;
+                            // proto3's 0 means "unset" (TF's default limit)
+                            o.gpu_options.per_process_gpu_memory_fraction = if f == 0.0 { None } else { Some(f) };
+                        }
+                        "visible_device_list" => o.gpu_options.visible_device_list = Some(gv.as_str().ok_or_else(gbad)?.to_string()),
+                        "virtual_devices_mb" => {
+                            let outer = gv.as_array().ok_or_else(gbad)?;
+                            o.gpu_options.virtual_devices_mb = outer
+                                .iter()
+                                .map(|inner| inner.as_array().and_then(|a| a.iter().map(|x| x.as_u64()).collect::<Option<Vec<u64>>>()).ok_or_else(gbad))
+                                .collect::<Result<_>>()?;
+                        }
+                        _ => return Err(OxiflowError::InvalidArgument(format!("unknown gpu_options field '{gk}'"))),
+                    }
+                }
+            }
             _ => return Err(OxiflowError::InvalidArgument(format!("unknown session option '{k}'"))),
         }
     }
@@ -59,6 +86,7 @@ pub extern "C" fn oxf_session_new(g: *const OxGraph, options_json: *const c_char
     guard(|| {
         let opts = parse_options(opt_str(options_json, "options")?)?;
         let s = Session::new(graph(g)?.inner.clone(), opts)?;
+        oxiflow_core::process_config::mark_initialized();
         put(out, Box::into_raw(Box::new(OxSession { inner: s })))
     })
 }
@@ -92,14 +120,15 @@ pub extern "C" fn oxf_session_assigned_device(s: *const OxSession, node: i64, ou
     })
 }
 
-/// The session's devices, one per line: `name\ttype\tkind\tdescription` (kind is `cpu`,
-/// `emulated` or `cuda`).
+/// The session's devices, one per line: `name\ttype\tkind\tdescription\tmemory_limit`
+/// (kind is `cpu`, `emulated` or `cuda`; memory_limit in bytes, 0 for devices without an
+/// accounted memory).
 #[no_mangle]
 pub extern "C" fn oxf_session_devices(s: *const OxSession, out: *mut *const c_char) -> i32 {
     guard(|| return_str(device_lines(session(s)?), out))
 }
 
-fn device_lines(s: &Session) -> String {
+pub(crate) fn device_lines(s: &Session) -> String {
     s.devices()
         .devices
         .iter()
@@ -110,7 +139,8 @@ fn device_lines(s: &Session) -> String {
                 DeviceKind::EmulatedGpu => "emulated",
                 DeviceKind::CudaGpu => "cuda",
             };
-            format!("{}\t{}\t{}\t{}", a.name, a.device_type, kind, a.description)
+            let limit = d.memory().map(|m| m.stats().bytes_limit).unwrap_or(0);
+            format!("{}\t{}\t{}\t{}\t{}", a.name, a.device_type, kind, a.description, limit)
         })
         .collect::<Vec<_>>()
         .join("\n")

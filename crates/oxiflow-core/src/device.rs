@@ -1,12 +1,15 @@
 //! Devices: the [`Device`] trait through which the engine runs kernels and moves tensors,
 //! the host CPU device, and emulated GPUs (DESIGN.md "GPUs without a GPU").
 
+use crate::device_config::{MemoryAccount, MemoryStats};
 use crate::device_spec::DeviceSpec;
 use crate::error::{OxiflowError, Result};
 use crate::ops::{GpuSupport, KernelCtx, Outputs};
 use crate::tensor::Tensor;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// What a device is, physically.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -43,6 +46,125 @@ pub trait Device: Send + Sync {
     /// Bytes this device currently holds in tensors it copied in (emulated/real GPUs).
     fn bytes_copied_in(&self) -> usize {
         0
+    }
+    /// The device's memory account, if its memory is limited and accounted (GPUs).
+    fn memory(&self) -> Option<&TensorMemory> {
+        None
+    }
+}
+
+/// The memory a device's tensors take, against the device's limit: a [`MemoryAccount`]
+/// plus the live buffers by address, so an output that shares its input's buffer
+/// (`Identity`, `Reshape`) is counted once, and, while a traced run records them, the
+/// `(time, bytes in use)` samples of every change (the profile's memory counter).
+///
+/// A tensor is counted from the moment the device produces it (kernel output, copy in,
+/// feed) until the executor drops it after its last reader (or at the end of the run for
+/// fetched and unread ones). Variable values kept by the session between runs are not
+/// counted.
+pub struct TensorMemory {
+    account: MemoryAccount,
+    inner: Mutex<LiveBuffers>,
+}
+
+#[derive(Default)]
+struct LiveBuffers {
+    /// buffer address -> (bytes, number of live tensors sharing it)
+    live: HashMap<usize, (u64, u32)>,
+    samples: Option<Vec<(Instant, u64)>>,
+}
+
+fn buffer_key(t: &Tensor) -> usize {
+    crate::with_array!(t, a => a.as_ptr() as usize)
+}
+
+impl TensorMemory {
+    /// Accounts for a device named `device` with `limit` bytes (`allow_growth`: the reserved
+    /// region grows on demand, see [`MemoryStats::bytes_reserved`]).
+    pub fn new(device: &str, limit: u64, allow_growth: bool) -> TensorMemory {
+        TensorMemory { account: MemoryAccount::new(device, limit, allow_growth), inner: Mutex::new(LiveBuffers::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveBuffers> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `tensors` as allocated on the device, all or none: over the limit, nothing is
+    /// recorded and the error is TF's `ResourceExhausted` (device, request, bytes in use).
+    pub fn allocate(&self, tensors: &[Tensor]) -> Result<()> {
+        let mut g = self.lock();
+        let mut done: Vec<usize> = Vec::new();
+        for t in tensors {
+            let bytes = t.num_bytes() as u64;
+            if bytes == 0 {
+                continue;
+            }
+            let key = buffer_key(t);
+            if let Some(e) = g.live.get_mut(&key) {
+                e.1 += 1;
+                done.push(key);
+                continue;
+            }
+            if let Err(e) = self.account.allocate(bytes) {
+                for k in done {
+                    Self::release(&self.account, &mut g, k);
+                }
+                return Err(e);
+            }
+            g.live.insert(key, (bytes, 1));
+            done.push(key);
+        }
+        if !done.is_empty() {
+            Self::sample(&self.account, &mut g);
+        }
+        Ok(())
+    }
+
+    fn release(account: &MemoryAccount, g: &mut LiveBuffers, key: usize) {
+        if let Some(e) = g.live.get_mut(&key) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                account.free(e.0);
+                g.live.remove(&key);
+            }
+        }
+    }
+
+    fn sample(account: &MemoryAccount, g: &mut LiveBuffers) {
+        if let Some(s) = g.samples.as_mut() {
+            s.push((Instant::now(), account.stats().bytes_in_use));
+        }
+    }
+
+    /// Counts `tensors` (allocated earlier with [`TensorMemory::allocate`]) as freed. Call it
+    /// before dropping them.
+    pub fn free(&self, tensors: &[Tensor]) {
+        let mut g = self.lock();
+        let mut any = false;
+        for t in tensors.iter().filter(|t| t.num_bytes() > 0) {
+            Self::release(&self.account, &mut g, buffer_key(t));
+            any = true;
+        }
+        if any {
+            Self::sample(&self.account, &mut g);
+        }
+    }
+
+    /// Current, peak, limit and reserved bytes.
+    pub fn stats(&self) -> MemoryStats {
+        self.account.stats()
+    }
+
+    /// Starts recording `(time, bytes in use)` samples (a traced run), with the current
+    /// figure as the first sample.
+    pub fn start_recording(&self) {
+        let mut g = self.lock();
+        g.samples = Some(vec![(Instant::now(), self.account.stats().bytes_in_use)]);
+    }
+
+    /// Stops recording and returns the samples.
+    pub fn take_samples(&self) -> Vec<(Instant, u64)> {
+        self.lock().samples.take().unwrap_or_default()
     }
 }
 
@@ -83,26 +205,48 @@ impl Device for CpuDevice {
 }
 
 /// A GPU emulated in host memory (`OXIFLOW_EMULATED_GPUS=N`). Kernels are the CPU kernels;
-/// every tensor entering it is a real copy, counted in [`Device::bytes_copied_in`].
+/// every tensor entering it is a real copy, counted in [`Device::bytes_copied_in`]. Its
+/// memory is accounted against a limit ([`TensorMemory`]), so memory options and
+/// out-of-memory errors behave as on a real GPU.
 pub struct EmulatedGpu {
     attrs: DeviceAttributes,
     copied: AtomicUsize,
+    memory: TensorMemory,
+    physical: usize,
 }
 
 impl EmulatedGpu {
-    /// `/job:localhost/replica:0/task:0/device:GPU:<id>`.
+    /// `/job:localhost/replica:0/task:0/device:GPU:<id>` on physical emulated GPU `id`,
+    /// with the default memory limit (see [`DeviceSet::configured`] for the options).
     pub fn new(id: u32) -> EmulatedGpu {
+        let limit = crate::device_config::memory_limit(emulated_gpu_memory().unwrap_or(DEFAULT_EMULATED_GPU_MEMORY), None).unwrap_or(0);
+        EmulatedGpu::with_memory(id, id as usize, id as usize, limit, false)
+    }
+
+    /// Session GPU `id` backed by physical emulated GPU `physical` (the `visible`-th GPU
+    /// CUDA_VISIBLE_DEVICES shows), allowed `limit` bytes.
+    pub fn with_memory(id: u32, physical: usize, visible: usize, limit: u64, allow_growth: bool) -> EmulatedGpu {
         let spec = DeviceSpec::local("GPU", id);
+        let name = spec.to_string();
         EmulatedGpu {
+            memory: TensorMemory::new(&name, limit, allow_growth),
             attrs: DeviceAttributes {
-                name: spec.to_string(),
+                name,
                 spec,
                 device_type: "GPU".into(),
                 kind: DeviceKind::EmulatedGpu,
-                description: format!("device: {id}, name: Oxiflow emulated GPU (host memory, CPU kernels)"),
+                description: format!(
+                    "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, memory limit: {limit} bytes"
+                ),
             },
             copied: AtomicUsize::new(0),
+            physical,
         }
+    }
+
+    /// Index of the physical (emulated) GPU behind this device.
+    pub fn physical(&self) -> usize {
+        self.physical
     }
 }
 
@@ -127,14 +271,42 @@ impl Device for EmulatedGpu {
                 n.op.name, n.name, self.attrs.name
             )));
         }
-        (n.op.kernel)(ctx)
+        let outs = (n.op.kernel)(ctx)?;
+        self.memory.allocate(&outs)?;
+        Ok(outs)
     }
     fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
+        let c = t.deep_copy();
+        self.memory.allocate(std::slice::from_ref(&c))?;
         self.copied.fetch_add(t.num_bytes(), Ordering::Relaxed);
-        Ok(t.deep_copy())
+        Ok(c)
     }
     fn bytes_copied_in(&self) -> usize {
         self.copied.load(Ordering::Relaxed)
+    }
+    fn memory(&self) -> Option<&TensorMemory> {
+        Some(&self.memory)
+    }
+}
+
+/// Total memory of each emulated GPU when `OXIFLOW_EMULATED_GPU_MEMORY_MB` is not set:
+/// 16 GiB.
+pub const DEFAULT_EMULATED_GPU_MEMORY: u64 = 16 << 30;
+
+/// Environment variable giving each emulated GPU's total memory in MiB.
+pub const EMULATED_GPU_MEMORY_ENV: &str = "OXIFLOW_EMULATED_GPU_MEMORY_MB";
+
+/// Total memory of an emulated GPU in bytes: `OXIFLOW_EMULATED_GPU_MEMORY_MB` (MiB) or
+/// [`DEFAULT_EMULATED_GPU_MEMORY`]; an error naming the variable when it is not a positive
+/// integer.
+pub fn emulated_gpu_memory() -> Result<u64> {
+    match std::env::var(EMULATED_GPU_MEMORY_ENV) {
+        Err(_) => Ok(DEFAULT_EMULATED_GPU_MEMORY),
+        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_EMULATED_GPU_MEMORY),
+        Ok(s) => match s.trim().parse::<u64>() {
+            Ok(n) if n > 0 && n < (1 << 30) => Ok(n << 20),
+            _ => Err(OxiflowError::InvalidArgument(format!("{EMULATED_GPU_MEMORY_ENV}='{s}': expected a positive number of MiB"))),
+        },
     }
 }
 
@@ -160,10 +332,11 @@ pub fn emulated_gpus_from_env() -> Result<usize> {
 #[derive(Clone)]
 pub struct DeviceSet {
     pub devices: Vec<Arc<dyn Device>>,
+    accounted: bool,
 }
 
 impl DeviceSet {
-    /// `cpus` CPU devices and `gpus` emulated GPUs.
+    /// `cpus` CPU devices and `gpus` emulated GPUs (default memory limits).
     pub fn new(cpus: usize, gpus: usize) -> DeviceSet {
         let mut devices: Vec<Arc<dyn Device>> = Vec::new();
         for i in 0..cpus.max(1) {
@@ -172,7 +345,89 @@ impl DeviceSet {
         for i in 0..gpus {
             devices.push(Arc::new(EmulatedGpu::new(i as u32)));
         }
-        DeviceSet { devices }
+        DeviceSet::from_devices(devices)
+    }
+
+    /// A set of these devices (CPUs first, as TF lists them).
+    pub fn from_devices(devices: Vec<Arc<dyn Device>>) -> DeviceSet {
+        let accounted = devices.iter().any(|d| d.memory().is_some());
+        DeviceSet { devices, accounted }
+    }
+
+    /// `true` when some device accounts its tensors' memory (the executor then reports
+    /// every tensor it drops).
+    pub fn has_memory_accounts(&self) -> bool {
+        self.accounted
+    }
+
+    /// The devices of a session: `cpus` logical CPUs, then the GPUs among `physical_gpus`
+    /// emulated ones that `cuda_visible` (the value of `CUDA_VISIBLE_DEVICES`, `None`: unset)
+    /// and `opts.visible_device_list` select, in their order, at most `max_gpus` of them;
+    /// each is one `/device:GPU:k`, or several when `opts.virtual_devices_mb` splits it.
+    /// A GPU's memory limit is `opts.per_process_gpu_memory_fraction` of
+    /// [`emulated_gpu_memory`] (TF's default without a fraction: total minus a system
+    /// reserve), or its virtual device's limit. `TF_FORCE_GPU_ALLOW_GROWTH=true|false`
+    /// overrides `opts.allow_growth`, as in TF.
+    ///
+    /// Errors: TF's `CUDA_VISIBLE_DEVICES` / `visible_device_list` errors (an invalid or
+    /// repeated entry), a fraction outside (0, 1], a fraction together with virtual devices,
+    /// virtual devices asking more memory than the GPU has, a bad
+    /// `OXIFLOW_EMULATED_GPU_MEMORY_MB`.
+    pub fn configured(
+        cpus: usize,
+        physical_gpus: usize,
+        max_gpus: Option<usize>,
+        opts: &crate::device_config::GpuOptions,
+        cuda_visible: Option<&str>,
+    ) -> Result<DeviceSet> {
+        use crate::device_config::{cuda_visible_devices, memory_limit, session_gpus};
+        let visible = cuda_visible_devices(cuda_visible, physical_gpus)?;
+        let mut gpus = session_gpus(&visible, opts.visible_device_list.as_deref())?;
+        if let Some(m) = max_gpus {
+            gpus.truncate(m);
+        }
+        let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+        for i in 0..cpus.max(1) {
+            devices.push(Arc::new(CpuDevice::new(i as u32)));
+        }
+        if gpus.is_empty() {
+            return Ok(DeviceSet::from_devices(devices));
+        }
+        let total = emulated_gpu_memory()?;
+        let has_virtual = opts.virtual_devices_mb.iter().any(|v| !v.is_empty());
+        if has_virtual && opts.per_process_gpu_memory_fraction.is_some() {
+            return Err(OxiflowError::InvalidArgument(
+                "per_process_gpu_memory_fraction cannot be combined with virtual devices (memory_limit_mb)".into(),
+            ));
+        }
+        let growth = match std::env::var("TF_FORCE_GPU_ALLOW_GROWTH").ok().as_deref() {
+            Some("true") => true,
+            Some("false") => false,
+            _ => opts.allow_growth,
+        };
+        let mut id = 0u32;
+        for (k, &phys) in gpus.iter().enumerate() {
+            let vis = visible.iter().position(|&v| v == phys).unwrap_or(k);
+            let limits: Vec<u64> = match opts.virtual_devices_mb.get(k).filter(|v| !v.is_empty()) {
+                Some(mbs) => {
+                    let want: u64 = mbs.iter().map(|&m| m << 20).sum();
+                    if want > total {
+                        return Err(OxiflowError::InvalidArgument(format!(
+                            "virtual devices of GPU {k} ask for {} MiB but the GPU has {} MiB",
+                            want >> 20,
+                            total >> 20
+                        )));
+                    }
+                    mbs.iter().map(|&m| m << 20).collect()
+                }
+                None => vec![memory_limit(total, opts.per_process_gpu_memory_fraction)?],
+            };
+            for limit in limits {
+                devices.push(Arc::new(EmulatedGpu::with_memory(id, phys, vis, limit, growth)));
+                id += 1;
+            }
+        }
+        Ok(DeviceSet::from_devices(devices))
     }
 
     /// Full names of all devices, sorted (as TF lists them in placement errors).

@@ -332,7 +332,7 @@ impl RunCtx<'_> {
             // The cell's tensors are released here, after their last reader (memory
             // accounting hooks in here).
             // SAFETY: every reader is done (slot access protocol).
-            drop(unsafe { (*self.scratch.cells[slot].0.get()).take() });
+            free_cell(self.plan, self.devices, slot, unsafe { (*self.scratch.cells[slot].0.get()).take() });
         }
     }
 
@@ -443,6 +443,21 @@ impl RunCtx<'_> {
     }
 }
 
+/// Memory hook: the tensors of cell `cell` (a step's outputs, or a feed) leave the run;
+/// a device that accounts its memory (device.rs `TensorMemory`) is told before they drop.
+fn free_cell(plan: &Plan, devices: &DeviceSet, cell: usize, outs: Option<Outputs>) {
+    let Some(outs) = outs else { return };
+    if devices.has_memory_accounts() {
+        let dev = match plan.steps.get(cell) {
+            Some(s) => Some(s.device),
+            None => plan.feed_slots.get(cell - plan.steps.len()).map(|f| f.1),
+        };
+        if let Some(m) = dev.and_then(|d| devices.devices.get(d)).and_then(|d| d.memory()) {
+            m.free(&outs);
+        }
+    }
+}
+
 /// Result of [`execute`]: the fetched tensors (still on their devices) and, when traced,
 /// per-step timings (one per step, in step order; times in nanoseconds since `start`)
 /// plus the run's start time.
@@ -511,8 +526,8 @@ pub fn execute(
     // Empty every slot before the scratch is reused: after a success only fetched and
     // unread slots still hold a tensor; after a failure any slot may.
     match fetched {
-        Ok(_) => derived.leftover.iter().for_each(|&i| *scratch.cells[i].0.get_mut() = None),
-        Err(_) => scratch.cells.iter_mut().for_each(|c| *c.0.get_mut() = None),
+        Ok(_) => derived.leftover.iter().for_each(|&i| free_cell(plan, devices, i, scratch.cells[i].0.get_mut().take())),
+        Err(_) => scratch.cells.iter_mut().enumerate().for_each(|(i, c)| free_cell(plan, devices, i, c.0.get_mut().take())),
     }
     let timings = (trace && fetched.is_ok()).then(|| {
         let ns = |ticks: u64| (ticks as f64 * ns_per_tick) as u64;

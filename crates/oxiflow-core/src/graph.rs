@@ -182,6 +182,8 @@ pub struct Graph {
     control_stack: Vec<Vec<NodeId>>,
     collections: BTreeMap<String, Vec<Output>>,
     variables: Vec<VariableInfo>,
+    /// Nodes whose requested device a device function decided (for `explain_placement`).
+    by_device_function: FxHashSet<NodeId>,
 }
 
 impl Graph {
@@ -404,8 +406,18 @@ impl Graph {
             colocation: Vec::new(),
             outputs,
         };
-        self.place_request(&mut node)?;
-        Ok(self.commit(node))
+        let by_function = self.place_request(&mut node)?;
+        let id = self.commit(node);
+        if by_function {
+            self.by_device_function.insert(id);
+        }
+        Ok(id)
+    }
+
+    /// Whether a device function decided the node's requested device (else device scopes
+    /// or `colocate_with` did, or nothing).
+    pub fn request_from_device_function(&self, id: NodeId) -> bool {
+        self.by_device_function.contains(&id)
     }
 
     fn commit(&mut self, node: Node) -> NodeId {
@@ -419,7 +431,9 @@ impl Graph {
     /// `_apply_device_functions` and the colocation block of `_create_op_internal`). Inside
     /// `colocate_with`, device scopes opened before it are suspended, those opened inside it
     /// apply, and then the colocated op's device (if it has one) replaces the result.
-    fn place_request(&self, node: &mut Node) -> Result<()> {
+    /// Returns whether a device function's result is (part of) the request.
+    fn place_request(&self, node: &mut Node) -> Result<bool> {
+        let mut by_function = false;
         let frame = self.colocation_stack.last().filter(|f| !f.is_empty());
         let first_scope = if frame.is_some() { self.colocation_device_depth.last().copied().unwrap_or(0) } else { 0 };
         let mut device = DeviceSpec::default();
@@ -440,6 +454,7 @@ impl Graph {
                         op: node.op.name.to_string(),
                         msg: format!("returned an invalid device: {e}"),
                     })?;
+                    by_function = true;
                 }
             }
         }
@@ -450,10 +465,11 @@ impl Graph {
             node.colocation = groups;
             if let Some(dev) = frame.iter().rev().map(|&c| &self.nodes[c].requested_device).find(|d| !d.is_empty()) {
                 device = dev.clone();
+                by_function = false;
             }
         }
         node.requested_device = device;
-        Ok(())
+        Ok(by_function)
     }
 
     fn node_def_of(&self, node: &Node, device: &DeviceSpec) -> NodeDef {

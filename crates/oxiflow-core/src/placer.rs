@@ -204,7 +204,7 @@ impl<'a> Placer<'a> {
         let fits = move |req: &DeviceSpec, i: usize| {
             req.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0
         };
-        let strict = g.pinned.is_none() && self.order.iter().any(|&i| fits(&g.request, i));
+        let strict = self.strict(g);
         let relaxed = (g.pinned.is_none() && !strict && self.soft).then(|| g.request.without_type_and_id());
         let pinned = g.pinned.into_iter();
         let listed = self.order.iter().copied().filter(move |&i| {
@@ -215,6 +215,15 @@ impl<'a> Placer<'a> {
             }
         });
         pinned.chain(listed.take_while(move |_| g.pinned.is_none()))
+    }
+
+    /// Whether some device matches the group's request as given and has a kernel for every
+    /// member (else only soft placement finds candidates).
+    fn strict(&self, g: &Group) -> bool {
+        g.pinned.is_none()
+            && self.order.iter().any(|&i| {
+                g.request.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0
+            })
     }
 
     /// The error TF gives when a group has no candidate (`GetDevicesForNode`).
@@ -266,6 +275,70 @@ enum Agree {
 /// Errors (TF's texts): `Cannot assign a device for operation <n>: ... was explicitly
 /// assigned to <req> but available devices are [ ... ]`, `Cannot colocate nodes ...`.
 pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, fixed: &Assignment) -> Result<Assignment> {
+    place_impl(graph, nodes, devices, soft, fixed, None)
+}
+
+/// How a colocation group's device was chosen ([`place_explained`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// A member was placed by an earlier run of the session and the group kept its device.
+    EarlierRun,
+    /// The first candidate for the group's request (GPU before CPU, lowest index, among
+    /// the devices with a kernel for every member); the request may be empty.
+    Request,
+    /// No device matched the request with a kernel; soft placement dropped its type and id.
+    SoftPlacement,
+    /// A generator (no inputs, one output) went where all its consumers are (TF's heuristic A).
+    Generator,
+}
+
+/// Why a node is on its device: the rule, the node whose placement pinned its colocation
+/// group (`by`, the node itself when it decided), and the group (named by one member).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub rule: Rule,
+    pub by: NodeId,
+    pub group: NodeId,
+}
+
+/// [`place_explained`]'s result: the assignment, one [`Decision`] per placed node, and the
+/// colocation requests soft placement dropped (`node`, `target`, the merge error).
+#[derive(Debug, Default)]
+pub struct Explained {
+    pub assignment: Assignment,
+    pub decisions: HashMap<NodeId, Decision>,
+    pub dropped: Vec<(NodeId, NodeId, String)>,
+}
+
+#[derive(Default)]
+struct ExplainLog {
+    /// (group root, deciding member, rule), in pin order
+    pins: Vec<(usize, usize, Rule)>,
+    dropped: Vec<(NodeId, NodeId, String)>,
+}
+
+/// [`place`] that also records why each node went where it went (for
+/// `explain_placement`). Same result and errors as [`place`].
+pub fn place_explained(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, fixed: &Assignment) -> Result<Explained> {
+    let mut log = ExplainLog::default();
+    let (assignment, decisions) = {
+        let mut out = None;
+        let assignment = place_impl(graph, nodes, devices, soft, fixed, Some((&mut log, &mut out)))?;
+        (assignment, out.unwrap_or_default())
+    };
+    Ok(Explained { assignment, decisions, dropped: log.dropped })
+}
+
+type ExplainOut<'x> = (&'x mut ExplainLog, &'x mut Option<HashMap<NodeId, Decision>>);
+
+fn place_impl(
+    graph: &Graph,
+    nodes: &[NodeId],
+    devices: &DeviceSet,
+    soft: bool,
+    fixed: &Assignment,
+    mut explain: Option<ExplainOut<'_>>,
+) -> Result<Assignment> {
     if devices.devices.is_empty() {
         return Err(OxiflowError::FailedPrecondition("No devices are registered".into()));
     }
@@ -296,6 +369,9 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
                 if !p.soft {
                     return Err(OxiflowError::InvalidArgument(msg));
                 }
+                if let Some((log, _)) = explain.as_mut() {
+                    log.dropped.push((id, target, msg));
+                }
             }
         }
     }
@@ -313,6 +389,10 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
             continue;
         }
         let Some(first) = p.candidates(&p.groups[root]).next() else { return Err(p.no_device_error(n, &p.groups[root])) };
+        if let Some((log, _)) = explain.as_mut() {
+            let rule = if p.strict(&p.groups[root]) { Rule::Request } else { Rule::SoftPlacement };
+            log.pins.push((root, li, rule));
+        }
         p.groups[root].pinned = Some(first);
     }
     // 3. pass 2: generators follow their consumers when those agree
@@ -347,10 +427,20 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
             }
             let g = &p.groups[root];
             let Some(first) = p.candidates(g).next() else { return Err(p.no_device_error(n, g)) };
-            let choice = match agree[li] {
-                Agree::One(Some(d)) if p.candidates(g).any(|c| c == d) => d,
-                _ => first,
+            let (choice, followed) = match agree[li] {
+                Agree::One(Some(d)) if p.candidates(g).any(|c| c == d) => (d, true),
+                _ => (first, false),
             };
+            if let Some((log, _)) = explain.as_mut() {
+                let rule = if followed {
+                    Rule::Generator
+                } else if p.strict(g) {
+                    Rule::Request
+                } else {
+                    Rule::SoftPlacement
+                };
+                log.pins.push((root, li, rule));
+            }
             p.groups[root].pinned = Some(choice);
         }
     }
@@ -359,6 +449,23 @@ pub fn place(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, f
         let r = p.find(li);
         let d = p.groups[r].pinned.ok_or_else(|| OxiflowError::Internal(format!("node {} left unplaced", p.name(li))))?;
         out.insert(id, d);
+    }
+    if let Some((log, decisions)) = explain {
+        let mut by_root: HashMap<usize, (usize, Rule)> = log.pins.iter().map(|&(r, li, rule)| (r, (li, rule))).collect();
+        // groups pinned before this call: decided by a member placed in an earlier run
+        for (li, &id) in nodes.iter().enumerate() {
+            if fixed.contains_key(&id) {
+                let r = p.find(li);
+                by_root.entry(r).or_insert((li, Rule::EarlierRun));
+            }
+        }
+        let mut d = HashMap::with_capacity(nodes.len());
+        for li in 0..nodes.len() {
+            let r = p.find(li);
+            let (by, rule) = by_root.get(&r).copied().unwrap_or((li, Rule::Request));
+            d.insert(nodes[li], Decision { rule, by: nodes[by], group: nodes[r] });
+        }
+        *decisions = Some(d);
     }
     Ok(out)
 }

@@ -49,6 +49,17 @@ pub struct NodeExecStats {
     pub output_bytes: usize,
 }
 
+/// A device's bytes in use after an allocation or free during a traced step (devices with
+/// accounted memory: GPUs, real or emulated).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySample {
+    /// Full device name.
+    pub device: String,
+    /// Nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    pub bytes_in_use: u64,
+}
+
 /// Everything recorded for one traced step (TF's `StepStats`).
 #[derive(Clone, Debug, Default)]
 pub struct StepStats {
@@ -58,6 +69,8 @@ pub struct StepStats {
     pub labels: Arc<[StepLabel]>,
     /// One entry per executed step.
     pub nodes: Vec<NodeExecStats>,
+    /// Memory samples of the devices that account their memory, in time order per device.
+    pub memory: Vec<MemorySample>,
 }
 
 /// Copies made in a step: count and bytes.
@@ -113,6 +126,10 @@ impl StepStats {
     /// `Memcpy<HtoD|DtoH|DtoD>`, `args.op = "_Recv"`, `args.name/input0/bytes/from/to/
     /// direction`. `s`/`t` flow events (`cat: "DataFlow"`) link every input produced on
     /// another pid or lane to its consumer, so every cross-device tensor has its arrows.
+    ///
+    /// Memory samples are counter events `{"ph": "C", "cat": "Memory", "name": "Memory",
+    /// "args": {"bytes in use": n}}` in the device's `Tensors` process (TF puts its allocator
+    /// counters in `Allocators`).
     pub fn chrome_trace(&self) -> Value {
         let n_dev = self.devices.len();
         let mut events: Vec<Value> = vec![meta(0, "Allocators")];
@@ -221,6 +238,15 @@ impl StepStats {
             }
         }
         events.extend(flows);
+        for m in &self.memory {
+            // a device with samples but no executed step still gets no process: skip it
+            if let Some(&k) = dev_index.get(m.device.as_str()) {
+                events.push(json!({
+                    "ph": "C", "cat": "Memory", "name": "Memory", "pid": 2 * k + 2, "tid": 0,
+                    "ts": us(m.ts_ns), "args": {"bytes in use": m.bytes_in_use}
+                }));
+            }
+        }
         json!({ "traceEvents": events })
     }
 

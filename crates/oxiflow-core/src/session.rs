@@ -4,13 +4,14 @@
 //! placed fails only the runs that need it).
 
 use crate::device::{emulated_gpus_from_env, DeviceSet};
+use crate::device_config::{GpuOptions, MemoryStats, CUDA_VISIBLE_DEVICES};
 use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::graph::{Graph, NodeId, Output};
 use crate::ops::StateAccess;
-use crate::placer::{place, placement_closure, Assignment};
-use crate::profile::{CopyLabel, StepLabel, StepStats};
+use crate::placer::{place_explained, placement_closure, Assignment, Decision};
+use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,8 +30,17 @@ pub struct SessionOptions {
     pub gpu_count: Option<usize>,
     /// Worker threads (`inter_op_parallelism_threads`; default: number of cores).
     pub inter_op_threads: Option<usize>,
+    /// `intra_op_parallelism_threads`: threads one kernel may use. Recorded and reported by
+    /// [`Session::threads`]; Oxiflow's CPU kernels each run on one thread today, so it
+    /// changes nothing yet.
+    pub intra_op_threads: Option<usize>,
     /// Emulated GPUs; `None` reads `OXIFLOW_EMULATED_GPUS`.
     pub emulated_gpus: Option<usize>,
+    /// `GPUOptions`: `allow_growth`, `per_process_gpu_memory_fraction`,
+    /// `visible_device_list`, virtual devices.
+    pub gpu_options: GpuOptions,
+    /// The value of `CUDA_VISIBLE_DEVICES` to use; `None` reads the environment.
+    pub cuda_visible_devices: Option<String>,
 }
 
 /// Variable values, by `VariableV2` node.
@@ -77,6 +87,8 @@ pub struct Session {
     plans: Mutex<HashMap<PlanKey, Arc<CachedPlan>>>,
     variables: VariableStore,
     log: Mutex<String>,
+    /// Why each placed node went where it did, and colocations dropped by soft placement.
+    decisions: Mutex<(HashMap<NodeId, Decision>, Vec<(NodeId, NodeId, String)>)>,
 }
 
 fn tf_input_name(graph: &Graph, o: Output) -> String {
@@ -89,16 +101,21 @@ fn tf_input_name(graph: &Graph, o: Output) -> String {
 }
 
 impl Session {
-    /// Creates the session's devices (CPU:0.., then GPUs) and worker pool. With
-    /// `log_device_placement`, the log starts with TF's `Device mapping:` block.
-    /// Errors: a bad `OXIFLOW_EMULATED_GPUS`, a thread pool that cannot start.
+    /// Creates the session's devices (CPU:0.., then GPUs, see [`DeviceSet::configured`]) and
+    /// worker pool. With `log_device_placement`, the log starts with TF's `Device mapping:`
+    /// block.
+    /// Errors: a bad `OXIFLOW_EMULATED_GPUS`, an invalid `CUDA_VISIBLE_DEVICES` or
+    /// `visible_device_list` entry, bad memory options, a thread pool that cannot start.
     pub fn new(graph: Arc<RwLock<Graph>>, options: SessionOptions) -> Result<Session> {
         let present = match options.emulated_gpus {
             Some(n) => n,
             None => emulated_gpus_from_env()?,
         };
-        let gpus = options.gpu_count.map_or(present, |g| g.min(present));
-        let devices = DeviceSet::new(options.cpu_count.unwrap_or(1), gpus);
+        let env = match &options.cuda_visible_devices {
+            Some(v) => Some(v.clone()),
+            None => std::env::var(CUDA_VISIBLE_DEVICES).ok(),
+        };
+        let devices = DeviceSet::configured(options.cpu_count.unwrap_or(1), present, options.gpu_count, &options.gpu_options, env.as_deref())?;
         let threads = options.inter_op_threads.unwrap_or(0);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -124,12 +141,36 @@ impl Session {
             plans: Mutex::new(HashMap::new()),
             variables: VariableStore::default(),
             log: Mutex::new(log),
+            decisions: Mutex::new((HashMap::new(), Vec::new())),
         })
     }
 
     /// The session's devices.
     pub fn devices(&self) -> &DeviceSet {
         &self.devices
+    }
+
+    /// `(inter_op, intra_op)` thread counts: the worker pool's size and the recorded
+    /// `intra_op_threads` (1 when unset: kernels run on one thread).
+    pub fn threads(&self) -> (usize, usize) {
+        (self.pool.current_num_threads(), self.options.intra_op_threads.unwrap_or(1))
+    }
+
+    /// Memory figures of the device with this name (full, or short as `/device:GPU:0` or
+    /// `GPU:0`): bytes in use, peak, limit, reserved. CPUs have no accounted memory.
+    /// Errors: an unknown device, a device without an account.
+    pub fn memory_stats(&self, device: &str) -> Result<MemoryStats> {
+        let spec = crate::device_spec::DeviceSpec::parse(device.trim())
+            .or_else(|_| crate::device_spec::DeviceSpec::parse(&format!("/device:{}", device.trim())))?;
+        let d = self
+            .devices
+            .devices
+            .iter()
+            .find(|d| spec.matches(&d.attributes().spec) && spec.device_type.is_some() && spec.id.is_some())
+            .ok_or_else(|| OxiflowError::InvalidArgument(format!("unknown device '{device}': the session's devices are [ {} ]", self.devices.sorted_names().join(", "))))?;
+        d.memory().map(|m| m.stats()).ok_or_else(|| {
+            OxiflowError::InvalidArgument(format!("{} has no memory account (only GPUs, real or emulated, have one)", d.attributes().name))
+        })
     }
 
     /// The options the session was created with.
@@ -153,6 +194,29 @@ impl Session {
         Ok(self.devices.devices[asg[&node]].attributes().name.clone())
     }
 
+    /// Which placement rule put `node` on its device in this session (placing it first if
+    /// no run has used it yet): its own request from a device scope, a device function or
+    /// `colocate_with`; its colocation group (and with whom); kernel availability; soft
+    /// placement; the generator rule; the default choice. See [`crate::explain`].
+    pub fn explain_placement(&self, node: NodeId) -> Result<String> {
+        self.assigned_device(node)?;
+        let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+        let d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        crate::explain::explain_node(&graph, &self.devices, &self.placed_devices(), &d.0, &d.1, node)
+    }
+
+    /// [`Session::explain_placement`] for every node placed so far in this session, in id
+    /// order, one paragraph each.
+    pub fn placement_report(&self) -> Result<String> {
+        let graph = self.graph.read().map_err(|_| OxiflowError::Internal("graph lock poisoned".into()))?;
+        let placed = self.placed_devices();
+        let d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<NodeId> = placed.keys().copied().collect();
+        ids.sort_unstable();
+        let parts = ids.iter().map(|&id| crate::explain::explain_node(&graph, &self.devices, &placed, &d.0, &d.1, id)).collect::<Result<Vec<_>>>()?;
+        Ok(parts.join("\n"))
+    }
+
     /// The graph this session runs.
     pub fn graph(&self) -> &Arc<RwLock<Graph>> {
         &self.graph
@@ -168,7 +232,15 @@ impl Session {
     fn place_nodes(&self, graph: &Graph, needed: &[NodeId]) -> Result<Assignment> {
         let set = placement_closure(graph, needed);
         let mut fixed = self.assignment.lock().unwrap_or_else(|p| p.into_inner());
-        let new = place(graph, &set, &self.devices, self.options.allow_soft_placement, &fixed)?;
+        let explained = place_explained(graph, &set, &self.devices, self.options.allow_soft_placement, &fixed)?;
+        let new = explained.assignment;
+        {
+            let mut d = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            for (id, dec) in explained.decisions {
+                d.0.entry(id).or_insert(dec);
+            }
+            d.1.extend(explained.dropped);
+        }
         if self.options.log_device_placement {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             for &id in &set {
@@ -311,6 +383,21 @@ impl Session {
         Ok(CachedPlan { plan, labels: labels.into(), devices_used: used.into_iter().map(dev_name).collect() })
     }
 
+    /// TF2's `Executing op <Op> in device <device>` line for each op step of a run, in the
+    /// plan's (topological) order; ops without inputs (constants, placeholders, variables)
+    /// are values, not executions, as in TF2's eager mode.
+    fn log_executions(&self, plan: &Plan, labels: &[StepLabel]) {
+        let mut text = String::new();
+        for (step, label) in plan.steps.iter().zip(labels) {
+            if let StepKind::Op(node) = &step.kind {
+                if !node.inputs.is_empty() {
+                    text.push_str(&format!("Executing op {} in device {}\n", label.op, label.device));
+                }
+            }
+        }
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).push_str(&text);
+    }
+
     fn check_feed(graph: &Graph, o: Output, t: &Tensor) -> Result<()> {
         let tt = graph.output_type(o)?;
         let name = graph.tensor_name(o);
@@ -353,14 +440,39 @@ impl Session {
         };
         let plan = &cached.plan;
         let host = self.devices.devices[0].as_ref();
-        let feed_values = plan
-            .feed_slots
-            .iter()
-            .zip(feeds)
-            .map(|(&(_, dev), (_, t))| self.devices.devices[dev].copy_from(&t, host))
-            .collect::<Result<Vec<_>>>()?;
+        let mut feed_values = Vec::with_capacity(feeds.len());
+        for (&(_, dev), (_, t)) in plan.feed_slots.iter().zip(feeds) {
+            match self.devices.devices[dev].copy_from(&t, host) {
+                Ok(v) => feed_values.push(v),
+                Err(e) => {
+                    // the feeds already copied leave the device's memory again
+                    for (&(_, d), v) in plan.feed_slots.iter().zip(&feed_values) {
+                        if let Some(m) = self.devices.devices[d].memory() {
+                            m.free(std::slice::from_ref(v));
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let recording: Vec<usize> = if trace {
+            (0..self.devices.devices.len()).filter(|&d| self.devices.devices[d].memory().is_some()).collect()
+        } else {
+            Vec::new()
+        };
+        for &d in &recording {
+            if let Some(m) = self.devices.devices[d].memory() {
+                m.start_recording();
+            }
+        }
         let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        let exec = self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace))?;
+        let exec = self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace));
+        let samples: Vec<(usize, Vec<(std::time::Instant, u64)>)> =
+            recording.iter().map(|&d| (d, self.devices.devices[d].memory().map(|m| m.take_samples()).unwrap_or_default())).collect();
+        let exec = exec?;
+        if self.options.log_device_placement {
+            self.log_executions(plan, &cached.labels);
+        }
         let values = exec
             .fetched
             .iter()
@@ -373,7 +485,18 @@ impl Session {
                 n.start_ns += wall0;
                 n.end_ns += wall0;
             }
-            StepStats { devices: cached.devices_used.clone(), labels: cached.labels.clone(), nodes }
+            let memory = samples
+                .iter()
+                .flat_map(|(d, ss)| {
+                    let device = self.devices.devices[*d].attributes().name.clone();
+                    ss.iter().map(move |&(at, bytes)| MemorySample {
+                        device: device.clone(),
+                        ts_ns: wall0 + at.saturating_duration_since(exec.start).as_nanos() as u64,
+                        bytes_in_use: bytes,
+                    })
+                })
+                .collect();
+            StepStats { devices: cached.devices_used.clone(), labels: cached.labels.clone(), nodes, memory }
         });
         Ok(RunOutputs { values, step_stats })
     }

@@ -258,3 +258,39 @@ function oxf_lbfgsb(x::Vector{Float64}, lower::Vector{Float64}, upper::Vector{Fl
     end
     return f[], it[], Int(st[])
 end
+
+# Device configuration (crates/oxiflow-capi/src/config.rs)
+oxf_set_soft_device_placement(on::Bool) = check(ccall(sym(:oxf_set_soft_device_placement), Int32, (Int32,), on))
+oxf_set_log_device_placement(on::Bool) = check(ccall(sym(:oxf_set_log_device_placement), Int32, (Int32,), on))
+function oxf_device_policy()
+    soft = Ref{Int32}(0); log = Ref{Int32}(0); ini = Ref{Int32}(0)
+    check(ccall(sym(:oxf_device_policy), Int32, (Ref{Int32}, Ref{Int32}, Ref{Int32}), soft, log, ini))
+    return (soft=soft[] != 0, log=log[] != 0, initialized=ini[] != 0)
+end
+oxf_set_memory_growth(device::AbstractString, on::Bool) = check(ccall(sym(:oxf_set_memory_growth), Int32, (Cstring, Int32), device, on))
+function oxf_get_memory_growth(device::AbstractString)
+    on = Ref{Int32}(0)
+    check(ccall(sym(:oxf_get_memory_growth), Int32, (Cstring, Ref{Int32}), device, on))
+    return on[] != 0
+end
+oxf_set_memory_fraction(f::Real) = check(ccall(sym(:oxf_set_memory_fraction), Int32, (Float64,), Float64(f)))
+oxf_set_logical_device_configuration(device::AbstractString, limits_mb::Vector{Int64}) =
+    check(ccall(sym(:oxf_set_logical_device_configuration), Int32, (Cstring, Ptr{Int64}, Int64), device, limits_mb, length(limits_mb)))
+oxf_get_logical_device_configuration(device::AbstractString) =
+    outstr(r -> ccall(sym(:oxf_get_logical_device_configuration), Int32, (Cstring, Ref{Cstring}), device, r))
+oxf_list_physical_devices() = outstr(r -> ccall(sym(:oxf_list_physical_devices), Int32, (Ref{Cstring},), r))
+oxf_list_logical_devices() = outstr(r -> ccall(sym(:oxf_list_logical_devices), Int32, (Ref{Cstring},), r))
+oxf_reset_device_configuration() = check(ccall(sym(:oxf_reset_device_configuration), Int32, ()))
+function oxf_session_memory_stats(s, device::AbstractString)
+    out = zeros(UInt64, 4)
+    check(ccall(sym(:oxf_session_memory_stats), Int32, (Ptr{Cvoid}, Cstring, Ptr{UInt64}), s, device, out))
+    return out
+end
+function oxf_session_threads(s)
+    inter = Ref{Int32}(0); intra = Ref{Int32}(0)
+    check(ccall(sym(:oxf_session_threads), Int32, (Ptr{Cvoid}, Ref{Int32}, Ref{Int32}), s, inter, intra))
+    return Int(inter[]), Int(intra[])
+end
+oxf_session_explain_placement(s, node::Integer) =
+    outstr(r -> ccall(sym(:oxf_session_explain_placement), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
+oxf_session_placement_report(s) = outstr(r -> ccall(sym(:oxf_session_placement_report), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))

@@ -207,7 +207,11 @@ const GRAPH_KEYS = (UPDATE_OPS=UPDATE_OPS, GLOBAL_VARIABLES=GLOBAL_VARIABLES, TR
 
 A stand-in for ADCME's `tf` module so TF-style code runs as written: `tf.device`,
 `tf.colocate_with`, `tf.name_scope`, `tf.NodeDef`, `tf.GraphKeys`, `tf.constant`,
-`tf.matmul`, `tf.add_n`. Anything else raises an error naming what is missing.
+`tf.matmul`, `tf.add_n`, `tf.Session`, `tf.ConfigProto`, `tf.GPUOptions`, `tf.config.*`
+(`set_soft_device_placement`, `list_physical_devices`, `list_logical_devices`,
+`set_logical_device_configuration`, `experimental.set_memory_growth`,
+`experimental.get_memory_info`, `gpu.set_per_process_memory_fraction`, ...) and
+`tf.debugging.set_log_device_placement`. Anything else raises an error naming what is missing.
 """
 struct TFModule end
 const tf = TFModule()
@@ -221,9 +225,15 @@ function Base.getproperty(::TFModule, s::Symbol)
     s === :constant && return tf_constant
     s === :matmul && return matmul
     s === :add_n && return add_n
-    invalid("Oxiflow's `tf` object has no `tf.$s` (it offers device, colocate_with, name_scope, NodeDef, GraphKeys, constant, matmul, add_n)")
+    s === :config && return TF_CONFIG
+    s === :debugging && return TF_DEBUGGING
+    s === :ConfigProto && return ConfigProto
+    s === :GPUOptions && return GPUOptions
+    s === :Session && return Session
+    invalid("Oxiflow's `tf` object has no `tf.$s` (it offers device, colocate_with, name_scope, NodeDef, GraphKeys, constant, matmul, add_n, config, debugging, ConfigProto, GPUOptions, Session)")
 end
-Base.propertynames(::TFModule) = (:device, :colocate_with, :name_scope, :NodeDef, :GraphKeys, :constant, :matmul, :add_n)
+Base.propertynames(::TFModule) = (:device, :colocate_with, :name_scope, :NodeDef, :GraphKeys, :constant, :matmul, :add_n,
+                                  :config, :debugging, :ConfigProto, :GPUOptions, :Session)
 
 """
     pybuiltin(name)

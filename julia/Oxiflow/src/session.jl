@@ -1,30 +1,46 @@
 # Sessions: running graphs, variables, profiles, devices.
 
 """
-    Session(; soft=false, log_device_placement=false, CPU=nothing, GPU=nothing,
-              inter=nothing, emulated_gpus=nothing)
+    Session(; soft, log_device_placement, CPU, GPU, inter, intra, emulated_gpus, gpu_options, config)
 
 A session over the default graph (ADCME's `Session`, TF1's `tf.Session(config=ConfigProto(...))`):
 `soft` (or `allow_soft_placement`) lets an impossible device request fall back to a
-supported device; `log_device_placement` prints TF's `Device mapping:` block and one line
-`name: (Op): device` per placed node; `CPU`/`GPU` set `device_count` (how many CPU
-devices to create / at most how many GPUs to use); `inter` is the number of worker
-threads; `emulated_gpus` overrides `ENV["OXIFLOW_EMULATED_GPUS"]`. Variables live in the
-session and keep their values between runs.
+supported device; `log_device_placement` prints TF's `Device mapping:` block, one line
+`name: (Op): device` per placed node and, at each run, `Executing op <Op> in device <d>`
+lines; `CPU`/`GPU` set `device_count` (how many logical CPU devices to create / at most
+how many GPUs to use); `inter` is the number of worker threads that run ops concurrently
+(`inter_op_parallelism_threads`; ADCME passes `intra` here by mistake, Oxiflow does not)
+and `intra` the threads one op may use (`intra_op_parallelism_threads`, recorded: the
+kernels run on one thread each today); `emulated_gpus` overrides
+`ENV["OXIFLOW_EMULATED_GPUS"]`; `gpu_options` is a [`GPUOptions`](@ref) (or a named tuple
+of its fields: `allow_growth`, `per_process_gpu_memory_fraction`, `visible_device_list`).
+`config` takes a `tf.ConfigProto(...)` instead of the keywords.
+
+Keywords not given take the process-wide defaults set by `set_soft_device_placement`,
+`set_log_device_placement`, `set_memory_growth`, `set_memory_fraction` and
+`set_logical_device_configuration` (TF1's defaults when none was called).
+
+Errors: an invalid `CUDA_VISIBLE_DEVICES` or `visible_device_list` entry, a memory fraction
+outside (0, 1]. Variables live in the session and keep their values between runs.
 """
 mutable struct Session
     ptr::Ptr{Cvoid}
     graph::Graph
-    function Session(; soft::Bool=false, allow_soft_placement=nothing, log_device_placement::Bool=false,
-                     CPU=nothing, GPU=nothing, inter=nothing, intra=nothing, emulated_gpus=nothing)
-        opts = Pair{String,Any}["allow_soft_placement" => (allow_soft_placement === nothing ? soft : Bool(allow_soft_placement)),
-                                "log_device_placement" => log_device_placement]
+    function Session(; soft=nothing, allow_soft_placement=nothing, log_device_placement=nothing,
+                     CPU=nothing, GPU=nothing, inter=nothing, intra=nothing, emulated_gpus=nothing,
+                     gpu_options=nothing, config=nothing)
+        opts = config === nothing ? Pair{String,Any}[] : config_pairs(config)
+        s_ = allow_soft_placement === nothing ? soft : allow_soft_placement
+        s_ === nothing || push!(opts, "allow_soft_placement" => Bool(s_))
+        log_device_placement === nothing || push!(opts, "log_device_placement" => Bool(log_device_placement))
         CPU === nothing || push!(opts, "CPU" => Int(CPU))
         GPU === nothing || push!(opts, "GPU" => Int(GPU))
         inter === nothing || push!(opts, "inter_op_threads" => Int(inter))
+        intra === nothing || push!(opts, "intra_op_threads" => Int(intra))
         emulated_gpus === nothing || push!(opts, "emulated_gpus" => Int(emulated_gpus))
+        gpu_options === nothing || push!(opts, "gpu_options" => gpu_options_dict(gpu_options))
         g = get_default_graph()
-        s = new(oxf_session_new(g, attrs_json(opts)), g)
+        s = new(oxf_session_new(g, isempty(opts) ? "{}" : attrs_json(opts)), g)
         finalizer(s) do x
             x.ptr == C_NULL || oxf_session_free(x.ptr)
             x.ptr = C_NULL
@@ -210,13 +226,16 @@ assigned_device(sess::Session, t::Tensor) = oxf_session_assigned_device(sess, ge
     list_devices(; kwargs...)
 
 The devices a `Session(; kwargs...)` would have: named tuples `(name, type, kind,
-description)`, `kind` being `"cpu"`, `"emulated"` (a GPU emulated in host memory) or `"cuda"`.
+description, memory_limit)`, `kind` being `"cpu"`, `"emulated"` (a GPU emulated in host
+memory) or `"cuda"`, `memory_limit` the bytes a GPU's tensors may take (0 for CPUs).
 """
 function list_devices(; emulated_gpus=nothing)
     opts = emulated_gpus === nothing ? "{}" : "{\"emulated_gpus\":$(Int(emulated_gpus))}"
-    return [(name=String(f[1]), type=String(f[2]), kind=String(f[3]), description=String(f[4]))
-            for f in split.(splitlines(oxf_list_devices(opts)), '\t')]
+    return device_tuples(oxf_list_devices(opts))
 end
+
+device_tuples(text) = [(name=String(f[1]), type=String(f[2]), kind=String(f[3]), description=String(f[4]),
+                        memory_limit=parse(Int64, f[5])) for f in split.(splitlines(text), '\t')]
 
 """
     list_physical_devices(kind="all")

@@ -229,6 +229,7 @@ end
 
 include("profile.jl")
 include("placement.jl")
+include("config.jl")
 include("shapes.jl")
 include("dense.jl")
 include("derivatives.jl")

@@ -1,0 +1,265 @@
+//! Process-wide device configuration, TF2's `tf.config` calls: soft placement, placement
+//! logging, memory growth, a memory fraction and logical (virtual) devices, set before the
+//! runtime is initialized and used as the defaults of every session created afterwards
+//! ([`SessionOptions::from_process_defaults`]). As in TF (`context.py`), physical-device
+//! settings are refused once the runtime is initialized (here: once a session was created
+//! from the process defaults or the logical devices were listed), while the soft-placement
+//! and logging switches may change at any time.
+//!
+//! Physical devices are `/physical_device:CPU:0` and `/physical_device:GPU:k` for each GPU
+//! `CUDA_VISIBLE_DEVICES` shows (emulated GPUs, `OXIFLOW_EMULATED_GPUS=N`, count as physical).
+
+use crate::device::emulated_gpus_from_env;
+use crate::device_config::{cuda_visible_devices, GpuOptions, CUDA_VISIBLE_DEVICES};
+use crate::error::{OxiflowError, Result};
+use crate::session::SessionOptions;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// What the `tf.config` calls have set.
+#[derive(Clone, Debug, Default)]
+struct ProcessConfig {
+    soft_device_placement: Option<bool>,
+    log_device_placement: Option<bool>,
+    /// by physical GPU index
+    memory_growth: BTreeMap<usize, bool>,
+    memory_fraction: Option<f64>,
+    /// `set_logical_device_configuration(CPU:0, [...])`: this many logical CPUs
+    logical_cpus: Option<usize>,
+    /// by physical GPU index: one memory limit (MiB) per virtual GPU
+    virtual_gpus: BTreeMap<usize, Vec<u64>>,
+    initialized: bool,
+}
+
+static CONFIG: Mutex<Option<ProcessConfig>> = Mutex::new(None);
+
+fn config() -> MutexGuard<'static, Option<ProcessConfig>> {
+    CONFIG.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn with<T>(f: impl FnOnce(&mut ProcessConfig) -> T) -> T {
+    let mut g = config();
+    f(g.get_or_insert_with(ProcessConfig::default))
+}
+
+/// A physical device as `tf.config.list_physical_devices` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhysicalDevice {
+    /// `/physical_device:GPU:0`
+    pub name: String,
+    /// `CPU` or `GPU`
+    pub device_type: String,
+    /// Index among the devices of its type (for a GPU: the CUDA-visible index).
+    pub index: usize,
+    /// For a GPU, the physical (emulated) GPU behind it, after `CUDA_VISIBLE_DEVICES`.
+    pub physical: usize,
+}
+
+/// `tf.config.list_physical_devices()`: CPU:0 then the GPUs `CUDA_VISIBLE_DEVICES` shows,
+/// in its order. Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
+pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
+    let present = emulated_gpus_from_env()?;
+    let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
+    let visible = cuda_visible_devices(env.as_deref(), present)?;
+    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0 }];
+    for (k, &p) in visible.iter().enumerate() {
+        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p });
+    }
+    Ok(v)
+}
+
+/// Finds a physical device by its name (`/physical_device:GPU:0`; `GPU:0` and
+/// `/device:GPU:0` are accepted too).
+fn physical(name: &str) -> Result<PhysicalDevice> {
+    let short = name.trim().trim_start_matches("/physical_device:").trim_start_matches("/device:").to_ascii_uppercase();
+    physical_devices()?
+        .into_iter()
+        .find(|d| format!("{}:{}", d.device_type, d.index) == short)
+        .ok_or_else(|| OxiflowError::InvalidArgument(format!("Unrecognized device: {name} (physical devices: {})", names())))
+}
+
+fn names() -> String {
+    physical_devices().map(|v| v.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+}
+
+fn check_not_initialized(c: &ProcessConfig, what: &str) -> Result<()> {
+    if c.initialized {
+        return Err(OxiflowError::FailedPrecondition(format!("{what} cannot be modified after being initialized")));
+    }
+    Ok(())
+}
+
+/// `tf.config.set_soft_device_placement`: the default `allow_soft_placement` of new sessions.
+pub fn set_soft_device_placement(on: bool) {
+    with(|c| c.soft_device_placement = Some(on));
+}
+
+/// `tf.config.get_soft_device_placement` (false until set: TF1 sessions' default).
+pub fn soft_device_placement() -> bool {
+    with(|c| c.soft_device_placement.unwrap_or(false))
+}
+
+/// `tf.debugging.set_log_device_placement`: the default `log_device_placement` of new sessions.
+pub fn set_log_device_placement(on: bool) {
+    with(|c| c.log_device_placement = Some(on));
+}
+
+/// Whether placement logging is on for new sessions.
+pub fn log_device_placement() -> bool {
+    with(|c| c.log_device_placement.unwrap_or(false))
+}
+
+/// `tf.config.experimental.set_memory_growth(device, on)`. Errors (TF's): not a GPU, virtual
+/// devices configured on it, the runtime already initialized, an unknown device.
+pub fn set_memory_growth(device: &str, on: bool) -> Result<()> {
+    let d = physical(device)?;
+    if d.device_type != "GPU" {
+        return Err(OxiflowError::InvalidArgument(format!("Cannot set memory growth on non-GPU devices ({})", d.name)));
+    }
+    with(|c| {
+        if c.virtual_gpus.contains_key(&d.index) {
+            return Err(OxiflowError::InvalidArgument(format!(
+                "Cannot set memory growth on device when virtual devices configured ({})",
+                d.name
+            )));
+        }
+        check_not_initialized(c, "Physical devices")?;
+        c.memory_growth.insert(d.index, on);
+        Ok(())
+    })
+}
+
+/// `tf.config.experimental.get_memory_growth(device)`.
+pub fn memory_growth(device: &str) -> Result<bool> {
+    let d = physical(device)?;
+    Ok(with(|c| c.memory_growth.get(&d.index).copied().unwrap_or(false)))
+}
+
+/// `tf.config.gpu.set_per_process_memory_fraction(f)` (TF 2.0's API; TF1's
+/// `per_process_gpu_memory_fraction`): each GPU's limit is `f` of its memory. `0 < f <= 1`.
+pub fn set_memory_fraction(f: f64) -> Result<()> {
+    crate::device_config::memory_limit(1 << 30, Some(f))?;
+    with(|c| {
+        check_not_initialized(c, "Physical devices")?;
+        c.memory_fraction = Some(f);
+        Ok(())
+    })
+}
+
+/// The fraction set with [`set_memory_fraction`], if any.
+pub fn memory_fraction() -> Option<f64> {
+    with(|c| c.memory_fraction)
+}
+
+/// One entry of `tf.config.set_logical_device_configuration`: a memory limit in MiB (required
+/// for a GPU, not allowed for a CPU).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogicalDeviceConfiguration {
+    pub memory_limit_mb: Option<u64>,
+}
+
+/// `tf.config.set_logical_device_configuration(device, configs)`: splits CPU:0 into
+/// `configs.len()` logical CPUs, or a GPU into one virtual GPU per entry, each with its
+/// memory limit. Errors (TF's): a GPU entry without `memory_limit`, a CPU entry with one,
+/// memory growth already set on the GPU, an empty list, the runtime already initialized.
+pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceConfiguration]) -> Result<()> {
+    let d = physical(device)?;
+    if configs.is_empty() {
+        return Err(OxiflowError::InvalidArgument(format!("set_logical_device_configuration: no logical devices given for {}", d.name)));
+    }
+    with(|c| {
+        check_not_initialized(c, "Virtual devices")?;
+        if d.device_type == "CPU" {
+            if configs.iter().any(|x| x.memory_limit_mb.is_some()) {
+                return Err(OxiflowError::InvalidArgument("Setting memory limit on CPU virtual devices is currently not supported".into()));
+            }
+            c.logical_cpus = Some(configs.len());
+        } else {
+            let mut limits = Vec::new();
+            for x in configs {
+                match x.memory_limit_mb {
+                    Some(mb) if mb > 0 => limits.push(mb),
+                    _ => return Err(OxiflowError::InvalidArgument("Setting memory limit is required for GPU virtual devices".into())),
+                }
+            }
+            if c.memory_growth.get(&d.index).copied().unwrap_or(false) {
+                return Err(OxiflowError::InvalidArgument(format!(
+                    "Cannot set memory growth on device when virtual devices configured ({})",
+                    d.name
+                )));
+            }
+            c.virtual_gpus.insert(d.index, limits);
+        }
+        Ok(())
+    })
+}
+
+/// `tf.config.get_logical_device_configuration(device)`: the configured split, empty when none.
+pub fn logical_device_configuration(device: &str) -> Result<Vec<LogicalDeviceConfiguration>> {
+    let d = physical(device)?;
+    Ok(with(|c| {
+        if d.device_type == "CPU" {
+            vec![LogicalDeviceConfiguration::default(); c.logical_cpus.unwrap_or(0)]
+        } else {
+            c.virtual_gpus.get(&d.index).map(|v| v.iter().map(|&mb| LogicalDeviceConfiguration { memory_limit_mb: Some(mb) }).collect()).unwrap_or_default()
+        }
+    }))
+}
+
+/// Marks the runtime initialized (a session was created from the process defaults, or the
+/// logical devices were listed): physical-device settings are refused from now on.
+pub fn mark_initialized() {
+    with(|c| c.initialized = true);
+}
+
+/// Whether the runtime is initialized.
+pub fn is_initialized() -> bool {
+    with(|c| c.initialized)
+}
+
+/// Forgets every setting and the initialized state (tests, notebooks). Sessions already
+/// created keep their devices.
+pub fn reset() {
+    *config() = None;
+}
+
+impl SessionOptions {
+    /// Options from the process-wide settings above: soft placement, logging, and the GPU
+    /// options (memory growth, fraction, virtual devices) and logical CPUs. Errors (TF's):
+    /// memory growth set differently on two GPUs (`Memory growth cannot differ between GPU
+    /// devices`), a memory fraction together with virtual devices.
+    pub fn from_process_defaults() -> Result<SessionOptions> {
+        let c = with(|c| c.clone());
+        // TF: every visible GPU's setting, unset ones being false, must agree
+        let gpus = physical_devices().map(|v| v.iter().filter(|d| d.device_type == "GPU").count()).unwrap_or(0);
+        let growth: Vec<bool> = if c.memory_growth.is_empty() {
+            Vec::new()
+        } else {
+            (0..gpus.max(c.memory_growth.keys().last().map_or(0, |k| k + 1))).map(|k| c.memory_growth.get(&k).copied().unwrap_or(false)).collect()
+        };
+        if growth.windows(2).any(|w| w[0] != w[1]) {
+            return Err(OxiflowError::InvalidArgument("Memory growth cannot differ between GPU devices".into()));
+        }
+        if c.memory_fraction.is_some() && !c.virtual_gpus.is_empty() {
+            return Err(OxiflowError::InvalidArgument(
+                "A per-process memory fraction cannot be combined with virtual devices (set memory limits on the logical devices instead)".into(),
+            ));
+        }
+        let mut virtual_devices_mb = Vec::new();
+        if let Some(&last) = c.virtual_gpus.keys().last() {
+            virtual_devices_mb = (0..=last).map(|k| c.virtual_gpus.get(&k).cloned().unwrap_or_default()).collect();
+        }
+        Ok(SessionOptions {
+            allow_soft_placement: c.soft_device_placement.unwrap_or(false),
+            log_device_placement: c.log_device_placement.unwrap_or(false),
+            cpu_count: c.logical_cpus,
+            gpu_options: GpuOptions {
+                allow_growth: growth.first().copied().unwrap_or(false),
+                per_process_gpu_memory_fraction: c.memory_fraction,
+                visible_device_list: None,
+                virtual_devices_mb,
+            },
+            ..SessionOptions::default()
+        })
+    }
+}

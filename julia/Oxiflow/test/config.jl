@@ -1,0 +1,98 @@
+# Device configuration as users meet it (issue 4): Session options and ConfigProto, TF2's
+# process-wide tf.config calls, memory accounting on emulated GPUs, Executing-op lines and
+# explain_placement. Oracles: TF's documented behaviour (tf-placement.md §3, §6) and byte
+# counts from the arrays' sizes. Process-wide settings are reset before and after.
+
+"""Runs `f()`, returning its value and what it printed."""
+function captured(f)
+    path, io = mktemp()
+    r = redirect_stdout(f, io)
+    close(io)
+    return r, read(path, String)
+end
+
+@testset "device configuration" begin
+    Oxiflow.reset_device_configuration()
+    use_emulated_gpus(2)
+    try
+        # Session keywords and ConfigProto
+        reset_default_graph()
+        x = constant(ones(100))
+        y = sin(x)
+        s = Session(inter=3, intra=2)
+        @test session_threads(s) == (inter=3, intra=2)           # inter is not taken from intra (ADCME's bug)
+        @test session_threads(Session(intra=5)).intra == 5
+        s = Session(gpu_options=(per_process_gpu_memory_fraction=0.25, allow_growth=true))
+        @test run(s, y) ≈ sin.(ones(100))
+        m = memory_info(s, "GPU:0")
+        @test m.limit == floor(Int, 0.25 * 16 * 2^30)
+        @test m.peak == 1600 && m.current == 0 && m.reserved == 2 * 2^20
+        c = tf.ConfigProto(allow_soft_placement=true, device_count=Dict("GPU" => 1))
+        c.gpu_options.visible_device_list = "1"
+        s = tf.Session(config=c)
+        gpus = [d for d in split(Oxiflow.oxf_session_devices(s), '\n') if occursin("GPU", d)]
+        @test length(gpus) == 1 && occursin("emulated:1", gpus[1])
+        c.gpu_options.visible_device_list = "4"
+        e = try; Session(config=c); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("visible_device_list", e.msg) && occursin("'4'", e.msg)
+        @test_throws OxiflowError memory_info(s, "CPU:0")
+
+        # over the limit: ResourceExhausted naming device, request and bytes in use; usable after
+        Oxiflow.reset_device_configuration()
+        set_logical_device_configuration(tf.config.list_physical_devices("GPU")[1],
+                                         [LogicalDeviceConfiguration(memory_limit=1), LogicalDeviceConfiguration(memory_limit=2)])
+        @test [c.memory_limit for c in get_logical_device_configuration("/physical_device:GPU:0")] == [1, 2]
+        @test [d.name for d in list_logical_devices("GPU")] == ["/device:GPU:0", "/device:GPU:1", "/device:GPU:2"]
+        e = try; set_memory_growth(tf.config.list_physical_devices("GPU")[2], true); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("cannot be modified after being initialized", e.msg)
+        reset_default_graph()
+        big = sin(constant(ones(400, 400)))                     # 1.28 MB per tensor, 1 MiB limit
+        s = Session()
+        e = try; run(s, big); nothing; catch err; err; end
+        @test e isa OxiflowError && e.kind == "ResourceExhaustedError"
+        @test occursin("/device:GPU:0", e.msg) && occursin("1280000 bytes", e.msg)
+        @test run(s, sin(constant(ones(10)))) ≈ sin.(ones(10))
+        @test memory_info(s, "GPU:0").current == 0
+        @test memory_info(s, "GPU:1").limit == 2 * 2^20
+        @test tf.config.experimental.get_memory_info("GPU:0")["peak"] == 160
+
+        # process-wide switches: defaults of new sessions, logging prints placement and executions
+        Oxiflow.reset_device_configuration()
+        reset_default_graph()
+        @gpu 2 begin                                            # two GPUs: GPU:2 does not exist
+            global far = cos(constant(0.5))
+        end
+        @test_throws OxiflowError run(Session(), far)
+        tf.config.set_soft_device_placement(true)
+        @test get_soft_device_placement()
+        @test run(Session(), far) ≈ cos(0.5)
+        @test_throws OxiflowError run(Session(soft=false), far)  # an explicit keyword wins
+        tf.debugging.set_log_device_placement(true)
+        v, out = captured(() -> run(Session(emulated_gpus=1), far))
+        @test occursin("Cos: (Cos): $GPU0", out) && occursin("Executing op Cos in device $GPU0", out)
+        tf.debugging.set_log_device_placement(false)
+        @test_throws OxiflowError tf.config.experimental.set_memory_growth(tf.config.list_physical_devices("CPU")[1], true)
+        @test tf.config.list_physical_devices("GPU")[1] isa PhysicalDevice
+
+        # explain_placement
+        Oxiflow.reset_device_configuration()
+        reset_default_graph()
+        x = constant(0.5)
+        @gpu begin
+            global a = sin(x)
+        end
+        k = constant([1, 2]) + constant([3, 4])
+        b = colocate_with(() -> exp(a), a)
+        s = Session()
+        run(s, [a, k, b])
+        @test occursin("rule: own request: a device scope asked for /device:GPU:0", explain_placement(s, a))
+        @test occursin("rule: kernel availability", explain_placement(s, k))
+        @test occursin("rule: colocation group: it shares a device with $(a.op.name)", explain_placement(s, b))
+        @test occursin("rule: default", explain_placement(cos(x)))     # placed on demand in the last session
+        r = placement_report(s)
+        @test occursin("$(k.op.name) (Add) on $CPU0", r)
+    finally
+        Oxiflow.reset_device_configuration()
+        use_emulated_gpus(1)
+    end
+end
