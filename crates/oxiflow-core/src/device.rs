@@ -38,6 +38,7 @@ pub struct DeviceAttributes {
 
 /// A device the executor runs kernels on.
 pub trait Device: Send + Sync {
+    /// Name, type and description (TF's `DeviceAttributes`).
     fn attributes(&self) -> &DeviceAttributes;
     /// Runs the node's kernel on this device.
     fn compute(&self, ctx: &KernelCtx) -> Result<Outputs>;

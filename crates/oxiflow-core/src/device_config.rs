@@ -103,8 +103,11 @@ pub struct MemoryAccount {
 /// A snapshot of a [`MemoryAccount`], bytes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
+    /// Bytes of live tensors on the device now.
     pub bytes_in_use: u64,
+    /// Largest `bytes_in_use` so far.
     pub peak_bytes_in_use: u64,
+    /// Most the device may hold (fraction of total, or the virtual device's limit).
     pub bytes_limit: u64,
     /// Taken from the device so far: grows with use under `allow_growth` (in doubling
     /// regions from 2 MiB, as the BFC allocator does), the whole limit otherwise.

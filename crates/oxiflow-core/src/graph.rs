@@ -92,6 +92,8 @@ pub struct NodeDef {
 /// A user device function: receives the node being created, returns a device string
 /// (which replaces the node's device wholesale, as in TF) or an error message.
 pub trait DeviceFunction: Send + Sync {
+    /// The device string for `node` (`NodeDef` with the device merged so far), or an error
+    /// message that becomes `OxiflowError::DeviceFunction` naming the node and op.
     fn call(&self, node: &NodeDef) -> std::result::Result<String, String>;
 }
 

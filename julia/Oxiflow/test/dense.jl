@@ -121,16 +121,6 @@ end
     end
 end
 
-# Central finite differences of a Julia function of a matrix.
-function fd_grad(f, X; h=1e-6)
-    G = similar(X)
-    for i in eachindex(X)
-        E = zeros(size(X)); E[i] = h
-        G[i] = (f(X + E) - f(X - E)) / 2h
-    end
-    return G
-end
-
 @testset "dense API: gradients match finite differences ($dev)" for (dev, mk) in SESSIONS
     reset_default_graph()
     X0 = [0.4 -0.9 1.3; 0.7 0.2 -1.6; -0.5 1.1 0.8]

@@ -2,13 +2,6 @@
 # central finite differences in Float64, on the CPU and on an emulated GPU;
 # gradient_magnitude, gradients_colocate, independent.
 
-# Central finite-difference Jacobian of f: R^n -> R^m (or R) at x.
-function fd_jacobian(f, x; h=1e-5)
-    cols = [(f(x + h * ((1:length(x)) .== j)) - f(x - h * ((1:length(x)) .== j))) / 2h for j in 1:length(x)]
-    return hcat([vcat(c...) for c in cols]...)
-end
-fd_gradient(f, x) = vec(fd_jacobian(f, x))
-
 @testset "derivatives" begin
 
 A0 = [0.4 -1.2 0.3; 0.7 0.5 -0.6]

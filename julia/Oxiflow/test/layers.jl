@@ -6,15 +6,6 @@ using Statistics
 
 const LAYER_SESSIONS = (("CPU", () -> Session(GPU=0)), ("emulated GPU", () -> Session()))
 
-function fd_central(f, X; h=1e-6)
-    G = zeros(size(X))
-    for i in eachindex(X)
-        E = zeros(size(X)); E[i] = h
-        G[i] = (f(X + E) - f(X - E)) / 2h
-    end
-    return G
-end
-
 jl_bn(X, g, b, m, v; eps=1e-3) = (X .- m') ./ sqrt.(v' .+ eps) .* g' .+ b'
 jl_bn_train(X, g, b) = jl_bn(X, g, b, vec(mean(X; dims=1)), vec(var(X; dims=1, corrected=false)))
 function jl_xent(L, Y)
@@ -75,8 +66,8 @@ end
     s = mk(); init(s)
     run(s, [assign(gamma, g0), assign(beta, b0)])
     gx, gg, gb = run(s, gs)
-    @test gx ≈ fd_central(X -> sum(jl_bn_train(X, g0, b0) .* W), X0) rtol = 1e-6
-    @test gg ≈ vec(fd_central(g -> sum(jl_bn_train(X0, vec(g), b0) .* W), reshape(g0, 1, 3))) rtol = 1e-6
+    @test gx ≈ fd_grad(X -> sum(jl_bn_train(X, g0, b0) .* W), X0) rtol = 1e-6
+    @test gg ≈ vec(fd_grad(g -> sum(jl_bn_train(X0, vec(g), b0) .* W), reshape(g0, 1, 3))) rtol = 1e-6
     @test gb ≈ vec(sum(W; dims=1))
     upd = get_collection(UPDATE_OPS)
     run(s, upd)
@@ -110,7 +101,7 @@ end
     @test all(isfinite, bv) && bv ≈ jl_xent(L0 .* 1000, Y)
     P = exp.(L0) ./ sum(exp.(L0); dims=2)
     @test run(s, g) ≈ P - Y                                      # TF's gradient: softmax - labels
-    @test run(s, gw) ≈ fd_central(L -> sum(jl_xent(L, Y) .* W), L0) rtol = 1e-6
+    @test run(s, gw) ≈ fd_grad(L -> sum(jl_xent(L, Y) .* W), L0) rtol = 1e-6
     p = exp.([0.4, -1.3, 2.1, 0.2]); p ./= sum(p)
     @test run(s, h) ≈ Diagonal(p) - p * p'                       # second derivatives work
     e = try; softmax_cross_entropy_with_logits(ones(2, 4), lg); nothing; catch err; err; end

@@ -4,6 +4,7 @@ using Test
 using Oxiflow
 using LinearAlgebra
 include("json.jl")
+include("fd.jl")
 
 const CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 const GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"

@@ -171,12 +171,14 @@ pub(crate) fn require_numeric(ctx: &InferCtx, d: DType) -> Result<()> {
     }
 }
 
-fn infer_unary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+/// Shape function of unary ops on any numeric dtype (not Bool): output = input.
+pub(crate) fn infer_unary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     require_numeric(ctx, ctx.inputs[0].dtype)?;
     infer_same(ctx)
 }
 
-fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+/// Shape function of broadcasting binary ops on a numeric dtype (not Bool).
+pub(crate) fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let out = infer_binary_broadcast(ctx)?;
     require_numeric(ctx, out[0].dtype)?;
     Ok(out)

@@ -94,12 +94,19 @@ impl fmt::Display for AttrValue {
 
 /// Typed attribute access with errors that name the op and the attribute.
 pub trait AttrsExt {
+    /// Int attr `k` of op `op`; `InvalidArgument` naming both when missing or not an int.
     fn get_int(&self, op: &str, k: &str) -> Result<i64>;
+    /// Bool attr `k`, or `default` when absent (TF's attr defaults, e.g. `transpose_a`).
     fn get_bool_or(&self, k: &str, default: bool) -> bool;
+    /// List-of-ints attr (`axis`, `perm`); a single int or a shape is accepted too.
     fn get_ints(&self, op: &str, k: &str) -> Result<Vec<i64>>;
+    /// Dtype attr (`DstT`, `dtype`), as a dtype or its TF name.
     fn get_type(&self, op: &str, k: &str) -> Result<DType>;
+    /// Shape attr (non-negative dims).
     fn get_shape(&self, op: &str, k: &str) -> Result<Vec<usize>>;
+    /// Tensor attr (`Const`'s `value`).
     fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor>;
+    /// Float attr (`alpha`); an int is widened.
     fn get_float(&self, op: &str, k: &str) -> Result<f64>;
 }
 

@@ -11,7 +11,7 @@
 
 use super::array::reduce_sum;
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
-use super::math::{def, map_float, require_numeric, zip2, Arith};
+use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, zip2, Arith};
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
@@ -30,17 +30,6 @@ fn scale(g: &mut Graph, dy: Output, v: f64) -> Result<Output> {
 }
 
 // ---------------------------------------------------------------- shape functions
-
-fn infer_unary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    require_numeric(ctx, ctx.inputs[0].dtype)?;
-    infer_same(ctx)
-}
-
-fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let out = infer_binary_broadcast(ctx)?;
-    require_numeric(ctx, out[0].dtype)?;
-    Ok(out)
-}
 
 fn infer_compare(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let out = infer_binary_numeric(ctx)?;

@@ -19,8 +19,9 @@ pub struct DeviceSummary {
     pub busy_us: f64,
     /// The step's span minus `busy_us`.
     pub idle_us: f64,
-    /// Copies into this device (`_Recv` steps on it) and their bytes.
+    /// Copies into this device (`_Recv` steps on it).
     pub copies_in: usize,
+    /// Bytes of those copies.
     pub copy_bytes_in: u64,
     /// Time copies into this device took (union of their intervals).
     pub copy_us: f64,
@@ -32,9 +33,13 @@ pub struct DeviceSummary {
 /// One kernel, for the "top ops by time" list.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpTime {
+    /// Node name.
     pub name: String,
+    /// Op type.
     pub op: String,
+    /// Full device name.
     pub device: String,
+    /// Duration, µs.
     pub dur_us: f64,
 }
 
@@ -43,11 +48,13 @@ pub struct OpTime {
 pub struct ProfileSummary {
     /// From the first event's start to the last event's end, µs.
     pub span_us: f64,
+    /// One entry per device of the trace, in trace order.
     pub devices: Vec<DeviceSummary>,
     /// The 10 longest kernels, longest first (ties: by name).
     pub top_ops: Vec<OpTime>,
     /// All cross-device copies of the step and their bytes.
     pub copies: usize,
+    /// Bytes of those copies.
     pub copy_bytes: u64,
 }
 
