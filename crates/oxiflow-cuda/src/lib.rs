@@ -1,0 +1,15 @@
+//! # oxiflow-cuda
+//!
+//! Oxiflow's CUDA device (DESIGN.md, "Layers"): real GPUs behind the core's
+//! [`oxiflow_core::device::Device`] trait.
+//!
+//! - [`probe`]: is a CUDA driver library present? Asked before any cudarc call, because
+//!   cudarc's dynamic loader panics when `libcuda` is missing.
+//!
+//! Everything here builds and its tests run on machines without CUDA (cudarc with
+//! `dynamic-loading`); tests that need a GPU print that they were skipped.
+
+pub mod error;
+pub mod probe;
+
+pub use error::{CudaError, CudaResult};
