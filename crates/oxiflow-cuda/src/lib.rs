@@ -5,11 +5,13 @@
 //!
 //! - [`probe`]: is a CUDA driver library present? Asked before any cudarc call, because
 //!   cudarc's dynamic loader panics when `libcuda` is missing.
+//! - [`launch`]: the contract between the device and the per-family kernel launchers.
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with
 //! `dynamic-loading`); tests that need a GPU print that they were skipped.
 
 pub mod error;
+pub mod launch;
 pub mod probe;
 
 pub use error::{CudaError, CudaResult};

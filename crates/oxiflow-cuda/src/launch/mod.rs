@@ -1,0 +1,158 @@
+//! Launching an op's CUDA kernel: the contract between the device ([`crate::device`]) and
+//! the per-family launchers. The device owns memory, streams and the compiled kernel
+//! library; a launcher only turns a node (op, attrs, static shapes) and device pointers
+//! into kernel launches (or cuBLAS calls) on the given stream.
+//!
+//! Conventions every launcher follows:
+//! - tensors are contiguous and row-major ([`DevArg`]); outputs are allocated by the
+//!   device from the node's static output types before the launch;
+//! - kernel entry points are named `{op}_{dtype}` in snake case (`real_div_f32`,
+//!   `sum_f64`), dtype one of `f32 f64 i32 i64 bool`; a launcher may use further helper
+//!   entries with that prefix (`sum_f32_partial`);
+//! - shape and stride metadata travels by value in `#[repr(C)]` structs of at most
+//!   [`MAX_RANK`] dimensions (no device allocation for it);
+//! - work is only enqueued: the launcher never synchronizes the stream.
+//!
+//! Ops that move no data (`Identity`, `Reshape`, `Squeeze`, `ExpandDims`,
+//! `StopGradient`) and state ops (`Const`, `Placeholder`, `VariableV2`, `Assign`, `NoOp`)
+//! are handled by the device itself and have no launcher ([`DEVICE_HANDLED`]).
+
+use crate::error::CudaResult;
+use cudarc::driver::{CudaFunction, CudaStream};
+use oxiflow_core::graph::Node;
+use oxiflow_core::DType;
+use std::sync::Arc;
+
+pub mod compute;
+pub mod movement;
+
+/// Highest rank a kernel's shape metadata holds (TF's GPU kernels use 8 as well for
+/// transposes and broadcasts).
+pub const MAX_RANK: usize = 8;
+
+/// Ops with a GPU kernel flag that the device runs without a launcher: no data movement
+/// (buffer aliasing with a new shape) or session state.
+pub const DEVICE_HANDLED: &[&str] = &[
+    "Const",
+    "Placeholder",
+    "PlaceholderWithDefault",
+    "VariableV2",
+    "Assign",
+    "NoOp",
+    "Identity",
+    "Reshape",
+    "Squeeze",
+    "ExpandDims",
+    "StopGradient",
+];
+
+/// A tensor in device memory as a kernel sees it: `ptr` is the `CUdeviceptr` of its first
+/// element, elements contiguous in row-major order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevArg {
+    pub ptr: u64,
+    pub dtype: DType,
+    pub dims: Vec<usize>,
+}
+
+impl DevArg {
+    /// Number of elements (1 for a scalar).
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+    /// `true` when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Bytes of element data.
+    pub fn num_bytes(&self) -> usize {
+        self.len() * self.dtype.size_of()
+    }
+}
+
+/// Temporary device memory for one launch (reduction partials, index tables): returned to
+/// the device's allocator when dropped. Frees are stream-ordered (one compute stream per
+/// device), so dropping right after enqueueing the kernels that use it is safe.
+pub trait Scratch {
+    /// `CUdeviceptr` of the block.
+    fn ptr(&self) -> u64;
+}
+
+/// What a launcher gets besides the node and its tensors.
+pub struct LaunchCtx<'a> {
+    /// Full device name (`/job:localhost/replica:0/task:0/device:GPU:0`), for errors.
+    pub device: &'a str,
+    /// The device's compute stream; launches are enqueued here.
+    pub stream: &'a Arc<CudaStream>,
+    /// Looks up a kernel entry point by name in the compiled kernel library; errors name the
+    /// entry and the kernel file.
+    pub function: &'a dyn Fn(&str) -> CudaResult<CudaFunction>,
+    /// cuBLAS handle bound to `stream` (`None` when libcublas could not be loaded; a
+    /// launcher that needs it returns [`crate::CudaError::Unsupported`]).
+    pub blas: Option<&'a cudarc::cublas::CudaBlas>,
+    /// Temporary device memory of the given size in bytes.
+    pub scratch: &'a dyn Fn(usize) -> CudaResult<Box<dyn Scratch + 'a>>,
+}
+
+/// Enqueues `node`'s computation: reads `inputs` (the node's data inputs in order, as the
+/// CPU kernel's `KernelCtx::inputs`), writes `outputs` (allocated by the device from
+/// `node.outputs`). Training ops (`Apply*`) update their variable's buffer, given as
+/// `inputs[0]`, in place.
+pub type Launcher = fn(&LaunchCtx, &Node, &[DevArg], &[DevArg]) -> CudaResult<()>;
+
+/// The launcher of an op type, `None` when the op has no CUDA launcher.
+pub fn launcher(op: &str) -> Option<Launcher> {
+    compute::launcher(op).or_else(|| movement::launcher(op))
+}
+
+/// Snake-case kernel entry name `{op}_{dtype}` (`RealDiv`, Float32 -> `real_div_f32`;
+/// `BatchMatMulV2` -> `batch_mat_mul_v2_f32`).
+pub fn entry_name(op: &str, dtype: DType) -> String {
+    let mut s = String::with_capacity(op.len() + 8);
+    let chars: Vec<char> = op.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_ascii_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            let prev_upper = i > 0 && chars[i - 1].is_ascii_uppercase();
+            if i > 0 && (prev_lower || (prev_upper && next_lower)) {
+                s.push('_');
+            }
+            s.push(c.to_ascii_lowercase());
+        } else {
+            // Lower-case letters and digits join what precedes them (`V2` -> `v2`).
+            s.push(c);
+        }
+    }
+    s.push('_');
+    s.push_str(dtype_suffix(dtype));
+    s
+}
+
+/// Kernel-name suffix of a dtype: `f32 f64 i32 i64 bool`.
+pub fn dtype_suffix(d: DType) -> &'static str {
+    match d {
+        DType::Float32 => "f32",
+        DType::Float64 => "f64",
+        DType::Int32 => "i32",
+        DType::Int64 => "i64",
+        DType::Bool => "bool",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_follow_the_design() {
+        assert_eq!(entry_name("Sin", DType::Float64), "sin_f64");
+        assert_eq!(entry_name("RealDiv", DType::Float32), "real_div_f32");
+        assert_eq!(entry_name("AddN", DType::Float32), "add_n_f32");
+        assert_eq!(entry_name("BatchMatMulV2", DType::Float64), "batch_mat_mul_v2_f64");
+        assert_eq!(entry_name("ApplyRMSProp", DType::Float32), "apply_rms_prop_f32");
+        assert_eq!(entry_name("Relu6", DType::Float32), "relu6_f32");
+        assert_eq!(entry_name("SelectV2", DType::Bool), "select_v2_bool");
+        assert_eq!(entry_name("GatherNd", DType::Int64), "gather_nd_i64");
+    }
+}
