@@ -4,6 +4,7 @@
 use crate::device_config::{MemoryAccount, MemoryStats};
 use crate::device_spec::DeviceSpec;
 use crate::error::{OxiflowError, Result};
+use crate::gpu_provider::GpuSource;
 use crate::ops::{GpuSupport, KernelCtx, Outputs};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -76,7 +77,10 @@ struct LiveBuffers {
 }
 
 fn buffer_key(t: &Tensor) -> usize {
-    crate::with_array!(t, a => a.as_ptr() as usize)
+    match t {
+        Tensor::Device(d) => d.buffer.ptr() as usize,
+        _ => crate::with_array!(t, a => a.as_ptr() as usize),
+    }
 }
 
 impl TensorMemory {
@@ -198,8 +202,9 @@ impl Device for CpuDevice {
         (ctx.node.op.kernel)(ctx)
     }
     fn copy_from(&self, t: &Tensor, src: &dyn Device) -> Result<Tensor> {
-        Ok(match src.attributes().kind {
-            DeviceKind::Cpu => t.clone(),
+        Ok(match (t, src.attributes().kind) {
+            (Tensor::Device(d), _) => d.to_host()?,
+            (_, DeviceKind::Cpu) => t.clone(),
             _ => t.deep_copy(),
         })
     }
@@ -277,7 +282,10 @@ impl Device for EmulatedGpu {
         Ok(outs)
     }
     fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
-        let c = t.deep_copy();
+        let c = match t {
+            Tensor::Device(d) => d.to_host()?,
+            _ => t.deep_copy(),
+        };
         self.memory.allocate(std::slice::from_ref(&c))?;
         self.copied.fetch_add(t.num_bytes(), Ordering::Relaxed);
         Ok(c)
@@ -381,8 +389,24 @@ impl DeviceSet {
         opts: &crate::device_config::GpuOptions,
         cuda_visible: Option<&str>,
     ) -> Result<DeviceSet> {
+        DeviceSet::configured_from(cpus, GpuSource::Emulated(physical_gpus), max_gpus, opts, cuda_visible)
+    }
+
+    /// [`DeviceSet::configured`] with GPUs from `source`: for real GPUs the driver has
+    /// applied `CUDA_VISIBLE_DEVICES` already (so `cuda_visible` is not applied again), each
+    /// GPU's total memory is its own, and the provider creates the devices.
+    pub fn configured_from(
+        cpus: usize,
+        source: GpuSource,
+        max_gpus: Option<usize>,
+        opts: &crate::device_config::GpuOptions,
+        cuda_visible: Option<&str>,
+    ) -> Result<DeviceSet> {
         use crate::device_config::{cuda_visible_devices, memory_limit, session_gpus};
-        let visible = cuda_visible_devices(cuda_visible, physical_gpus)?;
+        let visible = match source {
+            GpuSource::Emulated(n) => cuda_visible_devices(cuda_visible, n)?,
+            GpuSource::Real(p) => (0..p.gpus().len()).collect(),
+        };
         let mut gpus = session_gpus(&visible, opts.visible_device_list.as_deref())?;
         if let Some(m) = max_gpus {
             gpus.truncate(m);
@@ -394,7 +418,10 @@ impl DeviceSet {
         if gpus.is_empty() {
             return Ok(DeviceSet::from_devices(devices));
         }
-        let total = emulated_gpu_memory()?;
+        let emulated_total = match source {
+            GpuSource::Emulated(_) => emulated_gpu_memory()?,
+            GpuSource::Real(_) => 0,
+        };
         let has_virtual = opts.virtual_devices_mb.iter().any(|v| !v.is_empty());
         if has_virtual && opts.per_process_gpu_memory_fraction.is_some() {
             return Err(OxiflowError::InvalidArgument(
@@ -409,6 +436,10 @@ impl DeviceSet {
         let mut id = 0u32;
         for (k, &phys) in gpus.iter().enumerate() {
             let vis = visible.iter().position(|&v| v == phys).unwrap_or(k);
+            let total = match source {
+                GpuSource::Emulated(_) => emulated_total,
+                GpuSource::Real(p) => p.gpus()[phys].total_memory,
+            };
             let limits: Vec<u64> = match opts.virtual_devices_mb.get(k).filter(|v| !v.is_empty()) {
                 Some(mbs) => {
                     let want: u64 = mbs.iter().map(|&m| m << 20).sum();
@@ -424,7 +455,10 @@ impl DeviceSet {
                 None => vec![memory_limit(total, opts.per_process_gpu_memory_fraction)?],
             };
             for limit in limits {
-                devices.push(Arc::new(EmulatedGpu::with_memory(id, phys, vis, limit, growth)));
+                devices.push(match source {
+                    GpuSource::Emulated(_) => Arc::new(EmulatedGpu::with_memory(id, phys, vis, limit, growth)),
+                    GpuSource::Real(p) => p.create(id, phys, limit, growth)?,
+                });
                 id += 1;
             }
         }

@@ -56,11 +56,15 @@ pub struct PhysicalDevice {
 }
 
 /// `tf.config.list_physical_devices()`: CPU:0 then the GPUs `CUDA_VISIBLE_DEVICES` shows,
-/// in its order. Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
+/// in its order (emulated GPUs, or else the real ones of [`crate::gpu_provider`]). Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
 pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
     let present = emulated_gpus_from_env()?;
     let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
-    let visible = cuda_visible_devices(env.as_deref(), present)?;
+    let visible = match crate::gpu_provider::gpu_source(present) {
+        crate::gpu_provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n)?,
+        // the driver applied CUDA_VISIBLE_DEVICES to the real GPUs already
+        crate::gpu_provider::GpuSource::Real(p) => (0..p.gpus().len()).collect(),
+    };
     let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0 }];
     for (k, &p) in visible.iter().enumerate() {
         v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p });

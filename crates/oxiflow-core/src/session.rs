@@ -115,7 +115,8 @@ impl Session {
             Some(v) => Some(v.clone()),
             None => std::env::var(CUDA_VISIBLE_DEVICES).ok(),
         };
-        let devices = DeviceSet::configured(options.cpu_count.unwrap_or(1), present, options.gpu_count, &options.gpu_options, env.as_deref())?;
+        let source = crate::gpu_provider::gpu_source(present);
+        let devices = DeviceSet::configured_from(options.cpu_count.unwrap_or(1), source, options.gpu_count, &options.gpu_options, env.as_deref())?;
         let threads = options.inter_op_threads.unwrap_or(0);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

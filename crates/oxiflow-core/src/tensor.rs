@@ -5,9 +5,12 @@ use crate::error::{OxiflowError, Result};
 use crate::shape::Shape;
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 
-/// A dense tensor in host memory, row-major (TensorFlow order). Cloning shares the buffer.
-/// Emulated GPUs keep their tensors in host memory too; a copy between devices is a real
-/// copy of the buffer ([`Tensor::deep_copy`]).
+/// A dense tensor, row-major (TensorFlow order). Cloning shares the buffer.
+/// Host tensors hold an ndarray; emulated GPUs keep their tensors in host memory too, and a
+/// copy between devices is a real copy of the buffer ([`Tensor::deep_copy`]). Tensors in a
+/// real GPU's memory are [`Tensor::Device`]: only their device's kernels read them, and the
+/// executor copies them to the host (through [`DeviceBuffer::to_host`]) at every edge that
+/// leaves the device, so a host kernel never sees one.
 #[derive(Clone, Debug)]
 pub enum Tensor {
     F32(ArcArray<f32, IxDyn>),
@@ -15,6 +18,53 @@ pub enum Tensor {
     I32(ArcArray<i32, IxDyn>),
     I64(ArcArray<i64, IxDyn>),
     Bool(ArcArray<bool, IxDyn>),
+    /// Resident in a device's own memory (a CUDA GPU, `oxiflow-cuda`).
+    Device(DeviceTensor),
+}
+
+/// A buffer in a device's own memory, implemented by the device crate (`oxiflow-cuda`'s
+/// allocator blocks). Dropping the last reference returns the memory to the device.
+pub trait DeviceBuffer: Send + Sync + std::fmt::Debug + std::any::Any {
+    /// Full name of the device holding the buffer.
+    fn device(&self) -> &str;
+    /// Address of the first byte in the device's address space (`CUdeviceptr`).
+    fn ptr(&self) -> u64;
+    /// Size in bytes.
+    fn num_bytes(&self) -> usize;
+    /// Copies `dims` elements of `dtype`, row-major from the buffer's start, into a new host
+    /// tensor (waits for the device's pending work on the buffer). Errors name the device.
+    fn to_host(&self, dtype: DType, dims: &[usize]) -> Result<Tensor>;
+    /// For the owning device to recover its own buffer type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A tensor in device memory: dtype, row-major dims and the shared buffer (views with other
+/// dims, as `Reshape` makes, share it).
+#[derive(Clone, Debug)]
+pub struct DeviceTensor {
+    pub dtype: DType,
+    pub dims: Vec<usize>,
+    pub buffer: std::sync::Arc<dyn DeviceBuffer>,
+}
+
+impl DeviceTensor {
+    /// The tensor copied to the host.
+    pub fn to_host(&self) -> Result<Tensor> {
+        self.buffer.to_host(self.dtype, &self.dims)
+    }
+}
+
+/// What [`with_array!`] does with a device-resident tensor: host code reached one, which
+/// the executor's copies at device boundaries rule out (an internal invariant, not a user
+/// error).
+#[cold]
+pub fn device_resident(d: &DeviceTensor) -> ! {
+    panic!(
+        "internal error: a {} tensor of shape {:?} resident on {} reached host code; it must be copied to the host first",
+        d.dtype,
+        d.dims,
+        d.buffer.device()
+    )
 }
 
 /// Memory order of a flat buffer crossing the C ABI: Julia arrays are column-major,
@@ -36,6 +86,7 @@ macro_rules! with_array {
             $crate::tensor::Tensor::I32($a) => $body,
             $crate::tensor::Tensor::I64($a) => $body,
             $crate::tensor::Tensor::Bool($a) => $body,
+            $crate::tensor::Tensor::Device(d) => $crate::tensor::device_resident(d),
         }
     };
 }
@@ -82,12 +133,30 @@ impl Tensor {
             Tensor::I32(_) => DType::Int32,
             Tensor::I64(_) => DType::Int64,
             Tensor::Bool(_) => DType::Bool,
+            Tensor::Device(d) => d.dtype,
         }
     }
 
     /// Dimensions, row-major.
     pub fn dims(&self) -> &[usize] {
-        with_array!(self, a => a.shape())
+        match self {
+            Tensor::Device(d) => &d.dims,
+            _ => with_array!(self, a => a.shape()),
+        }
+    }
+
+    /// `true` when the tensor lives in a device's own memory ([`Tensor::Device`]).
+    pub fn is_device_resident(&self) -> bool {
+        matches!(self, Tensor::Device(_))
+    }
+
+    /// This tensor in host memory: itself (shared) when it already is, else a copy from its
+    /// device. Errors are the device's copy errors.
+    pub fn to_host(&self) -> Result<Tensor> {
+        match self {
+            Tensor::Device(d) => d.to_host(),
+            _ => Ok(self.clone()),
+        }
     }
 
     /// Shape as a [`Shape`].
@@ -97,7 +166,10 @@ impl Tensor {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        with_array!(self, a => a.len())
+        match self {
+            Tensor::Device(d) => d.dims.iter().product(),
+            _ => with_array!(self, a => a.len()),
+        }
     }
 
     /// `true` when the tensor has no elements.
@@ -203,10 +275,12 @@ impl Tensor {
             Tensor::I32(a) => write(a, out, layout, |x| x),
             Tensor::I64(a) => write(a, out, layout, |x| x),
             Tensor::Bool(a) => write(a, out, layout, |x| x as u8),
+            Tensor::Device(d) => device_resident(d),
         }
     }
 
     /// A copy with its own buffer, in standard layout: what a device-to-device copy makes.
+    /// A host tensor only (device-resident tensors are copied by their device).
     pub fn deep_copy(&self) -> Tensor {
         with_array!(self, a => Element::wrap(a.as_standard_layout().to_owned().into_shared()))
     }
@@ -219,6 +293,7 @@ impl Tensor {
             Tensor::I32(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+            Tensor::Device(d) => d.to_host().map(|t| t.to_f64_vec()).unwrap_or_else(|e| panic!("{e}")),
         }
     }
 

@@ -192,6 +192,7 @@ fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(a) => go(ctx, a)?,
         Tensor::I64(a) => go(ctx, a)?,
         Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+        Tensor::Device(d) => crate::tensor::device_resident(d),
     }])
 }
 
@@ -244,6 +245,7 @@ pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
         Tensor::F64(a) => from_num!(a, 0.0f64),
         Tensor::I32(a) => from_num!(a, 0i32),
         Tensor::I64(a) => from_num!(a, 0i64),
+        Tensor::Device(d) => crate::tensor::device_resident(d),
     }
 }
 

@@ -404,6 +404,7 @@ fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(a) => go(ctx, a, &idx, k)?,
         Tensor::I64(a) => go(ctx, a, &idx, k)?,
         Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+        Tensor::Device(d) => crate::tensor::device_resident(d),
     }])
 }
 

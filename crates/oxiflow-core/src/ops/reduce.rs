@@ -101,6 +101,7 @@ macro_rules! reduce_kernel {
             Tensor::I32(a) => Tensor::I32($go($ctx, a)?),
             Tensor::I64(a) => Tensor::I64($go($ctx, a)?),
             Tensor::Bool(_) => return Err($ctx.error("no kernel for dtype Bool")),
+            Tensor::Device(d) => crate::tensor::device_resident(d),
         }])
     };
 }
@@ -277,6 +278,7 @@ fn kernel_arg(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(a) => go(ctx, a)?,
         Tensor::I64(a) => go(ctx, a)?,
         Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+        Tensor::Device(d) => crate::tensor::device_resident(d),
     }])
 }
 

@@ -142,6 +142,7 @@ fn kernel_concat(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(_) => join::<i32>(ctx, axis, false)?,
         Tensor::I64(_) => join::<i64>(ctx, axis, false)?,
         Tensor::Bool(_) => join::<bool>(ctx, axis, false)?,
+        Tensor::Device(ref d) => crate::tensor::device_resident(d),
     }])
 }
 
@@ -190,6 +191,7 @@ fn kernel_pack(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(_) => join::<i32>(ctx, axis, true)?,
         Tensor::I64(_) => join::<i64>(ctx, axis, true)?,
         Tensor::Bool(_) => join::<bool>(ctx, axis, true)?,
+        Tensor::Device(ref d) => crate::tensor::device_resident(d),
     }])
 }
 

@@ -1,0 +1,192 @@
+//! The real-GPU path of the core without a GPU: a [`GpuProvider`] whose devices keep their
+//! tensors "in device memory" ([`Tensor::Device`], here a host buffer behind the
+//! [`DeviceBuffer`] trait, as tinygrad tests placement with a device that only records).
+//! It checks what `oxiflow-cuda` relies on: sessions take the provider's GPUs when no
+//! emulated GPU is asked for, device-resident tensors leave their device only through
+//! `DeviceBuffer::to_host` (fetches, copies to the CPU), and results equal the CPU's.
+//! Oracle: Rust's f64 math and finite differences' known derivatives (cos, -sin).
+//!
+//! The provider is process-wide, so this file is its own test binary.
+
+use oxiflow_core::autodiff::gradients;
+use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind};
+use oxiflow_core::gpu_provider::{gpu_provider, gpu_source, set_gpu_provider, GpuProvider, GpuSource, PhysicalGpu};
+use oxiflow_core::graph::{DeviceScope, NodeDef};
+use oxiflow_core::ops::{KernelCtx, Outputs};
+use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
+use oxiflow_core::{DType, DeviceSpec, Graph, Output, Result, Session, SessionOptions, Tensor};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
+const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+static DOWNLOADS: AtomicUsize = AtomicUsize::new(0);
+static UPLOADS: AtomicUsize = AtomicUsize::new(0);
+
+/// "Device memory": a host tensor only its device reads directly.
+#[derive(Debug)]
+struct FakeBuffer {
+    device: String,
+    host: Tensor,
+}
+
+impl DeviceBuffer for FakeBuffer {
+    fn device(&self) -> &str {
+        &self.device
+    }
+    fn ptr(&self) -> u64 {
+        self as *const FakeBuffer as u64
+    }
+    fn num_bytes(&self) -> usize {
+        self.host.num_bytes()
+    }
+    fn to_host(&self, dtype: DType, dims: &[usize]) -> Result<Tensor> {
+        DOWNLOADS.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(dtype, self.host.dtype());
+        let v = self.host.to_f64_vec();
+        Ok(match dtype {
+            DType::Float64 => Tensor::from_vec(dims, v, oxiflow_core::Layout::RowMajor)?,
+            other => panic!("test device holds Float64 only, got {other}"),
+        })
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+struct FakeGpu {
+    attrs: DeviceAttributes,
+}
+
+impl FakeGpu {
+    fn resident(&self, t: Tensor) -> Tensor {
+        if t.is_device_resident() {
+            return t;
+        }
+        Tensor::Device(DeviceTensor {
+            dtype: t.dtype(),
+            dims: t.dims().to_vec(),
+            buffer: Arc::new(FakeBuffer { device: self.attrs.name.clone(), host: t.deep_copy() }),
+        })
+    }
+}
+
+impl Device for FakeGpu {
+    fn attributes(&self) -> &DeviceAttributes {
+        &self.attrs
+    }
+    fn compute(&self, ctx: &KernelCtx) -> Result<Outputs> {
+        // A device kernel reads its inputs in device memory: every input must be resident.
+        for (i, t) in ctx.inputs.iter().enumerate() {
+            assert!(t.is_device_resident(), "input {i} of {} reached {} in host memory", ctx.node.name, self.attrs.name);
+        }
+        let host: Vec<Tensor> = ctx.inputs.iter().map(|t| match t {
+            Tensor::Device(d) => d.buffer.as_any().downcast_ref::<FakeBuffer>().unwrap().host.clone(),
+            _ => unreachable!(),
+        }).collect();
+        let outs = (ctx.node.op.kernel)(&KernelCtx { node: ctx.node, inputs: &host, state: ctx.state })?;
+        Ok(outs.into_iter().map(|t| self.resident(t)).collect())
+    }
+    fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
+        UPLOADS.fetch_add(1, Ordering::Relaxed);
+        let host = t.to_host()?;
+        Ok(self.resident(host))
+    }
+}
+
+struct FakeProvider {
+    gpus: Vec<PhysicalGpu>,
+}
+
+impl GpuProvider for FakeProvider {
+    fn gpus(&self) -> &[PhysicalGpu] {
+        &self.gpus
+    }
+    fn unavailable_reason(&self) -> Option<String> {
+        None
+    }
+    fn create(&self, id: u32, index: usize, limit: u64, _allow_growth: bool) -> Result<Arc<dyn Device>> {
+        let spec = DeviceSpec::local("GPU", id);
+        let g = &self.gpus[index];
+        Ok(Arc::new(FakeGpu {
+            attrs: DeviceAttributes {
+                name: spec.to_string(),
+                spec,
+                device_type: "GPU".into(),
+                kind: DeviceKind::CudaGpu,
+                description: format!("device: {index}, name: {}, pci bus id: {}, memory limit: {limit} bytes", g.name, g.pci_bus_id),
+            },
+        }))
+    }
+}
+
+fn install() {
+    if gpu_provider().is_none() {
+        set_gpu_provider(Box::new(FakeProvider {
+            gpus: vec![PhysicalGpu {
+                name: "Fake GPU".into(),
+                total_memory: 1 << 30,
+                compute_capability: (9, 0),
+                pci_bus_id: "0000:01:00.0".into(),
+                uuid: "GPU-00000000-0000-0000-0000-000000000001".into(),
+            }],
+        }));
+    }
+}
+
+/// Seed 000's `assign_to_device("/device:GPU:0")`.
+fn assign_to_device(node: &NodeDef) -> std::result::Result<String, String> {
+    Ok(if node.op == "VariableV2" { "/device:CPU:0".into() } else { "/device:GPU:0".into() })
+}
+
+#[test]
+fn sessions_take_the_providers_gpus_unless_emulated_ones_are_asked_for() {
+    install();
+    assert!(matches!(gpu_source(0), GpuSource::Real(_)));
+    assert!(matches!(gpu_source(2), GpuSource::Emulated(2)));
+    let g = Arc::new(RwLock::new(Graph::new()));
+    let real = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    let kinds: Vec<_> = real.devices().devices.iter().map(|d| (d.attributes().name.clone(), d.attributes().kind)).collect();
+    assert_eq!(kinds, vec![(CPU0.to_string(), DeviceKind::Cpu), (GPU0.to_string(), DeviceKind::CudaGpu)]);
+    assert!(real.devices().devices[1].attributes().description.contains("name: Fake GPU"));
+    let emulated = Session::new(g, SessionOptions { emulated_gpus: Some(1), ..Default::default() }).unwrap();
+    assert_eq!(emulated.devices().devices[1].attributes().kind, DeviceKind::EmulatedGpu);
+}
+
+#[test]
+fn seed_000_runs_with_device_resident_tensors() {
+    install();
+    let mut g = Graph::new();
+    g.push_device(DeviceScope::Function(Arc::new(assign_to_device)));
+    let a = g.variable(Tensor::scalar(1.0f64), None, true).unwrap();
+    let b = g.op("Sin", &[Output::new(a, 0)]).unwrap();
+    g.pop_device().unwrap();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/CPU:0").unwrap()));
+    let c = g.op("Cos", &[b]).unwrap();
+    g.pop_device().unwrap();
+    let a = Output::new(a, 0);
+    let grad = gradients(&mut g, &[c], &[a], None, true).unwrap()[0].unwrap();
+    let init = g.global_variables_initializer().unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let sess = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    sess.run(&[], &[], &[init], false).unwrap();
+    let before = (DOWNLOADS.load(Ordering::Relaxed), UPLOADS.load(Ordering::Relaxed));
+    let out = sess.run(&[], &[b, c, grad], &[], true).unwrap();
+    let v: Vec<f64> = out.values.iter().map(|t| {
+        assert!(!t.is_device_resident(), "fetches come back in host memory");
+        t.to_f64_vec()[0]
+    }).collect();
+    let x = 1.0f64;
+    assert!((v[0] - x.sin()).abs() < 1e-15);
+    assert!((v[1] - x.sin().cos()).abs() < 1e-15);
+    // d cos(sin x)/dx = -sin(sin x) cos x
+    assert!((v[2] + x.sin().sin() * x.cos()).abs() < 1e-15);
+    assert_eq!(sess.assigned_device(b.node).unwrap(), GPU0);
+    assert_eq!(sess.assigned_device(c.node).unwrap(), CPU0);
+    let sin_grad = g.read().unwrap().node_by_name("gradients/Sin_grad/Cos").unwrap();
+    assert_eq!(sess.assigned_device(sin_grad).unwrap(), GPU0, "colocated with Sin");
+    let (down, up) = (DOWNLOADS.load(Ordering::Relaxed) - before.0, UPLOADS.load(Ordering::Relaxed) - before.1);
+    // tensors enter the GPU by copies and leave it only through to_host
+    assert!(up >= 2 && down >= 2, "uploads {up}, downloads {down}");
+}
