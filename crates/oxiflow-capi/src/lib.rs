@@ -22,12 +22,14 @@ use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod config;
+mod cuda;
 mod graph;
 mod optim;
 mod profile;
 mod session;
 
 pub use config::*;
+pub use cuda::*;
 pub use graph::*;
 pub use optim::*;
 pub use profile::*;
@@ -47,8 +49,13 @@ fn to_cstring(s: String) -> CString {
 }
 
 /// Runs `f`, turning its error or panic into a status code and the thread's last error.
+/// The first call also registers the real GPUs (a cached no-op afterwards), so every
+/// entry point that creates a session or lists devices sees them.
 pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        cuda::register_gpus();
+        f()
+    })) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
             set_error(&e);

@@ -7,14 +7,24 @@
 //!   cudarc's dynamic loader panics when `libcuda` is missing.
 //! - [`allocator`]: best-fit, coalescing device memory within the session's limit (TF's BFC
 //!   allocator's rules), tested against a fake driver.
+//! - [`discovery`]: the GPUs the driver shows (name, memory, compute capability, PCI bus,
+//!   UUID) and TF's device description.
+//! - [`device`]: [`device::CudaDevice`], tensors resident in device memory, a compute and a
+//!   copy stream, kernels launched by op.
+//! - [`provider`]: registers the real GPUs with the core (`oxiflow_core::gpu_provider`).
+//! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC and cached on disk.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with
 //! `dynamic-loading`); tests that need a GPU print that they were skipped.
 
 pub mod allocator;
+pub mod device;
+pub mod discovery;
 pub mod error;
+pub mod kernels;
 pub mod launch;
 pub mod probe;
+pub mod provider;
 
 pub use error::{CudaError, CudaResult};

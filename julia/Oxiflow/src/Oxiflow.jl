@@ -22,6 +22,7 @@ export Tensor, Operation, NodeDef, OxiflowError,
        get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
 export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor
 export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
+export cuda_status
 export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate
 export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimizer,
        minimize, apply_gradients, compute_gradients, BFGS!, lbfgsb
@@ -37,6 +38,7 @@ include("variables.jl")
 include("optimizers.jl")
 include("session.jl")
 include("config.jl")
+include("cuda.jl")
 include("profile.jl")
 include("bfgs.jl")
 include("show.jl")

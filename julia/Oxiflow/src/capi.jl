@@ -294,3 +294,4 @@ end
 oxf_session_explain_placement(s, node::Integer) =
     outstr(r -> ccall(sym(:oxf_session_explain_placement), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
 oxf_session_placement_report(s) = outstr(r -> ccall(sym(:oxf_session_placement_report), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
+oxf_cuda_status() = outstr(r -> ccall(sym(:oxf_cuda_status), Int32, (Ref{Cstring},), r))

@@ -231,6 +231,7 @@ end
 include("profile.jl")
 include("placement.jl")
 include("config.jl")
+include("cuda.jl")
 include("shapes.jl")
 include("dense.jl")
 include("derivatives.jl")

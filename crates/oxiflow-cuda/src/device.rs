@@ -1,0 +1,404 @@
+//! [`CudaDevice`]: a real GPU behind the core's [`Device`] trait.
+//!
+//! - Tensors stay in device memory between ops ([`Tensor::Device`] holding a
+//!   [`CudaBuffer`]): blocks of the device's [`Allocator`], returned when the last tensor
+//!   sharing them is dropped.
+//! - One compute stream per device, on which every kernel is enqueued in the executor's
+//!   order; a second stream for host<->device copies through a pinned staging buffer,
+//!   ordered against the compute stream with events, as TF's `GPUDevice` uses its
+//!   `host_to_device` / `device_to_host` streams.
+//! - Copies are synchronous for the caller (`copy_from` returns once the data is on the
+//!   device; `to_host` once it is on the host), so a `_Send`/`_Recv` pair behaves as on
+//!   the emulated GPU. Overlapping copies with compute is left for later (see docs/gpu.md).
+//! - Ops in [`DEVICE_HANDLED`] run without a kernel (aliasing, state); every other op goes
+//!   through its [`launch::launcher`].
+//! - Training ops (`Apply*`) update copies of their variables and store the copies, so a
+//!   value read earlier in the step is never changed under its reader: the CPU kernels'
+//!   semantics, at the price of one device-to-device copy per variable and step.
+
+use crate::allocator::{Allocator, Block, RawMemory};
+use crate::error::{CudaError, CudaResult};
+use crate::launch::{self, DevArg, LaunchCtx, Scratch, DEVICE_HANDLED};
+use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream};
+use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, TensorMemory};
+use oxiflow_core::graph::NodeId;
+use oxiflow_core::ops::{KernelCtx, Outputs};
+use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
+use oxiflow_core::{DType, DeviceSpec, Layout, Result, Tensor};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Finds compiled kernel entry points (the kernel library of `crate::kernels`).
+pub trait KernelLookup: Send + Sync {
+    /// The entry point `name` (`sin_f32`); the error names the entry.
+    fn function(&self, name: &str) -> CudaResult<CudaFunction>;
+}
+
+/// Maps a driver error to [`CudaError::Driver`] naming the device and the call.
+fn driver_err<'a>(device: &'a str, call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CudaError + 'a {
+    move |e| CudaError::Driver { device: device.to_string(), call: call.to_string(), msg: e.to_string() }
+}
+
+/// `cuMemAlloc`/`cuMemFree` in one context: where the allocator's regions come from.
+pub struct DriverMemory {
+    ctx: Arc<CudaContext>,
+    device: String,
+}
+
+impl RawMemory for DriverMemory {
+    fn alloc(&self, bytes: u64) -> CudaResult<u64> {
+        self.ctx.bind_to_thread().map_err(driver_err(&self.device, "cuCtxSetCurrent"))?;
+        // SAFETY: plain device allocation in a bound context.
+        unsafe { result::malloc_sync(bytes as usize) }.map_err(driver_err(&self.device, "cuMemAlloc"))
+    }
+    fn free(&self, ptr: u64) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from `alloc` and is freed once (the allocator's contract).
+            let _ = unsafe { result::free_sync(ptr) };
+        }
+    }
+}
+
+/// A page-locked host buffer for copies, grown on demand (`cuMemHostAlloc`).
+struct Staging {
+    ptr: *mut u8,
+    cap: usize,
+}
+// SAFETY: the pointer is only used under the device's staging mutex.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    fn ensure(&mut self, bytes: usize, device: &str) -> CudaResult<*mut u8> {
+        if bytes > self.cap {
+            if !self.ptr.is_null() {
+                // SAFETY: allocated by malloc_host below; no copy is in flight (callers sync).
+                let _ = unsafe { result::free_host(self.ptr as *mut _) };
+                self.ptr = std::ptr::null_mut();
+                self.cap = 0;
+            }
+            let cap = bytes.next_power_of_two().max(1 << 20);
+            // SAFETY: page-locked allocation of `cap` bytes.
+            let p = unsafe { result::malloc_host(cap, 0) }.map_err(driver_err(device, "cuMemHostAlloc"))?;
+            self.ptr = p as *mut u8;
+            self.cap = cap;
+        }
+        Ok(self.ptr)
+    }
+}
+
+/// What a device and its buffers share: context, streams, staging memory.
+pub struct Shared {
+    name: String,
+    ctx: Arc<CudaContext>,
+    compute: Arc<CudaStream>,
+    copy: Arc<CudaStream>,
+    staging: Mutex<Staging>,
+}
+
+impl Shared {
+    /// Makes the copy stream wait for everything enqueued on the compute stream so far.
+    fn copy_after_compute(&self) -> CudaResult<()> {
+        let ev = self.compute.record_event(None).map_err(driver_err(&self.name, "cuEventRecord"))?;
+        self.copy.wait(&ev).map_err(driver_err(&self.name, "cuStreamWaitEvent"))
+    }
+
+    /// Copies `dims` elements of `dtype` at `ptr` to a new host tensor, after the compute
+    /// stream's pending work.
+    fn download(&self, ptr: u64, dtype: DType, dims: &[usize]) -> CudaResult<Tensor> {
+        let n: usize = dims.iter().product();
+        let bytes = n * dtype.size_of();
+        self.ctx.bind_to_thread().map_err(driver_err(&self.name, "cuCtxSetCurrent"))?;
+        let mut st = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let host = st.ensure(bytes.max(1), &self.name)?;
+        if bytes > 0 {
+            self.copy_after_compute()?;
+            // SAFETY: `host` has room for `bytes`; the stream is synchronized before reuse.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(host, bytes);
+                result::memcpy_dtoh_async(dst, ptr, self.copy.cu_stream()).map_err(driver_err(&self.name, "cuMemcpyDtoHAsync"))?;
+            }
+            self.copy.synchronize().map_err(driver_err(&self.name, "cuStreamSynchronize"))?;
+        }
+        // SAFETY: the staging buffer is page-aligned and holds `n` elements of `dtype`.
+        unsafe { Tensor::from_raw(dtype, dims, host, Layout::RowMajor) }.map_err(|e| CudaError::Unsupported(e.to_string()))
+    }
+
+    /// Copies a host tensor into `block`; the compute stream waits for the copy.
+    fn upload(&self, host_t: &Tensor, block: &Block) -> CudaResult<()> {
+        let bytes = host_t.num_bytes();
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().map_err(driver_err(&self.name, "cuCtxSetCurrent"))?;
+        let mut st = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let host = st.ensure(bytes, &self.name)?;
+        // SAFETY: room for `len()` elements (Bool as one byte each), row-major.
+        unsafe { host_t.write_raw(host, Layout::RowMajor) };
+        // the block may have been freed by a kernel still queued on the compute stream
+        self.copy_after_compute()?;
+        // SAFETY: `block` holds at least `bytes`; staging stays alive until the sync below.
+        unsafe {
+            let src = std::slice::from_raw_parts(host as *const u8, bytes);
+            result::memcpy_htod_async(block.ptr(), src, self.copy.cu_stream()).map_err(driver_err(&self.name, "cuMemcpyHtoDAsync"))?;
+        }
+        let done = self.copy.record_event(None).map_err(driver_err(&self.name, "cuEventRecord"))?;
+        self.compute.wait(&done).map_err(driver_err(&self.name, "cuStreamWaitEvent"))?;
+        self.copy.synchronize().map_err(driver_err(&self.name, "cuStreamSynchronize"))
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let st = self.staging.get_mut().unwrap_or_else(|p| p.into_inner());
+        if !st.ptr.is_null() && self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by Staging::ensure; no copy in flight once the device is dropped.
+            let _ = unsafe { result::free_host(st.ptr as *mut _) };
+        }
+    }
+}
+
+/// A tensor's memory on a [`CudaDevice`]: an allocator block plus what is needed to copy
+/// it back.
+pub struct CudaBuffer {
+    block: Block,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBuffer({} bytes at {:#x} on {})", self.block.requested(), self.block.ptr(), self.shared.name)
+    }
+}
+
+impl DeviceBuffer for CudaBuffer {
+    fn device(&self) -> &str {
+        &self.shared.name
+    }
+    fn ptr(&self) -> u64 {
+        self.block.ptr()
+    }
+    fn num_bytes(&self) -> usize {
+        self.block.requested() as usize
+    }
+    fn to_host(&self, dtype: DType, dims: &[usize]) -> Result<Tensor> {
+        Ok(self.shared.download(self.block.ptr(), dtype, dims)?)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+struct ScratchBlock(Block);
+impl Scratch for ScratchBlock {
+    fn ptr(&self) -> u64 {
+        self.0.ptr()
+    }
+}
+
+/// A CUDA GPU as a session device (`/job:localhost/replica:0/task:0/device:GPU:<id>`).
+pub struct CudaDevice {
+    attrs: DeviceAttributes,
+    shared: Arc<Shared>,
+    allocator: Arc<Allocator>,
+    memory: TensorMemory,
+    kernels: Arc<dyn KernelLookup>,
+    blas: Option<cudarc::cublas::CudaBlas>,
+    /// One launch at a time: a stream is serial anyway, and cuBLAS handles are not
+    /// thread-safe.
+    launch_lock: Mutex<()>,
+    /// Bytes copied onto the device (feeds, `_Recv`), as the emulated GPU counts them.
+    copied: AtomicUsize,
+    /// `Const` values uploaded once per session device.
+    consts: Mutex<HashMap<NodeId, Tensor>>,
+}
+
+impl CudaDevice {
+    /// Session device `GPU:<id>` on CUDA ordinal `ordinal` (after `CUDA_VISIBLE_DEVICES`),
+    /// allowed `limit` bytes, growing on demand or taking the whole limit at the first
+    /// allocation (`allow_growth`); `description` is TF's physical device description.
+    /// Errors: the driver's (context or stream creation), naming the device.
+    /// `kernels` gives the kernel library for the device's context (compiled or loaded
+    /// from the disk cache by the caller).
+    pub fn new(
+        id: u32,
+        ordinal: usize,
+        limit: u64,
+        allow_growth: bool,
+        description: String,
+        kernels: impl FnOnce(&Arc<CudaContext>) -> CudaResult<Arc<dyn KernelLookup>>,
+    ) -> CudaResult<CudaDevice> {
+        let spec = DeviceSpec::local("GPU", id);
+        let name = spec.to_string();
+        let ctx = CudaContext::new(ordinal).map_err(driver_err(&name, "cuDevicePrimaryCtxRetain"))?;
+        let kernels = kernels(&ctx)?;
+        let compute = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
+        let copy = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
+        // cuBLAS is loaded on demand by cudarc, which panics when libcublas is missing.
+        let blas = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cudarc::cublas::CudaBlas::new(compute.clone()).ok())).ok().flatten();
+        let raw = DriverMemory { ctx: ctx.clone(), device: name.clone() };
+        let allocator = Allocator::new(name.clone(), limit, allow_growth, Box::new(raw));
+        Ok(CudaDevice {
+            memory: TensorMemory::new(&name, limit, allow_growth),
+            attrs: DeviceAttributes {
+                spec,
+                device_type: "GPU".into(),
+                kind: DeviceKind::CudaGpu,
+                description: format!("{description}, memory limit: {limit} bytes"),
+                name: name.clone(),
+            },
+            shared: Arc::new(Shared { name, ctx, compute, copy, staging: Mutex::new(Staging { ptr: std::ptr::null_mut(), cap: 0 }) }),
+            allocator,
+            kernels,
+            blas,
+            launch_lock: Mutex::new(()),
+            copied: AtomicUsize::new(0),
+            consts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The device's allocator (its figures are the real reservation; [`Device::memory`]
+    /// counts tensors as the emulated GPU does).
+    pub fn allocator(&self) -> &Arc<Allocator> {
+        &self.allocator
+    }
+
+    fn wrap(&self, block: Block, dtype: DType, dims: Vec<usize>) -> Tensor {
+        Tensor::Device(DeviceTensor { dtype, dims, buffer: Arc::new(CudaBuffer { block, shared: self.shared.clone() }) })
+    }
+
+    /// A tensor resident here: itself when it already is, else uploaded (downloaded first
+    /// when it lives on another device).
+    fn resident(&self, t: &Tensor) -> CudaResult<Tensor> {
+        if let Tensor::Device(d) = t {
+            if d.buffer.device() == self.attrs.name {
+                return Ok(t.clone());
+            }
+        }
+        let host = t.to_host().map_err(|e| CudaError::Unsupported(e.to_string()))?;
+        let block = self.allocator.allocate(host.num_bytes() as u64)?;
+        self.shared.upload(&host, &block)?;
+        self.copied.fetch_add(host.num_bytes(), Ordering::Relaxed);
+        Ok(self.wrap(block, host.dtype(), host.dims().to_vec()))
+    }
+
+    fn arg(t: &Tensor) -> DevArg {
+        match t {
+            Tensor::Device(d) => DevArg { ptr: d.buffer.ptr(), dtype: d.dtype, dims: d.dims.clone() },
+            _ => unreachable!("made resident first"),
+        }
+    }
+
+    /// A fresh copy of a resident tensor, enqueued on the compute stream.
+    fn device_copy(&self, t: &Tensor) -> CudaResult<Tensor> {
+        let a = Self::arg(t);
+        let block = self.allocator.allocate(a.num_bytes() as u64)?;
+        if a.num_bytes() > 0 {
+            // SAFETY: both blocks hold `num_bytes`; ordered on the compute stream.
+            unsafe { result::memcpy_dtod_async(block.ptr(), a.ptr, a.num_bytes(), self.shared.compute.cu_stream()) }
+                .map_err(driver_err(&self.attrs.name, "cuMemcpyDtoDAsync"))?;
+        }
+        Ok(self.wrap(block, a.dtype, a.dims))
+    }
+
+    fn handled(&self, ctx: &KernelCtx) -> CudaResult<Outputs> {
+        let node = ctx.node;
+        let outs: Outputs = match node.op.name {
+            "Const" => {
+                let mut c = self.consts.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(t) = c.get(&node.id) {
+                    return Ok(oxiflow_core::ops::smallvec![t.clone()]);
+                }
+                let host = (node.op.kernel)(ctx).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+                let t = self.resident(&host[0])?;
+                c.insert(node.id, t.clone());
+                oxiflow_core::ops::smallvec![t]
+            }
+            "Reshape" | "Squeeze" | "ExpandDims" => {
+                let Tensor::Device(d) = &ctx.inputs[0] else { unreachable!("made resident first") };
+                oxiflow_core::ops::smallvec![Tensor::Device(DeviceTensor { dtype: d.dtype, dims: node.outputs[0].shape.dims().to_vec(), buffer: d.buffer.clone() })]
+            }
+            // Placeholder, PlaceholderWithDefault, VariableV2, Assign, Identity, StopGradient,
+            // NoOp: their CPU kernels only move tensors, never read the data.
+            _ => {
+                let outs = (node.op.kernel)(ctx).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+                outs.iter().map(|t| self.resident(t)).collect::<CudaResult<Outputs>>()?
+            }
+        };
+        Ok(outs)
+    }
+
+    fn launched(&self, ctx: &KernelCtx) -> CudaResult<Outputs> {
+        let node = ctx.node;
+        let f = launch::launcher(node.op.name).ok_or_else(|| {
+            CudaError::Unsupported(format!("{} '{}' has no CUDA kernel on {} (docs/gpu.md lists the ops that have one)", node.op.name, node.name, self.attrs.name))
+        })?;
+        // reference inputs (variables and slots of Apply* ops): updated on copies
+        let mut refs = Vec::with_capacity(node.op.ref_inputs.len());
+        for &r in node.op.ref_inputs {
+            let var = node.inputs[r].node;
+            let v = ctx.state.read_variable(var).ok_or_else(|| CudaError::Unsupported(format!("{} '{}': reference input {r} is uninitialized", node.op.name, node.name)))?;
+            refs.push((var, self.device_copy(&self.resident(&v)?)?));
+        }
+        let mut args: Vec<DevArg> = refs.iter().map(|(_, t)| Self::arg(t)).collect();
+        for t in ctx.inputs {
+            args.push(Self::arg(t));
+        }
+        let mut outs: Outputs = Outputs::new();
+        if refs.is_empty() {
+            for tt in &node.outputs {
+                let dims = tt.shape.dims().to_vec();
+                let n: usize = dims.iter().product();
+                let block = self.allocator.allocate((n * tt.dtype.size_of()) as u64)?;
+                outs.push(self.wrap(block, tt.dtype, dims));
+            }
+        }
+        let out_args: Vec<DevArg> = outs.iter().map(Self::arg).collect();
+        {
+            let _g = self.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.ctx.bind_to_thread().map_err(driver_err(&self.attrs.name, "cuCtxSetCurrent"))?;
+            let kernels = &self.kernels;
+            let function = |e: &str| kernels.function(e);
+            let alloc = &self.allocator;
+            let scratch = |n: usize| -> CudaResult<Box<dyn Scratch>> { Ok(Box::new(ScratchBlock(alloc.allocate(n as u64)?))) };
+            let lctx = LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.blas.as_ref(), scratch: &scratch };
+            f(&lctx, node, &args, &out_args)?;
+        }
+        for (var, t) in &refs {
+            ctx.state.assign_variable(*var, t.clone()).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+        }
+        if let Some((_, t)) = refs.into_iter().next() {
+            outs.push(t);
+        }
+        Ok(outs)
+    }
+}
+
+impl Device for CudaDevice {
+    fn attributes(&self) -> &DeviceAttributes {
+        &self.attrs
+    }
+
+    fn compute(&self, ctx: &KernelCtx) -> Result<Outputs> {
+        // Inputs arrive resident (the executor copies at device edges); make sure anyway.
+        let inputs: Vec<Tensor> = ctx.inputs.iter().map(|t| self.resident(t)).collect::<CudaResult<_>>()?;
+        let rctx = KernelCtx { node: ctx.node, inputs: &inputs, state: ctx.state };
+        let outs = if DEVICE_HANDLED.contains(&ctx.node.op.name) { self.handled(&rctx)? } else { self.launched(&rctx)? };
+        self.memory.allocate(&outs)?;
+        Ok(outs)
+    }
+
+    fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
+        let c = self.resident(t)?;
+        self.memory.allocate(std::slice::from_ref(&c))?;
+        Ok(c)
+    }
+
+    fn bytes_copied_in(&self) -> usize {
+        self.copied.load(Ordering::Relaxed)
+    }
+
+    fn memory(&self) -> Option<&TensorMemory> {
+        Some(&self.memory)
+    }
+}
