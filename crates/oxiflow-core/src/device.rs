@@ -53,6 +53,25 @@ pub trait Device: Send + Sync {
     fn memory(&self) -> Option<&TensorMemory> {
         None
     }
+    /// A traced run starts: a device whose kernels run asynchronously (CUDA) starts timing
+    /// them on the device itself (CUDA events), since host clocks only see the launch.
+    fn start_kernel_timing(&self) {}
+    /// The device-side times of the kernels run since [`Device::start_kernel_timing`]
+    /// (waiting for them to finish), in nanoseconds since the Unix epoch; the session puts
+    /// them in the step's statistics in place of the host's times for those nodes.
+    fn take_kernel_times(&self) -> Vec<KernelTime> {
+        Vec::new()
+    }
+}
+
+/// When a node's kernel ran on its device, as the device measured it (TF's GPU tracer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTime {
+    /// The node's name.
+    pub node: String,
+    /// Nanoseconds since the Unix epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// The memory a device's tensors take, against the device's limit: a [`MemoryAccount`]

@@ -466,6 +466,11 @@ impl Session {
                 m.start_recording();
             }
         }
+        if trace {
+            for d in &self.devices.devices {
+                d.start_kernel_timing();
+            }
+        }
         let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         let exec = self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace));
         let samples: Vec<(usize, Vec<(std::time::Instant, u64)>)> =
@@ -481,10 +486,30 @@ impl Session {
             .map(|(t, &(_, dev))| host.copy_from(t, self.devices.devices[dev].as_ref()))
             .collect::<Result<Vec<_>>>()?;
         // Tracing shares the plan's labels: no per-step string is built here.
+        let kernel_times: HashMap<(&str, String), (u64, u64)> = if trace {
+            self.devices
+                .devices
+                .iter()
+                .flat_map(|d| {
+                    let name = d.attributes().name.as_str();
+                    d.take_kernel_times().into_iter().map(move |k| ((name, k.node), (k.start_ns, k.end_ns)))
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
         let step_stats = exec.timings.map(|mut nodes| {
             for n in &mut nodes {
                 n.start_ns += wall0;
                 n.end_ns += wall0;
+                if !kernel_times.is_empty() {
+                    let l = &cached.labels[n.step];
+                    if l.copy.is_none() {
+                        if let Some(&(s, e)) = kernel_times.get(&(l.device.as_str(), l.node_name.clone())) {
+                            (n.start_ns, n.end_ns) = (s, e);
+                        }
+                    }
+                }
             }
             let memory = samples
                 .iter()

@@ -9,7 +9,7 @@
 //! The provider is process-wide, so this file is its own test binary.
 
 use oxiflow_core::autodiff::gradients;
-use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind};
+use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime};
 use oxiflow_core::gpu_provider::{gpu_provider, gpu_source, set_gpu_provider, GpuProvider, GpuSource, PhysicalGpu};
 use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::ops::{KernelCtx, Outputs};
@@ -57,7 +57,12 @@ impl DeviceBuffer for FakeBuffer {
 
 struct FakeGpu {
     attrs: DeviceAttributes,
+    /// Names of the nodes computed since timing started (`None`: not timing).
+    timed: std::sync::Mutex<Option<Vec<String>>>,
 }
+
+/// The fake device's "event" clock: node `i` of a traced run ran at `T0 + i µs`.
+const T0: u64 = 42_000_000_000;
 
 impl FakeGpu {
     fn resident(&self, t: Tensor) -> Tensor {
@@ -86,7 +91,21 @@ impl Device for FakeGpu {
             _ => unreachable!(),
         }).collect();
         let outs = (ctx.node.op.kernel)(&KernelCtx { node: ctx.node, inputs: &host, state: ctx.state })?;
+        if let Some(t) = self.timed.lock().unwrap().as_mut() {
+            t.push(ctx.node.name.clone());
+        }
         Ok(outs.into_iter().map(|t| self.resident(t)).collect())
+    }
+    fn start_kernel_timing(&self) {
+        *self.timed.lock().unwrap() = Some(Vec::new());
+    }
+    fn take_kernel_times(&self) -> Vec<KernelTime> {
+        let names = self.timed.lock().unwrap().take().unwrap_or_default();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(i, node)| KernelTime { node, start_ns: T0 + 1000 * i as u64, end_ns: T0 + 1000 * i as u64 + 500 })
+            .collect()
     }
     fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
         UPLOADS.fetch_add(1, Ordering::Relaxed);
@@ -117,6 +136,7 @@ impl GpuProvider for FakeProvider {
                 kind: DeviceKind::CudaGpu,
                 description: format!("device: {index}, name: {}, pci bus id: {}, memory limit: {limit} bytes", g.name, g.pci_bus_id),
             },
+            timed: std::sync::Mutex::new(None),
         }))
     }
 }
@@ -189,4 +209,15 @@ fn seed_000_runs_with_device_resident_tensors() {
     let (down, up) = (DOWNLOADS.load(Ordering::Relaxed) - before.0, UPLOADS.load(Ordering::Relaxed) - before.1);
     // tensors enter the GPU by copies and leave it only through to_host
     assert!(up >= 2 && down >= 2, "uploads {up}, downloads {down}");
+    // the profile takes the GPU's own kernel times (CUDA events on a real GPU), the host's
+    // for the CPU's nodes
+    let stats = out.step_stats.expect("traced run");
+    let times = |name: &str| {
+        let n = stats.nodes.iter().find(|n| stats.labels[n.step].node_name == name && stats.labels[n.step].copy.is_none()).expect(name);
+        (n.start_ns, n.end_ns)
+    };
+    let (s, e) = times("Sin");
+    assert!(s >= T0 && s < T0 + 1_000_000 && e == s + 500, "Sin timed by the device: {s}..{e}");
+    let (s, _) = times("Cos");
+    assert!(s > T0 + 1_000_000_000, "Cos ran on the CPU and keeps the host's (wall-clock) time: {s}");
 }

@@ -12,6 +12,8 @@
 //!   the emulated GPU. Overlapping copies with compute is left for later (see docs/gpu.md).
 //! - Ops in [`DEVICE_HANDLED`] run without a kernel (aliasing, state); every other op goes
 //!   through its [`launch::launcher`].
+//! - A traced run times kernels with CUDA events around each launch, mapped onto the host
+//!   clock through an anchor event ([`Device::take_kernel_times`]), as TF's GPU tracer does.
 //! - Training ops (`Apply*`) update copies of their variables and store the copies, so a
 //!   value read earlier in the step is never changed under its reader: the CPU kernels'
 //!   semantics, at the price of one device-to-device copy per variable and step.
@@ -19,8 +21,8 @@
 use crate::allocator::{Allocator, Block, RawMemory};
 use crate::error::{CudaError, CudaResult};
 use crate::launch::{self, DevArg, LaunchCtx, Scratch, DEVICE_HANDLED};
-use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream};
-use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, TensorMemory};
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
+use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime, TensorMemory};
 use oxiflow_core::graph::NodeId;
 use oxiflow_core::ops::{KernelCtx, Outputs};
 use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
@@ -211,6 +213,20 @@ pub struct CudaDevice {
     copied: AtomicUsize,
     /// `Const` values uploaded once per session device.
     consts: Mutex<HashMap<NodeId, Tensor>>,
+    /// Kernel timing of a traced run (CUDA events), `None` otherwise.
+    timing: Mutex<Option<Timing>>,
+}
+
+/// CUDA events around each kernel of a traced run, and an anchor event whose host time is
+/// known, so event times map onto the host's clock.
+struct Timing {
+    anchor: CudaEvent,
+    anchor_ns: u64,
+    kernels: Vec<(String, CudaEvent, CudaEvent)>,
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 impl CudaDevice {
@@ -254,6 +270,7 @@ impl CudaDevice {
             launch_lock: Mutex::new(()),
             copied: AtomicUsize::new(0),
             consts: Mutex::new(HashMap::new()),
+            timing: Mutex::new(None),
         })
     }
 
@@ -362,7 +379,14 @@ impl CudaDevice {
             let alloc = &self.allocator;
             let scratch = |n: usize| -> CudaResult<Box<dyn Scratch>> { Ok(Box::new(ScratchBlock(alloc.allocate(n as u64)?))) };
             let lctx = LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.blas.as_ref(), scratch: &scratch };
+            let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
+            let start = timing.as_ref().and_then(|_| self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             f(&lctx, node, &args, &out_args)?;
+            if let (Some(t), Some(start)) = (timing.as_mut(), start) {
+                if let Ok(end) = self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) {
+                    t.kernels.push((node.name.clone(), start, end));
+                }
+            }
         }
         for (var, t) in &refs {
             ctx.state.assign_variable(*var, t.clone()).map_err(|e| CudaError::Unsupported(e.to_string()))?;
@@ -400,5 +424,20 @@ impl Device for CudaDevice {
 
     fn memory(&self) -> Option<&TensorMemory> {
         Some(&self.memory)
+    }
+
+    fn start_kernel_timing(&self) {
+        // the anchor is waited for, so its device time is (about) the host time read next
+        let anchor = self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).and_then(|e| e.synchronize().map(|_| e));
+        *self.timing.lock().unwrap_or_else(|p| p.into_inner()) = anchor.ok().map(|anchor| Timing { anchor, anchor_ns: unix_ns(), kernels: Vec::new() });
+    }
+
+    fn take_kernel_times(&self) -> Vec<KernelTime> {
+        let Some(t) = self.timing.lock().unwrap_or_else(|p| p.into_inner()).take() else { return Vec::new() };
+        let at = |e: &CudaEvent| t.anchor.elapsed_ms(e).ok().map(|ms| t.anchor_ns + (ms.max(0.0) as f64 * 1e6) as u64);
+        t.kernels
+            .iter()
+            .filter_map(|(node, s, e)| Some(KernelTime { node: node.clone(), start_ns: at(s)?, end_ns: at(e)? }))
+            .collect()
     }
 }
