@@ -1,10 +1,598 @@
-//! Launchers of the data-movement kernels (transpose, concat, pack/unpack, split, tile,
-//! reverse, pad, strided slice, gather/scatter, matrix diagonals). Filled in by the
-//! kernels work.
+//! Launchers of the data-movement kernels in `kernels/shape.cu`: `Transpose`, `ConcatV2`,
+//! `Pack`, `Unpack`, `SplitV`, `Tile`, `ReverseV2`, `Pad`, `StridedSlice`,
+//! `StridedSliceGrad` (every dtype: `f32 f64 i32 i64 bool`), and, through [`index`], the
+//! indexing kernels of `kernels/index.cu` (`GatherV2`, `GatherNd`, `ScatterNd`,
+//! `MatrixDiag`, `MatrixDiagPart`).
+//!
+//! Each launcher reads its parameters exactly as the op's CPU kernel does
+//! (`crates/oxiflow-core/src/ops/shape_ops.rs`, `ops/index.rs`): in Oxiflow `perm`, `axis`,
+//! `multiples`, `paddings`, `size_splits` and `begin`/`end`/`strides` are node attributes
+//! (shapes are static), so no launcher needs the value of a device tensor on the host and
+//! none synchronizes the stream. Output shapes come from `node.outputs`, as on the CPU.
+//!
+//! Shape metadata travels by value in `#[repr(C)]` structs mirrored field for field in the
+//! `.cu` files (the compile test checks each struct's size against the PTX parameter
+//! list). Launches use [`BLOCK`]-thread blocks and at most [`MAX_GRID`] blocks; the kernels
+//! loop over the rest (grid-stride loops). Nothing is launched for an empty output. Tensors
+//! of rank above [`MAX_RANK`] are refused with [`CudaError::Unsupported`].
 
-use super::Launcher;
+use super::{entry_name, DevArg, LaunchCtx, Launcher, MAX_RANK};
+use crate::error::{CudaError, CudaResult};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use oxiflow_core::graph::Node;
+use oxiflow_core::ops::AttrsExt;
+use oxiflow_core::DType;
 
-/// The launcher of `op`, if it is one of this family's.
-pub fn launcher(_op: &str) -> Option<Launcher> {
-    None
+#[path = "index.rs"]
+pub mod index;
+
+/// Threads per block of every movement kernel.
+pub const BLOCK: u32 = 256;
+/// Most blocks in a launch; grid-stride loops cover larger tensors.
+pub const MAX_GRID: u32 = 65535;
+/// Most tensors joined or cut by one launch ([`PiecesMeta`]); more take several launches.
+pub const MAX_PIECES: usize = 32;
+/// The dtypes of the `GpuSupport::Any` layout ops.
+pub const ALL_DTYPES: &[DType] = &[DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool];
+
+/// Computes the launches of one node without touching the device: `(node, inputs,
+/// outputs, bad)` -> the [`Step`]s to enqueue in order. `bad` is the bad-index word of
+/// [`index`]'s checked launches (ignored by every other op; `0`: none).
+pub type Planner = fn(&Node, &[DevArg], &[DevArg], u64) -> CudaResult<Vec<Step>>;
+
+macro_rules! family {
+    ($($op:literal => $plan:path),* $(,)?) => {
+        /// The planner of `op`, if it is one of this family's (here or in [`index`]).
+        pub fn planner(op: &str) -> Option<Planner> {
+            match op {
+                $($op => Some($plan),)*
+                _ => None,
+            }
+        }
+
+        /// The launcher of `op`, if it is one of this family's (here or in [`index`]): its
+        /// [`Planner`] (no bad-index word) followed by [`execute`].
+        pub fn launcher(op: &str) -> Option<Launcher> {
+            match op {
+                $($op => {
+                    fn run(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
+                        execute(ctx, node, &$plan(node, inputs, outputs, 0)?)
+                    }
+                    Some(run as Launcher)
+                })*
+                _ => None,
+            }
+        }
+    };
+}
+
+family! {
+    "Transpose" => transpose,
+    "ConcatV2" => concat_v2,
+    "Pack" => pack,
+    "Unpack" => unpack,
+    "SplitV" => split_v,
+    "Tile" => tile,
+    "ReverseV2" => reverse_v2,
+    "Pad" => pad,
+    "StridedSlice" => strided_slice,
+    "StridedSliceGrad" => strided_slice_grad,
+    "GatherV2" => index::gather_v2,
+    "GatherNd" => index::gather_nd,
+    "ScatterNd" => index::scatter_nd,
+    "MatrixDiag" => index::matrix_diag,
+    "MatrixDiagPart" => index::matrix_diag_part,
+}
+
+/// The ops of this family, in the order of [`planner`]'s table.
+pub const OPS: &[&str] = &[
+    "Transpose", "ConcatV2", "Pack", "Unpack", "SplitV", "Tile", "ReverseV2", "Pad", "StridedSlice", "StridedSliceGrad",
+    "GatherV2", "GatherNd", "ScatterNd", "MatrixDiag", "MatrixDiagPart",
+];
+
+// ---------------------------------------------------------------- plans
+
+/// A kernel's metadata argument, by value (first kernel parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meta {
+    Map(MapMeta),
+    Pieces(PiecesMeta),
+    Gather(index::GatherMeta),
+    Nd(index::NdMeta),
+    Diag(index::DiagMeta),
+}
+
+/// One unit of work on the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Launch `entry` over `total` elements with `meta` by value, then the 64-bit device
+    /// pointers `ptrs` (in the entry's parameter order).
+    Kernel { entry: String, total: usize, meta: Meta, ptrs: Vec<u64> },
+    /// Zero `bytes` bytes at `ptr` (`cuMemsetD8Async`).
+    Zero { ptr: u64, bytes: usize },
+}
+
+/// Enqueues `steps` on `ctx.stream` in order; never synchronizes.
+pub fn execute(ctx: &LaunchCtx, node: &Node, steps: &[Step]) -> CudaResult<()> {
+    for s in steps {
+        match s {
+            Step::Zero { ptr, bytes } => {
+                // SAFETY: the plan zeroes an output buffer of the device, `bytes` long;
+                // ordered on the stream before the kernels that follow.
+                unsafe { cudarc::driver::result::memset_d8_async(*ptr, 0, *bytes, ctx.stream.cu_stream()) }
+                    .map_err(|e| driver_error(ctx, node, "cuMemsetD8Async", e))?;
+            }
+            Step::Kernel { entry, total, meta, ptrs } => match meta {
+                Meta::Map(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+                Meta::Pieces(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+                Meta::Gather(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+                Meta::Nd(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+                Meta::Diag(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+            },
+        }
+    }
+    Ok(())
+}
+
+fn driver_error(ctx: &LaunchCtx, node: &Node, call: &str, e: cudarc::driver::DriverError) -> CudaError {
+    CudaError::Driver { device: ctx.device.to_string(), call: format!("{call} for {} '{}'", node.op.name, node.name), msg: e.to_string() }
+}
+
+/// Enqueues `entry` with `meta` by value and then `ptrs`.
+fn launch_raw<M: DeviceRepr>(ctx: &LaunchCtx, node: &Node, entry: &str, total: usize, meta: &M, ptrs: &[u64]) -> CudaResult<()> {
+    let f = (ctx.function)(entry)?;
+    let mut b = ctx.stream.launch_builder(&f);
+    b.arg(meta);
+    for p in ptrs {
+        b.arg(p);
+    }
+    // SAFETY: the argument list matches the entry's signature in kernels/*.cu (a metadata
+    // struct by value, then `T*`/`void*` pointers as 64-bit words); the pointers are device
+    // buffers of the sizes the metadata describes, owned by the device until the stream
+    // has run; the kernels stay within the metadata's bounds.
+    unsafe { b.launch(grid(total)) }.map_err(|e| driver_error(ctx, node, &format!("cuLaunchKernel({entry})"), e))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- metadata (shape.cu)
+
+/// `MapMeta` of `kernels/shape.cu`: an element-to-element map from an output of rank
+/// `rank` to an input (which fields each kernel reads is documented there).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapMeta {
+    pub out_dims: [i64; MAX_RANK],
+    pub in_dims: [i64; MAX_RANK],
+    pub in_strides: [i64; MAX_RANK],
+    pub start: [i64; MAX_RANK],
+    pub step: [i64; MAX_RANK],
+    pub base: i64,
+    pub total: i64,
+    pub rank: i32,
+    pub wide: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data of integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for MapMeta {}
+
+impl MapMeta {
+    /// A map onto an output of dimensions `out` whose input has `in_len` elements; `wide`
+    /// is set when an index could exceed `i32::MAX`.
+    pub fn new(out: &[usize], in_len: usize) -> MapMeta {
+        let mut m = MapMeta { rank: out.len() as i32, ..Default::default() };
+        for (i, &d) in out.iter().enumerate() {
+            m.out_dims[i] = d as i64;
+        }
+        let total: usize = out.iter().product();
+        m.total = total as i64;
+        m.wide = wide(total.max(in_len));
+        m
+    }
+}
+
+/// `PiecesMeta` of `kernels/shape.cu`: up to [`MAX_PIECES`] tensors joined along one axis
+/// or cut from one tensor, the joined tensor viewed as `[outer, row]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PiecesMeta {
+    pub ptrs: [u64; MAX_PIECES],
+    pub offs: [i64; MAX_PIECES + 1],
+    pub outer: i64,
+    pub row: i64,
+    pub col0: i64,
+    pub n: i32,
+    pub wide: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data of integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for PiecesMeta {}
+
+// ---------------------------------------------------------------- shared helpers
+
+/// `1` when an element count needs 64-bit index arithmetic in the kernels.
+pub(crate) fn wide(n: usize) -> i32 {
+    (n > i32::MAX as usize) as i32
+}
+
+/// Launch configuration for `total` elements: [`BLOCK`] threads, up to [`MAX_GRID`] blocks.
+pub(crate) fn grid(total: usize) -> LaunchConfig {
+    let blocks = total.div_ceil(BLOCK as usize).clamp(1, MAX_GRID as usize) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Row-major element strides of `dims`.
+pub(crate) fn strides(dims: &[usize]) -> Vec<i64> {
+    let mut s = vec![1i64; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1] as i64;
+    }
+    s
+}
+
+/// An error naming the node, for attrs the shape function should already have rejected.
+pub(crate) fn invalid(node: &Node, msg: impl std::fmt::Display) -> CudaError {
+    CudaError::Unsupported(format!("{} '{}': {msg}", node.op.name, node.name))
+}
+
+/// Errors unless `rank` fits the kernels' metadata.
+pub(crate) fn check_rank(node: &Node, rank: usize) -> CudaResult<()> {
+    if rank > MAX_RANK {
+        return Err(invalid(node, format!("rank {rank} exceeds the CUDA kernels' maximum of {MAX_RANK}")));
+    }
+    Ok(())
+}
+
+/// The dtype of `arg`, or [`CudaError::Unsupported`] when the op has no kernel for it.
+pub(crate) fn dtype_in(node: &Node, arg: &DevArg, allowed: &[DType]) -> CudaResult<DType> {
+    if allowed.contains(&arg.dtype) {
+        Ok(arg.dtype)
+    } else {
+        Err(CudaError::Unsupported(format!("{} '{}': no CUDA kernel for dtype {}", node.op.name, node.name, arg.dtype)))
+    }
+}
+
+/// Errors unless the node has `n` inputs and `m` outputs as given.
+pub(crate) fn arity(node: &Node, inputs: &[DevArg], outputs: &[DevArg], n: usize, m: usize) -> CudaResult<()> {
+    if inputs.len() != n || outputs.len() != m {
+        return Err(invalid(node, format!("launcher expects {n} inputs and {m} outputs, got {} and {}", inputs.len(), outputs.len())));
+    }
+    Ok(())
+}
+
+/// An int attr, or `default` when absent (the CPU kernels' `int_or`).
+pub(crate) fn int_or(node: &Node, k: &str, default: i64) -> CudaResult<i64> {
+    if node.attrs.contains_key(k) {
+        node.attrs.get_int(node.op.name, k).map_err(|e| invalid(node, e))
+    } else {
+        Ok(default)
+    }
+}
+
+/// An int attr (the CPU kernels' `get_int`).
+pub(crate) fn int(node: &Node, k: &str) -> CudaResult<i64> {
+    node.attrs.get_int(node.op.name, k).map_err(|e| invalid(node, e))
+}
+
+/// An int-list attr.
+pub(crate) fn ints(node: &Node, k: &str) -> CudaResult<Vec<i64>> {
+    node.attrs.get_ints(node.op.name, k).map_err(|e| invalid(node, e))
+}
+
+/// `axis` taken modulo `rank` as the CPU kernels do (`(a + r) % r`), checked.
+pub(crate) fn axis_mod(node: &Node, a: i64, rank: usize) -> CudaResult<usize> {
+    let r = rank.max(1) as i64;
+    if !(-r..r).contains(&a) {
+        return Err(invalid(node, format!("axis {a} is out of range for rank {rank}")));
+    }
+    Ok(((a + r) % r) as usize)
+}
+
+/// The kernel step `{node.op}_{dtype}` over `total` elements, or none when `total` is 0.
+pub(crate) fn kernel(node: &Node, dtype: DType, total: usize, meta: Meta, ptrs: &[u64]) -> Vec<Step> {
+    if total == 0 {
+        return Vec::new();
+    }
+    vec![Step::Kernel { entry: entry_name(node.op.name, dtype), total, meta, ptrs: ptrs.to_vec() }]
+}
+
+/// A strided-map step (`MapMeta`, input pointer, output pointer).
+fn map_step(node: &Node, dtype: DType, m: MapMeta, x: &DevArg, y: &DevArg) -> CudaResult<Vec<Step>> {
+    Ok(kernel(node, dtype, m.total as usize, Meta::Map(m), &[x.ptr, y.ptr]))
+}
+
+// ---------------------------------------------------------------- Transpose, ReverseV2
+
+/// `Transpose(x, perm)`: `y[i_0..] = x[...]` with `y.dims[i] = x.dims[perm[i]]`; the CPU
+/// kernel's `permuted_axes(perm)` (TF's `Transpose`). Attr `perm`.
+pub fn transpose(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (x, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    check_rank(node, x.dims.len())?;
+    let perm = ints(node, "perm")?;
+    if perm.len() != x.dims.len() || perm.iter().any(|&p| p < 0 || p as usize >= x.dims.len()) {
+        return Err(invalid(node, format!("perm {perm:?} is not a permutation of the axes of shape {:?}", x.dims)));
+    }
+    let s = strides(&x.dims);
+    let mut m = MapMeta::new(&y.dims, x.len());
+    for (i, &p) in perm.iter().enumerate() {
+        m.in_strides[i] = s[p as usize];
+    }
+    map_step(node, dtype, m, x, y)
+}
+
+/// `ReverseV2(x)` along the axes of attr `axis` (negatives from the end): the CPU kernel's
+/// `invert_axis` per listed axis (TF's `ReverseV2`). Read with negative strides.
+pub fn reverse_v2(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (x, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    let rank = x.dims.len();
+    check_rank(node, rank)?;
+    let mut flip = vec![false; rank];
+    for a in ints(node, "axis")? {
+        let ax = axis_mod(node, a, rank)?;
+        flip[ax] = !flip[ax];
+    }
+    let s = strides(&x.dims);
+    let mut m = MapMeta::new(&x.dims, x.len());
+    for d in 0..rank {
+        if flip[d] && x.dims[d] > 0 {
+            m.in_strides[d] = -s[d];
+            m.base += (x.dims[d] as i64 - 1) * s[d];
+        } else {
+            m.in_strides[d] = s[d];
+        }
+    }
+    map_step(node, dtype, m, x, y)
+}
+
+// ---------------------------------------------------------------- Tile, Pad
+
+/// `Tile(x, multiples)`: `y.dims[d] = x.dims[d] * multiples[d]`,
+/// `y[c] = x[c mod x.dims]` (the CPU kernel's repeated concatenation; TF's `Tile`).
+pub fn tile(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (x, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    check_rank(node, x.dims.len())?;
+    if y.dims.len() != x.dims.len() {
+        return Err(invalid(node, format!("output shape {:?} does not have the rank of the input {:?}", y.dims, x.dims)));
+    }
+    let s = strides(&x.dims);
+    let mut m = MapMeta::new(&y.dims, x.len());
+    for d in 0..x.dims.len() {
+        m.in_dims[d] = x.dims[d] as i64;
+        m.in_strides[d] = s[d];
+    }
+    map_step(node, dtype, m, x, y)
+}
+
+/// `Pad(x, paddings)` with zeros: attr `paddings` is flat `[b0, a0, b1, a1, ...]`;
+/// `y.dims[d] = b_d + x.dims[d] + a_d` (the CPU kernel; TF's `Pad` with constant 0).
+pub fn pad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (x, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    let rank = x.dims.len();
+    check_rank(node, rank)?;
+    let p = ints(node, "paddings")?;
+    if p.len() != 2 * rank || p.iter().any(|&v| v < 0) || y.dims.len() != rank {
+        return Err(invalid(node, format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {:?}", x.dims)));
+    }
+    let s = strides(&x.dims);
+    let mut m = MapMeta::new(&y.dims, x.len());
+    for d in 0..rank {
+        m.in_dims[d] = x.dims[d] as i64;
+        m.in_strides[d] = s[d];
+        m.start[d] = p[2 * d];
+    }
+    map_step(node, dtype, m, x, y)
+}
+
+// ---------------------------------------------------------------- StridedSlice
+
+/// One canonical dimension of a strided slice: `len` elements `start + k * step`; `shrink`
+/// drops the dimension. Mirrors `DimSlice` of the CPU kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DimSlice {
+    pub start: i64,
+    pub len: usize,
+    pub step: i64,
+    pub shrink: bool,
+}
+
+/// TF's canonicalization of attrs `begin`/`end`/`strides` with `begin_mask`, `end_mask`
+/// and `shrink_axis_mask` over `shape`: the CPU kernel's `slice_spec`, line for line
+/// (`ellipsis_mask` and `new_axis_mask` unsupported there and here).
+pub fn slice_spec(node: &Node, shape: &[usize]) -> CudaResult<Vec<DimSlice>> {
+    let (begin, end, strides) = (ints(node, "begin")?, ints(node, "end")?, ints(node, "strides")?);
+    let (bm, em, sm) = (int_or(node, "begin_mask", 0)?, int_or(node, "end_mask", 0)?, int_or(node, "shrink_axis_mask", 0)?);
+    if int_or(node, "ellipsis_mask", 0)? != 0 || int_or(node, "new_axis_mask", 0)? != 0 {
+        return Err(invalid(node, "ellipsis_mask and new_axis_mask are not supported; give begin/end/strides for every dimension"));
+    }
+    let rank = shape.len();
+    if begin.len() != rank || end.len() != rank || strides.len() != rank {
+        return Err(invalid(node, format!("begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape:?}")));
+    }
+    (0..rank)
+        .map(|i| {
+            let d = shape[i] as i64;
+            let norm = |x: i64| if x < 0 { x + d } else { x };
+            if sm >> i & 1 == 1 {
+                let idx = norm(begin[i]);
+                if !(0..d).contains(&idx) {
+                    return Err(invalid(node, format!("index {} is out of bounds for dimension {i} of size {d} (shape {shape:?})", begin[i])));
+                }
+                return Ok(DimSlice { start: idx, len: 1, step: 1, shrink: true });
+            }
+            let s = strides[i];
+            if s == 0 {
+                return Err(invalid(node, format!("stride of dimension {i} is 0")));
+            }
+            let (b, e) = if s > 0 {
+                (if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) }, if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) })
+            } else {
+                (
+                    if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) },
+                    if em >> i & 1 == 1 { -1 } else { norm(end[i]).clamp(-1, d - 1) },
+                )
+            };
+            let span = if s > 0 { e - b } else { b - e };
+            let len = if span > 0 { ((span + s.abs() - 1) / s.abs()) as usize } else { 0 };
+            Ok(DimSlice { start: b, len, step: s, shrink: false })
+        })
+        .collect()
+}
+
+/// `StridedSlice(x)`: `y` holds `x[start_d + k_d * step_d]` per dimension, shrunk
+/// dimensions dropped (the CPU kernel's `slice_each_axis` + reshape; TF's `StridedSlice`).
+/// Attrs as [`slice_spec`].
+pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (x, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    check_rank(node, x.dims.len())?;
+    let spec = slice_spec(node, &x.dims)?;
+    let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
+    if full.iter().product::<usize>() != y.len() {
+        return Err(invalid(node, format!("slice of {} elements does not fill the output of shape {:?}", full.iter().product::<usize>(), y.dims)));
+    }
+    let s = strides(&x.dims);
+    let mut m = MapMeta::new(&full, x.len());
+    for (d, sl) in spec.iter().enumerate() {
+        m.in_strides[d] = s[d] * sl.step;
+        if sl.len > 0 {
+            m.base += sl.start * s[d];
+        }
+    }
+    map_step(node, dtype, m, x, y)
+}
+
+/// `StridedSliceGrad(dy)`: zeros of attr `shape` (the node's output) with `dy` written at
+/// the positions [`strided_slice`] reads (the CPU kernel's zero fill + `assign`; TF's
+/// `StridedSliceGrad`). One pass over the output.
+pub fn strided_slice_grad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, 1)?;
+    let (dy, y) = (&inputs[0], &outputs[0]);
+    let dtype = dtype_in(node, dy, ALL_DTYPES)?;
+    check_rank(node, y.dims.len())?;
+    let spec = slice_spec(node, &y.dims)?;
+    let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
+    if full.iter().product::<usize>() != dy.len() {
+        return Err(invalid(node, format!("gradient of shape {:?} does not match the slice {full:?}", dy.dims)));
+    }
+    let ds = strides(&full);
+    let mut m = MapMeta::new(&y.dims, dy.len());
+    for (d, sl) in spec.iter().enumerate() {
+        m.in_dims[d] = sl.len as i64;
+        m.in_strides[d] = ds[d];
+        m.start[d] = sl.start;
+        m.step[d] = sl.step;
+    }
+    map_step(node, dtype, m, dy, y)
+}
+
+// ---------------------------------------------------------------- joins and cuts
+
+/// Steps joining `parts` (pointer, columns per row) into `whole` viewed as `[outer, row]`
+/// (`concat_v2_*`, `pack_*`) or cutting them from it (`split_v_*`, `unpack_*`; the entry
+/// decides the direction), [`MAX_PIECES`] parts per launch; empty parts are skipped.
+fn pieces(node: &Node, dtype: DType, whole: &DevArg, outer: usize, row: usize, parts: &[(u64, usize)]) -> CudaResult<Vec<Step>> {
+    if outer * row != whole.len() || parts.iter().map(|p| p.1).sum::<usize>() != row {
+        return Err(invalid(node, format!("pieces of {row} columns in {outer} rows do not make the tensor of shape {:?}", whole.dims)));
+    }
+    let nonempty: Vec<(u64, usize)> = parts.iter().filter(|p| p.1 > 0).copied().collect();
+    let mut steps = Vec::new();
+    let mut col = 0usize;
+    for chunk in nonempty.chunks(MAX_PIECES) {
+        let mut m = PiecesMeta {
+            ptrs: [0; MAX_PIECES],
+            offs: [0; MAX_PIECES + 1],
+            outer: outer as i64,
+            row: row as i64,
+            col0: col as i64,
+            n: chunk.len() as i32,
+            wide: wide(whole.len()),
+        };
+        let mut w = 0usize;
+        for (i, &(p, cols)) in chunk.iter().enumerate() {
+            m.ptrs[i] = p;
+            m.offs[i] = w as i64;
+            w += cols;
+        }
+        m.offs[chunk.len()] = w as i64;
+        steps.extend(kernel(node, dtype, outer * w, Meta::Pieces(m), &[whole.ptr]));
+        col += w;
+    }
+    Ok(steps)
+}
+
+/// Product of `dims[from..]` (1 past the end).
+fn tail(dims: &[usize], from: usize) -> usize {
+    dims.get(from..).map_or(1, |d| d.iter().product())
+}
+
+/// `ConcatV2(xs)` along attr `axis` (taken modulo the output rank as the CPU kernel does):
+/// `ndarray::concatenate` / TF's `ConcatV2`. All inputs share the dtype.
+pub fn concat_v2(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, inputs.len().max(1), 1)?;
+    let y = &outputs[0];
+    let dtype = dtype_in(node, &inputs[0], ALL_DTYPES)?;
+    let axis = axis_mod(node, int(node, "axis")?, y.dims.len())?;
+    let outer: usize = y.dims[..axis.min(y.dims.len())].iter().product();
+    let parts = inputs
+        .iter()
+        .map(|x| if x.dtype == dtype && x.dims.len() == y.dims.len() { Ok((x.ptr, tail(&x.dims, axis))) } else { Err(invalid(node, "inputs must share the output's dtype and rank")) })
+        .collect::<CudaResult<Vec<_>>>()?;
+    pieces(node, dtype, y, outer, tail(&y.dims, axis), &parts)
+}
+
+/// `Pack(xs)` along attr `axis` (default 0, modulo the output rank): `ndarray::stack` /
+/// TF's `Pack`; each input of shape `s` fills one index of the new axis.
+pub fn pack(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, inputs.len().max(1), 1)?;
+    let y = &outputs[0];
+    let dtype = dtype_in(node, &inputs[0], ALL_DTYPES)?;
+    let axis = axis_mod(node, int_or(node, "axis", 0)?, y.dims.len())?;
+    let s = &inputs[0].dims;
+    let outer: usize = s[..axis.min(s.len())].iter().product();
+    let inner = tail(s, axis);
+    let parts = inputs
+        .iter()
+        .map(|x| if x.dtype == dtype && x.dims == *s { Ok((x.ptr, inner)) } else { Err(invalid(node, "stacked tensors must share dtype and shape")) })
+        .collect::<CudaResult<Vec<_>>>()?;
+    pieces(node, dtype, y, outer, inner * inputs.len(), &parts)
+}
+
+/// `Unpack(x)` along attr `axis` (default 0, modulo the input rank): one output per index
+/// of the axis (`index_axis` / TF's `Unpack`).
+pub fn unpack(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, outputs.len())?;
+    let x = &inputs[0];
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    let axis = axis_mod(node, int_or(node, "axis", 0)?, x.dims.len())?;
+    if x.dims.is_empty() || outputs.len() != x.dims[axis] {
+        return Err(invalid(node, format!("{} outputs for unstacking shape {:?} along axis {axis}", outputs.len(), x.dims)));
+    }
+    let outer: usize = x.dims[..axis].iter().product();
+    let inner = tail(&x.dims, axis + 1);
+    let parts: Vec<(u64, usize)> = outputs.iter().map(|o| (o.ptr, inner)).collect();
+    pieces(node, dtype, x, outer, inner * outputs.len(), &parts)
+}
+
+/// `SplitV(x)` along attr `axis` (modulo the input rank) into the node's outputs, whose
+/// sizes along the axis come from `node.outputs` as on the CPU (TF's `SplitV`).
+pub fn split_v(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 1, outputs.len())?;
+    let x = &inputs[0];
+    let dtype = dtype_in(node, x, ALL_DTYPES)?;
+    let axis = axis_mod(node, int(node, "axis")?, x.dims.len())?;
+    if x.dims.is_empty() {
+        return Err(invalid(node, "cannot split a scalar"));
+    }
+    let outer: usize = x.dims[..axis].iter().product();
+    let inner = tail(&x.dims, axis + 1);
+    let parts: Vec<(u64, usize)> = outputs.iter().map(|o| (o.ptr, o.dims.get(axis).copied().unwrap_or(0) * inner)).collect();
+    pieces(node, dtype, x, outer, tail(&x.dims, axis), &parts)
 }
