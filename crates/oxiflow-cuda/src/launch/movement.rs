@@ -26,6 +26,10 @@ use oxiflow_core::DType;
 #[path = "index.rs"]
 pub mod index;
 
+#[cfg(test)]
+#[path = "movement_tests.rs"]
+mod tests;
+
 /// Threads per block of every movement kernel.
 pub const BLOCK: u32 = 256;
 /// Most blocks in a launch; grid-stride loops cover larger tensors.
