@@ -90,13 +90,28 @@ family! {
 
 /// The ops of this family, in the order of [`planner`]'s table.
 pub const OPS: &[&str] = &[
-    "Transpose", "ConcatV2", "Pack", "Unpack", "SplitV", "Tile", "ReverseV2", "Pad", "StridedSlice", "StridedSliceGrad",
-    "GatherV2", "GatherNd", "ScatterNd", "MatrixDiag", "MatrixDiagPart",
+    "Transpose",
+    "ConcatV2",
+    "Pack",
+    "Unpack",
+    "SplitV",
+    "Tile",
+    "ReverseV2",
+    "Pad",
+    "StridedSlice",
+    "StridedSliceGrad",
+    "GatherV2",
+    "GatherNd",
+    "ScatterNd",
+    "MatrixDiag",
+    "MatrixDiagPart",
 ];
 
 // ---------------------------------------------------------------- plans
 
-/// A kernel's metadata argument, by value (first kernel parameter).
+/// A kernel's metadata argument, by value (first kernel parameter). Plans are short-lived
+/// and small, so the variants stay unboxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta {
     Map(MapMeta),
@@ -107,6 +122,7 @@ pub enum Meta {
 }
 
 /// One unit of work on the stream.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Launch `entry` over `total` elements with `meta` by value, then the 64-bit device
@@ -365,9 +381,9 @@ pub fn tile(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cu
     }
     let s = strides(&x.dims);
     let mut m = MapMeta::new(&y.dims, x.len());
-    for d in 0..x.dims.len() {
-        m.in_dims[d] = x.dims[d] as i64;
-        m.in_strides[d] = s[d];
+    for (d, (&n, &st)) in x.dims.iter().zip(&s).enumerate() {
+        m.in_dims[d] = n as i64;
+        m.in_strides[d] = st;
     }
     map_step(node, dtype, m, x, y)
 }
@@ -382,7 +398,10 @@ pub fn pad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cud
     check_rank(node, rank)?;
     let p = ints(node, "paddings")?;
     if p.len() != 2 * rank || p.iter().any(|&v| v < 0) || y.dims.len() != rank {
-        return Err(invalid(node, format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {:?}", x.dims)));
+        return Err(invalid(
+            node,
+            format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {:?}", x.dims),
+        ));
     }
     let s = strides(&x.dims);
     let mut m = MapMeta::new(&y.dims, x.len());
@@ -417,7 +436,10 @@ pub fn slice_spec(node: &Node, shape: &[usize]) -> CudaResult<Vec<DimSlice>> {
     }
     let rank = shape.len();
     if begin.len() != rank || end.len() != rank || strides.len() != rank {
-        return Err(invalid(node, format!("begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape:?}")));
+        return Err(invalid(
+            node,
+            format!("begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape:?}"),
+        ));
     }
     (0..rank)
         .map(|i| {
@@ -426,7 +448,10 @@ pub fn slice_spec(node: &Node, shape: &[usize]) -> CudaResult<Vec<DimSlice>> {
             if sm >> i & 1 == 1 {
                 let idx = norm(begin[i]);
                 if !(0..d).contains(&idx) {
-                    return Err(invalid(node, format!("index {} is out of bounds for dimension {i} of size {d} (shape {shape:?})", begin[i])));
+                    return Err(invalid(
+                        node,
+                        format!("index {} is out of bounds for dimension {i} of size {d} (shape {shape:?})", begin[i]),
+                    ));
                 }
                 return Ok(DimSlice { start: idx, len: 1, step: 1, shrink: true });
             }
@@ -460,7 +485,10 @@ pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u
     let spec = slice_spec(node, &x.dims)?;
     let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
     if full.iter().product::<usize>() != y.len() {
-        return Err(invalid(node, format!("slice of {} elements does not fill the output of shape {:?}", full.iter().product::<usize>(), y.dims)));
+        return Err(invalid(
+            node,
+            format!("slice of {} elements does not fill the output of shape {:?}", full.iter().product::<usize>(), y.dims),
+        ));
     }
     let s = strides(&x.dims);
     let mut m = MapMeta::new(&full, x.len());
@@ -547,7 +575,13 @@ pub fn concat_v2(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) 
     let outer: usize = y.dims[..axis.min(y.dims.len())].iter().product();
     let parts = inputs
         .iter()
-        .map(|x| if x.dtype == dtype && x.dims.len() == y.dims.len() { Ok((x.ptr, tail(&x.dims, axis))) } else { Err(invalid(node, "inputs must share the output's dtype and rank")) })
+        .map(|x| {
+            if x.dtype == dtype && x.dims.len() == y.dims.len() {
+                Ok((x.ptr, tail(&x.dims, axis)))
+            } else {
+                Err(invalid(node, "inputs must share the output's dtype and rank"))
+            }
+        })
         .collect::<CudaResult<Vec<_>>>()?;
     pieces(node, dtype, y, outer, tail(&y.dims, axis), &parts)
 }
@@ -564,7 +598,13 @@ pub fn pack(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cu
     let inner = tail(s, axis);
     let parts = inputs
         .iter()
-        .map(|x| if x.dtype == dtype && x.dims == *s { Ok((x.ptr, inner)) } else { Err(invalid(node, "stacked tensors must share dtype and shape")) })
+        .map(|x| {
+            if x.dtype == dtype && x.dims == *s {
+                Ok((x.ptr, inner))
+            } else {
+                Err(invalid(node, "stacked tensors must share dtype and shape"))
+            }
+        })
         .collect::<CudaResult<Vec<_>>>()?;
     pieces(node, dtype, y, outer, inner * inputs.len(), &parts)
 }

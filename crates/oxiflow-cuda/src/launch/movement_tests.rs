@@ -116,7 +116,11 @@ fn entry_dtype(entry: &str) -> (&str, usize) {
 /// # Safety
 /// The plan's pointers are host addresses of buffers of the sizes the metadata describes.
 unsafe fn copy(src: u64, si: i64, dst: u64, di: i64, es: usize) {
-    std::ptr::copy_nonoverlapping((src as *const u8).offset(si as isize * es as isize), (dst as *mut u8).offset(di as isize * es as isize), es);
+    std::ptr::copy_nonoverlapping(
+        (src as *const u8).offset(si as isize * es as isize),
+        (dst as *mut u8).offset(di as isize * es as isize),
+        es,
+    );
 }
 
 unsafe fn zero(dst: u64, di: i64, es: usize) {
