@@ -13,8 +13,14 @@
 //! Shape metadata travels by value in `#[repr(C)]` structs mirrored field for field in the
 //! `.cu` files (the compile test checks each struct's size against the PTX parameter
 //! list). Launches use [`BLOCK`]-thread blocks and at most [`MAX_GRID`] blocks; the kernels
-//! loop over the rest (grid-stride loops). Nothing is launched for an empty output. Tensors
-//! of rank above [`MAX_RANK`] are refused with [`CudaError::Unsupported`].
+//! loop over the rest (grid-stride loops). Nothing is launched for an empty output.
+//! Transpose, ReverseV2 and StridedSlice drop size-1 axes and merge axes that stay
+//! contiguous ([`gather_meta`]); a tensor whose remaining rank is above [`MAX_RANK`] is
+//! refused with [`CudaError::Unsupported`] (the placer does not know this limit).
+//!
+//! Launching is split in two: a [`Planner`] turns the node and its tensors into [`Step`]s
+//! (pure host code, checked without a GPU by emulating the kernels on the host in the unit
+//! tests), and [`execute`] enqueues them.
 
 use super::{entry_name, DevArg, LaunchCtx, Launcher, MAX_RANK};
 use crate::error::{CudaError, CudaResult};
@@ -320,6 +326,33 @@ fn map_step(node: &Node, dtype: DType, m: MapMeta, x: &DevArg, y: &DevArg) -> Cu
     Ok(kernel(node, dtype, m.total as usize, Meta::Map(m), &[x.ptr, y.ptr]))
 }
 
+/// The `MapMeta` of a strided gather `y[c] = x[base + sum_d c_d * stride_d]` over output
+/// axes `(size, stride)`, simplified first: axes of size 1 are dropped and neighbours that
+/// walk memory as one axis (`stride_d == stride_{d+1} * size_{d+1}`) are merged, so fewer
+/// divisions run per element and inputs of rank above [`MAX_RANK`] often still fit.
+pub(crate) fn gather_meta(node: &Node, axes: &[(usize, i64)], base: i64, in_len: usize) -> CudaResult<MapMeta> {
+    let total: usize = axes.iter().map(|a| a.0).product();
+    let mut merged: Vec<(usize, i64)> = Vec::with_capacity(axes.len());
+    if total > 0 {
+        for &(n, st) in axes.iter().filter(|a| a.0 != 1) {
+            match merged.last_mut() {
+                Some(last) if last.1 == st * n as i64 => *last = (last.0 * n, st),
+                _ => merged.push((n, st)),
+            }
+        }
+    }
+    check_rank(node, merged.len())?;
+    let dims: Vec<usize> = merged.iter().map(|a| a.0).collect();
+    let mut m = MapMeta::new(&dims, in_len);
+    m.total = total as i64;
+    m.wide = wide(total.max(in_len));
+    for (d, a) in merged.iter().enumerate() {
+        m.in_strides[d] = a.1;
+    }
+    m.base = base;
+    Ok(m)
+}
+
 // ---------------------------------------------------------------- Transpose, ReverseV2
 
 /// `Transpose(x, perm)`: `y[i_0..] = x[...]` with `y.dims[i] = x.dims[perm[i]]`; the CPU
@@ -328,17 +361,13 @@ pub fn transpose(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) 
     arity(node, inputs, outputs, 1, 1)?;
     let (x, y) = (&inputs[0], &outputs[0]);
     let dtype = dtype_in(node, x, ALL_DTYPES)?;
-    check_rank(node, x.dims.len())?;
     let perm = ints(node, "perm")?;
     if perm.len() != x.dims.len() || perm.iter().any(|&p| p < 0 || p as usize >= x.dims.len()) {
         return Err(invalid(node, format!("perm {perm:?} is not a permutation of the axes of shape {:?}", x.dims)));
     }
     let s = strides(&x.dims);
-    let mut m = MapMeta::new(&y.dims, x.len());
-    for (i, &p) in perm.iter().enumerate() {
-        m.in_strides[i] = s[p as usize];
-    }
-    map_step(node, dtype, m, x, y)
+    let axes: Vec<(usize, i64)> = perm.iter().map(|&p| (x.dims[p as usize], s[p as usize])).collect();
+    map_step(node, dtype, gather_meta(node, &axes, 0, x.len())?, x, y)
 }
 
 /// `ReverseV2(x)` along the axes of attr `axis` (negatives from the end): the CPU kernel's
@@ -348,23 +377,23 @@ pub fn reverse_v2(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64)
     let (x, y) = (&inputs[0], &outputs[0]);
     let dtype = dtype_in(node, x, ALL_DTYPES)?;
     let rank = x.dims.len();
-    check_rank(node, rank)?;
     let mut flip = vec![false; rank];
     for a in ints(node, "axis")? {
         let ax = axis_mod(node, a, rank)?;
         flip[ax] = !flip[ax];
     }
     let s = strides(&x.dims);
-    let mut m = MapMeta::new(&x.dims, x.len());
+    let mut base = 0i64;
+    let mut axes = Vec::with_capacity(rank);
     for d in 0..rank {
         if flip[d] && x.dims[d] > 0 {
-            m.in_strides[d] = -s[d];
-            m.base += (x.dims[d] as i64 - 1) * s[d];
+            axes.push((x.dims[d], -s[d]));
+            base += (x.dims[d] as i64 - 1) * s[d];
         } else {
-            m.in_strides[d] = s[d];
+            axes.push((x.dims[d], s[d]));
         }
     }
-    map_step(node, dtype, m, x, y)
+    map_step(node, dtype, gather_meta(node, &axes, base, x.len())?, x, y)
 }
 
 // ---------------------------------------------------------------- Tile, Pad
@@ -481,7 +510,6 @@ pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u
     arity(node, inputs, outputs, 1, 1)?;
     let (x, y) = (&inputs[0], &outputs[0]);
     let dtype = dtype_in(node, x, ALL_DTYPES)?;
-    check_rank(node, x.dims.len())?;
     let spec = slice_spec(node, &x.dims)?;
     let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
     if full.iter().product::<usize>() != y.len() {
@@ -491,14 +519,9 @@ pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u
         ));
     }
     let s = strides(&x.dims);
-    let mut m = MapMeta::new(&full, x.len());
-    for (d, sl) in spec.iter().enumerate() {
-        m.in_strides[d] = s[d] * sl.step;
-        if sl.len > 0 {
-            m.base += sl.start * s[d];
-        }
-    }
-    map_step(node, dtype, m, x, y)
+    let axes: Vec<(usize, i64)> = spec.iter().zip(&s).map(|(sl, &st)| (sl.len, st * sl.step)).collect();
+    let base = if y.is_empty() { 0 } else { spec.iter().zip(&s).map(|(sl, &st)| sl.start * st).sum() };
+    map_step(node, dtype, gather_meta(node, &axes, base, x.len())?, x, y)
 }
 
 /// `StridedSliceGrad(dy)`: zeros of attr `shape` (the node's output) with `dy` written at

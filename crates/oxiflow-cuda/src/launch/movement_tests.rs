@@ -363,3 +363,28 @@ fn bad_indices_give_zeros_and_are_recorded() {
         }
     }
 }
+
+/// The `MapMeta` of the single kernel step of `case`'s plan (fake device pointers).
+fn map_meta_of(case: &Case) -> MapMeta {
+    let node = case.node();
+    let args = |ts: Vec<(DType, Vec<usize>)>| ts.into_iter().map(|(dtype, dims)| DevArg { ptr: 0x1000, dtype, dims }).collect::<Vec<_>>();
+    let ins = args(case.inputs.iter().map(|t| (t.dtype(), t.dims().to_vec())).collect());
+    let outs = args(node.outputs.iter().map(|t| (t.dtype, t.shape.0.clone())).collect());
+    match &planner(node.op.name).unwrap()(node, &ins, &outs, 0).unwrap()[..] {
+        [Step::Kernel { meta: Meta::Map(m), .. }] => *m,
+        other => panic!("{}: unexpected plan {other:?}", case.name),
+    }
+}
+
+#[test]
+fn strided_gathers_merge_axes() {
+    use cases::{case, ramp};
+    use oxiflow_core::ops::AttrValue;
+    let x = || ramp(DType::Float32, &[2, 3, 4], 0);
+    let identity = map_meta_of(&case("identity", "Transpose", vec![x()], vec![("perm", AttrValue::Ints(vec![0, 1, 2]))]));
+    assert_eq!((identity.rank, identity.out_dims[0], identity.in_strides[0], identity.base), (1, 24, 1, 0));
+    let swap = map_meta_of(&case("swap", "Transpose", vec![x()], vec![("perm", AttrValue::Ints(vec![2, 0, 1]))]));
+    assert_eq!((swap.rank, &swap.out_dims[..2], &swap.in_strides[..2]), (2, &[4, 6][..], &[1, 4][..]));
+    let all = map_meta_of(&case("reverse all", "ReverseV2", vec![x()], vec![("axis", AttrValue::Ints(vec![0, 1, 2]))]));
+    assert_eq!((all.rank, all.out_dims[0], all.in_strides[0], all.base), (1, 24, -1, 23));
+}
