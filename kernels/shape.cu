@@ -49,6 +49,23 @@ struct PiecesMeta {
     int wide;
 };
 
+// Transpose of the last two axes, x [batch, rows, cols] -> y [batch, cols, rows], through
+// 32 x 32 tiles in shared memory so that both the reads and the writes are coalesced
+// (TF's SwapDimension1And2InTensor3). Blocks are 32 x 8 threads, one tile per block and
+// loop iteration; tiles_r = ceil(rows / 32), tiles_c = ceil(cols / 32).
+struct SwapMeta {
+    i64 batch;
+    i64 rows;
+    i64 cols;
+    i64 tiles_r;
+    i64 tiles_c;
+    int wide;
+    int _pad;
+};
+
+#define OXI_TILE 32
+#define OXI_TILE_ROWS 8
+
 // ------------------------------------------------------------------ index helpers
 
 // Input offset of output element `t`: base + sum_d coord_d * in_strides[d].
@@ -178,6 +195,31 @@ __device__ void cut_body(const PiecesMeta& m, const T* __restrict__ in) {
     }
 }
 
+// Tiled transpose of the last two axes (SwapMeta); the loop over tiles is uniform across
+// the block, so every thread reaches both barriers.
+template <typename T, typename I>
+__device__ void swap_tiled_body(const SwapMeta& m, const T* __restrict__ x, T* __restrict__ y) {
+    __shared__ T tile[OXI_TILE][OXI_TILE + 1];
+    I rows = (I)m.rows, cols = (I)m.cols, tiles_r = (I)m.tiles_r, tiles_c = (I)m.tiles_c;
+    I ntiles = (I)m.batch * tiles_r * tiles_c;
+    for (I k = blockIdx.x; k < ntiles; k += gridDim.x) {
+        I tc = k % tiles_c;
+        I tr = (k / tiles_c) % tiles_r;
+        I b = k / (tiles_c * tiles_r);
+        I r0 = tr * OXI_TILE, c0 = tc * OXI_TILE;
+        for (int j = 0; j < OXI_TILE; j += OXI_TILE_ROWS) {
+            I r = r0 + threadIdx.y + j, c = c0 + threadIdx.x;
+            if (r < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = x[(b * rows + r) * cols + c];
+        }
+        __syncthreads();
+        for (int j = 0; j < OXI_TILE; j += OXI_TILE_ROWS) {
+            I c = c0 + threadIdx.y + j, r = r0 + threadIdx.x;
+            if (c < cols && r < rows) y[(b * cols + c) * rows + r] = tile[threadIdx.x][threadIdx.y + j];
+        }
+        __syncthreads();
+    }
+}
+
 // ------------------------------------------------------------------ entry points
 
 // Map kernels: (MapMeta m, const T* x, T* y); 32/64-bit arithmetic chosen by m.wide.
@@ -198,8 +240,15 @@ __device__ void cut_body(const PiecesMeta& m, const T* __restrict__ in) {
         if (m.wide) cut_body<T, u64>(m, in); else cut_body<T, u32>(m, in);             \
     }
 
+// Tiled transpose helper entry `transpose_{dtype}_tiled`: (SwapMeta m, const T* x, T* y).
+#define OXI_SWAP_ENTRY(NAME, T)                                                        \
+    extern "C" __global__ void NAME(SwapMeta m, const T* __restrict__ x, T* __restrict__ y) { \
+        if (m.wide) swap_tiled_body<T, u64>(m, x, y); else swap_tiled_body<T, u32>(m, x, y); \
+    }
+
 #define OXI_SHAPE_ENTRIES(SUF, T)                                        \
     OXI_MAP_ENTRY(transpose_##SUF, strided_gather, T)                    \
+    OXI_SWAP_ENTRY(transpose_##SUF##_tiled, T)                           \
     OXI_MAP_ENTRY(reverse_v2_##SUF, strided_gather, T)                   \
     OXI_MAP_ENTRY(strided_slice_##SUF, strided_gather, T)                \
     OXI_MAP_ENTRY(tile_##SUF, tile_body, T)                              \

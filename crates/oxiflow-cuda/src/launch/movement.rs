@@ -15,7 +15,7 @@
 //! list). Launches use [`BLOCK`]-thread blocks and at most [`MAX_GRID`] blocks; the kernels
 //! loop over the rest (grid-stride loops). Nothing is launched for an empty output.
 //! Transpose, ReverseV2 and StridedSlice drop size-1 axes and merge axes that stay
-//! contiguous ([`gather_meta`]); a tensor whose remaining rank is above [`MAX_RANK`] is
+//! contiguous (`gather_meta`); a tensor whose remaining rank is above [`MAX_RANK`] is
 //! refused with [`CudaError::Unsupported`] (the placer does not know this limit).
 //!
 //! Launching is split in two: a [`Planner`] turns the node and its tensors into [`Step`]s
@@ -121,6 +121,7 @@ pub const OPS: &[&str] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta {
     Map(MapMeta),
+    Swap(SwapMeta),
     Pieces(PiecesMeta),
     Gather(index::GatherMeta),
     Nd(index::NdMeta),
@@ -149,11 +150,12 @@ pub fn execute(ctx: &LaunchCtx, node: &Node, steps: &[Step]) -> CudaResult<()> {
                     .map_err(|e| driver_error(ctx, node, "cuMemsetD8Async", e))?;
             }
             Step::Kernel { entry, total, meta, ptrs } => match meta {
-                Meta::Map(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
-                Meta::Pieces(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
-                Meta::Gather(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
-                Meta::Nd(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
-                Meta::Diag(m) => launch_raw(ctx, node, entry, *total, m, ptrs)?,
+                Meta::Map(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,
+                Meta::Swap(m) => launch_raw(ctx, node, entry, tile_grid(*total), m, ptrs)?,
+                Meta::Pieces(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,
+                Meta::Gather(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,
+                Meta::Nd(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,
+                Meta::Diag(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,
             },
         }
     }
@@ -165,7 +167,7 @@ fn driver_error(ctx: &LaunchCtx, node: &Node, call: &str, e: cudarc::driver::Dri
 }
 
 /// Enqueues `entry` with `meta` by value and then `ptrs`.
-fn launch_raw<M: DeviceRepr>(ctx: &LaunchCtx, node: &Node, entry: &str, total: usize, meta: &M, ptrs: &[u64]) -> CudaResult<()> {
+fn launch_raw<M: DeviceRepr>(ctx: &LaunchCtx, node: &Node, entry: &str, cfg: LaunchConfig, meta: &M, ptrs: &[u64]) -> CudaResult<()> {
     let f = (ctx.function)(entry)?;
     let mut b = ctx.stream.launch_builder(&f);
     b.arg(meta);
@@ -176,7 +178,7 @@ fn launch_raw<M: DeviceRepr>(ctx: &LaunchCtx, node: &Node, entry: &str, total: u
     // struct by value, then `T*`/`void*` pointers as 64-bit words); the pointers are device
     // buffers of the sizes the metadata describes, owned by the device until the stream
     // has run; the kernels stay within the metadata's bounds.
-    unsafe { b.launch(grid(total)) }.map_err(|e| driver_error(ctx, node, &format!("cuLaunchKernel({entry})"), e))?;
+    unsafe { b.launch(cfg) }.map_err(|e| driver_error(ctx, node, &format!("cuLaunchKernel({entry})"), e))?;
     Ok(())
 }
 
@@ -233,6 +235,46 @@ pub struct PiecesMeta {
 // SAFETY: plain `#[repr(C)]` data of integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for PiecesMeta {}
 
+/// Tile edge of the tiled transpose (`OXI_TILE` in `kernels/shape.cu`).
+pub const TILE: usize = 32;
+/// Smallest `rows` and `cols` for which a transpose of the last two axes takes the tiled
+/// kernel; thinner matrices go through the strided gather.
+pub const TILED_MIN: usize = 8;
+
+/// `SwapMeta` of `kernels/shape.cu`: `x [batch, rows, cols] -> y [batch, cols, rows]` by
+/// 32 x 32 tiles (`transpose_{dtype}_tiled`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwapMeta {
+    pub batch: i64,
+    pub rows: i64,
+    pub cols: i64,
+    pub tiles_r: i64,
+    pub tiles_c: i64,
+    pub wide: i32,
+    pub _pad: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data of integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for SwapMeta {}
+
+/// The tiled form of a merged transpose `m` when it swaps the last two axes of a
+/// `[batch, rows, cols]` tensor (out axes `[cols, rows]` with strides `[1, cols]`, after an
+/// optional batch axis of stride `rows * cols`) and both are at least [`TILED_MIN`].
+pub fn as_swap(m: &MapMeta) -> Option<SwapMeta> {
+    let (d, s) = (&m.out_dims, &m.in_strides);
+    let (batch, cols, rows) = match m.rank {
+        2 if s[0] == 1 && s[1] == d[0] => (1, d[0], d[1]),
+        3 if s[1] == 1 && s[2] == d[1] && s[0] == d[1] * d[2] => (d[0], d[1], d[2]),
+        _ => return None,
+    };
+    if m.base != 0 || rows < TILED_MIN as i64 || cols < TILED_MIN as i64 {
+        return None;
+    }
+    let t = TILE as i64;
+    Some(SwapMeta { batch, rows, cols, tiles_r: (rows + t - 1) / t, tiles_c: (cols + t - 1) / t, wide: m.wide, _pad: 0 })
+}
+
 // ---------------------------------------------------------------- shared helpers
 
 /// `1` when an element count needs 64-bit index arithmetic in the kernels.
@@ -244,6 +286,13 @@ pub(crate) fn wide(n: usize) -> i32 {
 pub(crate) fn grid(total: usize) -> LaunchConfig {
     let blocks = total.div_ceil(BLOCK as usize).clamp(1, MAX_GRID as usize) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Launch configuration of the tiled transpose over `tiles` tiles: 32 x 8 threads, one
+/// tile per block, up to [`MAX_GRID`] blocks.
+pub(crate) fn tile_grid(tiles: usize) -> LaunchConfig {
+    let blocks = tiles.clamp(1, MAX_GRID as usize) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (TILE as u32, 8, 1), shared_mem_bytes: 0 }
 }
 
 /// Row-major element strides of `dims`.
@@ -356,7 +405,10 @@ pub(crate) fn gather_meta(node: &Node, axes: &[(usize, i64)], base: i64, in_len:
 // ---------------------------------------------------------------- Transpose, ReverseV2
 
 /// `Transpose(x, perm)`: `y[i_0..] = x[...]` with `y.dims[i] = x.dims[perm[i]]`; the CPU
-/// kernel's `permuted_axes(perm)` (TF's `Transpose`). Attr `perm`.
+/// kernel's `permuted_axes(perm)` (TF's `Transpose`). Attr `perm`. A transpose that (after
+/// merging axes) swaps the last two axes of `[batch, rows, cols]` uses the tiled helper
+/// entry `transpose_{dtype}_tiled` ([`as_swap`]); others the strided gather. For the tiled
+/// step, `total` counts tiles.
 pub fn transpose(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
     arity(node, inputs, outputs, 1, 1)?;
     let (x, y) = (&inputs[0], &outputs[0]);
@@ -367,7 +419,15 @@ pub fn transpose(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) 
     }
     let s = strides(&x.dims);
     let axes: Vec<(usize, i64)> = perm.iter().map(|&p| (x.dims[p as usize], s[p as usize])).collect();
-    map_step(node, dtype, gather_meta(node, &axes, 0, x.len())?, x, y)
+    let m = gather_meta(node, &axes, 0, x.len())?;
+    match as_swap(&m) {
+        Some(sw) => {
+            let tiles = (sw.batch * sw.tiles_r * sw.tiles_c) as usize;
+            let entry = format!("{}_tiled", entry_name(node.op.name, dtype));
+            Ok(vec![Step::Kernel { entry, total: tiles, meta: Meta::Swap(sw), ptrs: vec![x.ptr, y.ptr] }])
+        }
+        None => map_step(node, dtype, m, x, y),
+    }
 }
 
 /// `ReverseV2(x)` along the axes of attr `axis` (negatives from the end): the CPU kernel's

@@ -24,6 +24,7 @@ fn metadata_structs_have_the_cuda_layout() {
     assert_eq!(std::mem::size_of::<GatherMeta>(), 5 * 8 + 2 * 4);
     assert_eq!(std::mem::size_of::<NdMeta>(), 8 * MAX_RANK + 3 * 8 + 4 * 4);
     assert_eq!(std::mem::size_of::<DiagMeta>(), 4 * 8 + 2 * 4);
+    assert_eq!(std::mem::size_of::<SwapMeta>(), 5 * 8 + 2 * 4);
 }
 
 /// Every `{op}_{dtype}` entry the registry's GPU flags require of this family.
@@ -38,6 +39,9 @@ fn required_entries() -> Vec<String> {
         };
         for &d in dtypes {
             v.push(entry_name(op, d));
+            if *op == "Transpose" {
+                v.push(format!("{}_tiled", entry_name(op, d)));
+            }
         }
     }
     v
@@ -49,7 +53,7 @@ fn every_op_has_a_launcher_and_a_planner() {
         assert!(crate::launch::launcher(op).is_some(), "{op} has no launcher");
         assert!(planner(op).is_some(), "{op} has no planner");
     }
-    assert_eq!(required_entries().len(), 10 * 5 + 3 * 4 + 2 * 2);
+    assert_eq!(required_entries().len(), 10 * 5 + 5 + 3 * 4 + 2 * 2);
 }
 
 /// Bytes of the metadata parameter of `entry` in `ptx` (`.param .align 8 .b8 NAME_param_0[N]`).
@@ -60,6 +64,9 @@ fn param0_size(ptx: &str, entry: &str) -> Option<usize> {
 }
 
 fn meta_size(entry: &str) -> usize {
+    if entry.ends_with("_tiled") {
+        return std::mem::size_of::<SwapMeta>();
+    }
     let op = entry.rsplit_once('_').map(|(op, _)| op).unwrap_or(entry);
     match op {
         "concat_v2" | "pack" | "split_v" | "unpack" => std::mem::size_of::<PiecesMeta>(),
@@ -103,7 +110,7 @@ fn kernels_compile_with_nvrtc_and_export_every_entry() {
 
 /// Element size and dtype suffix of an entry name.
 fn entry_dtype(entry: &str) -> (&str, usize) {
-    let (op, suf) = entry.rsplit_once('_').expect("entry name");
+    let (op, suf) = entry.trim_end_matches("_tiled").rsplit_once('_').expect("entry name");
     let size = match suf {
         "f32" | "i32" => 4,
         "f64" | "i64" => 8,
@@ -198,7 +205,7 @@ fn nd_offset(m: &NdMeta, idx: u64, r: i64) -> i64 {
 /// Runs one kernel step on the host, mirroring `kernels/shape.cu` and `kernels/index.cu`.
 unsafe fn emulate(entry: &str, total: usize, meta: &Meta, p: &[u64]) {
     let (op, es) = entry_dtype(entry);
-    let suf = entry.rsplit_once('_').unwrap().1;
+    let suf = entry.trim_end_matches("_tiled").rsplit_once('_').unwrap().1;
     let total = total as i64;
     match meta {
         Meta::Map(m) => {
@@ -235,6 +242,19 @@ unsafe fn emulate(entry: &str, total: usize, meta: &Meta, p: &[u64]) {
                     copy(p[0], off, p[1], t, es)
                 } else {
                     zero(p[1], t, es)
+                }
+            }
+        }
+        Meta::Swap(m) => {
+            assert_eq!(total, m.batch * m.tiles_r * m.tiles_c, "{entry}: tiles");
+            assert_eq!((m.tiles_r, m.tiles_c), ((m.rows + 31) / 32, (m.cols + 31) / 32), "{entry}: tile counts");
+            // Tile by tile as the kernel walks them: reads x[b, r, c], writes y[b, c, r].
+            for k in 0..total {
+                let (tc, tr, b) = (k % m.tiles_c, (k / m.tiles_c) % m.tiles_r, k / (m.tiles_c * m.tiles_r));
+                for r in tr * 32..((tr + 1) * 32).min(m.rows) {
+                    for c in tc * 32..((tc + 1) * 32).min(m.cols) {
+                        copy(p[0], (b * m.rows + r) * m.cols + c, p[1], (b * m.cols + c) * m.rows + r, es);
+                    }
                 }
             }
         }
@@ -317,7 +337,7 @@ fn run_on_host(case: &Case, bad: u64) -> Vec<Vec<u8>> {
         match step {
             Step::Zero { ptr, bytes } => unsafe { std::ptr::write_bytes(*ptr as *mut u8, 0, *bytes) },
             Step::Kernel { entry, total, meta, ptrs } => {
-                assert_eq!(entry, &entry_name(node.op.name, node.outputs[0].dtype), "{}", case.name);
+                assert_eq!(entry.trim_end_matches("_tiled"), entry_name(node.op.name, node.outputs[0].dtype), "{}", case.name);
                 // SAFETY: the plan points into `ins`/`outs`, alive here.
                 unsafe { emulate(entry, *total, meta, ptrs) }
             }
@@ -374,6 +394,25 @@ fn map_meta_of(case: &Case) -> MapMeta {
         [Step::Kernel { meta: Meta::Map(m), .. }] => *m,
         other => panic!("{}: unexpected plan {other:?}", case.name),
     }
+}
+
+#[test]
+fn transposes_of_the_last_two_axes_are_tiled() {
+    use cases::{case, ramp};
+    use oxiflow_core::ops::AttrValue;
+    let plan = |dims: &[usize], perm: &[i64]| {
+        let c = case("t", "Transpose", vec![ramp(DType::Float64, dims, 0)], vec![("perm", AttrValue::Ints(perm.to_vec()))]);
+        let node = c.node();
+        let ins = [DevArg { ptr: 1, dtype: DType::Float64, dims: dims.to_vec() }];
+        let outs = [DevArg { ptr: 2, dtype: DType::Float64, dims: node.outputs[0].shape.0.clone() }];
+        planner("Transpose").unwrap()(node, &ins, &outs, 0).unwrap()
+    };
+    let tiled = |steps: &[Step]| matches!(&steps[..], [Step::Kernel { entry, meta: Meta::Swap(_), .. }] if entry == "transpose_f64_tiled");
+    assert!(tiled(&plan(&[33, 65], &[1, 0])));
+    assert!(tiled(&plan(&[3, 40, 17], &[0, 2, 1])));
+    assert!(tiled(&plan(&[2, 3, 40, 17], &[0, 1, 3, 2])), "batch axes merge into one");
+    assert!(!tiled(&plan(&[3, 40, 17], &[1, 0, 2])), "not a swap of the last two axes");
+    assert!(!tiled(&plan(&[40, 4], &[1, 0])), "too thin for tiles");
 }
 
 #[test]
