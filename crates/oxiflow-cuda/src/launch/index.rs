@@ -23,8 +23,9 @@
 //! whose text is the CPU kernel's. The plain launchers ([`super::launcher`]) pass a null
 //! pointer (TF's GPU behaviour, nothing recorded).
 
-use super::{arity, check_rank, dtype_in, execute, int_or, invalid, kernel, wide, DevArg, LaunchCtx, Meta, Step, MAX_RANK};
+use super::{arity, check_rank, dtype_in, execute, int_or, invalid, kernel, wide, DevArg, LaunchCtx, Meta, Step};
 use crate::error::{CudaError, CudaResult};
+use crate::launch::MAX_RANK;
 use cudarc::driver::DeviceRepr;
 use oxiflow_core::graph::Node;
 use oxiflow_core::{DType, OxiflowError, Shape};

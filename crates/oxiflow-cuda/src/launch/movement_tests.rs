@@ -9,7 +9,7 @@
 
 use super::index::{bad_index_error, bad_index_row, DiagMeta, GatherMeta, NdMeta, NO_BAD_INDEX};
 use super::*;
-use crate::launch::entry_name;
+use crate::launch::{entry_name, MAX_RANK};
 use oxiflow_core::ops::{lookup, GpuSupport};
 use oxiflow_core::Tensor;
 
@@ -407,7 +407,7 @@ fn transposes_of_the_last_two_axes_are_tiled() {
         let outs = [DevArg { ptr: 2, dtype: DType::Float64, dims: node.outputs[0].shape.0.clone() }];
         planner("Transpose").unwrap()(node, &ins, &outs, 0).unwrap()
     };
-    let tiled = |steps: &[Step]| matches!(&steps[..], [Step::Kernel { entry, meta: Meta::Swap(_), .. }] if entry == "transpose_f64_tiled");
+    let tiled = |steps: &[Step]| matches!(steps, [Step::Kernel { entry, meta: Meta::Swap(_), .. }] if entry == "transpose_f64_tiled");
     assert!(tiled(&plan(&[33, 65], &[1, 0])));
     assert!(tiled(&plan(&[3, 40, 17], &[0, 2, 1])));
     assert!(tiled(&plan(&[2, 3, 40, 17], &[0, 1, 3, 2])), "batch axes merge into one");
