@@ -1,6 +1,7 @@
-//! Launchers of the indexing kernels in `kernels/index.cu`: `GatherV2`, `GatherNd`,
-//! `ScatterNd` (data `f32 f64 i32 i64`, indices `Int32` or `Int64`) and `MatrixDiag`,
-//! `MatrixDiagPart` (`f32 f64`). A submodule of [`super`] (`launch::movement::index`).
+//! Planners of the indexing kernels in `kernels/index.cu` (launched through
+//! [`super::launcher`]): `GatherV2`, `GatherNd`, `ScatterNd` (data `f32 f64 i32 i64`,
+//! indices `Int32` or `Int64`) and `MatrixDiag`, `MatrixDiagPart` (`f32 f64`). A submodule
+//! of [`super`] (`launch::movement::index`).
 //!
 //! # Out-of-range indices
 //!

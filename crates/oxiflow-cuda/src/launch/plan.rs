@@ -31,8 +31,9 @@ pub enum Meta {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// Launch `entry` over `total` elements with `meta` by value, then the 64-bit device
-    /// pointers `ptrs` (in the entry's parameter order).
+    /// Launch `entry` over `total` work items (elements; tiles for [`Meta::Swap`]) with
+    /// `meta` by value, then the 64-bit device pointers `ptrs` (in the entry's parameter
+    /// order).
     Kernel { entry: String, total: usize, meta: Meta, ptrs: Vec<u64> },
     /// Zero `bytes` bytes at `ptr` (`cuMemsetD8Async`).
     Zero { ptr: u64, bytes: usize },
