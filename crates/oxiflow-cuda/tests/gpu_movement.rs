@@ -1,6 +1,7 @@
 //! The data-movement and indexing kernels on a real GPU: every case of
 //! `tests/common/movement_cases.rs` (each op of the family, each GPU dtype, edge cases) runs
-//! through its launcher (`oxiflow_cuda::launch::launcher`) and must give exactly the CPU
+//! through its launcher (`oxiflow_cuda::launch::launcher`), and again through its plan with
+//! the 64-bit index path forced and one block per launch, and must give exactly the CPU
 //! kernel's bytes; the bad-index cases must give TF's GPU results (zeros, skipped scatter
 //! rows) and record the first bad position for `launch_checked`.
 //!
@@ -14,11 +15,20 @@ mod cases;
 use cases::{bad_index_cases, cases, tensor_bytes, Case};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 use oxiflow_cuda::launch::movement::index::{bad_index_error, bad_index_row, launch_checked, NO_BAD_INDEX};
+use oxiflow_cuda::launch::movement::{execute_with_grid, planner, Step};
 use oxiflow_cuda::launch::{launcher, DevArg, LaunchCtx, Scratch};
 use oxiflow_cuda::{CudaError, CudaResult};
 use std::sync::Arc;
 
 const DEVICE: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+/// How [`Gpu::run`] launches a case.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    Launcher,
+    WideOneBlock,
+    Checked(&'a CudaSlice<u64>),
+}
 
 /// A CUDA context, its stream and the two kernel modules.
 struct Gpu {
@@ -95,9 +105,11 @@ impl Gpu {
         b.device_ptr(&self.stream).0
     }
 
-    /// Runs `case` through its launcher (or `launch_checked` with the bad-index word `bad`)
-    /// and returns the output bytes.
-    fn run(&self, case: &Case, bad: Option<&CudaSlice<u64>>) -> Vec<Vec<u8>> {
+    /// Runs `case` through its launcher (`Mode::Launcher`), through its plan with the
+    /// 64-bit index path forced and one block per launch (`Mode::WideOneBlock`: every
+    /// grid-stride loop runs many times), or through `launch_checked` with the bad-index
+    /// word (`Mode::Checked`), and returns the output bytes.
+    fn run(&self, case: &Case, mode: Mode) -> Vec<Vec<u8>> {
         let node = case.node();
         let ins: Vec<CudaSlice<u8>> = case.inputs.iter().map(|t| self.upload(&tensor_bytes(t))).collect();
         // Outputs start as 0xAB bytes, so an element the kernel fails to write shows.
@@ -114,9 +126,17 @@ impl Gpu {
             Ok(Box::new(GpuScratch { buf, stream: stream.clone() }))
         };
         let ctx = LaunchCtx { device: DEVICE, stream: &self.stream, function: &function, blas: None, scratch: &scratch };
-        let result = match bad {
-            None => launcher(node.op.name).expect("launcher")(&ctx, node, &in_args, &out_args),
-            Some(word) => launch_checked(&ctx, node, &in_args, &out_args, word.device_ptr(&self.stream).0),
+        let result = match mode {
+            Mode::Launcher => launcher(node.op.name).expect("launcher")(&ctx, node, &in_args, &out_args),
+            Mode::WideOneBlock => planner(node.op.name).expect("planner")(node, &in_args, &out_args, 0).and_then(|mut steps| {
+                for s in &mut steps {
+                    if let Step::Kernel { meta, .. } = s {
+                        meta.force_wide();
+                    }
+                }
+                execute_with_grid(&ctx, node, &steps, 1)
+            }),
+            Mode::Checked(word) => launch_checked(&ctx, node, &in_args, &out_args, word.device_ptr(&self.stream).0),
         };
         result.unwrap_or_else(|e| panic!("{}: launch failed: {e}", case.name));
         self.stream.synchronize().unwrap_or_else(|e| panic!("{}: kernel failed: {e}", case.name));
@@ -138,9 +158,11 @@ fn movement_kernels_match_the_cpu_kernels_on_the_gpu() {
     let mut failed = Vec::new();
     for case in &all {
         let want: Vec<Vec<u8>> = case.cpu_outputs().iter().map(tensor_bytes).collect();
-        let got = gpu.run(case, None);
-        if got != want {
+        if gpu.run(case, Mode::Launcher) != want {
             failed.push(case.name.clone());
+        }
+        if gpu.run(case, Mode::WideOneBlock) != want {
+            failed.push(format!("{} (64-bit path, one block)", case.name));
         }
     }
     assert!(failed.is_empty(), "{} of {} cases differ from the CPU kernels: {failed:#?}", failed.len(), all.len());
@@ -152,7 +174,7 @@ fn bad_indices_on_the_gpu_follow_tf_and_are_recorded() {
     let Some(gpu) = gpu() else { return };
     for (case, pos, cpu_error) in bad_index_cases() {
         let word = gpu.stream.clone_htod(&[NO_BAD_INDEX]).expect("bad-index word");
-        let outs = gpu.run(&case, Some(&word));
+        let outs = gpu.run(&case, Mode::Checked(&word));
         let got = gpu.stream.clone_dtoh(&word).expect("read the bad-index word")[0];
         assert_eq!(got, pos, "{}: recorded position", case.name);
         let node = case.node();

@@ -27,6 +27,21 @@ pub enum Meta {
     Diag(DiagMeta),
 }
 
+impl Meta {
+    /// Sets `wide`, so the kernel takes its 64-bit index path (same results; tests use it
+    /// to run that path on small tensors).
+    pub fn force_wide(&mut self) {
+        match self {
+            Meta::Map(m) => m.wide = 1,
+            Meta::Swap(m) => m.wide = 1,
+            Meta::Pieces(m) => m.wide = 1,
+            Meta::Gather(m) => m.wide = 1,
+            Meta::Nd(m) => m.wide = 1,
+            Meta::Diag(m) => m.wide = 1,
+        }
+    }
+}
+
 /// One unit of work on the stream.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +56,15 @@ pub enum Step {
 
 /// Enqueues `steps` on `ctx.stream` in order; never synchronizes.
 pub fn execute(ctx: &LaunchCtx, node: &Node, steps: &[Step]) -> CudaResult<()> {
+    execute_with_grid(ctx, node, steps, MAX_GRID)
+}
+
+/// [`execute`] with at most `max_grid` blocks per launch (at least 1). Tests pass 1 so
+/// that the kernels' grid-stride loops cover every element from one block.
+pub fn execute_with_grid(ctx: &LaunchCtx, node: &Node, steps: &[Step], max_grid: u32) -> CudaResult<()> {
+    let max = max_grid.max(1);
+    let grid = |total: usize| grid(total, max);
+    let tile_grid = |tiles: usize| tile_grid(tiles, max);
     for s in steps {
         match s {
             Step::Zero { ptr, bytes } => {
@@ -178,20 +202,21 @@ pub fn as_swap(m: &MapMeta) -> Option<SwapMeta> {
 // ---------------------------------------------------------------- shared helpers
 
 /// `1` when an element count needs 64-bit index arithmetic in the kernels.
+/// ([`Meta::force_wide`] sets it regardless, for tests of the 64-bit path.)
 pub(crate) fn wide(n: usize) -> i32 {
     (n > i32::MAX as usize) as i32
 }
 
-/// Launch configuration for `total` elements: [`BLOCK`] threads, up to [`MAX_GRID`] blocks.
-pub(crate) fn grid(total: usize) -> LaunchConfig {
-    let blocks = total.div_ceil(BLOCK as usize).clamp(1, MAX_GRID as usize) as u32;
+/// Launch configuration for `total` elements: [`BLOCK`] threads, up to `max_grid` blocks.
+pub(crate) fn grid(total: usize, max_grid: u32) -> LaunchConfig {
+    let blocks = total.div_ceil(BLOCK as usize).clamp(1, max_grid as usize) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// Launch configuration of the tiled transpose over `tiles` tiles: 32 x 8 threads, one
-/// tile per block, up to [`MAX_GRID`] blocks.
-pub(crate) fn tile_grid(tiles: usize) -> LaunchConfig {
-    let blocks = tiles.clamp(1, MAX_GRID as usize) as u32;
+/// tile per block, up to `max_grid` blocks.
+pub(crate) fn tile_grid(tiles: usize, max_grid: u32) -> LaunchConfig {
+    let blocks = tiles.clamp(1, max_grid as usize) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (TILE as u32, 8, 1), shared_mem_bytes: 0 }
 }
 
