@@ -143,6 +143,36 @@ pub fn cases() -> Vec<Case> {
             vec![("perm", ints(&[7, 0, 6, 1, 5, 2, 4, 3]))],
         ));
         v.push(case(
+            format!("Transpose {d} rank 9, merged to fit"),
+            "Transpose",
+            vec![t(&[2, 3, 1, 2, 1, 1, 2, 1, 3], 3)],
+            vec![("perm", ints(&[0, 1, 2, 3, 4, 5, 6, 8, 7]))],
+        ));
+        v.push(case(
+            format!("ReverseV2 {d} rank 10, merged to fit"),
+            "ReverseV2",
+            vec![t(&[1, 2, 1, 2, 1, 2, 1, 2, 1, 2], 4)],
+            vec![("axis", ints(&[1, 3, -1]))],
+        ));
+        v.push(case(
+            format!("Transpose {d} [3,40,17] perm [0,2,1] (tiled)"),
+            "Transpose",
+            vec![t(&[3, 40, 17], 4)],
+            vec![("perm", ints(&[0, 2, 1]))],
+        ));
+        v.push(case(
+            format!("Transpose {d} [2,1,64,33] perm [1,0,3,2] (tiled)"),
+            "Transpose",
+            vec![t(&[2, 1, 64, 33], 5)],
+            vec![("perm", ints(&[1, 0, 3, 2]))],
+        ));
+        v.push(case(
+            format!("Transpose {d} [70,9] perm [1,0] (tiled, partial tiles)"),
+            "Transpose",
+            vec![t(&[70, 9], 6)],
+            vec![("perm", ints(&[1, 0]))],
+        ));
+        v.push(case(
             format!("ConcatV2 {d} axis 1"),
             "ConcatV2",
             vec![t(&[2, 3], 0), t(&[2, 1], 1), t(&[2, 0], 2), t(&[2, 2], 3)],
