@@ -5,12 +5,15 @@
 //!
 //! - [`probe`]: is a CUDA driver library present? Asked before any cudarc call, because
 //!   cudarc's dynamic loader panics when `libcuda` is missing.
+//! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC, cached on disk and loaded
+//!   into a context; the entries the op registry calls for.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with
 //! `dynamic-loading`); tests that need a GPU print that they were skipped.
 
 pub mod error;
+pub mod kernels;
 pub mod launch;
 pub mod probe;
 

@@ -1,0 +1,93 @@
+//! The kernels' compile check (CI, no GPU needed): every file of `kernels/` compiles with
+//! NVRTC for sm_80 and sm_90, every entry the op registry calls for
+//! ([`required_entries`]) is a `.entry` of the PTX, and every op with a GPU kernel flag
+//! has a launcher unless the device handles it itself.
+//!
+//! NVRTC must be loadable (`make setup` installs the pip package into `.deps/nvrtc`;
+//! `make test` points `LD_LIBRARY_PATH` there): without it these tests FAIL, with a message
+//! saying how to get it, because a kernel that does not compile must fail CI.
+
+use oxiflow_cuda::kernels::{cached_ptx_in, compile_ptx, ops_needing_launchers, ptx_entries, required_entries, KERNEL_FILES};
+use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
+use oxiflow_cuda::launch;
+use std::collections::{BTreeMap, BTreeSet};
+
+const ARCHS: &[&str] = &["compute_80", "compute_90"];
+
+fn require_nvrtc() {
+    match nvrtc_status() {
+        LibStatus::Present { library, version } => println!("NVRTC {}.{} from {library}", version.0, version.1),
+        LibStatus::Absent { reason } => panic!(
+            "the kernel compile check needs NVRTC, which could not be loaded: {reason}\n\
+             fix: `make setup` (installs pip package nvidia-cuda-nvrtc==13.0.88 into .deps/nvrtc), then run with\n\
+             LD_LIBRARY_PATH=$PWD/.deps/nvrtc/nvidia/cu13/lib (as `make test` does) or\n\
+             OXIFLOW_NVRTC_LIB=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13"
+        ),
+    }
+}
+
+#[test]
+fn every_kernel_file_compiles_and_defines_every_required_entry() {
+    require_nvrtc();
+    let required = required_entries();
+    for arch in ARCHS {
+        let mut defined = BTreeSet::new();
+        let mut failures = Vec::new();
+        for file in KERNEL_FILES {
+            match compile_ptx(file, arch) {
+                Ok(ptx) => {
+                    let entries = ptx_entries(&ptx);
+                    println!("{arch} kernels/{}: {} entries", file.name, entries.len());
+                    defined.extend(entries);
+                }
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        assert!(failures.is_empty(), "kernel files that do not compile for {arch}:\n{}", failures.join("\n"));
+        let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for r in &required {
+            if !defined.contains(&r.entry) {
+                missing.entry(r.op).or_default().push(&r.entry);
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "{} of {} required kernel entries are missing from the PTX for {arch}, by op:\n{}",
+            missing.values().map(Vec::len).sum::<usize>(),
+            required.len(),
+            missing.iter().map(|(op, es)| format!("  {op}: {}", es.join(" "))).collect::<Vec<_>>().join("\n")
+        );
+        println!("{arch}: all {} required entries defined ({} entries in all)", required.len(), defined.len());
+    }
+}
+
+#[test]
+fn every_gpu_op_has_a_launcher() {
+    let ops = ops_needing_launchers();
+    let missing: Vec<&str> = ops.iter().copied().filter(|op| launch::launcher(op).is_none()).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} ops with a GPU kernel flag have no launcher (launch::launcher) and are not in DEVICE_HANDLED: {}",
+        missing.len(),
+        ops.len(),
+        missing.join(" ")
+    );
+}
+
+#[test]
+fn the_ptx_cache_stores_and_reuses_compiled_files() {
+    require_nvrtc();
+    let dir = std::env::temp_dir().join(format!("oxiflow-kernel-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = KERNEL_FILES.iter().find(|f| f.name == "training.cu").expect("training.cu");
+    let first = cached_ptx_in(Some(&dir), file, "compute_90").expect("compile");
+    let stored: Vec<_> = std::fs::read_dir(&dir).expect("cache dir created").filter_map(|e| e.ok()).collect();
+    assert_eq!(stored.len(), 1, "one cache file: {stored:?}");
+    let second = cached_ptx_in(Some(&dir), file, "compute_90").expect("cached");
+    assert_eq!(first, second);
+    // An unwritable cache only logs: a file in place of the directory.
+    let blocker = dir.join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    assert!(cached_ptx_in(Some(&blocker), file, "compute_90").is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
