@@ -11,6 +11,7 @@
 #                 the example programs (test/examples/), then every seed script in test/seeds/
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
 #                 their profiles land)
+#   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
 #   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
@@ -40,7 +41,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup nvrtc build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
+.PHONY: all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
 
 all: build
 
@@ -69,6 +70,10 @@ test: setup build test-rust test-julia test-html test-examples test-seeds
 # tests/kernels_compile.rs compiles every kernel file (and fails without NVRTC).
 test-rust: nvrtc
 	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test --workspace --release --all-targets
+
+# The kernels' logic on the CPU (no GPU, no NVRTC): scripts/emulate-kernels.sh.
+test-kernels-emulated:
+	bash scripts/emulate-kernels.sh
 
 # Run from a scratch directory so files the tests write (profiles) stay out of the repo.
 test-julia: setup build
