@@ -199,13 +199,18 @@ impl RedPlan {
     }
 }
 
+/// Groups at most this long are reduced by one thread each even when contiguous (a block
+/// would leave most of its threads idle).
+pub const SMALL_GROUP: u64 = 32;
+
 /// A pass over `num_out` outputs of `r_len` elements each, strategy and segments chosen
 /// from the layout: block per task when the innermost input axis is reduced
-/// (`inner_reduced`, contiguous loads), else thread per task (neighbouring threads read
-/// neighbouring outputs' elements).
+/// (`inner_reduced`, contiguous loads) and groups are longer than [`SMALL_GROUP`], else
+/// thread per task (neighbouring threads read neighbouring outputs' elements).
 fn pass(mut meta: RedMeta, inner_reduced: bool) -> RedPass {
     let (num_out, r_len) = (meta.num_out.max(1) as u64, meta.r_len.max(0) as u64);
-    let (block, segs) = if inner_reduced && r_len > 0 {
+    let by_block = inner_reduced && r_len > SMALL_GROUP;
+    let (block, segs) = if by_block {
         let block = (r_len.next_power_of_two()).clamp(32, RED_MAX_BLOCK as u64) as u32;
         let segs = if num_out < 512 && r_len > 4096 { r_len.div_ceil(2048).min(1024u64.div_ceil(num_out)).max(1) } else { 1 };
         (block, segs)
@@ -217,7 +222,7 @@ fn pass(mut meta: RedMeta, inner_reduced: bool) -> RedPass {
     let segs = if r_len == 0 { 1 } else { r_len.div_ceil(seg_len) };
     meta.seg_len = seg_len as i64;
     meta.segs = segs as i64;
-    meta.per_thread = i32::from(!(inner_reduced && r_len > 0));
+    meta.per_thread = i32::from(!by_block);
     let tasks = num_out * segs;
     let grid = if meta.per_thread == 1 { tasks.div_ceil(BLOCK as u64) } else { tasks }.clamp(1, MAX_GRID) as u32;
     RedPass { meta, cfg_grid: grid, cfg_block: block }
@@ -347,6 +352,11 @@ mod tests {
             .collect()
     }
 
+    fn offs_len(m: &RedMeta) -> (usize, usize) {
+        let o = offsets(m);
+        (o.len(), o[0].len())
+    }
+
     #[test]
     fn reduction_plans_cover_each_group_exactly() {
         // [2,3,4] over axis 1: outputs (i,k), elements i*12 + j*4 + k.
@@ -360,7 +370,10 @@ mod tests {
         let p = plan_reduction(&[2, 3, 4], &[0, 2], false).unwrap();
         let offs = offsets(&p.first.meta);
         assert_eq!(offs[1], vec![4, 5, 6, 7, 16, 17, 18, 19]);
-        assert_eq!(p.first.meta.per_thread, 0, "innermost axis reduced: a block per output");
+        assert_eq!(p.first.meta.per_thread, 1, "short groups: a thread per output");
+        let p = plan_reduction(&[2, 3, 40], &[0, 2], false).unwrap();
+        assert_eq!(offs_len(&p.first.meta), (3, 80));
+        assert_eq!(p.first.meta.per_thread, 0, "innermost axis reduced, long groups: a block per output");
         // all axes of a big tensor: two passes
         let p = plan_reduction(&[1000, 1000], &[0, 1], false).unwrap();
         let s = p.second.expect("two passes");
