@@ -345,7 +345,7 @@ fn unary_ops_match_the_cpu() {
         }
         .unwrap();
         for op in ["Relu", "Relu6", "Sign", "Sigmoid", "Softplus", "Abs", "Elu", "Selu", "Softsign", "Tanh"] {
-            check(g, &mut f, op, &[], &[t.clone()]);
+            check(g, &mut f, op, &[], std::slice::from_ref(&t));
         }
     }
     finish("unary", f);
@@ -462,7 +462,7 @@ fn reductions_and_softmax_match_the_cpu() {
             }
             .unwrap();
             for axes in [&[0i64][..], &[1], &[]] {
-                check(g, &mut f, op, &[("axis", AttrValue::Ints(axes.to_vec()))], &[t.clone()]);
+                check(g, &mut f, op, &[("axis", AttrValue::Ints(axes.to_vec()))], std::slice::from_ref(&t));
             }
         }
     }
@@ -578,7 +578,7 @@ fn training_updates_match_the_cpu() {
         let s = |v: f64| Tensor::filled(d, &[], v);
         let var = rng.tensor(d, &dims, -1.0, 1.0);
         let grad = rng.tensor(d, &dims, -1.0, 1.0);
-        check_training(g, &mut f, "ApplyGradientDescent", None, &[var.clone()], &[s(0.1), grad.clone()], &[Ok(0), Err(0), Err(1)]);
+        check_training(g, &mut f, "ApplyGradientDescent", None, std::slice::from_ref(&var), &[s(0.1), grad.clone()], &[Ok(0), Err(0), Err(1)]);
         for nest in [false, true] {
             let accum = rng.tensor(d, &dims, 0.0, 1.0);
             check_training(g, &mut f, "ApplyMomentum", Some(nest), &[var.clone(), accum], &[s(0.1), grad.clone(), s(0.9)], &[Ok(0), Ok(1), Err(0), Err(1), Err(2)]);

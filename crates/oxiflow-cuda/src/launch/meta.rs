@@ -101,8 +101,8 @@ impl BcastMeta {
         m.rank = merged.len() as i32;
         for (i, (d, st)) in merged.iter().enumerate() {
             m.dims[i] = *d;
-            for k in 0..3 {
-                m.strides[k][i] = st[k];
+            for (k, &v) in st.iter().enumerate() {
+                m.strides[k][i] = v;
             }
         }
         Some(m)

@@ -139,8 +139,10 @@ fn os_seed() -> u64 {
     h.finish()
 }
 
-/// Per (device, node id, node name): base seed and the number of runs so far.
-static STREAMS: Mutex<Option<HashMap<(String, usize, String), (u64, u64)>>> = Mutex::new(None);
+/// A random node on a device: (device name, node id, node name).
+type StreamKey = (String, usize, String);
+/// Per random node: base seed and the number of runs so far.
+static STREAMS: Mutex<Option<HashMap<StreamKey, (u64, u64)>>> = Mutex::new(None);
 
 /// The base seed and stream number of this run of `node` on `device`.
 pub fn next_stream(device: &str, node: &Node) -> (u64, u64) {
