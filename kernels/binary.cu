@@ -167,7 +167,11 @@ template <typename T>
 __device__ __forceinline__ void add_n(Ptrs8 in, int count, T* out, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         T acc = ((const T*)in.p[0])[i];
-        for (int k = 1; k < count; k++) acc = acc + ((const T*)in.p[k])[i];
+        // Unrolled with constant indices, so `in` stays in registers (no local memory).
+#pragma unroll
+        for (int k = 1; k < 8; k++) {
+            if (k < count) acc = acc + ((const T*)in.p[k])[i];
+        }
         out[i] = acc;
     }
 }

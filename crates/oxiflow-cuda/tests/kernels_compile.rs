@@ -10,6 +10,7 @@
 use oxiflow_cuda::kernels::{cached_ptx_in, compile_ptx, ops_needing_launchers, ptx_entries, required_entries, KERNEL_FILES};
 use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
 use oxiflow_cuda::launch;
+use oxiflow_cuda::launch::meta::{BcastMeta, Ptrs8, RedMeta};
 use std::collections::{BTreeMap, BTreeSet};
 
 const ARCHS: &[&str] = &["compute_80", "compute_90"];
@@ -90,4 +91,82 @@ fn the_ptx_cache_stores_and_reuses_compiled_files() {
     std::fs::write(&blocker, "x").unwrap();
     assert!(cached_ptx_in(Some(&blocker), file, "compute_90").is_ok());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Byte sizes of an entry's parameters, read from its PTX declaration
+/// (`.param .u64 x`, `.param .u32 x`, `.param .align 8 .b8 x[272]`).
+fn entry_params(ptx: &str, entry: &str) -> Option<Vec<usize>> {
+    let start = ptx.find(&format!(".entry {entry}("))?;
+    let rest = &ptx[start..];
+    let body = &rest[rest.find('(')? + 1..rest.find(')')?];
+    let mut sizes = Vec::new();
+    for decl in body.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if let (Some(open), Some(close)) = (decl.rfind('['), decl.rfind(']')) {
+            sizes.push(decl[open + 1..close].parse().ok()?);
+        } else {
+            let ty = decl.split_whitespace().nth(1)?; // `.u64`
+            let bits: usize = ty.trim_start_matches('.').trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()?;
+            sizes.push(bits / 8);
+        }
+    }
+    Some(sizes)
+}
+
+/// The argument sizes each compute launcher passes (src/launch/{compute,reduction,training}.rs),
+/// by entry: `None` for entries of other families (movement), which this check skips.
+fn launcher_args(entry: &str) -> Option<Vec<usize>> {
+    let bcast = std::mem::size_of::<BcastMeta>();
+    let red = std::mem::size_of::<RedMeta>();
+    let ptrs = std::mem::size_of::<Ptrs8>();
+    let base = entry.rsplit_once('_').map(|(b, _)| b).unwrap_or(entry);
+    let base = base.trim_end_matches("_f32").trim_end_matches("_f64").trim_end_matches("_i32").trim_end_matches("_i64");
+    let unary = [
+        "abs", "cos", "elu", "exp", "log", "neg", "relu", "relu6", "selu", "sigmoid", "sign", "sin", "softplus", "softsign", "sqrt",
+        "square", "tan", "tanh",
+    ];
+    let binary = [
+        "add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "equal", "greater", "greater_equal", "less", "less_equal",
+    ];
+    let reductions = ["sum", "mean", "max", "min", "prod", "arg_max", "arg_min"];
+    Some(match base {
+        b if unary.contains(&b) => vec![8, 8, 8],
+        "leaky_relu" => vec![8, 8, 8, 8],
+        "ones_like" | "zeros_like" => vec![8, 8],
+        b if b.starts_with("cast") => vec![8, 8, 8],
+        b if binary.contains(&b) => vec![8, 8, 8, bcast],
+        "select_v2" => vec![8, 8, 8, 8, bcast],
+        "broadcast_to" => vec![8, 8, bcast],
+        "add_n" => vec![ptrs, 4, 8, 8],
+        b if reductions.contains(&b) => vec![8, 8, red],
+        "softmax" => vec![8, 8, 8, 8],
+        "apply_gradient_descent" => vec![8; 4],
+        "apply_momentum" => [vec![8; 6], vec![4]].concat(),
+        "apply_adam" => [vec![8; 11], vec![4]].concat(),
+        "apply_rms_prop" => vec![8; 9],
+        "random_uniform" | "random_standard_normal" => vec![8; 4],
+        _ => return None,
+    })
+}
+
+/// The C structs' sizes in the PTX equal the `#[repr(C)]` twins', and every compute entry
+/// takes the arguments its launcher passes (a mismatch would only show on a GPU, as garbage).
+#[test]
+fn kernel_parameters_match_what_the_launchers_pass() {
+    require_nvrtc();
+    let mut checked = 0;
+    let mut bad = Vec::new();
+    for file in KERNEL_FILES {
+        let ptx = compile_ptx(file, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        for entry in ptx_entries(&ptx) {
+            let Some(want) = launcher_args(&entry) else { continue };
+            let got = entry_params(&ptx, &entry).unwrap_or_default();
+            if got != want {
+                bad.push(format!("{entry} (kernels/{}): PTX parameters {got:?}, launcher passes {want:?}", file.name));
+            }
+            checked += 1;
+        }
+    }
+    assert!(bad.is_empty(), "kernel/launcher parameter mismatches:\n{}", bad.join("\n"));
+    assert!(checked > 150, "only {checked} entries checked");
+    println!("{checked} entries take the arguments their launchers pass");
 }
