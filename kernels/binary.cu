@@ -73,10 +73,28 @@ struct LessEqual    { template <typename T> __device__ bool operator()(T a, T b)
 
 // ------------------------------------------------------------------ kernels
 
+// Elements per thread per loop iteration (see elementwise.cu): all loads first, then the
+// stores; the launcher sizes the grid for n / UNROLL threads.
+#define UNROLL 4
+
 template <typename I, typename T, typename O, typename F>
 __device__ __forceinline__ void binary_body(const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out, const Bcast& m) {
     F f;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m.n; i += (i64)gridDim.x * blockDim.x) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (UNROLL - 1) * stride < m.n; i += UNROLL * stride) {
+        T va[UNROLL], vb[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            i64 off[2];
+            offsets<I, 2>(m, i + u * stride, off);
+            va[u] = a[off[0]];
+            vb[u] = b[off[1]];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) out[i + u * stride] = f(va[u], vb[u]);
+    }
+    for (; i < m.n; i += stride) {
         i64 off[2];
         offsets<I, 2>(m, i, off);
         out[i] = f(a[off[0]], b[off[1]]);

@@ -107,12 +107,25 @@ struct Selu {
     }
 };
 
+// Elements per thread per loop iteration: the loads of UNROLL elements (a grid stride
+// apart, so every load instruction of a warp is still coalesced) are issued before any
+// store, keeping enough bytes in flight to approach the memory bandwidth. The launcher
+// sizes the grid for n / UNROLL threads (launch::meta::grid_unrolled).
+#define UNROLL 4
+
 template <typename T, typename F>
 __device__ __forceinline__ void unary(const T* __restrict__ x, T* __restrict__ y, i64 n) {
     F f;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-        y[i] = f(x[i]);
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+        T v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = x[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) y[i + u * stride] = f(v[u]);
     }
+    for (; i < n; i += stride) y[i] = f(x[i]);
 }
 
 #define UNARY(name, F)                                                                      \
@@ -192,9 +205,16 @@ template <typename D> struct Conv<D, bool> { __device__ static D go(bool x) { re
 
 template <typename S, typename D>
 __device__ __forceinline__ void cast(const S* __restrict__ x, D* __restrict__ y, i64 n) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-        y[i] = Conv<D, S>::go(x[i]);
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+        S v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = x[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) y[i + u * stride] = Conv<D, S>::go(v[u]);
     }
+    for (; i < n; i += stride) y[i] = Conv<D, S>::go(x[i]);
 }
 
 #define CAST(sn, S, dn, D) \

@@ -7,7 +7,7 @@
 //! `crates/oxiflow-core/src/ops/` read them; shapes come from the [`DevArg`]s (the
 //! device's tensors) and the node's static output types.
 
-use super::meta::{grid_1d, BcastMeta, Ptrs8};
+use super::meta::{grid_1d, grid_unrolled, BcastMeta, Ptrs8};
 use super::{blas, entry_name, reduction, training, DevArg, LaunchCtx, Launcher};
 use crate::error::{CudaError, CudaResult};
 use oxiflow_core::graph::Node;
@@ -97,7 +97,7 @@ fn unary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) ->
     if n == 0 {
         return Ok(());
     }
-    launch!(ctx, node, entry_name(node.op.name, x.dtype), grid_1d(n as usize); x.ptr, y.ptr, n)
+    launch!(ctx, node, entry_name(node.op.name, x.dtype), grid_unrolled(n as usize); x.ptr, y.ptr, n)
 }
 
 /// `LeakyRelu`: attr `alpha` (default 0.2, as nn.rs `leaky_alpha`).
@@ -132,7 +132,7 @@ fn cast(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> 
         return Ok(());
     }
     let entry = format!("cast_{}_{}", super::dtype_suffix(x.dtype), super::dtype_suffix(y.dtype));
-    launch!(ctx, node, entry, grid_1d(n as usize); x.ptr, y.ptr, n)
+    launch!(ctx, node, entry, grid_unrolled(n as usize); x.ptr, y.ptr, n)
 }
 
 // ------------------------------------------------------------------ binary.cu
@@ -165,7 +165,7 @@ fn binary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -
     if meta.n == 0 {
         return Ok(());
     }
-    launch!(ctx, node, entry_name(node.op.name, a.dtype), grid_1d(meta.n as usize); a.ptr, b.ptr, out.ptr, meta)
+    launch!(ctx, node, entry_name(node.op.name, a.dtype), grid_unrolled(meta.n as usize); a.ptr, b.ptr, out.ptr, meta)
 }
 
 /// `SelectV2(cond, x, y)`: `select_v2_{dtype of x}(c, x, y, out, meta)`.

@@ -18,6 +18,16 @@ pub fn grid_1d(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Elements per thread per loop iteration of the unrolled elementwise kernels (`UNROLL`
+/// in elementwise.cu and binary.cu).
+pub const UNROLL: usize = 4;
+
+/// Launch shape of an unrolled grid-stride kernel over `n` elements (n > 0): threads for
+/// `n / UNROLL`, each loading `UNROLL` elements per iteration.
+pub fn grid_unrolled(n: usize) -> LaunchConfig {
+    grid_1d(n.div_ceil(UNROLL))
+}
+
 /// Broadcast metadata of `binary.cu`: output dims and each operand's element stride per
 /// output axis (0 where broadcast). `rank == 0` is the flat fast path (operand `k`'s
 /// element of output `i` is `i * strides[k][0]`).

@@ -39,6 +39,22 @@ int main() {
     bool cc[2]={true,false}; float sx[2]={1,2}, sy[2]={3,4}, so[2]; bin::Bcast h{}; h.n=2; h.strides[0][0]=1;h.strides[1][0]=1;h.strides[2][0]=1;
     launch(1,2,[&]{ bin::select_v2_f32(cc,sx,sy,so,h); }); CHECK(so[0]==1&&so[1]==4, "select");
   }
+  // the unrolled loops (4 loads per thread, a grid stride apart) and their tails
+  for (int n : {1, 7, 31, 32, 33, 100, 1003}) {
+    std::vector<float> x(n), y(n), z(n); for (int i=0;i<n;i++) x[i]=i*0.25f-3;
+    launch(2, 4, [&]{ ew::square_f32(x.data(), y.data(), n); });
+    for (int i=0;i<n;i++) CHECK(y[i]==x[i]*x[i], "unrolled square n=%d i=%d", n, i);
+    bin::Bcast f{}; f.n=n; f.rank=0; f.strides[0][0]=1; f.strides[1][0]=1;
+    launch(3, 2, [&]{ bin::sub_f32(x.data(), y.data(), z.data(), f); });
+    for (int i=0;i<n;i++) CHECK(z[i]==x[i]-y[i], "unrolled sub n=%d i=%d", n, i);
+    std::vector<int> c(n); launch(1, 4, [&]{ ew::cast_f32_i32(x.data(), c.data(), n); });
+    for (int i=0;i<n;i++) CHECK(c[i]==(int)x[i], "unrolled cast n=%d i=%d", n, i);
+    // general path: out [n, 3] = x[n,1] * w[3]
+    std::vector<float> w = {1, 2, 3}, o(3 * n); bin::Bcast g{}; g.n = 3 * n; g.rank = 2; g.dims[0] = n; g.dims[1] = 3;
+    g.strides[0][0] = 1; g.strides[0][1] = 0; g.strides[1][0] = 0; g.strides[1][1] = 1;
+    launch(2, 2, [&]{ bin::mul_f32(x.data(), w.data(), o.data(), g); });
+    for (int i=0;i<n;i++) for (int j=0;j<3;j++) CHECK(o[i*3+j]==x[i]*w[j], "unrolled bcast mul n=%d", n);
+  }
   // casts
   { float v[8] = {NAN, INFINITY, -INFINITY, 3e9f, -3e9f, -2.7f, 2.7f, -0.0f}; int o[8]; long long l[8]; bool bb[8];
     launch(1, 4, [&]{ ew::cast_f32_i32(v, o, 8); }); launch(1, 4, [&]{ ew::cast_f32_i64(v, l, 8); }); launch(1,4,[&]{ ew::cast_f32_bool(v, bb, 8); });
