@@ -344,6 +344,49 @@ mod tests {
         assert!(BcastMeta::new(&[2, 3], &[&[2, 4]]).is_none());
     }
 
+    /// The kernel's `offsets` (binary.cu) in Rust.
+    fn kernel_offsets(m: &BcastMeta, i: i64, k: usize) -> i64 {
+        if m.rank == 0 {
+            return i * m.strides[k][0];
+        }
+        let (mut rem, mut off) = (i, 0);
+        for d in (0..m.rank as usize).rev() {
+            off += (rem % m.dims[d]) * m.strides[k][d];
+            rem /= m.dims[d];
+        }
+        off
+    }
+
+    #[test]
+    fn broadcast_offsets_match_numpy_indexing() {
+        let cases: &[(&[usize], &[&[usize]])] = &[
+            (&[2, 3, 4], &[&[2, 3, 4], &[3, 1], &[1]]),
+            (&[2, 3, 4], &[&[2, 1, 4], &[1, 3, 1], &[4]]),
+            (&[5, 1, 6], &[&[1, 1, 6], &[5, 1, 1], &[]]),
+            (&[2, 3, 4, 5], &[&[2, 1, 4, 1], &[3, 1, 5], &[2, 3, 4, 5]]),
+            (&[7], &[&[7], &[1], &[7]]),
+        ];
+        for (out, ops) in cases {
+            let m = BcastMeta::new(out, ops).unwrap();
+            let n: usize = out.iter().product();
+            for i in 0..n {
+                // unravel i over `out`, then ravel into each operand with its broadcast
+                let mut idx = vec![0usize; out.len()];
+                let mut rem = i;
+                for d in (0..out.len()).rev() {
+                    idx[d] = rem % out[d];
+                    rem /= out[d];
+                }
+                for (k, od) in ops.iter().enumerate() {
+                    let lead = out.len() - od.len();
+                    let st = row_major_strides(od);
+                    let want: i64 = (0..od.len()).map(|j| if od[j] == 1 { 0 } else { idx[lead + j] as i64 * st[j] }).sum();
+                    assert_eq!(kernel_offsets(&m, i as i64, k), want, "out {out:?} operand {k} {od:?} element {i}");
+                }
+            }
+        }
+    }
+
     /// Reference: each output's offsets enumerated from the plan equal the direct ones.
     fn offsets(m: &RedMeta) -> Vec<Vec<i64>> {
         let dec = |mut i: i64, rank: i32, dims: &[i64], st: &[i64]| {
@@ -401,6 +444,36 @@ mod tests {
         // empty reduced axis: identity values, one pass
         let p = plan_reduction(&[3, 0], &[1], false).unwrap();
         assert_eq!((p.first.meta.num_out, p.first.meta.r_len, p.second), (3, 0, None));
+    }
+
+    #[test]
+    fn reduction_groups_match_numpy_for_every_axis_set() {
+        for dims in [vec![2usize, 3, 4], vec![3, 1, 5, 2], vec![1, 4, 1], vec![6], vec![2, 2, 2, 2, 2]] {
+            let r = dims.len();
+            for mask in 0..(1u32 << r) {
+                let axes: Vec<usize> = (0..r).filter(|a| mask & (1 << a) != 0).collect();
+                let p = plan_reduction(&dims, &axes, false).unwrap();
+                let m = p.first.meta;
+                // the expected groups: input elements by their kept coordinates, row-major
+                let strides = row_major_strides(&dims);
+                let n: usize = dims.iter().product();
+                let mut groups: std::collections::BTreeMap<Vec<usize>, Vec<i64>> = Default::default();
+                for i in 0..n {
+                    let mut rem = i;
+                    let mut idx = vec![0; r];
+                    for d in (0..r).rev() {
+                        idx[d] = rem % dims[d];
+                        rem /= dims[d];
+                    }
+                    let key: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).map(|a| idx[a]).collect();
+                    groups.entry(key).or_default().push((0..r).map(|d| idx[d] as i64 * strides[d]).sum());
+                }
+                let want: Vec<Vec<i64>> = groups.into_values().collect();
+                assert_eq!(offsets(&m), want, "{dims:?} over {axes:?}");
+                assert_eq!(m.count, m.r_len);
+                assert!(m.seg_len * m.segs >= m.r_len && (m.segs - 1) * m.seg_len < m.r_len.max(1));
+            }
+        }
     }
 
     #[test]
