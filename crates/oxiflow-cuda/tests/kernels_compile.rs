@@ -11,9 +11,20 @@ use oxiflow_cuda::kernels::{cached_ptx_in, compile_ptx, ops_needing_launchers, p
 use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
 use oxiflow_cuda::launch;
 use oxiflow_cuda::launch::meta::{BcastMeta, Ptrs8, RedMeta};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock};
 
 const ARCHS: &[&str] = &["compute_80", "compute_90"];
+
+/// Every kernel file compiled for `arch`, once per test process (the tests share it).
+fn compiled(arch: &'static str) -> &'static [(&'static str, Result<String, String>)] {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, &'static [(&'static str, Result<String, String>)]>>> = OnceLock::new();
+    let mut map = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(arch).or_insert_with(|| {
+        let v: Vec<_> = KERNEL_FILES.iter().map(|f| (f.name, compile_ptx(f, arch).map_err(|e| e.to_string()))).collect();
+        Box::leak(v.into_boxed_slice())
+    })
+}
 
 fn require_nvrtc() {
     match nvrtc_status() {
@@ -34,14 +45,14 @@ fn every_kernel_file_compiles_and_defines_every_required_entry() {
     for arch in ARCHS {
         let mut defined = BTreeSet::new();
         let mut failures = Vec::new();
-        for file in KERNEL_FILES {
-            match compile_ptx(file, arch) {
+        for (name, res) in compiled(arch) {
+            match res {
                 Ok(ptx) => {
-                    let entries = ptx_entries(&ptx);
-                    println!("{arch} kernels/{}: {} entries", file.name, entries.len());
+                    let entries = ptx_entries(ptx);
+                    println!("{arch} kernels/{name}: {} entries", entries.len());
                     defined.extend(entries);
                 }
-                Err(e) => failures.push(e.to_string()),
+                Err(e) => failures.push(e.clone()),
             }
         }
         assert!(failures.is_empty(), "kernel files that do not compile for {arch}:\n{}", failures.join("\n"));
@@ -155,13 +166,13 @@ fn kernel_parameters_match_what_the_launchers_pass() {
     require_nvrtc();
     let mut checked = 0;
     let mut bad = Vec::new();
-    for file in KERNEL_FILES {
-        let ptx = compile_ptx(file, "compute_90").unwrap_or_else(|e| panic!("{e}"));
-        for entry in ptx_entries(&ptx) {
+    for (name, res) in compiled("compute_90") {
+        let ptx = res.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        for entry in ptx_entries(ptx) {
             let Some(want) = launcher_args(&entry) else { continue };
-            let got = entry_params(&ptx, &entry).unwrap_or_default();
+            let got = entry_params(ptx, &entry).unwrap_or_default();
             if got != want {
-                bad.push(format!("{entry} (kernels/{}): PTX parameters {got:?}, launcher passes {want:?}", file.name));
+                bad.push(format!("{entry} (kernels/{name}): PTX parameters {got:?}, launcher passes {want:?}"));
             }
             checked += 1;
         }

@@ -34,10 +34,15 @@ pub fn grid_unrolled(n: usize) -> LaunchConfig {
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct BcastMeta {
+    /// Output elements.
     pub n: i64,
+    /// Axes in `dims` (after merging); 0 for the flat fast path.
     pub rank: i32,
+    /// Padding (C layout), always 0.
     pub pad: i32,
+    /// Output dims, outermost first.
     pub dims: [i64; MAX_RANK],
+    /// Per operand, its element stride along each output axis (0: broadcast).
     pub strides: [[i64; MAX_RANK]; 3],
 }
 // SAFETY: plain `#[repr(C)]` integers, laid out as `struct Bcast` in kernels/binary.cu.
@@ -145,6 +150,7 @@ fn merge_axes<const K: usize>(axes: Vec<(i64, [i64; K])>) -> Vec<(i64, [i64; K])
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ptrs8 {
+    /// Device addresses; unused slots 0.
     pub p: [u64; 8],
 }
 // SAFETY: plain `#[repr(C)]` integers, laid out as `struct Ptrs8` in kernels/binary.cu.
@@ -178,8 +184,11 @@ pub const RED_MAX_BLOCK: u32 = 256;
 /// One launch of a reduction kernel.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RedPass {
+    /// The kernel's metadata.
     pub meta: RedMeta,
+    /// Blocks in the grid.
     pub cfg_grid: u32,
+    /// Threads per block (a power of two <= [`RED_MAX_BLOCK`] for the block strategy).
     pub cfg_block: u32,
 }
 
@@ -194,7 +203,9 @@ impl RedPass {
 /// `num_out * segs` partials, `second` reduces them into the output).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RedPlan {
+    /// `{op}_{dtype}` (one pass) or `{op}_{dtype}_partial`.
     pub first: RedPass,
+    /// `{op}_{dtype}_finish`, when the first pass writes partials.
     pub second: Option<RedPass>,
 }
 
