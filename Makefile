@@ -3,13 +3,15 @@
 # Debian bookworm machine with Rust and python3 (as root, or with sudo for `setup`).
 #
 #   make setup    install Julia 1.5.3 (Debian bullseye package) when `julia` is missing,
-#                 and chromium + graphviz (profile checks) when missing
+#                 chromium + graphviz (profile checks) when missing, and NVRTC (pip wheel
+#                 nvidia-cuda-nvrtc 13.0.88, unpacked into .deps/nvrtc) for the kernel compile check
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
-#   make test     Rust tests, Julia package tests, the HTML timeline in headless Chromium,
+#   make test     Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests, the HTML timeline in headless Chromium,
 #                 the example programs (test/examples/), then every seed script in test/seeds/
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
 #                 their profiles land)
+#   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
 #   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
@@ -32,17 +34,23 @@ JULIA_RUN := OXIFLOW_LIB=$(LIB) $(JULIA) --project=$(JULIA_PROJECT)
 CBINDGEN := $(CURDIR)/.deps/cargo/bin/cbindgen
 HEADER := crates/oxiflow-capi/include/oxiflow.h
 
+# NVRTC for the kernels' compile check (scripts/install-nvrtc.sh puts it here).
+NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
+
 # Seed programs: every script in test/seeds/ except common.jl, the helpers they include.
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
+.PHONY: all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
 
 all: build
 
-setup:
+setup: nvrtc
 	bash scripts/install-julia.sh
 	bash scripts/install-tools.sh
+
+nvrtc:
+	bash scripts/install-nvrtc.sh
 
 build:
 	$(CARGO) build --release -p oxiflow-capi
@@ -58,9 +66,17 @@ test: setup build test-rust test-julia test-html test-examples test-seeds
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API
-# change that breaks a bench fails CI.
-test-rust:
-	$(CARGO) test --workspace --release --all-targets
+# change that breaks a bench fails CI. NVRTC on LD_LIBRARY_PATH: oxiflow-cuda's
+# tests/kernels_compile.rs compiles every kernel file (and fails without NVRTC).
+# oxiflow-cuda's tests run with --nocapture so that each GPU test that cannot run here says
+# `skipped: no CUDA ...` in the log.
+test-rust: nvrtc
+	$(CARGO) test --workspace --exclude oxiflow-cuda --release --all-targets
+	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
+
+# The kernels' logic on the CPU (no GPU, no NVRTC): scripts/emulate-kernels.sh.
+test-kernels-emulated:
+	bash scripts/emulate-kernels.sh
 
 # Run from a scratch directory so files the tests write (profiles) stay out of the repo.
 test-julia: setup build

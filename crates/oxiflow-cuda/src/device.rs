@@ -250,8 +250,13 @@ impl CudaDevice {
         let kernels = kernels(&ctx)?;
         let compute = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
         let copy = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
-        // cuBLAS is loaded on demand by cudarc, which panics when libcublas is missing.
-        let blas = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cudarc::cublas::CudaBlas::new(compute.clone()).ok())).ok().flatten();
+        // cuBLAS is loaded on demand by cudarc, which panics when libcublas is missing: probe
+        // first (MatMul then reports that cuBLAS is unavailable).
+        let blas = if crate::probe::cublas_status().is_present() {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cudarc::cublas::CudaBlas::new(compute.clone()).ok())).ok().flatten()
+        } else {
+            None
+        };
         let raw = DriverMemory { ctx: ctx.clone(), device: name.clone() };
         let allocator = Allocator::new(name.clone(), limit, allow_growth, Box::new(raw));
         Ok(CudaDevice {

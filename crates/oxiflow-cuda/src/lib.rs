@@ -12,7 +12,8 @@
 //! - [`device`]: [`device::CudaDevice`], tensors resident in device memory, a compute and a
 //!   copy stream, kernels launched by op.
 //! - [`provider`]: registers the real GPUs with the core (`oxiflow_core::gpu_provider`).
-//! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC and cached on disk.
+//! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC, cached on disk and loaded
+//!   into a context; the entries the op registry calls for.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with

@@ -23,8 +23,12 @@ use oxiflow_core::graph::Node;
 use oxiflow_core::DType;
 use std::sync::Arc;
 
+mod blas;
 pub mod compute;
+pub mod meta;
 pub mod movement;
+mod reduction;
+pub mod training;
 
 /// Highest rank a kernel's shape metadata holds (TF's GPU kernels use 8 as well for
 /// transposes and broadcasts).

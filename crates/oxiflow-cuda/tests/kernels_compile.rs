@@ -1,0 +1,185 @@
+//! The kernels' compile check (CI, no GPU needed): every file of `kernels/` compiles with
+//! NVRTC for sm_80 and sm_90, every entry the op registry calls for
+//! ([`required_entries`]) is a `.entry` of the PTX, and every op with a GPU kernel flag
+//! has a launcher unless the device handles it itself.
+//!
+//! NVRTC must be loadable (`make setup` installs the pip package into `.deps/nvrtc`;
+//! `make test` points `LD_LIBRARY_PATH` there): without it these tests FAIL, with a message
+//! saying how to get it, because a kernel that does not compile must fail CI.
+
+use oxiflow_cuda::kernels::{cached_ptx_in, compile_ptx, ops_needing_launchers, ptx_entries, required_entries, KERNEL_FILES};
+use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
+use oxiflow_cuda::launch;
+use oxiflow_cuda::launch::meta::{BcastMeta, Ptrs8, RedMeta};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock};
+
+const ARCHS: &[&str] = &["compute_80", "compute_90"];
+
+/// Every kernel file compiled for `arch`, once per test process (the tests share it).
+fn compiled(arch: &'static str) -> &'static [(&'static str, Result<String, String>)] {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, &'static [(&'static str, Result<String, String>)]>>> = OnceLock::new();
+    let mut map = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(arch).or_insert_with(|| {
+        let v: Vec<_> = KERNEL_FILES.iter().map(|f| (f.name, compile_ptx(f, arch).map_err(|e| e.to_string()))).collect();
+        Box::leak(v.into_boxed_slice())
+    })
+}
+
+fn require_nvrtc() {
+    match nvrtc_status() {
+        LibStatus::Present { library, version } => println!("NVRTC {}.{} from {library}", version.0, version.1),
+        LibStatus::Absent { reason } => panic!(
+            "the kernel compile check needs NVRTC, which could not be loaded: {reason}\n\
+             fix: `make setup` (installs pip package nvidia-cuda-nvrtc==13.0.88 into .deps/nvrtc), then run with\n\
+             LD_LIBRARY_PATH=$PWD/.deps/nvrtc/nvidia/cu13/lib (as `make test` does) or\n\
+             OXIFLOW_NVRTC_LIB=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13"
+        ),
+    }
+}
+
+#[test]
+fn every_kernel_file_compiles_and_defines_every_required_entry() {
+    require_nvrtc();
+    let required = required_entries();
+    let mut problems = Vec::new();
+    for arch in ARCHS {
+        let mut defined = BTreeSet::new();
+        for (name, res) in compiled(arch) {
+            match res {
+                Ok(ptx) => {
+                    let entries = ptx_entries(ptx);
+                    println!("{arch} kernels/{name}: {} entries", entries.len());
+                    defined.extend(entries);
+                }
+                Err(e) => problems.push(format!("does not compile for {arch}: {e}")),
+            }
+        }
+        let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for r in &required {
+            if !defined.contains(&r.entry) {
+                missing.entry(r.op).or_default().push(&r.entry);
+            }
+        }
+        if missing.is_empty() {
+            println!("{arch}: all {} required entries defined ({} entries in all)", required.len(), defined.len());
+        } else {
+            problems.push(format!(
+                "{} of {} required kernel entries are missing from the PTX for {arch}, by op:\n{}",
+                missing.values().map(Vec::len).sum::<usize>(),
+                required.len(),
+                missing.iter().map(|(op, es)| format!("  {op}: {}", es.join(" "))).collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_gpu_op_has_a_launcher() {
+    let ops = ops_needing_launchers();
+    let missing: Vec<&str> = ops.iter().copied().filter(|op| launch::launcher(op).is_none()).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} ops with a GPU kernel flag have no launcher (launch::launcher) and are not in DEVICE_HANDLED: {}",
+        missing.len(),
+        ops.len(),
+        missing.join(" ")
+    );
+}
+
+#[test]
+fn the_ptx_cache_stores_and_reuses_compiled_files() {
+    require_nvrtc();
+    let dir = std::env::temp_dir().join(format!("oxiflow-kernel-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = KERNEL_FILES.iter().find(|f| f.name == "training.cu").expect("training.cu");
+    let first = cached_ptx_in(Some(&dir), file, "compute_90").expect("compile");
+    let stored: Vec<_> = std::fs::read_dir(&dir).expect("cache dir created").filter_map(|e| e.ok()).collect();
+    assert_eq!(stored.len(), 1, "one cache file: {stored:?}");
+    let second = cached_ptx_in(Some(&dir), file, "compute_90").expect("cached");
+    assert_eq!(first, second);
+    // An unwritable cache only logs: a file in place of the directory.
+    let blocker = dir.join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    assert!(cached_ptx_in(Some(&blocker), file, "compute_90").is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Byte sizes of an entry's parameters, read from its PTX declaration
+/// (`.param .u64 x`, `.param .u32 x`, `.param .align 8 .b8 x[272]`).
+fn entry_params(ptx: &str, entry: &str) -> Option<Vec<usize>> {
+    let start = ptx.find(&format!(".entry {entry}("))?;
+    let rest = &ptx[start..];
+    let body = &rest[rest.find('(')? + 1..rest.find(')')?];
+    let mut sizes = Vec::new();
+    for decl in body.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if let (Some(open), Some(close)) = (decl.rfind('['), decl.rfind(']')) {
+            sizes.push(decl[open + 1..close].parse().ok()?);
+        } else {
+            let ty = decl.split_whitespace().nth(1)?; // `.u64`
+            let bits: usize = ty.trim_start_matches('.').trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()?;
+            sizes.push(bits / 8);
+        }
+    }
+    Some(sizes)
+}
+
+/// The argument sizes each compute launcher passes (src/launch/{compute,reduction,training}.rs),
+/// by entry: `None` for entries of other families (movement), which this check skips.
+fn launcher_args(entry: &str) -> Option<Vec<usize>> {
+    let bcast = std::mem::size_of::<BcastMeta>();
+    let red = std::mem::size_of::<RedMeta>();
+    let ptrs = std::mem::size_of::<Ptrs8>();
+    let base = entry.rsplit_once('_').map(|(b, _)| b).unwrap_or(entry);
+    let base = base.trim_end_matches("_f32").trim_end_matches("_f64").trim_end_matches("_i32").trim_end_matches("_i64");
+    let unary = [
+        "abs", "cos", "elu", "exp", "log", "neg", "relu", "relu6", "selu", "sigmoid", "sign", "sin", "softplus", "softsign", "sqrt",
+        "square", "tan", "tanh",
+    ];
+    let binary = [
+        "add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "equal", "greater", "greater_equal", "less", "less_equal",
+    ];
+    let reductions = ["sum", "mean", "max", "min", "prod", "arg_max", "arg_min"];
+    Some(match base {
+        b if unary.contains(&b) => vec![8, 8, 8],
+        "leaky_relu" => vec![8, 8, 8, 8],
+        "ones_like" | "zeros_like" => vec![8, 8],
+        b if b.starts_with("cast") => vec![8, 8, 8],
+        b if binary.contains(&b) => vec![8, 8, 8, bcast],
+        "select_v2" => vec![8, 8, 8, 8, bcast],
+        "broadcast_to" => vec![8, 8, bcast],
+        "add_n" => vec![ptrs, 4, 8, 8],
+        b if reductions.contains(&b) => vec![8, 8, red],
+        "softmax" => vec![8, 8, 8, 8],
+        "apply_gradient_descent" => vec![8; 4],
+        "apply_momentum" => [vec![8; 6], vec![4]].concat(),
+        "apply_adam" => [vec![8; 11], vec![4]].concat(),
+        "apply_rms_prop" => vec![8; 9],
+        "random_uniform" | "random_standard_normal" => vec![8; 4],
+        _ => return None,
+    })
+}
+
+/// The C structs' sizes in the PTX equal the `#[repr(C)]` twins', and every compute entry
+/// takes the arguments its launcher passes (a mismatch would only show on a GPU, as garbage).
+#[test]
+fn kernel_parameters_match_what_the_launchers_pass() {
+    require_nvrtc();
+    let mut checked = 0;
+    let mut bad = Vec::new();
+    for (name, res) in compiled("compute_90") {
+        let ptx = res.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        for entry in ptx_entries(ptx) {
+            let Some(want) = launcher_args(&entry) else { continue };
+            let got = entry_params(ptx, &entry).unwrap_or_default();
+            if got != want {
+                bad.push(format!("{entry} (kernels/{name}): PTX parameters {got:?}, launcher passes {want:?}"));
+            }
+            checked += 1;
+        }
+    }
+    assert!(bad.is_empty(), "kernel/launcher parameter mismatches:\n{}", bad.join("\n"));
+    assert!(checked > 150, "only {checked} entries checked");
+    println!("{checked} entries take the arguments their launchers pass");
+}

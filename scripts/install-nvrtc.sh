@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs NVRTC, the CUDA run-time compiler, into .deps/nvrtc when it is missing: the pip
+# wheel nvidia-cuda-nvrtc (13.0.x, matching the CUDA 13.0 driver of the lent GPU
+# machines), unpacked, no pip environment touched. `make test` compiles every kernel of
+# kernels/ with it (crates/oxiflow-cuda/tests/kernels_compile.rs), no GPU needed.
+#
+#   .deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13   (+ libnvrtc-builtins.so.13.0)
+#
+# Use it with LD_LIBRARY_PATH=$PWD/.deps/nvrtc/nvidia/cu13/lib, or
+# OXIFLOW_NVRTC_LIB=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13.
+# Offline: OXIFLOW_NVRTC_WHEEL=/path/to/nvidia_cuda_nvrtc-13.0.88-*.whl installs that file.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSION="${NVRTC_VERSION:-13.0.88}"
+PYTHON="${PYTHON:-python3}"
+DEST="$ROOT/.deps/nvrtc"
+LIBDIR="$DEST/nvidia/cu13/lib"
+STAMP="$DEST/nvidia_cuda_nvrtc-$VERSION.dist-info"
+
+if [ -f "$LIBDIR/libnvrtc.so.13" ] && [ -d "$STAMP" ]; then
+  exit 0
+fi
+echo "oxiflow setup: installing NVRTC $VERSION (pip wheel nvidia-cuda-nvrtc) into .deps/nvrtc"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp" "$DEST.partial"' EXIT
+if [ -n "${OXIFLOW_NVRTC_WHEEL:-}" ]; then
+  cp "$OXIFLOW_NVRTC_WHEEL" "$tmp/"
+else
+  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: "nvidia-cuda-nvrtc==$VERSION" -d "$tmp"
+fi
+wheel="$(ls "$tmp"/nvidia_cuda_nvrtc-*.whl | head -n 1)"
+rm -rf "$DEST.partial"
+mkdir -p "$DEST.partial"
+"$PYTHON" -m zipfile -e "$wheel" "$DEST.partial"
+if [ ! -f "$DEST.partial/nvidia/cu13/lib/libnvrtc.so.13" ]; then
+  echo "oxiflow setup: $wheel has no nvidia/cu13/lib/libnvrtc.so.13" >&2
+  exit 1
+fi
+rm -rf "$DEST"
+mv "$DEST.partial" "$DEST"
+echo "oxiflow setup: NVRTC in $LIBDIR"
