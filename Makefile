@@ -13,6 +13,8 @@
 #                 their profiles land)
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
+#   make bench-gpu  on a machine with a GPU and Rust: crates/oxiflow-cuda/examples/gpu_bench.rs
+#                 and scripts/torch_bench.py (without Rust there: scripts/gpu-check.sh)
 #   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
 
@@ -41,7 +43,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
+.PHONY: bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
 
 all: build
 
@@ -124,6 +126,12 @@ bench-replicas: setup build
 
 bench:
 	$(CARGO) bench -p oxiflow-core
+
+# GPU figures (docs/performance.md, "GPU"): says so and measures nothing without a GPU.
+bench-gpu: nvrtc
+	$(CARGO) build --release -p oxiflow-cuda --example gpu_bench
+	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} ./target/release/examples/gpu_bench
+	-$(PYTHON) scripts/torch_bench.py
 
 # One quick pass (criterion --quick); `--bench '*'` keeps the flag away from libtest.
 bench-quick:

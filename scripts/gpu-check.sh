@@ -46,6 +46,8 @@ run)
   if [ -x .gpu/bin/gpu_bench ]; then
     .gpu/bin/gpu_bench 2>&1 | tee "$out/bench.txt" || status=1
   fi
+  python3 scripts/torch_bench.py 2>&1 | tee -a "$out/bench.txt" || echo "torch_bench failed" | tee -a "$out/bench.txt"
+
   exit $status
   ;;
 *)
