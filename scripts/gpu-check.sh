@@ -27,14 +27,17 @@ for l in sys.stdin:
   if cargo build --release -p oxiflow-cuda --example gpu_bench 2>/dev/null; then
     cp target/release/examples/gpu_bench .gpu/bin/
   fi
-  cp -r kernels .gpu/kernels
+  # no debug info: what is carried to the device machine must stay under 64 MiB
+  strip .gpu/bin/*
   ls -la .gpu/bin
   echo "now run on the GPU machine: bash scripts/gpu-check.sh run   (carry: .gpu)"
   ;;
 run)
   out="${OUT:-.gpu/out}"; mkdir -p "$out"
   nv=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null || true)
-  libs=$(find "${nv:-/nonexistent}" -path '*nvidia*' -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+  libs=$(find "${nv:-/nonexistent}" -path '*nvidia*' -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':' || true)
+  # the project's own NVRTC, when it was carried or installed here
+  [ -d .deps/nvrtc/nvidia/cu13/lib ] && libs="$PWD/.deps/nvrtc/nvidia/cu13/lib:$libs"
   export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:-}"
   export OXIFLOW_KERNEL_CACHE="$out/kernel-cache"
   nvidia-smi -L | tee "$out/gpu.txt" || echo "nvidia-smi failed" | tee "$out/gpu.txt"
