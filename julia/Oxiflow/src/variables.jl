@@ -187,17 +187,18 @@ gpu_devices() = filter(d -> d.type == "GPU", list_devices())
 """
     gpu_info()
 
-Prints what ADCME's `gpu_info` prints: the compiler, the CUDA driver and runtime versions
-and the number of GPUs. Oxiflow compiles kernels with NVRTC at run time (no NVCC), and this
-build has no CUDA backend, so versions read `none`; emulated GPUs are counted separately.
-Returns `nothing`.
+Prints what ADCME's `gpu_info` prints: the compiler, the CUDA driver version and the
+number of GPUs. Oxiflow compiles kernels with NVRTC at run time (no NVCC) and uses the CUDA
+driver directly (no runtime library); without a driver it says why (`cuda_status()`).
+Emulated GPUs are counted separately. Returns `nothing`.
 """
 function gpu_info()
     gpus = gpu_devices()
     cuda = count(d -> d.kind == "cuda", gpus)
     println("- NVCC: not used (Oxiflow compiles GPU kernels with NVRTC at run time)")
-    println("- CUDA driver version: none (no NVIDIA driver found)")
-    println("- CUDA runtime version: none (this build has no CUDA backend)")
+    st = cuda_status()
+    println("- CUDA driver version: ", st.driver == "present" ? st.driver_info : "none ($(st.driver_info))")
+    println("- CUDA runtime version: not used (Oxiflow calls the driver API)")
     println("- Total number of GPUs: $cuda")
     emu = length(gpus) - cuda
     emu > 0 && println("- Emulated GPUs (host memory, GPU placement rules): $emu")
