@@ -61,8 +61,9 @@ pub trait Device: Send + Sync {
 ///
 /// A tensor is counted from the moment the device produces it (kernel output, copy in,
 /// feed) until the executor drops it after its last reader (or at the end of the run for
-/// fetched and unread ones). Variable values kept by the session between runs are not
-/// counted.
+/// fetched and unread ones). A variable's value kept by the session between runs counts from
+/// the assignment that stores it until it is replaced or the session is dropped
+/// ([`crate::variable_store`]).
 pub struct TensorMemory {
     account: MemoryAccount,
     inner: Mutex<LiveBuffers>,

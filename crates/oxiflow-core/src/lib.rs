@@ -27,6 +27,7 @@ pub mod session;
 pub mod shape;
 pub mod tensor;
 pub mod timeline;
+pub mod variable_store;
 
 pub use device_spec::DeviceSpec;
 pub use dtype::DType;

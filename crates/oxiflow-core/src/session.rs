@@ -9,10 +9,10 @@ use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::graph::{Graph, NodeId, Output};
-use crate::ops::StateAccess;
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
 use crate::tensor::Tensor;
+use crate::variable_store::VariableStore;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,20 +41,6 @@ pub struct SessionOptions {
     pub gpu_options: GpuOptions,
     /// The value of `CUDA_VISIBLE_DEVICES` to use; `None` reads the environment.
     pub cuda_visible_devices: Option<String>,
-}
-
-/// Variable values, by `VariableV2` node.
-#[derive(Default)]
-struct VariableStore(Mutex<HashMap<NodeId, Tensor>>);
-
-impl StateAccess for VariableStore {
-    fn read_variable(&self, var: NodeId) -> Option<Tensor> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&var).cloned()
-    }
-    fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(var, value);
-        Ok(())
-    }
 }
 
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
@@ -132,6 +118,7 @@ impl Session {
                 }
             }
         }
+        let variables = VariableStore::new(devices.clone());
         Ok(Session {
             graph,
             options,
@@ -139,7 +126,7 @@ impl Session {
             pool,
             assignment: Mutex::new(Assignment::new()),
             plans: Mutex::new(HashMap::new()),
-            variables: VariableStore::default(),
+            variables,
             log: Mutex::new(log),
             decisions: Mutex::new((HashMap::new(), Vec::new())),
         })
@@ -248,6 +235,11 @@ impl Session {
                     let n = &graph.nodes()[id];
                     log.push_str(&format!("{}: ({}): {}\n", n.name, n.op.name, self.devices.devices[new[&id]].attributes().name));
                 }
+            }
+        }
+        for (&id, &dev) in &new {
+            if graph.nodes()[id].op.name == "VariableV2" {
+                self.variables.place(id, dev);
             }
         }
         fixed.extend(new.iter().map(|(&k, &v)| (k, v)));
