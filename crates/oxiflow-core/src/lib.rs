@@ -19,6 +19,7 @@ pub mod executor;
 pub mod explain;
 pub mod graph;
 pub mod graphviz;
+pub mod intra_op;
 pub mod ops;
 pub mod placer;
 pub mod process_config;

@@ -28,11 +28,11 @@ pub struct SessionOptions {
     pub cpu_count: Option<usize>,
     /// `device_count["GPU"]`: at most this many GPUs (default: all present).
     pub gpu_count: Option<usize>,
-    /// Worker threads (`inter_op_parallelism_threads`; default: number of cores).
+    /// Worker threads, the ops that may run at once (`inter_op_parallelism_threads`;
+    /// `None` or 0: number of cores).
     pub inter_op_threads: Option<usize>,
-    /// `intra_op_parallelism_threads`: threads one kernel may use. Recorded and reported by
-    /// [`Session::threads`]; Oxiflow's CPU kernels each run on one thread today, so it
-    /// changes nothing yet.
+    /// `intra_op_parallelism_threads`: threads one kernel may use (`MatMul`'s `gemm`, the
+    /// `faer` linear algebra; see [`crate::intra_op`]); `None` or 0: every core (TF's default).
     pub intra_op_threads: Option<usize>,
     /// Emulated GPUs; `None` reads `OXIFLOW_EMULATED_GPUS`.
     pub emulated_gpus: Option<usize>,
@@ -102,10 +102,14 @@ impl Session {
             None => std::env::var(CUDA_VISIBLE_DEVICES).ok(),
         };
         let devices = DeviceSet::configured(options.cpu_count.unwrap_or(1), present, options.gpu_count, &options.gpu_options, env.as_deref())?;
+        // inter_op sizes the worker pool (0: one per core); intra_op tags its workers, so
+        // their kernels get that many threads (crate::intra_op). ADCME passes intra for both.
         let threads = options.inter_op_threads.unwrap_or(0);
+        let intra = crate::intra_op::resolve(options.intra_op_threads);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("oxiflow-worker-{i}"))
+            .start_handler(move |_| crate::intra_op::set_intra_op_threads(intra))
             .build()
             .map_err(|e| OxiflowError::Internal(format!("cannot start worker threads: {e}")))?;
         let mut log = String::new();
@@ -137,10 +141,10 @@ impl Session {
         &self.devices
     }
 
-    /// `(inter_op, intra_op)` thread counts: the worker pool's size and the recorded
-    /// `intra_op_threads` (1 when unset: kernels run on one thread).
+    /// `(inter_op, intra_op)` thread counts: the worker pool's size (ops running at once) and
+    /// the threads one kernel may use (`intra_op_threads`; unset or 0: every core, TF's default).
     pub fn threads(&self) -> (usize, usize) {
-        (self.pool.current_num_threads(), self.options.intra_op_threads.unwrap_or(1))
+        (self.pool.current_num_threads(), crate::intra_op::resolve(self.options.intra_op_threads))
     }
 
     /// Memory figures of the device with this name (full, or short as `/device:GPU:0` or
