@@ -80,15 +80,19 @@ pub extern "C" fn oxf_get_logical_device_configuration(device: *const c_char, ou
     })
 }
 
-/// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical index`
-/// (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order). Errors: an invalid
-/// `CUDA_VISIBLE_DEVICES` or `OXIFLOW_EMULATED_GPUS`.
+/// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical
+/// index\tuuid` (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order; the uuid
+/// `GPU-...` is empty for the CPU). Errors: an invalid `CUDA_VISIBLE_DEVICES` or
+/// `OXIFLOW_EMULATED_GPUS`.
 #[no_mangle]
 pub extern "C" fn oxf_list_physical_devices(out: *mut *const c_char) -> i32 {
-    guard(|| {
-        let lines: Vec<String> = pc::physical_devices()?.iter().map(|d| format!("{}\t{}\t{}", d.name, d.device_type, d.physical)).collect();
-        return_str(lines.join("\n"), out)
-    })
+    guard(|| return_str(physical_lines(&pc::physical_devices()?), out))
+}
+
+fn physical_lines(devices: &[pc::PhysicalDevice]) -> String {
+    let lines: Vec<String> =
+        devices.iter().map(|d| format!("{}\t{}\t{}\t{}", d.name, d.device_type, d.physical, d.uuid.as_deref().unwrap_or(""))).collect();
+    lines.join("\n")
 }
 
 /// `tf.config.list_logical_devices()`: the devices a session created now from the process

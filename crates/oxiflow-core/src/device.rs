@@ -238,7 +238,8 @@ impl EmulatedGpu {
                 device_type: "GPU".into(),
                 kind: DeviceKind::EmulatedGpu,
                 description: format!(
-                    "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, memory limit: {limit} bytes"
+                    "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, uuid: {}, memory limit: {limit} bytes",
+                    crate::device_config::emulated_gpu_uuid(physical)
                 ),
             },
             copied: AtomicUsize::new(0),

@@ -53,17 +53,21 @@ pub struct PhysicalDevice {
     pub index: usize,
     /// For a GPU, the physical (emulated) GPU behind it, after `CUDA_VISIBLE_DEVICES`.
     pub physical: usize,
+    /// For a GPU, its UUID (`GPU-<uuid>`, as nvidia-smi prints it and `CUDA_VISIBLE_DEVICES`
+    /// accepts); `None` for the CPU.
+    pub uuid: Option<String>,
 }
 
 /// `tf.config.list_physical_devices()`: CPU:0 then the GPUs `CUDA_VISIBLE_DEVICES` shows,
-/// in its order. Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
+/// in its order (indices or UUIDs), each GPU with its UUID. Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
 pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
     let present = emulated_gpus_from_env()?;
     let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
     let visible = cuda_visible_devices(env.as_deref(), present)?;
-    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0 }];
+    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0, uuid: None }];
     for (k, &p) in visible.iter().enumerate() {
-        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p });
+        let uuid = Some(crate::device_config::emulated_gpu_uuid(p));
+        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p, uuid });
     }
     Ok(v)
 }

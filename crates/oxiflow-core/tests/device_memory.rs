@@ -157,6 +157,22 @@ fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
 }
 
 #[test]
+fn cuda_visible_devices_selects_gpus_by_uuid_and_descriptions_show_it() {
+    use oxiflow_core::device_config::emulated_gpu_uuid;
+    let g = Arc::new(RwLock::new(Graph::new()));
+    // physical 2 by a UUID prefix, then physical 0 by index
+    let s = Session::new(g.clone(), opts(3).with_cuda(Some(&format!("{},0", &emulated_gpu_uuid(2)[..13])))).unwrap();
+    let gpus = gpus_of(&s);
+    assert_eq!(gpus.len(), 2);
+    assert!(gpus[0].1.contains("emulated:2") && gpus[0].1.contains(&format!("uuid: {},", emulated_gpu_uuid(2))), "{gpus:?}");
+    assert!(gpus[1].1.contains("emulated:0") && gpus[1].1.contains(&emulated_gpu_uuid(0)), "{gpus:?}");
+    let e = Session::new(g.clone(), opts(2).with_cuda(Some("GPU-ffffffff"))).err().unwrap().to_string();
+    assert!(e.contains("CUDA_VISIBLE_DEVICES entry 'GPU-ffffffff' is not the UUID"), "{e}");
+    let e = Session::new(g, opts(2).with_cuda(Some("GPU-"))).err().unwrap().to_string();
+    assert!(e.contains("ambiguous"), "{e}");
+}
+
+#[test]
 fn virtual_gpus_and_logical_cpus() {
     let g = Arc::new(RwLock::new(Graph::new()));
     let mut o = opts(2);
