@@ -113,10 +113,21 @@ int32_t oxf_set_logical_device_configuration(const char *device,
 // comma-separated, each a memory limit in MiB or `-` when none; empty when not split.
 int32_t oxf_get_logical_device_configuration(const char *device, const char **out);
 
-// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical index`
-// (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order). Errors: an invalid
-// `CUDA_VISIBLE_DEVICES` or `OXIFLOW_EMULATED_GPUS`.
+// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical
+// index\tuuid` (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order; the uuid
+// `GPU-...` is empty for the CPU). Errors: an invalid `CUDA_VISIBLE_DEVICES` or
+// `OXIFLOW_EMULATED_GPUS`.
 int32_t oxf_list_physical_devices(const char **out);
+
+// `tf.config.set_visible_devices(devices, device_type)`: `devices` is newline-separated
+// physical device names (empty: none), `device_type` `"GPU"`/`"CPU"` or null (then `devices`
+// is the whole visible list). Errors: an unknown device or one of another type, hiding the
+// CPU, a change once the runtime is initialized.
+int32_t oxf_set_visible_devices(const char *devices, const char *device_type);
+
+// `tf.config.get_visible_devices(device_type)` (`device_type` may be null): the visible
+// physical devices in the format of [`oxf_list_physical_devices`], in TF's list order.
+int32_t oxf_get_visible_devices(const char *device_type, const char **out);
 
 // `tf.config.list_logical_devices()`: the devices a session created now from the process
 // defaults gets, in the format of `oxf_session_devices`. Initializes the runtime, as in TF.
