@@ -141,7 +141,8 @@ int32_t oxf_reset_device_configuration(void);
 // Errors: an unknown device, a device without accounted memory (CPUs).
 int32_t oxf_session_memory_stats(const struct OxSession *s, const char *device, uint64_t *out);
 
-// The session's `inter_op` (worker threads) and `intra_op` thread counts.
+// The session's `inter_op` (worker threads) and `intra_op` (threads one kernel may use)
+// counts, unset ones resolved (every core).
 int32_t oxf_session_threads(const struct OxSession *s, int32_t *inter, int32_t *intra);
 
 // Why `node` is on its device in this session (placing it first if needed): the rule that

@@ -154,7 +154,8 @@ pub extern "C" fn oxf_session_memory_stats(s: *const OxSession, device: *const c
     })
 }
 
-/// The session's `inter_op` (worker threads) and `intra_op` thread counts.
+/// The session's `inter_op` (worker threads) and `intra_op` (threads one kernel may use)
+/// counts, unset ones resolved (every core).
 #[no_mangle]
 pub extern "C" fn oxf_session_threads(s: *const OxSession, inter: *mut i32, intra: *mut i32) -> i32 {
     guard(|| {

@@ -52,11 +52,6 @@ impl VariableStore {
             self.lock().homes.entry(var).or_insert(device);
         }
     }
-
-    /// The device index whose account holds `var`'s value, if any.
-    pub fn home(&self, var: NodeId) -> Option<usize> {
-        self.lock().homes.get(&var).copied()
-    }
 }
 
 impl StateAccess for VariableStore {

@@ -4,8 +4,9 @@
 //! `Float32`/`Float64` operands of one dtype, `op(a)` is `[m, k]` and `op(b)` is `[k, n]`,
 //! the output `[m, n]`. Other ranks or mismatched inner dimensions are a `ShapeMismatch`
 //! naming both shapes. The CPU kernel is the `gemm` crate (BLAS-grade, Rayon-parallel for
-//! large products, on the session's intra-op threads); transposes and strided inputs are passed as strides, never copied,
-//! except inputs with negative strides, which are first made standard-layout.
+//! large products, on the session's intra-op threads); transposes and strided inputs are
+//! passed as strides, never copied, except inputs with negative strides, which are first
+//! made standard-layout.
 
 use super::math::def;
 use super::*;
