@@ -113,10 +113,21 @@ int32_t oxf_set_logical_device_configuration(const char *device,
 // comma-separated, each a memory limit in MiB or `-` when none; empty when not split.
 int32_t oxf_get_logical_device_configuration(const char *device, const char **out);
 
-// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical index`
-// (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order). Errors: an invalid
-// `CUDA_VISIBLE_DEVICES` or `OXIFLOW_EMULATED_GPUS`.
+// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical
+// index\tuuid` (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order; the uuid
+// `GPU-...` is empty for the CPU). Errors: an invalid `CUDA_VISIBLE_DEVICES` or
+// `OXIFLOW_EMULATED_GPUS`.
 int32_t oxf_list_physical_devices(const char **out);
+
+// `tf.config.set_visible_devices(devices, device_type)`: `devices` is newline-separated
+// physical device names (empty: none), `device_type` `"GPU"`/`"CPU"` or null (then `devices`
+// is the whole visible list). Errors: an unknown device or one of another type, hiding the
+// CPU, a change once the runtime is initialized.
+int32_t oxf_set_visible_devices(const char *devices, const char *device_type);
+
+// `tf.config.get_visible_devices(device_type)` (`device_type` may be null): the visible
+// physical devices in the format of [`oxf_list_physical_devices`], in TF's list order.
+int32_t oxf_get_visible_devices(const char *device_type, const char **out);
 
 // `tf.config.list_logical_devices()`: the devices a session created now from the process
 // defaults gets, in the format of `oxf_session_devices`. Initializes the runtime, as in TF.
@@ -130,7 +141,8 @@ int32_t oxf_reset_device_configuration(void);
 // Errors: an unknown device, a device without accounted memory (CPUs).
 int32_t oxf_session_memory_stats(const struct OxSession *s, const char *device, uint64_t *out);
 
-// The session's `inter_op` (worker threads) and `intra_op` thread counts.
+// The session's `inter_op` (worker threads) and `intra_op` (threads one kernel may use)
+// counts, unset ones resolved (every core).
 int32_t oxf_session_threads(const struct OxSession *s, int32_t *inter, int32_t *intra);
 
 // Why `node` is on its device in this session (placing it first if needed): the rule that
@@ -140,6 +152,12 @@ int32_t oxf_session_explain_placement(const struct OxSession *s, int64_t node, c
 
 // The explanation of every node placed so far in this session, in id order.
 int32_t oxf_session_placement_report(const struct OxSession *s, const char **out);
+
+// What the CUDA layer found, one line per fact, tab-separated:
+// `driver\tpresent\t<CUDA driver version>` or `driver\tabsent\t<reason>`, then one
+// `gpu\t<ordinal>\t<TF's device description>\t<total memory bytes>\t<uuid>` line per real
+// GPU, or `reason\t<why there is none>`. Never fails for lack of a GPU.
+int32_t oxf_cuda_status(const char **out);
 
 // A new, empty graph. Never null.
 struct OxGraph *oxf_graph_new(void);

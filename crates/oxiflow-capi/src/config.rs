@@ -2,7 +2,7 @@
 //! thread counts.
 
 use crate::session::{device_lines, parse_options, session, OxSession};
-use crate::{guard, put, req_str, return_str, slice};
+use crate::{guard, opt_str, put, req_str, return_str, slice};
 use oxiflow_core::process_config as pc;
 use oxiflow_core::{OxiflowError, Session};
 use std::ffi::c_char;
@@ -80,15 +80,39 @@ pub extern "C" fn oxf_get_logical_device_configuration(device: *const c_char, ou
     })
 }
 
-/// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical index`
-/// (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order). Errors: an invalid
-/// `CUDA_VISIBLE_DEVICES` or `OXIFLOW_EMULATED_GPUS`.
+/// `tf.config.list_physical_devices()`: one line per device, `name\ttype\tphysical
+/// index\tuuid` (CPU:0, then the GPUs `CUDA_VISIBLE_DEVICES` shows, in its order; the uuid
+/// `GPU-...` is empty for the CPU). Errors: an invalid `CUDA_VISIBLE_DEVICES` or
+/// `OXIFLOW_EMULATED_GPUS`.
 #[no_mangle]
 pub extern "C" fn oxf_list_physical_devices(out: *mut *const c_char) -> i32 {
+    guard(|| return_str(physical_lines(&pc::physical_devices()?), out))
+}
+
+fn physical_lines(devices: &[pc::PhysicalDevice]) -> String {
+    let lines: Vec<String> =
+        devices.iter().map(|d| format!("{}\t{}\t{}\t{}", d.name, d.device_type, d.physical, d.uuid.as_deref().unwrap_or(""))).collect();
+    lines.join("\n")
+}
+
+/// `tf.config.set_visible_devices(devices, device_type)`: `devices` is newline-separated
+/// physical device names (empty: none), `device_type` `"GPU"`/`"CPU"` or null (then `devices`
+/// is the whole visible list). Errors: an unknown device or one of another type, hiding the
+/// CPU, a change once the runtime is initialized.
+#[no_mangle]
+pub extern "C" fn oxf_set_visible_devices(devices: *const c_char, device_type: *const c_char) -> i32 {
     guard(|| {
-        let lines: Vec<String> = pc::physical_devices()?.iter().map(|d| format!("{}\t{}\t{}", d.name, d.device_type, d.physical)).collect();
-        return_str(lines.join("\n"), out)
+        let list = req_str(devices, "devices")?;
+        let names: Vec<&str> = list.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        pc::set_visible_devices(&names, opt_str(device_type, "device_type")?)
     })
+}
+
+/// `tf.config.get_visible_devices(device_type)` (`device_type` may be null): the visible
+/// physical devices in the format of [`oxf_list_physical_devices`], in TF's list order.
+#[no_mangle]
+pub extern "C" fn oxf_get_visible_devices(device_type: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| return_str(physical_lines(&pc::visible_devices(opt_str(device_type, "device_type")?)?), out))
 }
 
 /// `tf.config.list_logical_devices()`: the devices a session created now from the process
@@ -130,7 +154,8 @@ pub extern "C" fn oxf_session_memory_stats(s: *const OxSession, device: *const c
     })
 }
 
-/// The session's `inter_op` (worker threads) and `intra_op` thread counts.
+/// The session's `inter_op` (worker threads) and `intra_op` (threads one kernel may use)
+/// counts, unset ones resolved (every core).
 #[no_mangle]
 pub extern "C" fn oxf_session_threads(s: *const OxSession, inter: *mut i32, intra: *mut i32) -> i32 {
     guard(|| {

@@ -81,8 +81,9 @@ pub struct KernelTime {
 ///
 /// A tensor is counted from the moment the device produces it (kernel output, copy in,
 /// feed) until the executor drops it after its last reader (or at the end of the run for
-/// fetched and unread ones). Variable values kept by the session between runs are not
-/// counted.
+/// fetched and unread ones). A variable's value kept by the session between runs counts from
+/// the assignment that stores it until it is replaced or the session is dropped
+/// ([`crate::variable_store`]).
 pub struct TensorMemory {
     account: MemoryAccount,
     inner: Mutex<LiveBuffers>,
@@ -261,7 +262,8 @@ impl EmulatedGpu {
                 device_type: "GPU".into(),
                 kind: DeviceKind::EmulatedGpu,
                 description: format!(
-                    "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, memory limit: {limit} bytes"
+                    "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, uuid: {}, memory limit: {limit} bytes",
+                    crate::device_config::emulated_gpu_uuid(physical)
                 ),
             },
             copied: AtomicUsize::new(0),

@@ -27,10 +27,13 @@ pub struct GpuOptions {
     pub virtual_devices_mb: Vec<Vec<u64>>,
 }
 
-fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> String) -> Result<Vec<usize>> {
+fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> String, uuids: Option<&[String]>) -> Result<Vec<usize>> {
     let mut ids = Vec::new();
     for entry in list.split(',').map(str::trim) {
-        let id: usize = entry.parse().map_err(|_| OxiflowError::InvalidArgument(format!("Could not parse entry in '{what}': '{entry}'. {}", quote(list))))?;
+        let id: usize = match uuids {
+            Some(uuids) if entry.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-")) => gpu_by_uuid(entry, uuids, &quote(list))?,
+            _ => entry.parse().map_err(|_| OxiflowError::InvalidArgument(format!("Could not parse entry in '{what}': '{entry}'. {}", quote(list))))?,
+        };
         if id >= count {
             return Err(OxiflowError::InvalidArgument(format!(
                 "'{what}' listed an invalid GPU id '{id}' but visible device count is {count}. {}",
@@ -45,15 +48,65 @@ fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> Strin
     Ok(ids)
 }
 
+/// The index of the GPU whose UUID `entry` (`GPU-...`, any case) is, or is a unique prefix of,
+/// as CUDA resolves UUID entries of `CUDA_VISIBLE_DEVICES`. Errors name the entry and the
+/// UUIDs: none matches, or several do (an ambiguous prefix).
+fn gpu_by_uuid(entry: &str, uuids: &[String], context: &str) -> Result<usize> {
+    let want = entry.to_ascii_lowercase();
+    let hits: Vec<usize> = (0..uuids.len()).filter(|&i| uuids[i].to_ascii_lowercase().starts_with(&want)).collect();
+    let known = || if uuids.is_empty() { "there are no GPUs".to_string() } else { format!("GPU UUIDs: {}", uuids.join(", ")) };
+    match hits[..] {
+        [i] => Ok(i),
+        [] => Err(OxiflowError::InvalidArgument(format!(
+            "{CUDA_VISIBLE_DEVICES} entry '{entry}' is not the UUID (or a prefix of the UUID) of any GPU ({}). {context}",
+            known()
+        ))),
+        _ => Err(OxiflowError::InvalidArgument(format!(
+            "{CUDA_VISIBLE_DEVICES} entry '{entry}' is ambiguous: it is a prefix of the UUIDs of GPUs {} ({}); give enough digits to identify one GPU. {context}",
+            hits.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+            hits.iter().map(|&i| uuids[i].as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The UUID of emulated GPU `index`, in nvidia-smi's form
+/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lowercase hex, version-4 layout): a hash of the
+/// index, so it is the same in every process and on every machine, and its leading digits
+/// differ between GPUs as real UUIDs' do.
+pub fn emulated_gpu_uuid(index: usize) -> String {
+    fn splitmix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    // a fixed namespace ("oxiflow!") keeps these apart from other hashes of small numbers
+    let seed = 0x6f78_6966_6c6f_7721u64 ^ index as u64;
+    let (hi, lo) = (splitmix(seed), splitmix(seed ^ 0xA5A5_A5A5_A5A5_A5A5));
+    let hi = (hi & !0xF000) | 0x4000; // version 4
+    let lo = (lo & !(0xC << 60)) | (0x8 << 60); // RFC 4122 variant
+    format!("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", hi >> 32, (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48, lo & 0xFFFF_FFFF_FFFF)
+}
+
 /// Physical GPU indices visible to the process, in the order `CUDA_VISIBLE_DEVICES` gives
-/// (`None` or unset: all, in order; `""`: none). Unlike CUDA, which silently stops at the
-/// first invalid entry, an entry that is not an index of an existing GPU, or a repeated one,
-/// is an `InvalidArgument` error naming the variable and the entry.
+/// (`None` or unset: all, in order; `""`: none), for `physical` emulated GPUs with their
+/// [`emulated_gpu_uuid`]s. See [`cuda_visible_devices_among`].
 pub fn cuda_visible_devices(value: Option<&str>, physical: usize) -> Result<Vec<usize>> {
+    let uuids: Vec<String> = (0..physical).map(emulated_gpu_uuid).collect();
+    cuda_visible_devices_among(value, &uuids)
+}
+
+/// Physical GPU indices visible to the process, in the order `CUDA_VISIBLE_DEVICES` gives,
+/// for GPUs with these UUIDs (`uuids[i]` is GPU `i`'s). Entries are indices or, as CUDA
+/// accepts, UUIDs `GPU-<uuid>` or unique prefixes of them (`GPU-8932f937`), any case, mixed
+/// freely with indices. Unlike CUDA, which silently stops at the first invalid entry, an
+/// entry that names no GPU (an index out of range, an unknown UUID), an ambiguous UUID prefix
+/// or a repeated GPU is an `InvalidArgument` error naming the variable and the entry.
+pub fn cuda_visible_devices_among(value: Option<&str>, uuids: &[String]) -> Result<Vec<usize>> {
     match value.map(str::trim) {
-        None => Ok((0..physical).collect()),
+        None => Ok((0..uuids.len()).collect()),
         Some("") => Ok(Vec::new()),
-        Some(v) => parse_ids(v, CUDA_VISIBLE_DEVICES, physical, &|l| format!("{CUDA_VISIBLE_DEVICES}={l}")),
+        Some(v) => parse_ids(v, CUDA_VISIBLE_DEVICES, uuids.len(), &|l| format!("{CUDA_VISIBLE_DEVICES}={l}"), Some(uuids)),
     }
 }
 
@@ -62,7 +115,7 @@ pub fn cuda_visible_devices(value: Option<&str>, physical: usize) -> Result<Vec<
 pub fn session_gpus(cuda_visible: &[usize], visible_device_list: Option<&str>) -> Result<Vec<usize>> {
     match visible_device_list.map(str::trim) {
         None | Some("") => Ok(cuda_visible.to_vec()),
-        Some(l) => Ok(parse_ids(l, "visible_device_list", cuda_visible.len(), &|l| format!("visible_device_list = {l}"))?
+        Some(l) => Ok(parse_ids(l, "visible_device_list", cuda_visible.len(), &|l| format!("visible_device_list = {l}"), None)?
             .into_iter()
             .map(|i| cuda_visible[i])
             .collect()),
@@ -191,6 +244,8 @@ fn grown_region(need: u64, limit: u64) -> u64 {
 mod tests {
     use super::*;
 
+    const PINNED_UUID0: &str = "GPU-76a8c442-7b2f-447a-9796-24ba41304767";
+
     #[test]
     fn cuda_visible_devices_selects_and_orders() {
         assert_eq!(cuda_visible_devices(None, 3).unwrap(), vec![0, 1, 2]);
@@ -203,6 +258,52 @@ mod tests {
         assert!(e.contains("'x'"), "{e}");
         let e = cuda_visible_devices(Some("1,1"), 2).unwrap_err().to_string();
         assert!(e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn emulated_gpus_have_stable_distinct_uuids_in_nvidia_smi_form() {
+        let u: Vec<String> = (0..8).map(emulated_gpu_uuid).collect();
+        for (i, x) in u.iter().enumerate() {
+            assert_eq!(x, &emulated_gpu_uuid(i), "deterministic");
+            let parts: Vec<&str> = x.strip_prefix("GPU-").unwrap().split('-').collect();
+            assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{x}");
+            assert!(parts.iter().all(|p| p.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())), "{x}");
+            assert!(parts[2].starts_with('4'), "version 4: {x}");
+        }
+        let mut firsts: Vec<&str> = u.iter().map(|x| &x[..12]).collect();
+        firsts.dedup();
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert_eq!(firsts.len(), 8, "the first 8 hex digits tell them apart: {u:?}");
+        // pinned: a UUID must not change between versions (scripts put them in CUDA_VISIBLE_DEVICES)
+        assert_eq!(emulated_gpu_uuid(0), PINNED_UUID0);
+    }
+
+    #[test]
+    fn cuda_visible_devices_accepts_uuids_and_unique_prefixes() {
+        let u: Vec<String> = (0..3).map(emulated_gpu_uuid).collect();
+        assert_eq!(cuda_visible_devices(Some(&u[2]), 3).unwrap(), vec![2]);
+        // mixed with indices, in the given order; upper case and a short prefix work too
+        let v = format!("{},0,{}", u[2].to_uppercase(), &u[1][..10]);
+        assert_eq!(cuda_visible_devices(Some(&v), 3).unwrap(), vec![2, 0, 1]);
+        assert_eq!(cuda_visible_devices_among(Some(" GPU-ab , 1"), &["GPU-abc".into(), "GPU-def".into()]).unwrap(), vec![0, 1]);
+        // unknown UUID: named, with the known ones
+        let e = cuda_visible_devices(Some("0,GPU-00000000-0000-4000-8000-000000000000"), 3).unwrap_err().to_string();
+        assert!(e.contains("'GPU-00000000-0000-4000-8000-000000000000' is not the UUID") && e.contains(&u[1]) && e.contains("CUDA_VISIBLE_DEVICES=0,GPU-"), "{e}");
+        // ambiguous prefix: which GPUs it matches
+        let e = cuda_visible_devices_among(Some("GPU-ab"), &["GPU-abc".into(), "GPU-abd".into(), "GPU-x".into()]).unwrap_err().to_string();
+        assert!(e.contains("'GPU-ab' is ambiguous") && e.contains("GPUs 0, 1 (GPU-abc, GPU-abd)"), "{e}");
+        let e = cuda_visible_devices(Some("GPU-"), 3).unwrap_err().to_string();
+        assert!(e.contains("ambiguous") && e.contains("GPUs 0, 1, 2"), "{e}");
+        // the same GPU by index and by UUID is a duplicate
+        let e = cuda_visible_devices(Some(&format!("1,{}", u[1])), 3).unwrap_err().to_string();
+        assert!(e.contains("duplicate"), "{e}");
+        // no GPUs: a UUID names none; visible_device_list takes no UUIDs (TF's parser)
+        assert!(cuda_visible_devices(Some("GPU-1"), 0).unwrap_err().to_string().contains("there are no GPUs"));
+        let e = session_gpus(&[0, 1], Some(&u[0])).unwrap_err().to_string();
+        assert!(e.contains("Could not parse entry in 'visible_device_list'"), "{e}");
+        let e = cuda_visible_devices(Some("MIG-1/0/0"), 3).unwrap_err().to_string();
+        assert!(e.contains("Could not parse entry") && e.contains("'MIG-1/0/0'"), "{e}");
     }
 
     #[test]

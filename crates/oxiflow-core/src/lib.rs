@@ -20,6 +20,7 @@ pub mod explain;
 pub mod gpu_provider;
 pub mod graph;
 pub mod graphviz;
+pub mod intra_op;
 pub mod ops;
 pub mod placer;
 pub mod process_config;
@@ -28,6 +29,7 @@ pub mod session;
 pub mod shape;
 pub mod tensor;
 pub mod timeline;
+pub mod variable_store;
 
 pub use device_spec::DeviceSpec;
 pub use dtype::DType;

@@ -1,6 +1,6 @@
 //! Process-wide device configuration, TF2's `tf.config` calls: soft placement, placement
-//! logging, memory growth, a memory fraction and logical (virtual) devices, set before the
-//! runtime is initialized and used as the defaults of every session created afterwards
+//! logging, visible devices, memory growth, a memory fraction and logical (virtual) devices,
+//! set before the runtime is initialized and used as the defaults of every session created afterwards
 //! ([`SessionOptions::from_process_defaults`]). As in TF (`context.py`), physical-device
 //! settings are refused once the runtime is initialized (here: once a session was created
 //! from the process defaults or the logical devices were listed), while the soft-placement
@@ -28,6 +28,9 @@ struct ProcessConfig {
     logical_cpus: Option<usize>,
     /// by physical GPU index: one memory limit (MiB) per virtual GPU
     virtual_gpus: BTreeMap<usize, Vec<u64>>,
+    /// `set_visible_devices`: the visible physical devices as (type, index), in the order
+    /// TF keeps them; `None`: every physical device.
+    visible: Option<Vec<(String, usize)>>,
     initialized: bool,
 }
 
@@ -53,21 +56,30 @@ pub struct PhysicalDevice {
     pub index: usize,
     /// For a GPU, the physical (emulated) GPU behind it, after `CUDA_VISIBLE_DEVICES`.
     pub physical: usize,
+    /// For a GPU, its UUID (`GPU-<uuid>`, as nvidia-smi prints it and `CUDA_VISIBLE_DEVICES`
+    /// accepts); `None` for the CPU.
+    pub uuid: Option<String>,
 }
 
 /// `tf.config.list_physical_devices()`: CPU:0 then the GPUs `CUDA_VISIBLE_DEVICES` shows,
-/// in its order (emulated GPUs, or else the real ones of [`crate::gpu_provider`]). Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
+/// in its order (indices or UUIDs), each GPU with its UUID: emulated GPUs, or else the real
+/// ones of [`crate::gpu_provider`] (the driver applied `CUDA_VISIBLE_DEVICES` to those).
+/// Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
 pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
     let present = emulated_gpus_from_env()?;
     let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
-    let visible = match crate::gpu_provider::gpu_source(present) {
+    let source = crate::gpu_provider::gpu_source(present);
+    let visible = match source {
         crate::gpu_provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n)?,
-        // the driver applied CUDA_VISIBLE_DEVICES to the real GPUs already
         crate::gpu_provider::GpuSource::Real(p) => (0..p.gpus().len()).collect(),
     };
-    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0 }];
+    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0, uuid: None }];
     for (k, &p) in visible.iter().enumerate() {
-        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p });
+        let uuid = Some(match source {
+            crate::gpu_provider::GpuSource::Emulated(_) => crate::device_config::emulated_gpu_uuid(p),
+            crate::gpu_provider::GpuSource::Real(r) => r.gpus()[p].uuid.clone(),
+        });
+        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p, uuid });
     }
     Ok(v)
 }
@@ -210,6 +222,79 @@ pub fn logical_device_configuration(device: &str) -> Result<Vec<LogicalDeviceCon
     }))
 }
 
+fn key(d: &PhysicalDevice) -> (String, usize) {
+    (d.device_type.clone(), d.index)
+}
+
+/// The visible physical devices among `phys` under `c`'s setting, in TF's list order.
+fn visible_of(c: &ProcessConfig, phys: &[PhysicalDevice]) -> Vec<PhysicalDevice> {
+    match &c.visible {
+        None => phys.to_vec(),
+        Some(keys) => keys.iter().filter_map(|k| phys.iter().find(|d| &key(d) == k).cloned()).collect(),
+    }
+}
+
+/// `tf.config.set_visible_devices(devices, device_type)`: the physical devices (names such as
+/// `/physical_device:GPU:1`; `GPU:1` works too) the runtime will use. With a `device_type`
+/// (`"GPU"`, `"CPU"`, any case) only that type's visibility changes, to exactly `devices`
+/// (an empty list hides every GPU); without one, `devices` is the whole visible list. Sessions
+/// created afterwards from the process defaults get the visible GPUs as `GPU:0, GPU:1, ...`
+/// in physical order (TF's `visible_device_list`), and no GPU when none is visible
+/// (`device_count {"GPU": 0}`).
+///
+/// Errors: an unknown device or one not of `device_type` (`Unrecognized device: ...`); hiding
+/// the CPU (TF's runtime then fails with `No CPU devices are available in this process`; here
+/// the call is refused); any change once the runtime is initialized (a session was created
+/// or the logical devices listed): `Visible devices cannot be modified after being
+/// initialized` (FailedPrecondition; setting the current list again is not a change).
+pub fn set_visible_devices(devices: &[&str], device_type: Option<&str>) -> Result<()> {
+    let phys = physical_devices()?;
+    let device_type = device_type.map(|t| t.trim().to_ascii_uppercase());
+    let mut chosen: Vec<PhysicalDevice> = Vec::new();
+    for &name in devices {
+        let d = physical(name)?;
+        if let Some(t) = &device_type {
+            if &d.device_type != t {
+                return Err(OxiflowError::InvalidArgument(format!("Unrecognized device: {name} (it is a {} device, not {t})", d.device_type)));
+            }
+        }
+        if !chosen.contains(&d) {
+            chosen.push(d);
+        }
+    }
+    with(|c| {
+        let current = visible_of(c, &phys);
+        let mut new: Vec<PhysicalDevice> = match &device_type {
+            Some(t) => current.iter().filter(|d| &d.device_type != t).cloned().collect(),
+            None => Vec::new(),
+        };
+        new.extend(chosen);
+        if new == current {
+            return Ok(());
+        }
+        check_not_initialized(c, "Visible devices")?;
+        if !new.iter().any(|d| d.device_type == "CPU") {
+            return Err(OxiflowError::InvalidArgument(
+                "No CPU devices are available in this process: set_visible_devices must keep /physical_device:CPU:0 visible".into(),
+            ));
+        }
+        c.visible = Some(new.iter().map(key).collect());
+        Ok(())
+    })
+}
+
+/// `tf.config.get_visible_devices(device_type)`: the visible physical devices (all of them
+/// until [`set_visible_devices`] is called), optionally only those of one type (any case).
+/// Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES`.
+pub fn visible_devices(device_type: Option<&str>) -> Result<Vec<PhysicalDevice>> {
+    let phys = physical_devices()?;
+    let all = with(|c| visible_of(c, &phys));
+    Ok(match device_type.map(|t| t.trim().to_ascii_uppercase()) {
+        Some(t) => all.into_iter().filter(|d| d.device_type == t).collect(),
+        None => all,
+    })
+}
+
 /// Marks the runtime initialized (a session was created from the process defaults, or the
 /// logical devices were listed): physical-device settings are refused from now on.
 pub fn mark_initialized() {
@@ -229,17 +314,26 @@ pub fn reset() {
 
 impl SessionOptions {
     /// Options from the process-wide settings above: soft placement, logging, and the GPU
-    /// options (memory growth, fraction, virtual devices) and logical CPUs. Errors (TF's):
-    /// memory growth set differently on two GPUs (`Memory growth cannot differ between GPU
+    /// options (visible GPUs as `visible_device_list`, or no GPU; memory growth, fraction,
+    /// virtual devices) and logical CPUs. Errors (TF's): memory growth set differently on two
+    /// visible GPUs (`Memory growth cannot differ between GPU
     /// devices`), a memory fraction together with virtual devices.
     pub fn from_process_defaults() -> Result<SessionOptions> {
         let c = with(|c| c.clone());
+        let phys = physical_devices().unwrap_or_default();
+        // the visible GPUs' indices, in physical order (TF's `_compute_gpu_options`)
+        let visible_gpus: Option<Vec<usize>> = c.visible.as_ref().map(|_| {
+            let vis = visible_of(&c, &phys);
+            phys.iter().filter(|d| d.device_type == "GPU" && vis.contains(d)).map(|d| d.index).collect()
+        });
         // TF: every visible GPU's setting, unset ones being false, must agree
-        let gpus = physical_devices().map(|v| v.iter().filter(|d| d.device_type == "GPU").count()).unwrap_or(0);
-        let growth: Vec<bool> = if c.memory_growth.is_empty() {
-            Vec::new()
-        } else {
-            (0..gpus.max(c.memory_growth.keys().last().map_or(0, |k| k + 1))).map(|k| c.memory_growth.get(&k).copied().unwrap_or(false)).collect()
+        let growth: Vec<bool> = match &visible_gpus {
+            _ if c.memory_growth.is_empty() => Vec::new(),
+            Some(v) => v.iter().map(|k| c.memory_growth.get(k).copied().unwrap_or(false)).collect(),
+            None => {
+                let gpus = phys.iter().filter(|d| d.device_type == "GPU").count();
+                (0..gpus.max(c.memory_growth.keys().last().map_or(0, |k| k + 1))).map(|k| c.memory_growth.get(&k).copied().unwrap_or(false)).collect()
+            }
         };
         if growth.windows(2).any(|w| w[0] != w[1]) {
             return Err(OxiflowError::InvalidArgument("Memory growth cannot differ between GPU devices".into()));
@@ -249,18 +343,25 @@ impl SessionOptions {
                 "A per-process memory fraction cannot be combined with virtual devices (set memory limits on the logical devices instead)".into(),
             ));
         }
+        // one entry per session GPU, in order
         let mut virtual_devices_mb = Vec::new();
         if let Some(&last) = c.virtual_gpus.keys().last() {
-            virtual_devices_mb = (0..=last).map(|k| c.virtual_gpus.get(&k).cloned().unwrap_or_default()).collect();
+            virtual_devices_mb = match &visible_gpus {
+                Some(v) => v.iter().map(|k| c.virtual_gpus.get(k).cloned().unwrap_or_default()).collect(),
+                None => (0..=last).map(|k| c.virtual_gpus.get(&k).cloned().unwrap_or_default()).collect(),
+            };
         }
+        let visible_device_list = visible_gpus.as_ref().filter(|v| !v.is_empty()).map(|v| v.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(","));
         Ok(SessionOptions {
             allow_soft_placement: c.soft_device_placement.unwrap_or(false),
             log_device_placement: c.log_device_placement.unwrap_or(false),
             cpu_count: c.logical_cpus,
+            // no visible GPU: TF's device_count {"GPU": 0}
+            gpu_count: visible_gpus.as_ref().filter(|v| v.is_empty()).map(|_| 0),
             gpu_options: GpuOptions {
                 allow_growth: growth.first().copied().unwrap_or(false),
                 per_process_gpu_memory_fraction: c.memory_fraction,
-                visible_device_list: None,
+                visible_device_list,
                 virtual_devices_mb,
             },
             ..SessionOptions::default()

@@ -9,10 +9,10 @@ use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::graph::{Graph, NodeId, Output};
-use crate::ops::StateAccess;
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
 use crate::tensor::Tensor;
+use crate::variable_store::VariableStore;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -28,11 +28,11 @@ pub struct SessionOptions {
     pub cpu_count: Option<usize>,
     /// `device_count["GPU"]`: at most this many GPUs (default: all present).
     pub gpu_count: Option<usize>,
-    /// Worker threads (`inter_op_parallelism_threads`; default: number of cores).
+    /// Worker threads, the ops that may run at once (`inter_op_parallelism_threads`;
+    /// `None` or 0: number of cores).
     pub inter_op_threads: Option<usize>,
-    /// `intra_op_parallelism_threads`: threads one kernel may use. Recorded and reported by
-    /// [`Session::threads`]; Oxiflow's CPU kernels each run on one thread today, so it
-    /// changes nothing yet.
+    /// `intra_op_parallelism_threads`: threads one kernel may use (`MatMul`'s `gemm`, the
+    /// `faer` linear algebra; see [`crate::intra_op`]); `None` or 0: every core (TF's default).
     pub intra_op_threads: Option<usize>,
     /// Emulated GPUs; `None` reads `OXIFLOW_EMULATED_GPUS`.
     pub emulated_gpus: Option<usize>,
@@ -41,20 +41,6 @@ pub struct SessionOptions {
     pub gpu_options: GpuOptions,
     /// The value of `CUDA_VISIBLE_DEVICES` to use; `None` reads the environment.
     pub cuda_visible_devices: Option<String>,
-}
-
-/// Variable values, by `VariableV2` node.
-#[derive(Default)]
-struct VariableStore(Mutex<HashMap<NodeId, Tensor>>);
-
-impl StateAccess for VariableStore {
-    fn read_variable(&self, var: NodeId) -> Option<Tensor> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&var).cloned()
-    }
-    fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(var, value);
-        Ok(())
-    }
 }
 
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
@@ -117,10 +103,14 @@ impl Session {
         };
         let source = crate::gpu_provider::gpu_source(present);
         let devices = DeviceSet::configured_from(options.cpu_count.unwrap_or(1), source, options.gpu_count, &options.gpu_options, env.as_deref())?;
+        // inter_op sizes the worker pool (0: one per core); intra_op tags its workers, so
+        // their kernels get that many threads (crate::intra_op). ADCME passes intra for both.
         let threads = options.inter_op_threads.unwrap_or(0);
+        let intra = crate::intra_op::resolve(options.intra_op_threads);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("oxiflow-worker-{i}"))
+            .start_handler(move |_| crate::intra_op::set_intra_op_threads(intra))
             .build()
             .map_err(|e| OxiflowError::Internal(format!("cannot start worker threads: {e}")))?;
         let mut log = String::new();
@@ -133,6 +123,7 @@ impl Session {
                 }
             }
         }
+        let variables = VariableStore::new(devices.clone());
         Ok(Session {
             graph,
             options,
@@ -140,7 +131,7 @@ impl Session {
             pool,
             assignment: Mutex::new(Assignment::new()),
             plans: Mutex::new(HashMap::new()),
-            variables: VariableStore::default(),
+            variables,
             log: Mutex::new(log),
             decisions: Mutex::new((HashMap::new(), Vec::new())),
         })
@@ -151,10 +142,10 @@ impl Session {
         &self.devices
     }
 
-    /// `(inter_op, intra_op)` thread counts: the worker pool's size and the recorded
-    /// `intra_op_threads` (1 when unset: kernels run on one thread).
+    /// `(inter_op, intra_op)` thread counts: the worker pool's size (ops running at once) and
+    /// the threads one kernel may use (`intra_op_threads`; unset or 0: every core, TF's default).
     pub fn threads(&self) -> (usize, usize) {
-        (self.pool.current_num_threads(), self.options.intra_op_threads.unwrap_or(1))
+        (self.pool.current_num_threads(), crate::intra_op::resolve(self.options.intra_op_threads))
     }
 
     /// Memory figures of the device with this name (full, or short as `/device:GPU:0` or
@@ -249,6 +240,11 @@ impl Session {
                     let n = &graph.nodes()[id];
                     log.push_str(&format!("{}: ({}): {}\n", n.name, n.op.name, self.devices.devices[new[&id]].attributes().name));
                 }
+            }
+        }
+        for (&id, &dev) in &new {
+            if graph.nodes()[id].op.name == "VariableV2" {
+                self.variables.place(id, dev);
             }
         }
         fixed.extend(new.iter().map(|(&k, &v)| (k, v)));

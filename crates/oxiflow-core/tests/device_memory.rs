@@ -157,6 +157,22 @@ fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
 }
 
 #[test]
+fn cuda_visible_devices_selects_gpus_by_uuid_and_descriptions_show_it() {
+    use oxiflow_core::device_config::emulated_gpu_uuid;
+    let g = Arc::new(RwLock::new(Graph::new()));
+    // physical 2 by a UUID prefix, then physical 0 by index
+    let s = Session::new(g.clone(), opts(3).with_cuda(Some(&format!("{},0", &emulated_gpu_uuid(2)[..13])))).unwrap();
+    let gpus = gpus_of(&s);
+    assert_eq!(gpus.len(), 2);
+    assert!(gpus[0].1.contains("emulated:2") && gpus[0].1.contains(&format!("uuid: {},", emulated_gpu_uuid(2))), "{gpus:?}");
+    assert!(gpus[1].1.contains("emulated:0") && gpus[1].1.contains(&emulated_gpu_uuid(0)), "{gpus:?}");
+    let e = Session::new(g.clone(), opts(2).with_cuda(Some("GPU-ffffffff"))).err().unwrap().to_string();
+    assert!(e.contains("CUDA_VISIBLE_DEVICES entry 'GPU-ffffffff' is not the UUID"), "{e}");
+    let e = Session::new(g, opts(2).with_cuda(Some("GPU-"))).err().unwrap().to_string();
+    assert!(e.contains("ambiguous"), "{e}");
+}
+
+#[test]
 fn virtual_gpus_and_logical_cpus() {
     let g = Arc::new(RwLock::new(Graph::new()));
     let mut o = opts(2);
@@ -361,4 +377,77 @@ fn explain_reports_dropped_colocations_and_variable_groups() {
     assert!(!e.contains("earlier run"), "an earlier run's group is explained by how it was placed: {e}");
     let e = s.explain_placement(v).unwrap();
     assert!(e.starts_with("Variable (VariableV2) on "), "{e}");
+}
+
+#[test]
+fn set_visible_devices_builds_the_visible_device_list_and_freezes_at_initialization() {
+    let _guard = PROCESS.lock().unwrap_or_else(|p| p.into_inner());
+    pc::reset();
+    let cuda = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    std::env::remove_var("CUDA_VISIBLE_DEVICES");
+    std::env::set_var("OXIFLOW_EMULATED_GPUS", "3");
+    let names = |v: Vec<pc::PhysicalDevice>| v.into_iter().map(|d| d.name).collect::<Vec<_>>();
+    let session_gpus = |o: SessionOptions| gpus_of(&Session::new(Arc::new(RwLock::new(Graph::new())), o).unwrap());
+    let r = std::panic::catch_unwind(|| {
+        let g = |k: usize| format!("/physical_device:GPU:{k}");
+        assert_eq!(names(pc::visible_devices(None).unwrap()), ["/physical_device:CPU:0", &g(0), &g(1), &g(2)]);
+        // TF keeps the list in the order given; the session's GPUs follow physical order
+        pc::set_visible_devices(&[&g(2), &g(0)], Some("GPU")).unwrap();
+        assert_eq!(names(pc::visible_devices(None).unwrap()), ["/physical_device:CPU:0", &g(2), &g(0)]);
+        assert_eq!(names(pc::visible_devices(Some("gpu")).unwrap()), [g(2), g(0)]);
+        let o = SessionOptions::from_process_defaults().unwrap();
+        assert_eq!((o.gpu_options.visible_device_list.as_deref(), o.gpu_count), (Some("0,2"), None));
+        let gpus = session_gpus(o);
+        assert_eq!(gpus.len(), 2);
+        assert!(gpus[0].1.contains("emulated:0") && gpus[1].1.contains("emulated:2"), "{gpus:?}");
+
+        // TF's errors; a refused call changes nothing
+        for (devs, ty, want) in [
+            (vec!["/physical_device:CPU:0"], Some("GPU"), "Unrecognized device: /physical_device:CPU:0"),
+            (vec!["/physical_device:GPU:7"], Some("GPU"), "Unrecognized device: /physical_device:GPU:7"),
+            (vec!["/physical_device:GPU:0"], None, "No CPU devices are available in this process"),
+            (vec![], Some("CPU"), "No CPU devices are available in this process"),
+        ] {
+            let e = pc::set_visible_devices(&devs, ty).unwrap_err().to_string();
+            assert!(e.contains(want), "{devs:?} {ty:?}: {e}");
+        }
+        assert_eq!(names(pc::visible_devices(Some("GPU")).unwrap()), [g(2), g(0)]);
+
+        // no GPU visible: TF's device_count {"GPU": 0}
+        pc::set_visible_devices(&[], Some("GPU")).unwrap();
+        let o = SessionOptions::from_process_defaults().unwrap();
+        assert_eq!(o.gpu_count, Some(0));
+        assert!(session_gpus(o).is_empty());
+
+        // memory growth must agree over the visible GPUs only; virtual devices follow them
+        pc::set_visible_devices(&["GPU:1"], Some("GPU")).unwrap();
+        pc::set_memory_growth(&g(1), true).unwrap();
+        let o = SessionOptions::from_process_defaults().unwrap();
+        assert!(o.gpu_options.allow_growth && o.gpu_options.visible_device_list.as_deref() == Some("1"));
+        pc::reset();
+        pc::set_visible_devices(&[&g(0), "/physical_device:CPU:0", &g(2)], None).unwrap();
+        pc::set_logical_device_configuration(&g(2), &[pc::LogicalDeviceConfiguration { memory_limit_mb: Some(10) }; 2]).unwrap();
+        let o = SessionOptions::from_process_defaults().unwrap();
+        assert_eq!(o.gpu_options.virtual_devices_mb, vec![vec![], vec![10, 10]]);
+        let gpus = session_gpus(o);
+        assert_eq!(gpus.iter().map(|d| d.2).collect::<Vec<_>>(), [16 * GIB - 1536 * MIB, 10 * MIB, 10 * MIB]);
+        assert!(gpus[1].1.contains("emulated:2") && gpus[2].1.contains("emulated:2"), "{gpus:?}");
+
+        // after initialization: the same list again is fine, a change is refused (as in TF,
+        // a list in another order is a change: [CPU, GPU:0, GPU:2] is not [GPU:0, CPU, GPU:2])
+        pc::mark_initialized();
+        pc::set_visible_devices(&[&g(0), "/physical_device:CPU:0", &g(2)], None).unwrap();
+        let e = pc::set_visible_devices(&[&g(0), &g(2)], Some("GPU")).unwrap_err();
+        assert!(matches!(e, OxiflowError::FailedPrecondition(_)), "{e}");
+        assert!(e.to_string().contains("Visible devices cannot be modified after being initialized"), "{e}");
+        assert_eq!(names(pc::visible_devices(Some("GPU")).unwrap()), [g(0), g(2)]);
+    });
+    std::env::remove_var("OXIFLOW_EMULATED_GPUS");
+    if let Some(v) = cuda {
+        std::env::set_var("CUDA_VISIBLE_DEVICES", v);
+    }
+    pc::reset();
+    if let Err(p) = r {
+        std::panic::resume_unwind(p);
+    }
 }

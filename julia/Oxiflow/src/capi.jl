@@ -279,6 +279,10 @@ oxf_set_logical_device_configuration(device::AbstractString, limits_mb::Vector{I
 oxf_get_logical_device_configuration(device::AbstractString) =
     outstr(r -> ccall(sym(:oxf_get_logical_device_configuration), Int32, (Cstring, Ref{Cstring}), device, r))
 oxf_list_physical_devices() = outstr(r -> ccall(sym(:oxf_list_physical_devices), Int32, (Ref{Cstring},), r))
+oxf_set_visible_devices(devices::AbstractString, device_type) =
+    check(ccall(sym(:oxf_set_visible_devices), Int32, (Cstring, Cstring), devices, cstr_or_null(device_type)))
+oxf_get_visible_devices(device_type) =
+    outstr(r -> ccall(sym(:oxf_get_visible_devices), Int32, (Cstring, Ref{Cstring}), cstr_or_null(device_type), r))
 oxf_list_logical_devices() = outstr(r -> ccall(sym(:oxf_list_logical_devices), Int32, (Ref{Cstring},), r))
 oxf_reset_device_configuration() = check(ccall(sym(:oxf_reset_device_configuration), Int32, ()))
 function oxf_session_memory_stats(s, device::AbstractString)

@@ -1,13 +1,13 @@
 # Device configuration: TF1's `ConfigProto`/`GPUOptions` for `Session(config=...)`, TF2's
-# process-wide `tf.config` calls (soft placement, placement logging, memory growth, memory
-# fraction, logical devices), the device lists, and memory statistics of GPUs (emulated
+# process-wide `tf.config` calls (soft placement, placement logging, visible devices, memory
+# growth, memory fraction, logical devices), the device lists, and memory statistics of GPUs (emulated
 # GPUs account their memory like real ones).
 
 export GPUOptions, ConfigProto, PhysicalDevice, LogicalDevice, LogicalDeviceConfiguration,
        set_soft_device_placement, get_soft_device_placement, set_log_device_placement,
        set_memory_growth, get_memory_growth, set_memory_fraction, list_logical_devices,
        set_logical_device_configuration, get_logical_device_configuration, memory_info,
-       get_memory_info, session_threads
+       get_memory_info, session_threads, set_visible_devices, get_visible_devices
 
 """
     GPUOptions(; allow_growth=false, per_process_gpu_memory_fraction=0.0, visible_device_list="")
@@ -119,8 +119,54 @@ TF2's `tf.config.list_physical_devices`: `PhysicalDevice`s, CPU:0 then the GPUs 
 ADCME's, returning names.)
 """
 function list_physical_devices_tf(device_type=nothing)
-    ds = [PhysicalDevice(String(f[1]), String(f[2])) for f in split.(splitlines(oxf_list_physical_devices()), '\t')]
+    ds = physical_devices_from(oxf_list_physical_devices())
     return device_type === nothing ? ds : filter(d -> d.device_type == uppercase(String(device_type)), ds)
+end
+
+# Lines `name\ttype\tphysical index\tuuid` of the C ABI as `PhysicalDevice`s.
+physical_devices_from(text::AbstractString) = [PhysicalDevice(String(f[1]), String(f[2])) for f in split.(splitlines(text), '\t')]
+
+"""
+    set_visible_devices(devices, device_type=nothing)
+
+TF2's `tf.config.set_visible_devices`: the physical devices (a `PhysicalDevice`, a name such
+as `"/physical_device:GPU:1"`, or a vector of them; `[]` for none) the runtime will use.
+With `device_type` (`"GPU"`, `"CPU"`) only that type's visibility changes; without it
+`devices` is the whole list. Sessions created afterwards get the visible GPUs as `GPU:0`,
+`GPU:1`, ... in physical order (TF's `visible_device_list`), or no GPU. Emulated GPUs count
+as physical GPUs. Errors (`OxiflowError`, TF's texts): an unknown device or one not of
+`device_type` (`Unrecognized device`), hiding the CPU (`No CPU devices are available in
+this process`), a change after the first session (`Visible devices cannot be modified after
+being initialized`).
+"""
+function set_visible_devices(devices, device_type=nothing)
+    ds = devices isa AbstractVector ? devices : [devices]
+    names = String[device_name(d) for d in ds]
+    return oxf_set_visible_devices(join(names, "\n"), device_type === nothing ? nothing : String(device_type))
+end
+
+"""
+    get_visible_devices(device_type=nothing)
+
+TF2's `tf.config.get_visible_devices`: the visible `PhysicalDevice`s (all of them until
+`set_visible_devices` is called), in TF's order, optionally only one type.
+"""
+get_visible_devices(device_type=nothing) =
+    physical_devices_from(oxf_get_visible_devices(device_type === nothing ? nothing : String(device_type)))
+
+"""
+    get_device_details(device)
+
+TF2's `tf.config.experimental.get_device_details`: a `Dict` with a GPU's `"device_name"`
+and its `"uuid"` (`GPU-...`, what `CUDA_VISIBLE_DEVICES` accepts); empty for the CPU.
+"""
+function get_device_details(device)
+    name = device_name(device)
+    for f in split.(splitlines(oxf_list_physical_devices()), '\t')
+        f[1] == name || continue
+        return f[2] == "GPU" ? Dict{String,Any}("device_name" => "Oxiflow emulated GPU", "uuid" => String(f[4])) : Dict{String,Any}()
+    end
+    invalid("Unrecognized device: $name")
 end
 
 """
@@ -196,7 +242,7 @@ function get_memory_info(device::AbstractString)
     return Dict("current" => m.current, "peak" => m.peak)
 end
 
-"""`session_threads(sess)`: `(inter, intra)`, the worker threads running ops concurrently and the threads per op."""
+"""`session_threads(sess)`: `(inter, intra)`, the worker threads running ops concurrently and the threads one op (a `MatMul`, a linear solve) may use; unset counts are resolved (every core)."""
 function session_threads(sess::Session)
     inter, intra = oxf_session_threads(sess)
     return (inter=inter, intra=intra)
@@ -216,11 +262,15 @@ const TF_CONFIG = (
     get_soft_device_placement=get_soft_device_placement,
     list_physical_devices=list_physical_devices_tf,
     list_logical_devices=list_logical_devices,
+    set_visible_devices=set_visible_devices,
+    get_visible_devices=get_visible_devices,
     set_logical_device_configuration=set_logical_device_configuration,
     get_logical_device_configuration=get_logical_device_configuration,
     LogicalDeviceConfiguration=LogicalDeviceConfiguration,
     experimental=(set_memory_growth=set_memory_growth, get_memory_growth=get_memory_growth,
                   get_memory_info=get_memory_info, list_physical_devices=list_physical_devices_tf,
+                  set_visible_devices=set_visible_devices, get_visible_devices=get_visible_devices,
+                  get_device_details=get_device_details,
                   set_virtual_device_configuration=set_logical_device_configuration,
                   VirtualDeviceConfiguration=LogicalDeviceConfiguration),
     gpu=(set_per_process_memory_fraction=set_memory_fraction, set_per_process_memory_growth=set_per_process_memory_growth),

@@ -10,18 +10,21 @@ supported device; `log_device_placement` prints TF's `Device mapping:` block, on
 lines; `CPU`/`GPU` set `device_count` (how many logical CPU devices to create / at most
 how many GPUs to use); `inter` is the number of worker threads that run ops concurrently
 (`inter_op_parallelism_threads`; ADCME passes `intra` here by mistake, Oxiflow does not)
-and `intra` the threads one op may use (`intra_op_parallelism_threads`, recorded: the
-kernels run on one thread each today); `emulated_gpus` overrides
+and `intra` the threads one op may use (`intra_op_parallelism_threads`: `MatMul` and the
+linear-algebra kernels run on that many threads; 0 or unset: every core, TF's default);
+`emulated_gpus` overrides
 `ENV["OXIFLOW_EMULATED_GPUS"]`; `gpu_options` is a [`GPUOptions`](@ref) (or a named tuple
 of its fields: `allow_growth`, `per_process_gpu_memory_fraction`, `visible_device_list`).
 `config` takes a `tf.ConfigProto(...)` instead of the keywords.
 
 Keywords not given take the process-wide defaults set by `set_soft_device_placement`,
-`set_log_device_placement`, `set_memory_growth`, `set_memory_fraction` and
+`set_log_device_placement`, `set_visible_devices`, `set_memory_growth`, `set_memory_fraction` and
 `set_logical_device_configuration` (TF1's defaults when none was called).
 
 Errors: an invalid `CUDA_VISIBLE_DEVICES` or `visible_device_list` entry, a memory fraction
-outside (0, 1]. Variables live in the session and keep their values between runs.
+outside (0, 1]. Variables live in the session and keep their values between runs; a
+variable placed on a GPU counts in that GPU's memory (`memory_info`) until its value is
+replaced or the session is freed.
 """
 mutable struct Session
     ptr::Ptr{Cvoid}

@@ -96,3 +96,83 @@ end
         use_emulated_gpus(1)
     end
 end
+
+gpu_lines(s) = [d for d in split(Oxiflow.oxf_session_devices(s), '\n') if occursin("\tGPU\t", d)]
+
+@testset "variables in GPU memory, intra threads, visible devices, GPU UUIDs" begin
+    Oxiflow.reset_device_configuration()
+    use_emulated_gpus(3)
+    try
+        # a variable's value counts in its GPU's memory from init until replaced
+        reset_default_graph()
+        v = Variable(ones(1000))                                 # 8000 bytes on GPU:0
+        s = Session(); init(s)
+        @test assigned_device(s, v) == GPU0
+        @test memory_info(s, "GPU:0").current == 8000
+        run(s, assign(v, fill(2.0, 1000)))
+        @test memory_info(s, "GPU:0").current == 8000           # the old value was released
+        @test run(s, v) == fill(2.0, 1000)
+        # a new value that does not fit beside the old one: ResourceExhausted, old value kept
+        Oxiflow.reset_device_configuration()
+        set_logical_device_configuration(tf.config.list_physical_devices("GPU")[1], [LogicalDeviceConfiguration(memory_limit=1)])
+        reset_default_graph()
+        w = Variable(ones(100_000))                              # 800 kB of 1 MiB
+        s = Session(); init(s)
+        @test memory_info(s, "GPU:0").current == 800_000
+        e = try; run(s, assign(w, fill(3.0, 100_000))); nothing; catch err; err; end
+        @test e isa OxiflowError && e.kind == "ResourceExhaustedError"
+        @test occursin("/device:GPU:0", e.msg) && occursin("800000 bytes in use", e.msg)
+        @test run(s, w) == ones(100_000)
+        @test run(s, sin(constant(ones(10)))) ≈ sin.(ones(10))
+        @test memory_info(s, "GPU:0").current == 800_000
+
+        # intra: the threads one kernel gets, independent of inter; 0 is TF's default (every core)
+        @test session_threads(Session(inter=1, intra=3)) == (inter=1, intra=3)
+        @test session_threads(Session(intra=0)).intra == session_threads(Session()).intra >= 1
+        reset_default_graph()
+        A = reshape(collect(1.0:120.0^2) .% 7, 120, 120); B = reshape(collect(1.0:120.0^2) .% 5, 120, 120)
+        p = constant(A) * constant(B)                            # large enough to run in parallel
+        @test run(Session(inter=1, intra=2), p) == A * B         # integer values: exact
+
+        # set_visible_devices / get_visible_devices (TF2's tf.config)
+        Oxiflow.reset_device_configuration()
+        gpus = tf.config.list_physical_devices("GPU")
+        @test length(gpus) == 3 && get_visible_devices("GPU") == gpus
+        tf.config.set_visible_devices([gpus[3], gpus[1]], "GPU")
+        @test [d.name for d in tf.config.get_visible_devices()] == ["/physical_device:CPU:0", "/physical_device:GPU:2", "/physical_device:GPU:0"]
+        e = try; set_visible_devices(gpus[1]); nothing; catch err; err; end      # would hide the CPU
+        @test e isa OxiflowError && occursin("No CPU devices are available in this process", e.msg)
+        e = try; set_visible_devices("/physical_device:GPU:5", "GPU"); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("Unrecognized device", e.msg)
+        @test get_visible_devices("GPU") == [gpus[3], gpus[1]]                   # unchanged by the errors
+        reset_default_graph()
+        s = Session()
+        g = gpu_lines(s)
+        @test length(g) == 2 && occursin("emulated:0", g[1]) && occursin("emulated:2", g[2])   # physical order
+        e = try; tf.config.set_visible_devices(gpus[1:1], "GPU"); nothing; catch err; err; end
+        @test e isa OxiflowError && e.kind == "FailedPreconditionError"
+        @test occursin("Visible devices cannot be modified after being initialized", e.msg)
+        tf.config.set_visible_devices([gpus[3], gpus[1]], "GPU")                 # the same list: no change
+        Oxiflow.reset_device_configuration()
+        tf.config.experimental.set_visible_devices(PhysicalDevice[], "GPU")
+        @test isempty(list_logical_devices("GPU")) && length(list_logical_devices("CPU")) == 1
+
+        # GPU UUIDs: stable, shown in the details and descriptions, accepted by CUDA_VISIBLE_DEVICES
+        Oxiflow.reset_device_configuration()
+        uuid = tf.config.experimental.get_device_details(gpus[2])["uuid"]
+        @test startswith(uuid, "GPU-") && length(uuid) == 40
+        @test isempty(tf.config.experimental.get_device_details(tf.config.list_physical_devices("CPU")[1]))
+        withenv("CUDA_VISIBLE_DEVICES" => uuid[1:12] * ",0") do
+            @test length(tf.config.list_physical_devices("GPU")) == 2
+            g = gpu_lines(Session())
+            @test occursin("emulated:1", g[1]) && occursin("uuid: $uuid", g[1]) && occursin("emulated:0", g[2])
+        end
+        withenv("CUDA_VISIBLE_DEVICES" => "GPU-") do                             # a prefix of all three
+            e = try; tf.config.list_physical_devices(); nothing; catch err; err; end
+            @test e isa OxiflowError && occursin("ambiguous", e.msg)
+        end
+    finally
+        Oxiflow.reset_device_configuration()
+        use_emulated_gpus(1)
+    end
+end

@@ -410,14 +410,27 @@ fn grad_bmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
     Ok(vec![Some(sum_to_shape(g, gx, &sx)?), Some(sum_to_shape(g, gy, &sy)?)])
 }
 
+/// `faer` parallelises with Rayon's current pool (its default `Par::rayon(0)`): these kernels
+/// run in the session's intra-op pool ([`crate::intra_op::install`]), so they use
+/// `intra_op_parallelism_threads` threads.
+macro_rules! on_intra_op_threads {
+    ($($wrapper:ident => $kernel:ident),*) => {$(
+        fn $wrapper(ctx: &KernelCtx) -> Result<Outputs> {
+            crate::intra_op::install(|| $kernel(ctx))
+        }
+    )*};
+}
+on_intra_op_threads!(par_inverse => kernel_inverse, par_det => kernel_det, par_solve => kernel_solve,
+    par_solve_ls => kernel_solve_ls, par_bmm => kernel_bmm);
+
 pub(crate) fn register(r: &mut Registry) {
     let (one, two) = (Arity::Fixed(1), Arity::Fixed(2));
     let cpu = GpuSupport::None;
-    r.add(def("MatrixInverse", "MatrixInverse", one, infer_inverse, kernel_inverse, cpu, Some(grad_inverse)));
-    r.add(def("MatrixDeterminant", "MatrixDeterminant", one, infer_det, kernel_det, cpu, Some(grad_det)));
-    r.add(def("MatrixSolve", "MatrixSolve", two, infer_solve, kernel_solve, cpu, Some(grad_solve)));
-    r.add(def("MatrixSolveLs", "MatrixSolveLs", two, infer_solve_ls, kernel_solve_ls, cpu, Some(grad_solve_ls)));
+    r.add(def("MatrixInverse", "MatrixInverse", one, infer_inverse, par_inverse, cpu, Some(grad_inverse)));
+    r.add(def("MatrixDeterminant", "MatrixDeterminant", one, infer_det, par_det, cpu, Some(grad_det)));
+    r.add(def("MatrixSolve", "MatrixSolve", two, infer_solve, par_solve, cpu, Some(grad_solve)));
+    r.add(def("MatrixSolveLs", "MatrixSolveLs", two, infer_solve_ls, par_solve_ls, cpu, Some(grad_solve_ls)));
     r.add(def("MatrixDiagPart", "MatrixDiagPart", one, infer_diag_part, kernel_diag_part, GPU_FLOATS, Some(grad_diag_part)));
     r.add(def("MatrixDiag", "MatrixDiag", one, infer_diag, kernel_diag, GPU_FLOATS, Some(grad_diag)));
-    r.add(def("BatchMatMulV2", "MatMul", two, infer_bmm, kernel_bmm, GPU_FLOATS, Some(grad_bmm)));
+    r.add(def("BatchMatMulV2", "MatMul", two, infer_bmm, par_bmm, GPU_FLOATS, Some(grad_bmm)));
 }

@@ -4,14 +4,15 @@
 //! `Float32`/`Float64` operands of one dtype, `op(a)` is `[m, k]` and `op(b)` is `[k, n]`,
 //! the output `[m, n]`. Other ranks or mismatched inner dimensions are a `ShapeMismatch`
 //! naming both shapes. The CPU kernel is the `gemm` crate (BLAS-grade, Rayon-parallel for
-//! large products); transposes and strided inputs are passed as strides, never copied,
-//! except inputs with negative strides, which are first made standard-layout.
+//! large products, on the session's intra-op threads); transposes and strided inputs are
+//! passed as strides, never copied, except inputs with negative strides, which are first
+//! made standard-layout.
 
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
-use ndarray::{Array2, ArrayView2, ArcArray, Ix2, IxDyn};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, ArcArray, Ix2, IxDyn};
 
 /// Products with `m*n*k` below this run single-threaded (thread start-up would dominate).
 const PARALLEL_THRESHOLD: usize = 64 * 64 * 64;
@@ -66,15 +67,36 @@ fn gemm_product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T)
     } else {
         b.view()
     };
-    let par = if m.saturating_mul(n).saturating_mul(k) < PARALLEL_THRESHOLD {
+    let par = gemm_parallelism(m, n, k);
+    match par {
+        gemm::Parallelism::None => gemm_into(dst.view_mut(), a, b, zero, one, par),
+        _ => crate::intra_op::install(|| gemm_into(dst.view_mut(), a, b, zero, one, par)),
+    }
+    dst
+}
+
+/// The `gemm` parallelism a MatMul kernel on this thread uses for an `m x k` by `k x n`
+/// product: the session's intra-op thread count ([`crate::intra_op::intra_op_threads`],
+/// TF's `intra_op_parallelism_threads`), or none for products under [`PARALLEL_THRESHOLD`]
+/// multiply-adds or a session with one intra-op thread.
+pub(crate) fn gemm_parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
+    let threads = crate::intra_op::intra_op_threads();
+    if threads <= 1 || m.saturating_mul(n).saturating_mul(k) < PARALLEL_THRESHOLD {
         gemm::Parallelism::None
     } else {
-        gemm::Parallelism::Rayon(0)
-    };
+        gemm::Parallelism::Rayon(threads)
+    }
+}
+
+/// `dst = a @ b` by `gemm` with parallelism `par`; shapes `[m, n]`, `[m, k]`, `[k, n]`, no
+/// negative strides.
+fn gemm_into<T: Element>(mut dst: ArrayViewMut2<T>, a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T, par: gemm::Parallelism) {
+    let (m, k) = a.dim();
+    let n = b.dim().1;
     let (ds, as_, bs) = (dst.strides().to_vec(), a.strides(), b.strides());
     // SAFETY: the pointers and strides describe live arrays of exactly m x k, k x n and
     // m x n elements of T (f32 or f64, the only types the kernel dispatches); dst is a
-    // fresh, uniquely owned buffer that aliases neither input. read_dst = false: dst is
+    // uniquely borrowed buffer that aliases neither input. read_dst = false: dst is
     // only written (beta = 1: dst = a @ b).
     unsafe {
         gemm::gemm(
@@ -99,7 +121,6 @@ fn gemm_product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T)
             par,
         );
     }
-    dst
 }
 
 fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {

@@ -339,6 +339,8 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     linalg::register(&mut r);
     random::register(&mut r);
     training::register(&mut r);
+    #[cfg(test)]
+    crate::intra_op::register_probe(&mut r);
     r.0
 });
 

@@ -1,0 +1,165 @@
+//! Intra-op parallelism: how many threads one kernel may use (TF's
+//! `ConfigProto.intra_op_parallelism_threads`), as opposed to how many kernels run at once
+//! (`inter_op_parallelism_threads`, the session's worker pool).
+//!
+//! A session tags each of its worker threads with its intra-op count
+//! ([`set_intra_op_threads`], from the pool's start handler); a kernel asks
+//! [`intra_op_threads`] and runs its parallel part in [`install`], a Rayon pool of exactly
+//! that many threads (shared by all sessions with the same count, as TF shares its intra-op
+//! pool process-wide), so a kernel's parallelism neither depends on nor competes with the
+//! worker pool's size. Today the parallel kernels are `MatMul` (the `gemm` crate) and the
+//! `faer`-based linear algebra (`MatrixInverse`, `MatrixDeterminant`, `MatrixSolve`,
+//! `MatrixSolveLs`, `BatchMatMulV2`).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+thread_local! {
+    /// Intra-op threads of the session whose worker this thread is; 0 on other threads.
+    static INTRA: Cell<usize> = const { Cell::new(0) };
+}
+
+/// TF's default for `intra_op_parallelism_threads = 0`: every core the process may use.
+pub fn default_intra_op_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// The intra-op thread count a session with `intra_op_parallelism_threads = requested` gives
+/// its kernels: `requested`, or [`default_intra_op_threads`] when it is `None` or 0 (TF: "0
+/// means the system picks an appropriate number").
+pub fn resolve(requested: Option<usize>) -> usize {
+    match requested {
+        Some(n) if n > 0 => n,
+        _ => default_intra_op_threads(),
+    }
+}
+
+/// Tags the current thread as a worker of a session whose kernels may use `n` threads each
+/// (0: the default). Called by the session on each of its worker threads.
+pub fn set_intra_op_threads(n: usize) {
+    INTRA.with(|c| c.set(n));
+}
+
+/// How many threads a kernel running on this thread may use: its session's
+/// `intra_op_parallelism_threads`, or all cores outside a session worker or when the session
+/// left it at 0. Always at least 1.
+pub fn intra_op_threads() -> usize {
+    let n = INTRA.with(Cell::get);
+    if n == 0 {
+        default_intra_op_threads()
+    } else {
+        n
+    }
+}
+
+/// The shared Rayon pool with `n` threads (created on first use).
+fn pool(n: usize) -> Arc<rayon::ThreadPool> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    pools
+        .entry(n)
+        .or_insert_with(|| {
+            let built = rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(move |i| format!("oxiflow-intra{n}-{i}")).build();
+            // Threads that cannot start leave the kernel on a single thread rather than failing it.
+            Arc::new(built.unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool")))
+        })
+        .clone()
+}
+
+/// Runs `f` (a kernel's parallel part) in the intra-op pool of [`intra_op_threads`] threads,
+/// so Rayon-parallel code inside it (`gemm`'s `Parallelism::Rayon(0)`, `faer`'s default
+/// `Par::rayon(0)`) uses exactly that many threads. The calling worker waits for it; a panic
+/// in `f` propagates to the caller.
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    pool(intra_op_threads()).install(f)
+}
+
+/// Test-only op `_IntraOpProbe` (no inputs, CPU only): an Int64 `[3]` tensor with what a
+/// kernel on its thread is given: [`intra_op_threads`], the `gemm` threads of a 512³
+/// `MatMul`, and the size of the pool [`install`] runs it in.
+#[cfg(test)]
+pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
+    use crate::ops::*;
+    fn infer(_: &InferCtx) -> crate::Result<Vec<crate::graph::TensorType>> {
+        Ok(vec![crate::graph::TensorType::new(crate::DType::Int64, crate::Shape(vec![3]))])
+    }
+    fn kernel(_: &KernelCtx) -> crate::Result<Outputs> {
+        let gemm = match crate::ops::matmul::gemm_parallelism(512, 512, 512) {
+            gemm::Parallelism::None => 1,
+            gemm::Parallelism::Rayon(n) => n,
+        };
+        let v = vec![intra_op_threads() as i64, gemm as i64, install(rayon::current_num_threads) as i64];
+        Ok(smallvec![crate::Tensor::from_vec(&[3], v, crate::Layout::RowMajor)?])
+    }
+    r.add(OpDef {
+        name: "_IntraOpProbe",
+        default_name: "IntraOpProbe",
+        arity: Arity::Fixed(0),
+        ref_inputs: &[],
+        infer,
+        kernel,
+        gpu: GpuSupport::None,
+        grad: None,
+        stateful: true,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Graph, Session, SessionOptions};
+    use std::sync::RwLock;
+
+    #[test]
+    fn a_session_gives_each_kernel_its_intra_op_threads_whatever_its_inter_op_pool() {
+        let all = default_intra_op_threads() as f64;
+        let mut g = Graph::new();
+        let probe = g.op("_IntraOpProbe", &[]).unwrap();
+        let g = Arc::new(RwLock::new(g));
+        // (inter, intra) -> threads a kernel gets; inter never leaks into intra (ADCME's bug)
+        for (inter, intra, want) in [(1, Some(3), 3.0), (3, Some(1), 1.0), (2, Some(2), 2.0), (1, Some(0), all), (1, None, all)] {
+            let o = SessionOptions { inter_op_threads: Some(inter), intra_op_threads: intra, emulated_gpus: Some(0), ..Default::default() };
+            let s = Session::new(g.clone(), o).unwrap();
+            let got = s.run(&[], &[probe], &[], false).unwrap().values[0].to_f64_vec();
+            assert_eq!(got, vec![want, want, want], "inter={inter} intra={intra:?}");
+            assert_eq!(s.threads(), (inter, want as usize));
+        }
+    }
+
+    #[test]
+    fn the_thread_tag_decides_and_zero_means_all_cores() {
+        let all = default_intra_op_threads();
+        std::thread::spawn(move || {
+            assert_eq!(intra_op_threads(), all, "untagged: TF's default");
+            set_intra_op_threads(3);
+            assert_eq!(intra_op_threads(), 3);
+            assert_eq!(install(rayon::current_num_threads), 3, "the kernel's pool has 3 threads");
+            set_intra_op_threads(0);
+            assert_eq!(intra_op_threads(), all);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(resolve(Some(0)), all);
+        assert_eq!(resolve(None), all);
+        assert_eq!(resolve(Some(2)), 2);
+    }
+
+    #[test]
+    fn a_parallel_matmul_computes_the_same_product_on_any_number_of_threads() {
+        let (m, k, n) = (150, 120, 90); // above the parallel threshold
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 7 % 13) as f64) - 6.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 5 % 11) as f64) * 0.5).collect();
+        let want: Vec<f64> = (0..m * n).map(|ij| (0..k).map(|p| a[ij / n * k + p] * b[p * n + ij % n]).sum()).collect();
+        let mut g = Graph::new();
+        let x = g.constant(crate::Tensor::from_vec(&[m, k], a, crate::Layout::RowMajor).unwrap()).unwrap();
+        let y = g.constant(crate::Tensor::from_vec(&[k, n], b, crate::Layout::RowMajor).unwrap()).unwrap();
+        let p = g.op("MatMul", &[x, y]).unwrap();
+        let g = Arc::new(RwLock::new(g));
+        for intra in [1, 2, 3] {
+            let o = SessionOptions { inter_op_threads: Some(1), intra_op_threads: Some(intra), emulated_gpus: Some(0), ..Default::default() };
+            let got = Session::new(g.clone(), o).unwrap().run(&[], &[p], &[], false).unwrap().values[0].to_f64_vec();
+            assert_eq!(got, want, "intra={intra}"); // integer-valued: exact in any summation order
+        }
+    }
+}
