@@ -94,7 +94,15 @@ struct Derived {
     ready: Vec<usize>,
     /// Cells still holding tensors after a successful run: fetched or never read.
     leftover: Vec<usize>,
+    /// For each step, the step its outputs are handed to directly ([`NO_STEP`]: none).
+    /// A step whose only successor has it as only predecessor and is the only reader of
+    /// its outputs, through a single input, passes them on in the worker's hands: the
+    /// cell is never written, and the successor runs next on the same worker.
+    direct: Vec<u32>,
 }
+
+/// No step (in [`Derived::direct`]).
+const NO_STEP: u32 = u32::MAX;
 
 impl Derived {
     fn of(plan: &Plan) -> Derived {
@@ -126,7 +134,23 @@ impl Derived {
                 readers[c] = KEEP;
             }
         }
+        let direct = plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(s, step)| match step.successors[..] {
+                [n] if readers[s] == 1
+                    && plan.steps[n].pending == 1
+                    && plan.steps[n].inputs.len() == 1
+                    && cell_of(plan.steps[n].inputs[0]) == Some(s) =>
+                {
+                    n as u32
+                }
+                _ => NO_STEP,
+            })
+            .collect();
         Derived {
+            direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
             leftover: (0..cells).filter(|&i| readers[i] == 0 || readers[i] == KEEP).collect(),
@@ -288,6 +312,9 @@ struct RunCtx<'a> {
     error: Mutex<Option<OxiflowError>>,
     clock: StepClock,
     trace: bool,
+    /// Whether outputs may be handed from step to step directly ([`Derived::direct`]):
+    /// not when a device accounts its memory, which is told when a cell is freed.
+    direct: bool,
 }
 
 /// What a worker keeps between the steps it runs.
@@ -336,14 +363,29 @@ impl RunCtx<'_> {
         }
     }
 
-    fn exec(&self, s: usize, w: &mut Worker) -> Result<()> {
+    /// Runs step `s` and returns its outputs. Its inputs come from their cells, which it
+    /// releases afterwards, or, when its producer handed them over directly
+    /// ([`Derived::direct`]), from `carried`, which it drops after the kernel.
+    fn exec(&self, s: usize, w: &mut Worker, carried: Option<Outputs>) -> Result<Outputs> {
         let step = &self.plan.steps[s];
         let start = self.trace.then(|| w.last_end.take().unwrap_or_else(|| self.clock.now()));
         let device = &self.devices.devices[step.device];
+        let handed = match &carried {
+            Some(c) => Some(
+                self.derived
+                    .source
+                    .get(step.inputs[0])
+                    .and_then(|src| c.get(src.index as usize))
+                    .ok_or_else(|| OxiflowError::Internal(format!("step {s}: handed-over input missing")))?,
+            ),
+            None => None,
+        };
         let outs = match &step.kind {
             StepKind::Op(node) => {
                 w.inputs.clear();
-                let inputs: &[Tensor] = if let [i] = step.inputs[..] {
+                let inputs: &[Tensor] = if let Some(t) = handed {
+                    std::slice::from_ref(t)
+                } else if let [i] = step.inputs[..] {
                     std::slice::from_ref(self.input(i)?)
                 } else {
                     for &i in &step.inputs {
@@ -369,25 +411,28 @@ impl RunCtx<'_> {
                 outs
             }
             StepKind::Copy { from, .. } => {
-                let t = self.input(step.inputs[0])?;
+                let t = match handed {
+                    Some(t) => t,
+                    None => self.input(step.inputs[0])?,
+                };
                 smallvec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
             }
         };
-        let output_bytes = if self.trace { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
         // The step's outputs are produced here (memory accounting hooks in here).
-        // SAFETY: this step is the cell's only writer and no reader runs before it ends.
-        unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
-        for &i in &step.inputs {
-            self.release(i);
+        match carried {
+            // No memory account to tell (`RunCtx::direct`).
+            Some(c) => drop(c),
+            None => step.inputs.iter().for_each(|&i| self.release(i)),
         }
         if let Some(start) = start {
+            let output_bytes = outs.iter().map(Tensor::num_bytes).sum();
             let end = self.clock.now().max(start + 1);
             w.last_end = Some(end);
             let t = NodeExecStats { step: s, thread: w.thread, start_ns: start, end_ns: end, output_bytes };
             // SAFETY: only this step writes its time cell; it is read after the run.
             unsafe { *self.scratch.times[s].0.get() = t };
         }
-        Ok(())
+        Ok(outs)
     }
 
     /// Runs step `s` and then, inline, the first successor each step makes ready; spawns
@@ -415,15 +460,28 @@ impl RunCtx<'_> {
     }
 
     fn run_chain<'s>(&'s self, mut s: usize, scope: &rayon::Scope<'s>, w: &mut Worker, current: &Cell<usize>) {
+        // Outputs of the previous step, handed to `s` directly (`Derived::direct`).
+        let mut carried = None;
         loop {
             if self.failed.load(Ordering::Acquire) {
                 return;
             }
             current.set(s);
-            if let Err(e) = self.exec(s, w) {
-                self.fail(e);
-                return;
+            let outs = match self.exec(s, w, carried.take()) {
+                Ok(outs) => outs,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
+            let direct = self.derived.direct[s];
+            if direct != NO_STEP && self.direct {
+                carried = Some(outs);
+                s = direct as usize;
+                continue;
             }
+            // SAFETY: this step is the cell's only writer and no reader runs before it ends.
+            unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
             let mut next = None;
             for &succ in &self.plan.steps[s].successors {
                 // A step with one predecessor is ready now; no counter to update.
@@ -505,6 +563,7 @@ pub fn execute(
         error: Mutex::new(None),
         clock: StepClock::start(),
         trace,
+        direct: !devices.has_memory_accounts(),
     };
     if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
