@@ -321,6 +321,9 @@ struct RunCtx<'a> {
 struct Worker {
     /// Inputs of a multi-input step (cleared after each step, capacity kept).
     inputs: Vec<Tensor>,
+    /// Outputs (one rank-0 tensor) handed over to a step that has run (`carried`),
+    /// offered to the next kernel for its output ([`KernelCtx::scalar_output`]).
+    spare: Cell<Option<Outputs>>,
     /// Pool thread index of this worker (recorded in timings).
     thread: usize,
     /// When tracing, the end of this worker's previous step (clock ticks), which is taken
@@ -366,11 +369,11 @@ impl RunCtx<'_> {
     /// Runs step `s` and returns its outputs. Its inputs come from their cells, which it
     /// releases afterwards, or, when its producer handed them over directly
     /// ([`Derived::direct`]), from `carried`, which it drops after the kernel.
-    fn exec(&self, s: usize, w: &mut Worker, carried: Option<Outputs>) -> Result<Outputs> {
+    fn exec(&self, s: usize, w: &mut Worker, carried: &mut Option<Outputs>) -> Result<Outputs> {
         let step = &self.plan.steps[s];
         let start = self.trace.then(|| w.last_end.take().unwrap_or_else(|| self.clock.now()));
         let device = &self.devices.devices[step.device];
-        let handed = match &carried {
+        let handed = match &*carried {
             Some(c) => Some(
                 self.derived
                     .source
@@ -394,7 +397,8 @@ impl RunCtx<'_> {
                     }
                     &w.inputs
                 };
-                let ctx = KernelCtx { node, inputs, state: self.state };
+                let spare = Some(&w.spare);
+                let ctx = KernelCtx { node, inputs, state: self.state, spare };
                 let outs = device.compute(&ctx)?;
                 if outs.len() != node.outputs.len()
                     || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !same_dims(t.dims(), tt.shape.dims()))
@@ -419,9 +423,15 @@ impl RunCtx<'_> {
             }
         };
         // The step's outputs are produced here (memory accounting hooks in here).
-        match carried {
-            // No memory account to tell (`RunCtx::direct`).
-            Some(c) => drop(c),
+        match carried.take() {
+            // No memory account to tell (`RunCtx::direct`); a scalar becomes the spare.
+            Some(c) => {
+                if let [t] = &c[..] {
+                    if t.dims().is_empty() {
+                        w.spare.set(Some(c));
+                    }
+                }
+            }
             None => step.inputs.iter().for_each(|&i| self.release(i)),
         }
         if let Some(start) = start {
@@ -440,7 +450,7 @@ impl RunCtx<'_> {
     /// kernel's failure as the node's error; the run stops, the session stays usable).
     fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
         let thread = if self.trace { rayon::current_thread_index().unwrap_or(0) } else { 0 };
-        let mut w = Worker { inputs: Vec::new(), thread, last_end: None };
+        let mut w = Worker { inputs: Vec::new(), spare: Cell::new(None), thread, last_end: None };
         let current = Cell::new(s);
         let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
         if let Err(p) = run {
@@ -467,7 +477,7 @@ impl RunCtx<'_> {
                 return;
             }
             current.set(s);
-            let outs = match self.exec(s, w, carried.take()) {
+            let outs = match self.exec(s, w, &mut carried) {
                 Ok(outs) => outs,
                 Err(e) => {
                     self.fail(e);

@@ -6,7 +6,8 @@ use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeId, Output, TensorType};
 use crate::shape::Shape;
-use crate::tensor::Tensor;
+use crate::tensor::{Element, Tensor};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::LazyLock;
@@ -222,9 +223,37 @@ pub struct KernelCtx<'a> {
     pub node: &'a Node,
     pub inputs: &'a [Tensor],
     pub state: &'a dyn StateAccess,
+    /// Outputs (one rank-0 tensor) that the executor has finished with (an earlier step's
+    /// input), offered for reuse: see [`KernelCtx::scalar_output`]. `None` where nothing is
+    /// recycled ([`KernelCtx::new`]).
+    pub spare: Option<&'a Cell<Option<Outputs>>>,
 }
 
-impl KernelCtx<'_> {
+impl<'a> KernelCtx<'a> {
+    /// A context with no spare tensor.
+    pub fn new(node: &'a Node, inputs: &'a [Tensor], state: &'a dyn StateAccess) -> KernelCtx<'a> {
+        KernelCtx { node, inputs, state, spare: None }
+    }
+
+    /// The outputs of a kernel whose one output is the rank-0 tensor `v`. They reuse the
+    /// spare outputs when those hold one rank-0 tensor of `T` (no allocation: a chain of
+    /// scalar ops recycles two buffers, much as TF's executor reuses an input's buffer for
+    /// an output); otherwise they are `smallvec![Tensor::scalar(v)]`. The result is the
+    /// same either way, and a buffer that another tensor still shares is never written:
+    /// ndarray's copy-on-write gives the spare a buffer of its own first.
+    #[inline]
+    pub fn scalar_output<T: Element>(&self, v: T) -> Outputs {
+        if let Some(mut o) = self.spare.and_then(Cell::take) {
+            if let [t] = &mut o[..] {
+                if let Some(x) = T::view_mut(t).filter(|a| a.ndim() == 0).and_then(|a| a.first_mut()) {
+                    *x = v;
+                    return o;
+                }
+            }
+        }
+        smallvec![Tensor::scalar(v)]
+    }
+
     /// An `InvalidArgument` error naming this node and op.
     pub fn error(&self, msg: impl fmt::Display) -> OxiflowError {
         OxiflowError::InvalidArgument(format!("{} '{}': {msg}", self.node.op.name, self.node.name))
