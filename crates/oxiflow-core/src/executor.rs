@@ -312,9 +312,10 @@ struct RunCtx<'a> {
     error: Mutex<Option<OxiflowError>>,
     clock: StepClock,
     trace: bool,
-    /// Whether outputs may be handed from step to step directly ([`Derived::direct`]):
-    /// not when a device accounts its memory, which is told when a cell is freed.
-    direct: bool,
+    /// Devices whose steps may hand their outputs over directly ([`Derived::direct`]): bit
+    /// `d` is set when device `d` keeps no memory account (an account is told when a
+    /// cell's tensors are freed, which handed-over tensors skip).
+    direct: u64,
 }
 
 /// What a worker keeps between the steps it runs.
@@ -485,7 +486,8 @@ impl RunCtx<'_> {
                 }
             };
             let direct = self.derived.direct[s];
-            if direct != NO_STEP && self.direct {
+            let device = self.plan.steps[s].device;
+            if direct != NO_STEP && device < 64 && self.direct & (1 << device) != 0 {
                 carried = Some(outs);
                 s = direct as usize;
                 continue;
@@ -573,7 +575,13 @@ pub fn execute(
         error: Mutex::new(None),
         clock: StepClock::start(),
         trace,
-        direct: !devices.has_memory_accounts(),
+        direct: devices
+            .devices
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, d)| d.memory().is_none())
+            .fold(0, |bits, (i, _)| bits | 1 << i),
     };
     if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;

@@ -5,7 +5,8 @@
 //! next step, with fetched, shared and multi-output steps among them and a step that fails.
 //! Oracle: the same arithmetic in Rust f64 (bitwise).
 
-use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
+use oxiflow_core::graph::DeviceScope;
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
 use std::sync::{Arc, RwLock};
 
 /// `x` fed; `s = sin x`, `m = s*s`, `a = m + s`, `n = AddN(a, s, x)`.
@@ -175,6 +176,41 @@ fn a_failing_step_inside_a_handed_over_chain_leaves_the_plan_reusable() {
             let want: Vec<f64> = [d / det, -b / det, -cc / det, a / det].iter().map(|v| v.cos().exp()).collect();
             let got = out.values[0].to_f64_vec();
             assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-12 * w.abs()), "gpus={gpus}: {got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn cpu_steps_hand_over_in_a_gpu_session_and_gpu_memory_is_still_accounted() {
+    // CPU: Sin -> Cos -> Sin (handed over); GPU:0: Sin -> Cos (accounted, cells);
+    // CPU: Tanh -> Exp. The same on a scalar and on a 1000-vector.
+    for dims in [vec![], vec![1000]] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float64, &dims, Some("x")).unwrap();
+        let mut y = x;
+        let mut nodes = vec![];
+        for (dev, ops) in [("/cpu:0", &["Sin", "Cos", "Sin"][..]), ("/gpu:0", &["Sin", "Cos"]), ("/cpu:0", &["Tanh", "Exp"])] {
+            g.push_device(DeviceScope::Spec(DeviceSpec::parse(dev).unwrap()));
+            for op in ops {
+                y = g.op(op, &[y]).unwrap();
+                nodes.push((y.node, dev));
+            }
+            g.pop_device().unwrap();
+        }
+        let (_, sess) = session(g, 1);
+        for &(n, dev) in &nodes {
+            assert!(sess.assigned_device(n).unwrap().to_lowercase().ends_with(&dev[1..]), "{dev}");
+        }
+        let n: usize = dims.iter().product();
+        for (k, xv) in [0.5f64, -1.25, 0.5].into_iter().enumerate() {
+            let feed = Tensor::full(&dims, xv);
+            let out = sess.run(&[(x, feed)], &[y], &[], k == 1).unwrap();
+            let want = xv.sin().cos().sin().sin().cos().tanh().exp();
+            assert_eq!(out.values[0].to_f64_vec(), vec![want; n], "dims {dims:?} run {k}");
+            let m = sess.memory_stats("GPU:0").unwrap();
+            assert_eq!(m.bytes_in_use, 0, "dims {dims:?}: everything on the GPU is freed");
+            // the copied-in input and Sin's output, then Sin's and Cos's outputs
+            assert_eq!(m.peak_bytes_in_use, 2 * 8 * n as u64, "dims {dims:?}");
         }
     }
 }
