@@ -12,7 +12,10 @@
 //! from its thread cache; a single-input kernel borrows its input from the slot without a
 //! clone, and multi-input steps reuse one buffer per worker; the per-run slot and counter
 //! arrays are kept with the plan and reused by later runs; one `catch_unwind` covers a
-//! worker's whole chain of steps.
+//! worker's whole chain of steps. A step whose only successor is the only reader of its
+//! outputs hands them over in the worker, without its cell (`Derived::direct`), and the
+//! rank-0 tensors such a successor has consumed are offered to the next kernel as its
+//! output buffer (`KernelCtx::spare`), so a chain of scalar steps allocates nothing.
 
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
