@@ -618,7 +618,10 @@ pub fn execute(
         Err(_) => scratch.cells.iter_mut().enumerate().for_each(|(i, c)| free_cell(plan, devices, i, c.0.get_mut().take())),
     }
     let timings = (trace && fetched.is_ok()).then(|| {
-        let ns = |ticks: u64| (ticks as f64 * ns_per_tick) as u64;
+        // Ticks to ns in 32.32 fixed point: one integer multiply per time instead of two
+        // float conversions (a few % of a traced run of a 10k chain).
+        let scale = (ns_per_tick.clamp(0.0, (1u64 << 20) as f64) * (1u64 << 32) as f64) as u128;
+        let ns = |ticks: u64| ((ticks as u128 * scale) >> 32) as u64;
         let mut v: Vec<NodeExecStats> = Vec::with_capacity(scratch.times.len());
         v.extend(scratch.times.iter_mut().map(|c| {
             let t = *c.0.get_mut();
