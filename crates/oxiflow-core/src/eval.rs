@@ -74,7 +74,7 @@ pub fn evaluate(
             .filter(|(i, _)| !n.op.ref_inputs.contains(i))
             .map(|(_, o)| values.get(o).cloned().ok_or_else(|| OxiflowError::Internal(format!("input {o:?} missing"))))
             .collect::<Result<_>>()?;
-        let outs = (n.op.kernel)(&KernelCtx::new(n, &inputs, state))?;
+        let outs = (n.op.kernel)(&KernelCtx { node: n, inputs: &inputs, state })?;
         for (i, t) in outs.into_iter().enumerate() {
             values.entry(Output::new(id, i)).or_insert(t);
         }

@@ -15,12 +15,12 @@
 //! worker's whole chain of steps. A step whose only successor is the only reader of its
 //! outputs hands them over in the worker, without its cell (`Derived::direct`), and the
 //! rank-0 tensors such a successor has consumed are offered to the next kernel as its
-//! output buffer (`KernelCtx::spare`), so a chain of scalar steps allocates nothing.
+//! output buffer (`ops::offer_spare`), so a chain of scalar steps allocates nothing.
 
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::graph::Node;
-use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
+use crate::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
 use crate::profile::NodeExecStats;
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
@@ -325,9 +325,6 @@ struct RunCtx<'a> {
 struct Worker {
     /// Inputs of a multi-input step (cleared after each step, capacity kept).
     inputs: Vec<Tensor>,
-    /// Outputs (one rank-0 tensor) handed over to a step that has run (`carried`),
-    /// offered to the next kernel for its output ([`KernelCtx::scalar_output`]).
-    spare: Cell<Option<Outputs>>,
     /// Pool thread index of this worker (recorded in timings).
     thread: usize,
     /// When tracing, the end of this worker's previous step (clock ticks), which is taken
@@ -401,8 +398,7 @@ impl RunCtx<'_> {
                     }
                     &w.inputs
                 };
-                let spare = Some(&w.spare);
-                let ctx = KernelCtx { node, inputs, state: self.state, spare };
+                let ctx = KernelCtx { node, inputs, state: self.state };
                 let outs = device.compute(&ctx)?;
                 if outs.len() != node.outputs.len()
                     || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !same_dims(t.dims(), tt.shape.dims()))
@@ -429,13 +425,7 @@ impl RunCtx<'_> {
         // The step's outputs are produced here (memory accounting hooks in here).
         match carried.take() {
             // No memory account to tell (`RunCtx::direct`); a scalar becomes the spare.
-            Some(c) => {
-                if let [t] = &c[..] {
-                    if t.dims().is_empty() {
-                        w.spare.set(Some(c));
-                    }
-                }
-            }
+            Some(c) => offer_spare(c),
             None => step.inputs.iter().for_each(|&i| self.release(i)),
         }
         if let Some(start) = start {
@@ -454,7 +444,7 @@ impl RunCtx<'_> {
     /// kernel's failure as the node's error; the run stops, the session stays usable).
     fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
         let thread = if self.trace { rayon::current_thread_index().unwrap_or(0) } else { 0 };
-        let mut w = Worker { inputs: Vec::new(), spare: Cell::new(None), thread, last_end: None };
+        let mut w = Worker { inputs: Vec::new(), thread, last_end: None };
         let current = Cell::new(s);
         let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
         if let Err(p) = run {

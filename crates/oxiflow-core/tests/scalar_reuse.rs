@@ -1,13 +1,12 @@
-//! Rank-0 outputs that reuse a spare buffer (`KernelCtx::scalar_output`, fed by the
-//! executor when a chain of scalar steps hands its tensors on): the values are those of a
+//! Rank-0 outputs that reuse a spare buffer (`KernelCtx::scalar_output`, fed through
+//! `ops::offer_spare` by the executor when a chain of scalar steps hands its tensors on): the values are those of a
 //! freshly allocated tensor and of ndarray's general elementwise path, bit for bit, and a
 //! buffer that anything else still shares (a fetch, a feed the caller holds, an
 //! `Identity`) is never written (ndarray's copy-on-write guarantees it; these tests check
 //! that nothing bypasses it).
 
-use oxiflow_core::ops::{smallvec, KernelCtx, StateAccess};
+use oxiflow_core::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
 use oxiflow_core::{DType, Graph, Layout, NodeId, Output, Result, Session, SessionOptions, Tensor};
-use std::cell::Cell;
 use std::sync::{Arc, RwLock};
 
 struct NoState;
@@ -31,46 +30,44 @@ fn addr(t: &Tensor) -> usize {
 }
 
 #[test]
-fn scalar_output_reuses_only_an_unshared_rank0_spare_of_its_dtype() {
+fn scalar_output_reuses_only_an_offered_rank0_spare_of_its_dtype() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
     let y = g.op("Sin", &[x]).unwrap();
     let node = g.node(y.node).unwrap();
     let inputs = [Tensor::scalar(0.0f64)];
-    macro_rules! ctx {
-        ($spare:expr) => {
-            KernelCtx { spare: $spare, ..KernelCtx::new(node, &inputs, &NoState) }
-        };
-    }
+    let ctx = KernelCtx { node, inputs: &inputs, state: &NoState };
 
-    // No spare: a new tensor.
-    let out = ctx!(None).scalar_output(2.5f64);
+    // No spare on this thread: a new tensor.
+    let out = ctx.scalar_output(2.5f64);
     assert!(out.len() == 1 && out[0].same_as(&Tensor::scalar(2.5f64)));
 
-    // An unshared rank-0 tensor of the right dtype: its buffer holds the result.
+    // An offered rank-0 tensor of the right dtype: its buffer holds the result, once.
     let t = Tensor::scalar(1.0f64);
     let a = addr(&t);
-    let spare = Cell::new(Some(smallvec![t]));
-    let out = ctx!(Some(&spare)).scalar_output(2.5f64);
+    offer_spare(smallvec![t]);
+    let out = ctx.scalar_output(2.5f64);
     assert!(out.len() == 1 && out[0].same_as(&Tensor::scalar(2.5f64)) && addr(&out[0]) == a);
-    assert!(spare.take().is_none(), "the spare was taken");
+    let again = ctx.scalar_output(3.5f64);
+    assert!(again[0].same_as(&Tensor::scalar(3.5f64)) && addr(&again[0]) != a, "the spare was taken");
     let t = Tensor::scalar(1.0f32);
     let a = addr(&t);
-    let spare = Cell::new(Some(smallvec![t]));
-    let out = ctx!(Some(&spare)).scalar_output(-0.75f32);
+    offer_spare(smallvec![t]);
+    let out = ctx.scalar_output(-0.75f32);
     assert!(out.len() == 1 && out[0].same_as(&Tensor::scalar(-0.75f32)) && addr(&out[0]) == a);
 
-    // Not reused: shared with another tensor (copied first), another dtype, rank 1, two tensors.
+    // Not reused: shared with another tensor (copied first), another dtype, rank 1 and two
+    // tensors (neither is kept by offer_spare).
     let kept = Tensor::scalar(1.0f64);
-    let cases: Vec<(&str, oxiflow_core::ops::Outputs)> = vec![
+    let cases: Vec<(&str, Outputs)> = vec![
         ("shared", smallvec![kept.clone()]),
         ("other dtype", smallvec![Tensor::scalar(1.0f32)]),
         ("rank 1", smallvec![Tensor::full(&[1], 1.0f64)]),
         ("two tensors", smallvec![Tensor::scalar(1.0f64), Tensor::scalar(1.0f64)]),
     ];
     for (what, o) in cases {
-        let spare = Cell::new(Some(o));
-        let out = ctx!(Some(&spare)).scalar_output(2.5f64);
+        offer_spare(o);
+        let out = ctx.scalar_output(2.5f64);
         assert!(out.len() == 1 && out[0].same_as(&Tensor::scalar(2.5f64)), "{what}");
         if what == "shared" {
             // (The other spares are freed, so their addresses may come back.)

@@ -223,27 +223,38 @@ pub struct KernelCtx<'a> {
     pub node: &'a Node,
     pub inputs: &'a [Tensor],
     pub state: &'a dyn StateAccess,
-    /// Outputs (one rank-0 tensor) that the executor has finished with (an earlier step's
-    /// input), offered for reuse: see [`KernelCtx::scalar_output`]. `None` where nothing is
-    /// recycled ([`KernelCtx::new`]).
-    pub spare: Option<&'a Cell<Option<Outputs>>>,
 }
 
-impl<'a> KernelCtx<'a> {
-    /// A context with no spare tensor.
-    pub fn new(node: &'a Node, inputs: &'a [Tensor], state: &'a dyn StateAccess) -> KernelCtx<'a> {
-        KernelCtx { node, inputs, state, spare: None }
-    }
+thread_local! {
+    /// Outputs (one rank-0 tensor) that the executor has finished with on this thread,
+    /// for the next [`KernelCtx::scalar_output`] ([`offer_spare`]).
+    static SPARE: Cell<Option<Outputs>> = const { Cell::new(None) };
+}
 
+/// Offers outputs that nothing will read any more to the next [`KernelCtx::scalar_output`]
+/// on this thread, which writes its value into them instead of allocating. Kept only when
+/// they are one rank-0 tensor (at most one such set per thread; the previous one is
+/// dropped); otherwise dropped now. The executor offers the outputs a step handed over to
+/// its successor once the successor has run.
+pub fn offer_spare(o: Outputs) {
+    if let [t] = &o[..] {
+        if t.dims().is_empty() {
+            let _ = SPARE.try_with(|s| s.set(Some(o)));
+        }
+    }
+}
+
+impl KernelCtx<'_> {
     /// The outputs of a kernel whose one output is the rank-0 tensor `v`. They reuse the
-    /// spare outputs when those hold one rank-0 tensor of `T` (no allocation: a chain of
-    /// scalar ops recycles two buffers, much as TF's executor reuses an input's buffer for
-    /// an output); otherwise they are `smallvec![Tensor::scalar(v)]`. The result is the
-    /// same either way, and a buffer that another tensor still shares is never written:
-    /// ndarray's copy-on-write gives the spare a buffer of its own first.
+    /// spare outputs of this thread ([`offer_spare`]) when those hold a rank-0 tensor of
+    /// `T` (no allocation: a chain of scalar ops recycles two buffers, much as TF's
+    /// executor reuses an input's buffer for an output); otherwise they are
+    /// `smallvec![Tensor::scalar(v)]`. The result is the same either way, and a buffer
+    /// that another tensor still shares is never written: ndarray's copy-on-write gives
+    /// the spare a buffer of its own first.
     #[inline]
     pub fn scalar_output<T: Element>(&self, v: T) -> Outputs {
-        if let Some(mut o) = self.spare.and_then(Cell::take) {
+        if let Some(mut o) = SPARE.try_with(Cell::take).ok().flatten() {
             if let [t] = &mut o[..] {
                 if let Some(x) = T::view_mut(t).filter(|a| a.ndim() == 0).and_then(|a| a.first_mut()) {
                     *x = v;
