@@ -233,11 +233,11 @@ thread_local! {
 
 /// Offers outputs that nothing will read any more to the next [`KernelCtx::scalar_output`]
 /// on this thread, which writes its value into them instead of allocating. Kept only when
-/// they are one rank-0 tensor (at most one such set per thread; the previous one is
+/// they are one rank-0 host tensor (at most one such set per thread; the previous one is
 /// dropped); otherwise dropped now. The executor offers the outputs a step handed over to
 /// its successor once the successor has run.
 pub fn offer_spare(o: Outputs) {
-    if let [t] = &o[..] {
+    if let [t @ (Tensor::F32(_) | Tensor::F64(_) | Tensor::I32(_) | Tensor::I64(_) | Tensor::Bool(_))] = &o[..] {
         if t.dims().is_empty() {
             let _ = SPARE.try_with(|s| s.set(Some(o)));
         }
