@@ -12,12 +12,15 @@
 //! from its thread cache; a single-input kernel borrows its input from the slot without a
 //! clone, and multi-input steps reuse one buffer per worker; the per-run slot and counter
 //! arrays are kept with the plan and reused by later runs; one `catch_unwind` covers a
-//! worker's whole chain of steps.
+//! worker's whole chain of steps. A step whose only successor is the only reader of its
+//! outputs hands them over in the worker, without its cell (`Derived::direct`), and the
+//! rank-0 tensors such a successor has consumed are offered to the next kernel as its
+//! output buffer (`ops::offer_spare`), so a chain of scalar steps allocates nothing.
 
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::graph::Node;
-use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
+use crate::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
 use crate::profile::NodeExecStats;
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
@@ -94,7 +97,15 @@ struct Derived {
     ready: Vec<usize>,
     /// Cells still holding tensors after a successful run: fetched or never read.
     leftover: Vec<usize>,
+    /// For each step, the step its outputs are handed to directly ([`NO_STEP`]: none).
+    /// A step whose only successor has it as only predecessor and is the only reader of
+    /// its outputs, through a single input, passes them on in the worker's hands: the
+    /// cell is never written, and the successor runs next on the same worker.
+    direct: Vec<u32>,
 }
+
+/// No step (in [`Derived::direct`]).
+const NO_STEP: u32 = u32::MAX;
 
 impl Derived {
     fn of(plan: &Plan) -> Derived {
@@ -126,7 +137,23 @@ impl Derived {
                 readers[c] = KEEP;
             }
         }
+        let direct = plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(s, step)| match step.successors[..] {
+                [n] if readers[s] == 1
+                    && plan.steps[n].pending == 1
+                    && plan.steps[n].inputs.len() == 1
+                    && cell_of(plan.steps[n].inputs[0]) == Some(s) =>
+                {
+                    n as u32
+                }
+                _ => NO_STEP,
+            })
+            .collect();
         Derived {
+            direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
             leftover: (0..cells).filter(|&i| readers[i] == 0 || readers[i] == KEEP).collect(),
@@ -288,6 +315,10 @@ struct RunCtx<'a> {
     error: Mutex<Option<OxiflowError>>,
     clock: StepClock,
     trace: bool,
+    /// Devices whose steps may hand their outputs over directly ([`Derived::direct`]): bit
+    /// `d` is set when device `d` keeps no memory account (an account is told when a
+    /// cell's tensors are freed, which handed-over tensors skip).
+    direct: u64,
 }
 
 /// What a worker keeps between the steps it runs.
@@ -336,14 +367,29 @@ impl RunCtx<'_> {
         }
     }
 
-    fn exec(&self, s: usize, w: &mut Worker) -> Result<()> {
+    /// Runs step `s` and returns its outputs. Its inputs come from their cells, which it
+    /// releases afterwards, or, when its producer handed them over directly
+    /// ([`Derived::direct`]), from `carried`, which it drops after the kernel.
+    fn exec(&self, s: usize, w: &mut Worker, carried: &mut Option<Outputs>) -> Result<Outputs> {
         let step = &self.plan.steps[s];
         let start = self.trace.then(|| w.last_end.take().unwrap_or_else(|| self.clock.now()));
         let device = &self.devices.devices[step.device];
+        let handed = match &*carried {
+            Some(c) => Some(
+                self.derived
+                    .source
+                    .get(step.inputs[0])
+                    .and_then(|src| c.get(src.index as usize))
+                    .ok_or_else(|| OxiflowError::Internal(format!("step {s}: handed-over input missing")))?,
+            ),
+            None => None,
+        };
         let outs = match &step.kind {
             StepKind::Op(node) => {
                 w.inputs.clear();
-                let inputs: &[Tensor] = if let [i] = step.inputs[..] {
+                let inputs: &[Tensor] = if let Some(t) = handed {
+                    std::slice::from_ref(t)
+                } else if let [i] = step.inputs[..] {
                     std::slice::from_ref(self.input(i)?)
                 } else {
                     for &i in &step.inputs {
@@ -355,7 +401,7 @@ impl RunCtx<'_> {
                 let ctx = KernelCtx { node, inputs, state: self.state };
                 let outs = device.compute(&ctx)?;
                 if outs.len() != node.outputs.len()
-                    || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || t.dims() != tt.shape.dims())
+                    || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !same_dims(t.dims(), tt.shape.dims()))
                 {
                     return Err(OxiflowError::Internal(format!(
                         "kernel of {} '{}' returned {:?}, expected {:?}",
@@ -369,25 +415,28 @@ impl RunCtx<'_> {
                 outs
             }
             StepKind::Copy { from, .. } => {
-                let t = self.input(step.inputs[0])?;
+                let t = match handed {
+                    Some(t) => t,
+                    None => self.input(step.inputs[0])?,
+                };
                 smallvec![device.copy_from(t, self.devices.devices[*from].as_ref())?]
             }
         };
-        let output_bytes = if self.trace { outs.iter().map(Tensor::num_bytes).sum() } else { 0 };
         // The step's outputs are produced here (memory accounting hooks in here).
-        // SAFETY: this step is the cell's only writer and no reader runs before it ends.
-        unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
-        for &i in &step.inputs {
-            self.release(i);
+        match carried.take() {
+            // No memory account to tell (`RunCtx::direct`); a scalar becomes the spare.
+            Some(c) => offer_spare(c),
+            None => step.inputs.iter().for_each(|&i| self.release(i)),
         }
         if let Some(start) = start {
+            let output_bytes = outs.iter().map(Tensor::num_bytes).sum();
             let end = self.clock.now().max(start + 1);
             w.last_end = Some(end);
             let t = NodeExecStats { step: s, thread: w.thread, start_ns: start, end_ns: end, output_bytes };
             // SAFETY: only this step writes its time cell; it is read after the run.
             unsafe { *self.scratch.times[s].0.get() = t };
         }
-        Ok(())
+        Ok(outs)
     }
 
     /// Runs step `s` and then, inline, the first successor each step makes ready; spawns
@@ -415,15 +464,29 @@ impl RunCtx<'_> {
     }
 
     fn run_chain<'s>(&'s self, mut s: usize, scope: &rayon::Scope<'s>, w: &mut Worker, current: &Cell<usize>) {
+        // Outputs of the previous step, handed to `s` directly (`Derived::direct`).
+        let mut carried = None;
         loop {
             if self.failed.load(Ordering::Acquire) {
                 return;
             }
             current.set(s);
-            if let Err(e) = self.exec(s, w) {
-                self.fail(e);
-                return;
+            let outs = match self.exec(s, w, &mut carried) {
+                Ok(outs) => outs,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
+            let direct = self.derived.direct[s];
+            let device = self.plan.steps[s].device;
+            if direct != NO_STEP && device < 64 && self.direct & (1 << device) != 0 {
+                carried = Some(outs);
+                s = direct as usize;
+                continue;
             }
+            // SAFETY: this step is the cell's only writer and no reader runs before it ends.
+            unsafe { *self.scratch.cells[s].0.get() = Some(outs) };
             let mut next = None;
             for &succ in &self.plan.steps[s].successors {
                 // A step with one predecessor is ready now; no counter to update.
@@ -441,6 +504,14 @@ impl RunCtx<'_> {
             }
         }
     }
+}
+
+/// `a == b` for dimension lists, element by element: slice equality of `usize`s calls
+/// `memcmp` even for the empty dims of a scalar, and that call (which reads the dims the
+/// kernel has just written) cost ~20 % of a scalar chain's step (docs/performance.md).
+#[inline]
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Memory hook: the tensors of cell `cell` (a step's outputs, or a feed) leave the run;
@@ -497,6 +568,13 @@ pub fn execute(
         error: Mutex::new(None),
         clock: StepClock::start(),
         trace,
+        direct: devices
+            .devices
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, d)| d.memory().is_none())
+            .fold(0, |bits, (i, _)| bits | 1 << i),
     };
     if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
@@ -530,7 +608,10 @@ pub fn execute(
         Err(_) => scratch.cells.iter_mut().enumerate().for_each(|(i, c)| free_cell(plan, devices, i, c.0.get_mut().take())),
     }
     let timings = (trace && fetched.is_ok()).then(|| {
-        let ns = |ticks: u64| (ticks as f64 * ns_per_tick) as u64;
+        // Ticks to ns in 32.32 fixed point: one integer multiply per time instead of two
+        // float conversions (a few % of a traced run of a 10k chain).
+        let scale = (ns_per_tick.clamp(0.0, (1u64 << 20) as f64) * (1u64 << 32) as f64) as u128;
+        let ns = |ticks: u64| ((ticks as u128 * scale) >> 32) as u64;
         let mut v: Vec<NodeExecStats> = Vec::with_capacity(scratch.times.len());
         v.extend(scratch.times.iter_mut().map(|c| {
             let t = *c.0.get_mut();

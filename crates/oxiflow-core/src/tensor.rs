@@ -96,6 +96,9 @@ pub trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
     const DTYPE: DType;
     fn wrap(a: ArcArray<Self, IxDyn>) -> Tensor;
     fn view(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>>;
+    /// Mutable access to the array when `t` holds `Self` (writing through it copies the
+    /// buffer first if another tensor shares it: ndarray's copy-on-write).
+    fn view_mut(t: &mut Tensor) -> Option<&mut ArcArray<Self, IxDyn>>;
     fn zero() -> Self;
 }
 
@@ -107,6 +110,12 @@ macro_rules! element {
                 Tensor::$v(a)
             }
             fn view(t: &Tensor) -> Option<&ArcArray<Self, IxDyn>> {
+                match t {
+                    Tensor::$v(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn view_mut(t: &mut Tensor) -> Option<&mut ArcArray<Self, IxDyn>> {
                 match t {
                     Tensor::$v(a) => Some(a),
                     _ => None,

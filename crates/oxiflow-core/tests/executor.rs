@@ -1,9 +1,12 @@
 //! The executor's tensor lifetimes and reuse of per-run arrays (docs/performance.md):
 //! tensors read by several steps, read twice by one step, fetched and also consumed, fed
 //! and fetched; runs repeated, overlapping, and after a failed run of the same plan; with
-//! and without cross-device copies. Oracle: the same arithmetic in Rust f64 (bitwise).
+//! and without cross-device copies; chains whose steps hand their outputs straight to the
+//! next step, with fetched, shared and multi-output steps among them and a step that fails.
+//! Oracle: the same arithmetic in Rust f64 (bitwise).
 
-use oxiflow_core::{DType, Graph, NodeSpec, Output, Session, SessionOptions, Tensor};
+use oxiflow_core::graph::DeviceScope;
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
 use std::sync::{Arc, RwLock};
 
 /// `x` fed; `s = sin x`, `m = s*s`, `a = m + s`, `n = AddN(a, s, x)`.
@@ -113,4 +116,101 @@ fn traced_steps_have_ordered_non_empty_intervals() {
         v = if i % 2 == 0 { v.sin() } else { v.cos() };
     }
     assert_eq!(out.values[0].to_f64_vec(), vec![v]);
+}
+
+/// Unary ops of the chains below and their Rust f64 oracle.
+const UNARY: [(&str, fn(f64) -> f64); 5] =
+    [("Sin", f64::sin), ("Cos", f64::cos), ("Tanh", f64::tanh), ("Exp", f64::exp), ("Neg", |v| -v)];
+
+#[test]
+fn handed_over_chains_keep_fetched_shared_and_unread_outputs_right() {
+    // x -> 12 unary steps; step 4 is fetched, step 7 is also read by a side `Neg`; then a
+    // vector chain through a three-output `Unpack` of which only output 1 is read.
+    for gpus in [0, 1] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
+        let mut chain = vec![x];
+        for i in 0..12 {
+            chain.push(g.op(UNARY[i % UNARY.len()].0, &[chain[i]]).unwrap());
+        }
+        let side = g.op("Neg", &[chain[7]]).unwrap();
+        let v = g.placeholder(DType::Float64, &[3], Some("v")).unwrap();
+        let sv = g.op("Sin", &[v]).unwrap();
+        let parts = g.op_spec(NodeSpec::new("Unpack", &[sv]).attr("num", 3i64)).unwrap();
+        let mid = g.op("Cos", &[Output::new(parts.node, 1)]).unwrap();
+        let end = g.op("Tanh", &[mid]).unwrap();
+        let (_, sess) = session(g, gpus);
+        for (k, xv) in [0.4, -0.9, 0.4, 1.3].into_iter().enumerate() {
+            let vv = vec![xv, 2.0 * xv, 3.0 * xv];
+            let feeds = [(x, Tensor::scalar(xv)), (v, Tensor::from_vec(&[3], vv.clone(), Layout::RowMajor).unwrap())];
+            let out = sess.run(&feeds, &[chain[12], chain[4], side, end], &[], k % 2 == 1).unwrap();
+            let mut c = vec![xv];
+            for i in 0..12 {
+                c.push(UNARY[i % UNARY.len()].1(c[i]));
+            }
+            let e = vec![c[12], c[4], -c[7], vv[1].sin().cos().tanh()];
+            assert_eq!(values(&out.values), e, "gpus={gpus} run {k}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_step_inside_a_handed_over_chain_leaves_the_plan_reusable() {
+    // x -> Sin -> MatrixInverse -> Cos -> Exp: every step hands its output to the next one.
+    for gpus in [0, 1] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float64, &[2, 2], Some("x")).unwrap();
+        let s = g.op("Sin", &[x]).unwrap();
+        let inv = g.op("MatrixInverse", &[s]).unwrap();
+        let c = g.op("Cos", &[inv]).unwrap();
+        let y = g.op("Exp", &[c]).unwrap();
+        let (_, sess) = session(g, gpus);
+        let feed = |v: Vec<f64>| [(x, Tensor::from_vec(&[2, 2], v, Layout::RowMajor).unwrap())];
+        for k in 0..3 {
+            let e = sess.run(&feed(vec![0.0; 4]), &[y], &[], k == 1).unwrap_err().to_string();
+            assert!(e.contains("MatrixInverse") && e.contains("not invertible"), "{e}");
+            let xv = vec![0.5, 0.1, -0.2, 0.7];
+            let out = sess.run(&feed(xv.clone()), &[y], &[], k == 2).unwrap();
+            let [a, b, cc, d] = [xv[0].sin(), xv[1].sin(), xv[2].sin(), xv[3].sin()];
+            let det = a * d - b * cc;
+            let want: Vec<f64> = [d / det, -b / det, -cc / det, a / det].iter().map(|v| v.cos().exp()).collect();
+            let got = out.values[0].to_f64_vec();
+            assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-12 * w.abs()), "gpus={gpus}: {got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn cpu_steps_hand_over_in_a_gpu_session_and_gpu_memory_is_still_accounted() {
+    // CPU: Sin -> Cos -> Sin (handed over); GPU:0: Sin -> Cos (accounted, cells);
+    // CPU: Tanh -> Exp. The same on a scalar and on a 1000-vector.
+    for dims in [vec![], vec![1000]] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float64, &dims, Some("x")).unwrap();
+        let mut y = x;
+        let mut nodes = vec![];
+        for (dev, ops) in [("/cpu:0", &["Sin", "Cos", "Sin"][..]), ("/gpu:0", &["Sin", "Cos"]), ("/cpu:0", &["Tanh", "Exp"])] {
+            g.push_device(DeviceScope::Spec(DeviceSpec::parse(dev).unwrap()));
+            for op in ops {
+                y = g.op(op, &[y]).unwrap();
+                nodes.push((y.node, dev));
+            }
+            g.pop_device().unwrap();
+        }
+        let (_, sess) = session(g, 1);
+        for &(n, dev) in &nodes {
+            assert!(sess.assigned_device(n).unwrap().to_lowercase().ends_with(&dev[1..]), "{dev}");
+        }
+        let n: usize = dims.iter().product();
+        for (k, xv) in [0.5f64, -1.25, 0.5].into_iter().enumerate() {
+            let feed = Tensor::full(&dims, xv);
+            let out = sess.run(&[(x, feed)], &[y], &[], k == 1).unwrap();
+            let want = xv.sin().cos().sin().sin().cos().tanh().exp();
+            assert_eq!(out.values[0].to_f64_vec(), vec![want; n], "dims {dims:?} run {k}");
+            let m = sess.memory_stats("GPU:0").unwrap();
+            assert_eq!(m.bytes_in_use, 0, "dims {dims:?}: everything on the GPU is freed");
+            // the copied-in input and Sin's output, then Sin's and Cos's outputs
+            assert_eq!(m.peak_bytes_in_use, 2 * 8 * n as u64, "dims {dims:?}");
+        }
+    }
 }

@@ -93,28 +93,18 @@ fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
 }
 
-/// `f` of a rank-0 array, as a new rank-0 array: the scalar fast path of the elementwise
-/// kernels (skips ndarray's general map machinery; same value as `a.map(f)`).
-#[inline]
-fn map_scalar<A: Copy, O: Clone>(a: &ArcArray<A, IxDyn>, f: impl FnOnce(A) -> O) -> Option<ArcArray<O, IxDyn>> {
-    if a.ndim() != 0 {
-        return None;
-    }
-    let x = *a.first()?;
-    Some(ndarray::arr0(f(x)).into_dyn().into_shared())
-}
-
 /// Applies a float unary function elementwise.
 pub(crate) fn map_float(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Outputs> {
+    // Scalar fast path: no ndarray map, and the output reuses the executor's spare buffer.
     match &ctx.inputs[0] {
-        Tensor::F64(a) => {
-            if let Some(r) = map_scalar(a, f64f) {
-                return Ok(smallvec![Tensor::F64(r)]);
+        Tensor::F64(a) if a.ndim() == 0 => {
+            if let Some(&x) = a.first() {
+                return Ok(ctx.scalar_output(f64f(x)));
             }
         }
-        Tensor::F32(a) => {
-            if let Some(r) = map_scalar(a, f32f) {
-                return Ok(smallvec![Tensor::F32(r)]);
+        Tensor::F32(a) if a.ndim() == 0 => {
+            if let Some(&x) = a.first() {
+                return Ok(ctx.scalar_output(f32f(x)));
             }
         }
         _ => {}

@@ -6,7 +6,8 @@ use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeId, Output, TensorType};
 use crate::shape::Shape;
-use crate::tensor::Tensor;
+use crate::tensor::{Element, Tensor};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::LazyLock;
@@ -224,7 +225,46 @@ pub struct KernelCtx<'a> {
     pub state: &'a dyn StateAccess,
 }
 
+thread_local! {
+    /// Outputs (one rank-0 tensor) that the executor has finished with on this thread,
+    /// for the next [`KernelCtx::scalar_output`] ([`offer_spare`]).
+    static SPARE: Cell<Option<Outputs>> = const { Cell::new(None) };
+}
+
+/// Offers outputs that nothing will read any more to the next [`KernelCtx::scalar_output`]
+/// on this thread, which writes its value into them instead of allocating. Kept only when
+/// they are one rank-0 host tensor (at most one such set per thread; the previous one is
+/// dropped); otherwise dropped now. The executor offers the outputs a step handed over to
+/// its successor once the successor has run.
+pub fn offer_spare(o: Outputs) {
+    if let [t @ (Tensor::F32(_) | Tensor::F64(_) | Tensor::I32(_) | Tensor::I64(_) | Tensor::Bool(_))] = &o[..] {
+        if t.dims().is_empty() {
+            let _ = SPARE.try_with(|s| s.set(Some(o)));
+        }
+    }
+}
+
 impl KernelCtx<'_> {
+    /// The outputs of a kernel whose one output is the rank-0 tensor `v`. They reuse the
+    /// spare outputs of this thread ([`offer_spare`]) when those hold a rank-0 tensor of
+    /// `T` (no allocation: a chain of scalar ops recycles two buffers, much as TF's
+    /// executor reuses an input's buffer for an output); otherwise they are
+    /// `smallvec![Tensor::scalar(v)]`. The result is the same either way, and a buffer
+    /// that another tensor still shares is never written: ndarray's copy-on-write gives
+    /// the spare a buffer of its own first.
+    #[inline]
+    pub fn scalar_output<T: Element>(&self, v: T) -> Outputs {
+        if let Some(mut o) = SPARE.try_with(Cell::take).ok().flatten() {
+            if let [t] = &mut o[..] {
+                if let Some(x) = T::view_mut(t).filter(|a| a.ndim() == 0).and_then(|a| a.first_mut()) {
+                    *x = v;
+                    return o;
+                }
+            }
+        }
+        smallvec![Tensor::scalar(v)]
+    }
+
     /// An `InvalidArgument` error naming this node and op.
     pub fn error(&self, msg: impl fmt::Display) -> OxiflowError {
         OxiflowError::InvalidArgument(format!("{} '{}': {msg}", self.node.op.name, self.node.name))
