@@ -211,8 +211,9 @@ pub struct CudaDevice {
     launch_lock: Mutex<()>,
     /// Bytes copied onto the device (feeds, `_Recv`), as the emulated GPU counts them.
     copied: AtomicUsize,
-    /// `Const` values uploaded once per session device.
-    consts: Mutex<HashMap<NodeId, Tensor>>,
+    /// `Const` values uploaded once per session device: node -> (the host value, whose
+    /// buffer the entry keeps alive so its address identifies it, and the device copy).
+    consts: Mutex<HashMap<NodeId, (Tensor, Tensor)>>,
     /// Kernel timing of a traced run (CUDA events), `None` otherwise.
     timing: Mutex<Option<Timing>>,
 }
@@ -223,6 +224,15 @@ struct Timing {
     anchor: CudaEvent,
     anchor_ns: u64,
     kernels: Vec<(String, CudaEvent, CudaEvent)>,
+}
+
+/// `true` when two host tensors share one buffer (same address, dtype and dims).
+fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+    let ptr = |t: &Tensor| match t {
+        Tensor::Device(d) => d.buffer.ptr() as usize,
+        _ => oxiflow_core::with_array!(t, x => x.as_ptr() as usize),
+    };
+    a.dtype() == b.dtype() && a.dims() == b.dims() && ptr(a) == ptr(b)
 }
 
 fn unix_ns() -> u64 {
@@ -327,13 +337,17 @@ impl CudaDevice {
         let node = ctx.node;
         let outs: Outputs = match node.op.name {
             "Const" => {
-                let mut c = self.consts.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(t) = c.get(&node.id) {
-                    return Ok(oxiflow_core::ops::smallvec![t.clone()]);
-                }
                 let host = (node.op.kernel)(ctx).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+                let mut c = self.consts.lock().unwrap_or_else(|p| p.into_inner());
+                // a node id can be reused after a failed `gradients` call removed nodes: the
+                // entry counts only if it holds this very value buffer
+                if let Some((h, t)) = c.get(&node.id) {
+                    if same_buffer(h, &host[0]) {
+                        return Ok(oxiflow_core::ops::smallvec![t.clone()]);
+                    }
+                }
                 let t = self.resident(&host[0])?;
-                c.insert(node.id, t.clone());
+                c.insert(node.id, (host[0].clone(), t.clone()));
                 oxiflow_core::ops::smallvec![t]
             }
             "Reshape" | "Squeeze" | "ExpandDims" => {

@@ -20,9 +20,21 @@ pub struct CudaProvider {
 }
 
 impl CudaProvider {
-    /// Discovers the GPUs (no driver: none, with the reason).
+    /// Discovers the GPUs (no driver: none, with the reason). GPUs are left out, with the
+    /// reason, when NVRTC cannot be loaded: their kernels could not be built, and TF too
+    /// skips GPUs whose libraries are missing rather than failing every session.
     pub fn new() -> CudaProvider {
-        CudaProvider { found: discover(), libraries: Mutex::new(HashMap::new()) }
+        let mut found = discover();
+        if !found.gpus.is_empty() {
+            if let crate::probe::LibStatus::Absent { reason } = crate::probe::nvrtc_status() {
+                found.reason = Some(format!(
+                    "{} GPU(s) found but not used: NVRTC, which builds their kernels, is unavailable ({reason})",
+                    found.gpus.len()
+                ));
+                found.gpus.clear();
+            }
+        }
+        CudaProvider { found, libraries: Mutex::new(HashMap::new()) }
     }
 
     fn library(&self, ordinal: usize, ctx: &Arc<CudaContext>) -> CudaResult<Arc<dyn KernelLookup>> {
