@@ -30,12 +30,12 @@ pub(crate) fn reshaped<T: Clone>(ctx: &KernelCtx, a: ArrayViewD<T>, dims: &[usiz
 
 /// One dimension of a strided slice, canonical: `len` elements `start, start + step, ...`;
 /// `shrink` drops the dimension (an integer index).
-#[derive(Copy, Clone, Debug)]
-struct DimSlice {
-    start: i64,
-    len: usize,
-    step: i64,
-    shrink: bool,
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DimSlice {
+    pub start: i64,
+    pub len: usize,
+    pub step: i64,
+    pub shrink: bool,
 }
 
 impl DimSlice {
@@ -57,7 +57,12 @@ impl DimSlice {
 /// TF's canonicalization of `begin`/`end`/`strides` with `begin_mask`, `end_mask` and
 /// `shrink_axis_mask` over `shape` (`ellipsis_mask` and `new_axis_mask` are not supported:
 /// every dimension is given). Errors name the dimension, index and shape.
-fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<DimSlice>, String> {
+/// TF's canonicalization (`ValidateStridedSliceOp`) of attrs `begin`/`end`/`strides` with
+/// `begin_mask`, `end_mask` and `shrink_axis_mask` over `shape`, one [`DimSlice`] per
+/// dimension; shared with the CUDA launcher. Errors (as text, the caller names the node): an
+/// unsupported `ellipsis_mask`/`new_axis_mask`, lists of the wrong length, a zero stride, a
+/// shrunk index out of bounds.
+pub fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<DimSlice>, String> {
     let get = |k| attrs.get_ints(op, k).map_err(|e| e.to_string());
     let (begin, end, strides) = (get("begin")?, get("end")?, get("strides")?);
     let mask = |k| int_or(attrs, op, k, 0).map_err(|e| e.to_string());

@@ -218,63 +218,14 @@ pub fn pad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cud
 
 // ---------------------------------------------------------------- StridedSlice
 
-/// One canonical dimension of a strided slice: `len` elements `start + k * step`; `shrink`
-/// drops the dimension. Mirrors `DimSlice` of the CPU kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DimSlice {
-    pub start: i64,
-    pub len: usize,
-    pub step: i64,
-    pub shrink: bool,
-}
+/// One canonical dimension of a strided slice: the CPU kernel's own type.
+pub use oxiflow_core::ops::index::DimSlice;
 
 /// TF's canonicalization of attrs `begin`/`end`/`strides` with `begin_mask`, `end_mask`
-/// and `shrink_axis_mask` over `shape`: the CPU kernel's `slice_spec`, line for line
-/// (`ellipsis_mask` and `new_axis_mask` unsupported there and here).
+/// and `shrink_axis_mask` over `shape`: the CPU kernel's `slice_spec` itself, its errors
+/// naming the node (`ellipsis_mask` and `new_axis_mask` unsupported there and here).
 pub fn slice_spec(node: &Node, shape: &[usize]) -> CudaResult<Vec<DimSlice>> {
-    let (begin, end, strides) = (ints(node, "begin")?, ints(node, "end")?, ints(node, "strides")?);
-    let (bm, em, sm) = (int_or(node, "begin_mask", 0)?, int_or(node, "end_mask", 0)?, int_or(node, "shrink_axis_mask", 0)?);
-    if int_or(node, "ellipsis_mask", 0)? != 0 || int_or(node, "new_axis_mask", 0)? != 0 {
-        return Err(invalid(node, "ellipsis_mask and new_axis_mask are not supported; give begin/end/strides for every dimension"));
-    }
-    let rank = shape.len();
-    if begin.len() != rank || end.len() != rank || strides.len() != rank {
-        return Err(invalid(
-            node,
-            format!("begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape:?}"),
-        ));
-    }
-    (0..rank)
-        .map(|i| {
-            let d = shape[i] as i64;
-            let norm = |x: i64| if x < 0 { x + d } else { x };
-            if sm >> i & 1 == 1 {
-                let idx = norm(begin[i]);
-                if !(0..d).contains(&idx) {
-                    return Err(invalid(
-                        node,
-                        format!("index {} is out of bounds for dimension {i} of size {d} (shape {shape:?})", begin[i]),
-                    ));
-                }
-                return Ok(DimSlice { start: idx, len: 1, step: 1, shrink: true });
-            }
-            let s = strides[i];
-            if s == 0 {
-                return Err(invalid(node, format!("stride of dimension {i} is 0")));
-            }
-            let (b, e) = if s > 0 {
-                (if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) }, if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) })
-            } else {
-                (
-                    if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) },
-                    if em >> i & 1 == 1 { -1 } else { norm(end[i]).clamp(-1, d - 1) },
-                )
-            };
-            let span = if s > 0 { e - b } else { b - e };
-            let len = if span > 0 { ((span + s.abs() - 1) / s.abs()) as usize } else { 0 };
-            Ok(DimSlice { start: b, len, step: s, shrink: false })
-        })
-        .collect()
+    oxiflow_core::ops::index::slice_spec(&node.attrs, node.op.name, &oxiflow_core::Shape(shape.to_vec())).map_err(|m| invalid(node, m))
 }
 
 /// `StridedSlice(x)`: `y` holds `x[start_d + k_d * step_d]` per dimension, shrunk
