@@ -26,7 +26,7 @@ use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime, Ten
 use oxiflow_core::graph::NodeId;
 use oxiflow_core::ops::{KernelCtx, Outputs};
 use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
-use oxiflow_core::{DType, DeviceSpec, Layout, Result, Tensor};
+use oxiflow_core::{DType, DeviceSpec, Layout, OxiflowError, Result, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -301,13 +301,13 @@ impl CudaDevice {
 
     /// A tensor resident here: itself when it already is, else uploaded (downloaded first
     /// when it lives on another device).
-    fn resident(&self, t: &Tensor) -> CudaResult<Tensor> {
+    fn resident(&self, t: &Tensor) -> Result<Tensor> {
         if let Tensor::Device(d) = t {
             if d.buffer.device() == self.attrs.name {
                 return Ok(t.clone());
             }
         }
-        let host = t.to_host().map_err(|e| CudaError::Unsupported(e.to_string()))?;
+        let host = t.to_host()?;
         let block = self.allocator.allocate(host.num_bytes() as u64)?;
         self.shared.upload(&host, &block)?;
         self.copied.fetch_add(host.num_bytes(), Ordering::Relaxed);
@@ -322,7 +322,7 @@ impl CudaDevice {
     }
 
     /// A fresh copy of a resident tensor, enqueued on the compute stream.
-    fn device_copy(&self, t: &Tensor) -> CudaResult<Tensor> {
+    fn device_copy(&self, t: &Tensor) -> Result<Tensor> {
         let a = Self::arg(t);
         let block = self.allocator.allocate(a.num_bytes() as u64)?;
         if a.num_bytes() > 0 {
@@ -333,11 +333,13 @@ impl CudaDevice {
         Ok(self.wrap(block, a.dtype, a.dims))
     }
 
-    fn handled(&self, ctx: &KernelCtx) -> CudaResult<Outputs> {
+    /// Errors keep their kind (a CPU kernel's, the variable store's, the allocator's
+    /// ResourceExhausted): these functions return the core's error type.
+    fn handled(&self, ctx: &KernelCtx) -> Result<Outputs> {
         let node = ctx.node;
         let outs: Outputs = match node.op.name {
             "Const" => {
-                let host = (node.op.kernel)(ctx).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+                let host = (node.op.kernel)(ctx)?;
                 let mut c = self.consts.lock().unwrap_or_else(|p| p.into_inner());
                 // a node id can be reused after a failed `gradients` call removed nodes: the
                 // entry counts only if it holds this very value buffer
@@ -357,14 +359,14 @@ impl CudaDevice {
             // Placeholder, PlaceholderWithDefault, VariableV2, Assign, Identity, StopGradient,
             // NoOp: their CPU kernels only move tensors, never read the data.
             _ => {
-                let outs = (node.op.kernel)(ctx).map_err(|e| CudaError::Unsupported(e.to_string()))?;
-                outs.iter().map(|t| self.resident(t)).collect::<CudaResult<Outputs>>()?
+                let outs = (node.op.kernel)(ctx)?;
+                outs.iter().map(|t| self.resident(t)).collect::<Result<Outputs>>()?
             }
         };
         Ok(outs)
     }
 
-    fn launched(&self, ctx: &KernelCtx) -> CudaResult<Outputs> {
+    fn launched(&self, ctx: &KernelCtx) -> Result<Outputs> {
         let node = ctx.node;
         let f = launch::launcher(node.op.name).ok_or_else(|| {
             CudaError::Unsupported(format!("{} '{}' has no CUDA kernel on {} (docs/gpu.md lists the ops that have one)", node.op.name, node.name, self.attrs.name))
@@ -373,7 +375,11 @@ impl CudaDevice {
         let mut refs = Vec::with_capacity(node.op.ref_inputs.len());
         for &r in node.op.ref_inputs {
             let var = node.inputs[r].node;
-            let v = ctx.state.read_variable(var).ok_or_else(|| CudaError::Unsupported(format!("{} '{}': reference input {r} is uninitialized", node.op.name, node.name)))?;
+            // the CPU kernels' error (training.rs `read_ref`)
+            let v = ctx.state.read_variable(var).ok_or_else(|| OxiflowError::Uninitialized {
+                variable: format!("node {var} (input {r} of {})", node.name),
+                node: node.name.clone(),
+            })?;
             refs.push((var, self.device_copy(&self.resident(&v)?)?));
         }
         let mut args: Vec<DevArg> = refs.iter().map(|(_, t)| Self::arg(t)).collect();
@@ -408,7 +414,7 @@ impl CudaDevice {
             }
         }
         for (var, t) in &refs {
-            ctx.state.assign_variable(*var, t.clone()).map_err(|e| CudaError::Unsupported(e.to_string()))?;
+            ctx.state.assign_variable(*var, t.clone())?;
         }
         if let Some((_, t)) = refs.into_iter().next() {
             outs.push(t);
@@ -424,7 +430,7 @@ impl Device for CudaDevice {
 
     fn compute(&self, ctx: &KernelCtx) -> Result<Outputs> {
         // Inputs arrive resident (the executor copies at device edges); make sure anyway.
-        let inputs: Vec<Tensor> = ctx.inputs.iter().map(|t| self.resident(t)).collect::<CudaResult<_>>()?;
+        let inputs: Vec<Tensor> = ctx.inputs.iter().map(|t| self.resident(t)).collect::<Result<_>>()?;
         let rctx = KernelCtx { node: ctx.node, inputs: &inputs, state: ctx.state };
         let outs = if DEVICE_HANDLED.contains(&ctx.node.op.name) { self.handled(&rctx)? } else { self.launched(&rctx)? };
         self.memory.allocate(&outs)?;
