@@ -69,8 +69,9 @@ pub trait Device: Send + Sync {
 pub struct KernelTime {
     /// The node's name.
     pub node: String,
-    /// Nanoseconds since the Unix epoch.
+    /// When the kernel started, nanoseconds since the Unix epoch.
     pub start_ns: u64,
+    /// When it ended, same clock.
     pub end_ns: u64,
 }
 

@@ -13,10 +13,15 @@ use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 /// leaves the device, so a host kernel never sees one.
 #[derive(Clone, Debug)]
 pub enum Tensor {
+    /// TF `DT_FLOAT`.
     F32(ArcArray<f32, IxDyn>),
+    /// TF `DT_DOUBLE`.
     F64(ArcArray<f64, IxDyn>),
+    /// TF `DT_INT32`.
     I32(ArcArray<i32, IxDyn>),
+    /// TF `DT_INT64`.
     I64(ArcArray<i64, IxDyn>),
+    /// TF `DT_BOOL`.
     Bool(ArcArray<bool, IxDyn>),
     /// Resident in a device's own memory (a CUDA GPU, `oxiflow-cuda`).
     Device(DeviceTensor),
@@ -42,8 +47,12 @@ pub trait DeviceBuffer: Send + Sync + std::fmt::Debug + std::any::Any {
 /// dims, as `Reshape` makes, share it).
 #[derive(Clone, Debug)]
 pub struct DeviceTensor {
+    /// Element type; Bool is one byte per element, as on the host side of the C ABI.
     pub dtype: DType,
+    /// Row-major dimensions (empty for a scalar); `dims.product() * dtype.size_of()` bytes
+    /// from the buffer's start are the tensor.
     pub dims: Vec<usize>,
+    /// The device memory, shared by every tensor viewing it.
     pub buffer: std::sync::Arc<dyn DeviceBuffer>,
 }
 

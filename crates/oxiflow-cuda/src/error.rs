@@ -12,13 +12,36 @@ pub enum CudaError {
     NoDriver(String),
     /// A CUDA driver call failed (`CUresult` name and text), naming the device and the call.
     #[error("CUDA error on {device} in {call}: {msg}")]
-    Driver { device: String, call: String, msg: String },
+    Driver {
+        /// Full device name (or `GPU:<ordinal>` before a session device exists).
+        device: String,
+        /// The driver call, e.g. `cuMemAlloc`.
+        call: String,
+        /// The `CUresult` as cudarc prints it.
+        msg: String,
+    },
     /// NVRTC could not compile a kernel file; `log` is NVRTC's program log.
     #[error("NVRTC failed to compile kernels/{file} for {arch}: {log}")]
-    Nvrtc { file: String, arch: String, log: String },
+    Nvrtc {
+        /// File name under `kernels/`.
+        file: String,
+        /// Target architecture, e.g. `compute_90`.
+        arch: String,
+        /// NVRTC's program log (or why NVRTC could not be loaded).
+        log: String,
+    },
     /// An allocation over the device's limit (TF's `OOM when allocating ...`).
     #[error("OOM when allocating {requested} bytes on {device}: {in_use} bytes in use, limit {limit} bytes")]
-    OutOfMemory { device: String, requested: u64, in_use: u64, limit: u64 },
+    OutOfMemory {
+        /// Full device name.
+        device: String,
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes in live blocks when it failed.
+        in_use: u64,
+        /// The allocator's limit in bytes.
+        limit: u64,
+    },
     /// The op or dtype has no CUDA kernel, or a request the device cannot serve.
     #[error("{0}")]
     Unsupported(String),

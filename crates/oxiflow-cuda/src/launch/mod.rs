@@ -54,8 +54,11 @@ pub const DEVICE_HANDLED: &[&str] = &[
 /// element, elements contiguous in row-major order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevArg {
+    /// `CUdeviceptr` of the first element.
     pub ptr: u64,
+    /// Element type (Bool: one byte per element).
     pub dtype: DType,
+    /// Row-major dimensions, empty for a scalar.
     pub dims: Vec<usize>,
 }
 
