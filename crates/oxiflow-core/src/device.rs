@@ -97,7 +97,9 @@ struct LiveBuffers {
     samples: Option<Vec<(Instant, u64)>>,
 }
 
-fn buffer_key(t: &Tensor) -> usize {
+/// Address of a tensor's buffer (host array or device memory): tensors sharing a buffer
+/// (`Identity`, `Reshape`) have the same key while any of them lives.
+pub fn buffer_key(t: &Tensor) -> usize {
     match t {
         Tensor::Device(d) => d.buffer.ptr() as usize,
         _ => crate::with_array!(t, a => a.as_ptr() as usize),

@@ -228,11 +228,8 @@ struct Timing {
 
 /// `true` when two host tensors share one buffer (same address, dtype and dims).
 fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
-    let ptr = |t: &Tensor| match t {
-        Tensor::Device(d) => d.buffer.ptr() as usize,
-        _ => oxiflow_core::with_array!(t, x => x.as_ptr() as usize),
-    };
-    a.dtype() == b.dtype() && a.dims() == b.dims() && ptr(a) == ptr(b)
+    use oxiflow_core::device::buffer_key;
+    a.dtype() == b.dtype() && a.dims() == b.dims() && buffer_key(a) == buffer_key(b)
 }
 
 fn unix_ns() -> u64 {
