@@ -149,7 +149,9 @@ fn handed_over_chains_keep_fetched_shared_and_unread_outputs_right() {
                 c.push(UNARY[i % UNARY.len()].1(c[i]));
             }
             let e = vec![c[12], c[4], -c[7], vv[1].sin().cos().tanh()];
-            assert_eq!(values(&out.values), e, "gpus={gpus} run {k}");
+            // Tanh and Exp are vectorized (a few ulp from the libm oracle).
+            let got = values(&out.values);
+            assert!(got.len() == e.len() && got.iter().zip(&e).all(|(g, w)| (g - w).abs() <= 1e-14 * w.abs().max(1.0)), "gpus={gpus} run {k}: {got:?} vs {e:?}");
         }
     }
 }
@@ -206,7 +208,9 @@ fn cpu_steps_hand_over_in_a_gpu_session_and_gpu_memory_is_still_accounted() {
             let feed = Tensor::full(&dims, xv);
             let out = sess.run(&[(x, feed)], &[y], &[], k == 1).unwrap();
             let want = xv.sin().cos().sin().sin().cos().tanh().exp();
-            assert_eq!(out.values[0].to_f64_vec(), vec![want; n], "dims {dims:?} run {k}");
+            // Tanh and Exp are the vectorized kernels on the 1000-vector: within a few ulp of libm.
+            let got = out.values[0].to_f64_vec();
+            assert!(got.len() == n.max(1) && got.iter().all(|g| (g - want).abs() <= 4.0 * f64::EPSILON * want), "dims {dims:?} run {k}: {:?} vs {want}", &got[..1]);
             let m = sess.memory_stats("GPU:0").unwrap();
             assert_eq!(m.bytes_in_use, 0, "dims {dims:?}: everything on the GPU is freed");
             // the copied-in input and Sin's output, then Sin's and Cos's outputs

@@ -107,7 +107,7 @@ fn session(g: Graph) -> Session {
 }
 
 #[test]
-fn scalar_chains_match_ndarray_path_and_rust_bitwise() {
+fn scalar_chains_match_the_ndarray_path_bitwise_and_libm_closely() {
     const LEN: usize = 60;
     for dtype in [DType::Float64, DType::Float32] {
         // The same chain on a scalar (spare buffers) and on shape [3] (ndarray's `map`).
@@ -137,7 +137,10 @@ fn scalar_chains_match_ndarray_path_and_rust_bitwise() {
                 o32 = apply32(OPS[i % OPS.len()], o32);
             }
             let want = if dtype == DType::Float64 { o64 } else { o32 as f64 };
-            assert!(want.is_finite() && s == vec![want], "{dtype} run {k}: {s:?} vs {want}");
+            // Log, Exp and Tanh are the engine's vectorized functions (a few ulp from libm, the
+            // oracle here), so the 60-op chain agrees to a relative 1e-12 (f64) / 1e-5 (f32).
+            let tol = if dtype == DType::Float64 { 1e-12 } else { 1e-5 };
+            assert!(want.is_finite() && s.len() == 1 && (s[0] - want).abs() <= tol * want.abs(), "{dtype} run {k}: {s:?} vs {want}");
             assert_eq!(s[0].to_bits(), v[0].to_bits(), "{dtype} run {k}: scalar path = ndarray path");
         }
     }

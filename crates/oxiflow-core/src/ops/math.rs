@@ -10,6 +10,7 @@
 //! an error). Gradients are built only from differentiable ops.
 
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
+use super::vmath;
 use super::*;
 use crate::tensor::Element;
 use ndarray::{ArcArray, ArrayViewD, IxDyn, Zip};
@@ -133,6 +134,11 @@ pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, 
 }
 
 /// Broadcasting elementwise map of two arrays to the node's output shape.
+///
+/// Contiguous operands take slice loops that the compiler vectorizes: equal shapes, one
+/// operand with a single element, and one operand broadcast along leading axes (a bias row)
+/// or trailing axes (a column); any other layout goes through `ndarray`'s broadcasting
+/// `Zip`. The result is the same either way.
 pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
     ctx: &KernelCtx,
     a: &ArcArray<A, IxDyn>,
@@ -140,13 +146,127 @@ pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
     mut f: impl FnMut(A, B) -> O,
 ) -> Result<ArcArray<O, IxDyn>> {
     let dims = ctx.node.outputs[0].shape.dims();
+    if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
+        let out = if a.shape() == dims {
+            zip_contiguous(sa, sb, broadcast_kind(b.shape(), dims), &mut f)
+        } else if b.shape() == dims {
+            zip_contiguous(sb, sa, broadcast_kind(a.shape(), dims), &mut |y, x| f(x, y))
+        } else {
+            None
+        };
+        if let Some(v) = out {
+            return ArcArray::from_shape_vec(IxDyn(dims), v).map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))));
+        }
+    }
     let (av, bv) = (broadcast_view(ctx, a, dims)?, broadcast_view(ctx, b, dims)?);
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)).into_shared())
+}
+
+/// How an operand of shape `small` broadcasts against the full shape `dims`, when each of
+/// its elements pairs with a regular run of the full operand's row-major elements.
+#[derive(Clone, Copy)]
+enum Bcast {
+    /// Same number of elements (equal shapes up to leading 1s).
+    Same,
+    /// `small` equals a suffix of `dims` (leading axes broadcast): element `i` of the full
+    /// operand pairs with `small[i % len]`.
+    Rows,
+    /// `small` equals a prefix of `dims` followed by 1s (trailing axes broadcast): element
+    /// `i` pairs with `small[i / (n / len)]`.
+    Cols,
+}
+
+fn broadcast_kind(small: &[usize], dims: &[usize]) -> Option<Bcast> {
+    if small.len() > dims.len() {
+        return None;
+    }
+    let mut padded = vec![1; dims.len() - small.len()];
+    padded.extend_from_slice(small);
+    if padded == dims {
+        return Some(Bcast::Same);
+    }
+    let lead = padded.iter().take_while(|&&d| d == 1).count();
+    if padded[lead..] == dims[lead..] {
+        return Some(Bcast::Rows);
+    }
+    let trail = padded.iter().rev().take_while(|&&d| d == 1).count();
+    let k = dims.len() - trail;
+    (padded[..k] == dims[..k]).then_some(Bcast::Cols)
+}
+
+/// `f(full[i], small[j(i)])` over the full operand for the broadcast kinds of [`Bcast`].
+fn zip_contiguous<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Option<Bcast>, f: &mut impl FnMut(A, B) -> O) -> Option<Vec<O>> {
+    let n = full.len();
+    if small.len() == 1 {
+        let y = small[0];
+        return Some(full.iter().map(|&x| f(x, y)).collect());
+    }
+    if small.is_empty() || n % small.len() != 0 {
+        return None;
+    }
+    match kind? {
+        Bcast::Same => Some(full.iter().zip(small).map(|(&x, &y)| f(x, y)).collect()),
+        Bcast::Rows => {
+            let mut v = Vec::with_capacity(n);
+            for row in full.chunks_exact(small.len()) {
+                v.extend(row.iter().zip(small).map(|(&x, &y)| f(x, y)));
+            }
+            Some(v)
+        }
+        Bcast::Cols => {
+            let run = n / small.len();
+            let mut v = Vec::with_capacity(n);
+            for (block, &y) in full.chunks_exact(run).zip(small) {
+                v.extend(block.iter().map(|&x| f(x, y)));
+            }
+            Some(v)
+        }
+    }
 }
 
 fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     let types: Vec<String> = ctx.inputs.iter().map(|t| t.dtype().to_string()).collect();
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
+}
+
+/// Applies one of the vectorized functions of [`vmath`] elementwise (SIMD, sharded over the
+/// intra-op threads for large tensors); inputs that are not contiguous go through
+/// `map_float` with the scalar fallbacks `f32f` / `f64f`.
+pub(crate) fn map_vfun(ctx: &KernelCtx, fun: vmath::Fun, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Outputs> {
+    fn go<T: vmath::VFloat + Element>(a: &ArcArray<T, IxDyn>, fun: vmath::Fun) -> Option<Tensor> {
+        let s = a.as_slice()?;
+        let v = vmath::map_vec(fun, s);
+        ArcArray::from_shape_vec(a.raw_dim(), v).ok().map(T::wrap)
+    }
+    // Scalars take the same vectorized function (a value's result never depends on the
+    // shape it comes in) and the executor's spare buffer.
+    fn one<T: vmath::VFloat>(fun: vmath::Fun, x: T) -> T {
+        let mut y = [x];
+        T::run(fun, &[x], &mut y);
+        y[0]
+    }
+    match &ctx.inputs[0] {
+        Tensor::F64(a) if a.ndim() == 0 => {
+            if let Some(&x) = a.first() {
+                return Ok(ctx.scalar_output(one(fun, x)));
+            }
+        }
+        Tensor::F32(a) if a.ndim() == 0 => {
+            if let Some(&x) = a.first() {
+                return Ok(ctx.scalar_output(one(fun, x)));
+            }
+        }
+        _ => {}
+    }
+    let fast = match &ctx.inputs[0] {
+        Tensor::F32(a) => go(a, fun),
+        Tensor::F64(a) => go(a, fun),
+        _ => None,
+    };
+    match fast {
+        Some(t) => Ok(smallvec![t]),
+        None => map_float(ctx, f32f, f64f),
+    }
 }
 
 /// Applies a float unary function elementwise.
@@ -427,16 +547,16 @@ fn kernel_cos(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, f32::cos, f64::cos)
 }
 fn kernel_exp(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::exp, f64::exp)
+    map_vfun(ctx, vmath::Fun::Exp, f32::exp, f64::exp)
 }
 fn kernel_log(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::ln, f64::ln)
+    map_vfun(ctx, vmath::Fun::Log, f32::ln, f64::ln)
 }
 fn kernel_tanh(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::tanh, f64::tanh)
+    map_vfun(ctx, vmath::Fun::Tanh, f32::tanh, f64::tanh)
 }
 fn kernel_sqrt(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::sqrt, f64::sqrt)
+    map_vfun(ctx, vmath::Fun::Sqrt, f32::sqrt, f64::sqrt)
 }
 
 // ---------------------------------------------------------------- gradients

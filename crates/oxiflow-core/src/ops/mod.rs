@@ -24,6 +24,7 @@ pub mod reduce;
 pub mod linalg;
 pub mod random;
 pub mod training;
+pub(crate) mod vmath;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]

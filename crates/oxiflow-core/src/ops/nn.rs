@@ -11,7 +11,8 @@
 
 use super::array::reduce_sum;
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
-use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, zip2, Arith};
+use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2, Arith};
+use super::vmath;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
@@ -96,11 +97,18 @@ fn sigmoid32(x: f32) -> f32 {
     sigmoid64(x as f64) as f32
 }
 fn kernel_sigmoid(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, sigmoid32, sigmoid64)
+    map_vfun(ctx, vmath::Fun::Sigmoid, sigmoid32, sigmoid64)
 }
 
+/// `Relu`: `max(x, 0)`; NaN stays NaN.
 fn kernel_relu(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, |x| if x > 0.0 { x } else { 0.0 }, |x| if x > 0.0 { x } else { 0.0 })
+    fn r32(x: f32) -> f32 {
+        if x > 0.0 || x.is_nan() { x } else { 0.0 }
+    }
+    fn r64(x: f64) -> f64 {
+        if x > 0.0 || x.is_nan() { x } else { 0.0 }
+    }
+    map_vfun(ctx, vmath::Fun::Relu, r32, r64)
 }
 fn kernel_relu6(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| x.clamp(0.0, 6.0), |x| x.clamp(0.0, 6.0))

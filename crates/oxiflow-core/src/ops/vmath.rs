@@ -1,0 +1,332 @@
+//! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`
+//! in `f32` and `f64`, written branch-free so that the compiler turns each slice loop into
+//! SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
+//! packet math and SLEEF's dispatchers do), and sharded over the intra-op pool for large
+//! tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise op by its cost).
+//!
+//! The formulas are the textbook ones (Cody and Waite's range reduction):
+//! - `exp(x) = 2^n e^r`, `n = round(x / ln 2)`, `r = x - n ln 2` (`ln 2` split in a high
+//!   part with trailing zero bits and a low part, so `n ln2_hi` is exact), `e^r` by its
+//!   Taylor polynomial on `|r| <= ln 2 / 2` (degree 7 in f32, 13 in f64), `2^n` applied as two
+//!   exact powers of two so that results near overflow and in the subnormal range come out
+//!   right;
+//! - `log(x) = e ln 2 + log(m)`, `x = m 2^e` with `m` in `[sqrt(1/2), sqrt(2))`, and
+//!   `log(m) = 2 atanh(s)`, `s = (m - 1)/(m + 1)`, by its odd series in `s` (`|s| < 0.172`);
+//! - `tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1))` for `|x| >= 0.625`, and for smaller `|x|`
+//!   `u / (u + 2)` with `u = expm1(2|x|)` from its Taylor series (no cancellation near 0);
+//! - `sigmoid(x) = 1 / (1 + e^{-x})`.
+//!
+//! Accuracy (tested in this file's tests against `f64`/libm over sweeps of every binade
+//! used): at most a few ulp, within the tolerances TF's own tests give its Eigen kernels.
+//! NaN propagates; `exp` overflows to `inf` above `ln(MAX)` and underflows through the
+//! subnormals to 0; `log` gives `-inf` at 0, NaN below 0; `tanh` and `sigmoid` saturate.
+
+use crate::intra_op;
+use rayon::prelude::*;
+
+/// The unary functions computed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fun {
+    Exp,
+    Log,
+    Tanh,
+    Sigmoid,
+    Sqrt,
+    Relu,
+}
+
+/// Elements below which a kernel stays on its own thread (the pool's hand-off costs a few
+/// microseconds, about what 16k elements of `tanh` take).
+const SHARD_MIN: usize = 1 << 14;
+
+/// `2^k` for an integer `k` in the normal range, built from its exponent bits.
+#[inline(always)]
+fn pow2_f32(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+#[inline(always)]
+fn pow2_f64(k: i64) -> f64 {
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// `a * b + c`, fused where the code is compiled for FMA (`F`), else two roundings.
+#[inline(always)]
+fn madd32<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if F {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+#[inline(always)]
+fn madd64<const F: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if F {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// `1/k!` for k = 0..=20.
+const INV_FACT: [f64; 21] = {
+    let mut t = [1.0f64; 21];
+    let mut k = 1;
+    while k < 21 {
+        t[k] = t[k - 1] / k as f64;
+        k += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn exp_f32<const F: bool>(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75; // 0x3f317200: ln 2 with its low 9 bits zero
+    const LN2_LO: f32 = 1.428_606_8e-6; // ln 2 - LN2_HI
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting rounds to an integer
+    let xc = x.clamp(-104.0, 89.0); // NaN stays NaN
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = madd32::<F>(-n, LN2_LO, madd32::<F>(-n, LN2_HI, xc));
+    let mut p = INV_FACT[7] as f32;
+    p = madd32::<F>(p, r, INV_FACT[6] as f32);
+    p = madd32::<F>(p, r, INV_FACT[5] as f32);
+    p = madd32::<F>(p, r, INV_FACT[4] as f32);
+    p = madd32::<F>(p, r, INV_FACT[3] as f32);
+    p = madd32::<F>(p, r, 0.5);
+    p = madd32::<F>(p, r, 1.0);
+    p = madd32::<F>(p, r, 1.0);
+    let k = n as i32; // in [-150, 129]; NaN gives 0 and p is NaN anyway
+    let k1 = k >> 1;
+    p * pow2_f32(k1) * pow2_f32(k - k1)
+}
+
+#[inline(always)]
+fn exp_f64<const F: bool>(x: f64) -> f64 {
+    const LOG2E: f64 = std::f64::consts::LOG2_E;
+    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1; // ln 2 with its low 32 bits zero
+    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    let xc = x.clamp(-746.0, 710.0);
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = madd64::<F>(-n, LN2_LO, madd64::<F>(-n, LN2_HI, xc));
+    let mut p = INV_FACT[13];
+    let mut k = 12;
+    while k > 0 {
+        p = madd64::<F>(p, r, INV_FACT[k]);
+        k -= 1;
+    }
+    p = madd64::<F>(p, r, 1.0);
+    let n = n as i64; // in [-1077, 1025]
+    let n1 = n >> 1;
+    p * pow2_f64(n1) * pow2_f64(n - n1)
+}
+
+#[inline(always)]
+fn log_f32<const F: bool>(x: f32) -> f32 {
+    const LN2: f32 = std::f32::consts::LN_2;
+    // Subnormals: scale into the normal range first.
+    let sub = x < f32::MIN_POSITIVE;
+    let xs = if sub { x * 8_388_608.0 } else { x }; // 2^23
+    let bits = xs.to_bits();
+    let mut e = ((bits >> 23) & 0xff) as i32 - 127 - if sub { 23 } else { 0 };
+    let mut m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000); // [1, 2)
+    let big = m > std::f32::consts::SQRT_2;
+    m = if big { m * 0.5 } else { m };
+    e += big as i32;
+    let f = m - 1.0;
+    let s = f / (m + 1.0);
+    let z = s * s;
+    let mut p: f32 = 2.0 / 11.0;
+    p = madd32::<F>(p, z, 2.0 / 9.0);
+    p = madd32::<F>(p, z, 2.0 / 7.0);
+    p = madd32::<F>(p, z, 2.0 / 5.0);
+    p = madd32::<F>(p, z, 2.0 / 3.0);
+    // log(m) = 2s + s z p; with 2s = f - s f (exact algebra) the leading term is f.
+    let lm = madd32::<F>(s * z, p, f - s * f);
+    let r = madd32::<F>(e as f32, LN2, lm);
+    let r = if x == f32::INFINITY { x } else { r };
+    let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
+    if x >= 0.0 {
+        r
+    } else {
+        f32::NAN
+    }
+}
+
+#[inline(always)]
+fn log_f64<const F: bool>(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    let sub = x < f64::MIN_POSITIVE;
+    let xs = if sub { x * 4_503_599_627_370_496.0 } else { x }; // 2^52
+    let bits = xs.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023 - if sub { 52 } else { 0 };
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    let big = m > std::f64::consts::SQRT_2;
+    m = if big { m * 0.5 } else { m };
+    e += big as i64;
+    let f = m - 1.0;
+    let s = f / (m + 1.0);
+    let z = s * s;
+    let mut p = 2.0 / 23.0;
+    let mut k = 21.0;
+    while k >= 3.0 {
+        p = madd64::<F>(p, z, 2.0 / k);
+        k -= 2.0;
+    }
+    // 2s = f - s f; the series' tail s z p is added to it, then e ln 2 in two parts.
+    let hfsq = s * f;
+    let lm = madd64::<F>(s * z, p, -hfsq);
+    let ef = e as f64;
+    let r = madd64::<F>(ef, LN2_HI, f + madd64::<F>(ef, LN2_LO, lm));
+    let r = if x == f64::INFINITY { x } else { r };
+    let r = if x == 0.0 { f64::NEG_INFINITY } else { r };
+    if x >= 0.0 {
+        r
+    } else {
+        f64::NAN
+    }
+}
+
+/// `expm1(y)` for `0 <= y <= 1.25` by its Taylor series (for tanh near 0).
+#[inline(always)]
+fn expm1_small_f32<const F: bool>(y: f32) -> f32 {
+    let mut p = INV_FACT[11] as f32;
+    let mut k = 10;
+    while k > 0 {
+        p = madd32::<F>(p, y, INV_FACT[k] as f32);
+        k -= 1;
+    }
+    p * y
+}
+#[inline(always)]
+fn expm1_small_f64<const F: bool>(y: f64) -> f64 {
+    let mut p = INV_FACT[20];
+    let mut k = 19;
+    while k > 0 {
+        p = madd64::<F>(p, y, INV_FACT[k]);
+        k -= 1;
+    }
+    p * y
+}
+
+#[inline(always)]
+fn tanh_f32<const F: bool>(x: f32) -> f32 {
+    let a = x.abs();
+    let y = 2.0 * a.min(0.625);
+    let u = expm1_small_f32::<F>(y);
+    let small = u / (u + 2.0);
+    let big = 1.0 - 2.0 / (exp_f32::<F>(2.0 * a.min(10.0)) + 1.0);
+    let t = if a < 0.625 { small } else { big };
+    let t = if a > 0.0 { t } else { a }; // keeps NaN (a is NaN) and zero
+    t.copysign(x)
+}
+
+#[inline(always)]
+fn tanh_f64<const F: bool>(x: f64) -> f64 {
+    let a = x.abs();
+    let y = 2.0 * a.min(0.625);
+    let u = expm1_small_f64::<F>(y);
+    let small = u / (u + 2.0);
+    let big = 1.0 - 2.0 / (exp_f64::<F>(2.0 * a.min(20.0)) + 1.0);
+    let t = if a < 0.625 { small } else { big };
+    let t = if a > 0.0 { t } else { a };
+    t.copysign(x)
+}
+
+#[inline(always)]
+fn sigmoid_f32<const F: bool>(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32::<F>(-x))
+}
+#[inline(always)]
+fn sigmoid_f64<const F: bool>(x: f64) -> f64 {
+    1.0 / (1.0 + exp_f64::<F>(-x))
+}
+
+/// One slice loop per (function, type), instantiated for baseline and FMA code.
+#[inline(always)]
+fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [f32]) {
+    let it = dst.iter_mut().zip(src);
+    match fun {
+        Fun::Exp => it.for_each(|(d, &x)| *d = exp_f32::<F>(x)),
+        Fun::Log => it.for_each(|(d, &x)| *d = log_f32::<F>(x)),
+        Fun::Tanh => it.for_each(|(d, &x)| *d = tanh_f32::<F>(x)),
+        Fun::Sigmoid => it.for_each(|(d, &x)| *d = sigmoid_f32::<F>(x)),
+        Fun::Sqrt => it.for_each(|(d, &x)| *d = x.sqrt()),
+        Fun::Relu => it.for_each(|(d, &x)| *d = if x > 0.0 { x } else if x.is_nan() { x } else { 0.0 }),
+    }
+}
+#[inline(always)]
+fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [f64]) {
+    let it = dst.iter_mut().zip(src);
+    match fun {
+        Fun::Exp => it.for_each(|(d, &x)| *d = exp_f64::<F>(x)),
+        Fun::Log => it.for_each(|(d, &x)| *d = log_f64::<F>(x)),
+        Fun::Tanh => it.for_each(|(d, &x)| *d = tanh_f64::<F>(x)),
+        Fun::Sigmoid => it.for_each(|(d, &x)| *d = sigmoid_f64::<F>(x)),
+        Fun::Sqrt => it.for_each(|(d, &x)| *d = x.sqrt()),
+        Fun::Relu => it.for_each(|(d, &x)| *d = if x > 0.0 { x } else if x.is_nan() { x } else { 0.0 }),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_fma() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        std::env::var_os("OXIFLOW_NO_FMA").is_none() && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    })
+}
+
+/// Element types with a vectorized unary loop.
+pub(crate) trait VFloat: Copy + Send + Sync + Default + 'static {
+    fn run(fun: Fun, src: &[Self], dst: &mut [Self]);
+}
+
+macro_rules! vfloat {
+    ($t:ty, $run:ident) => {
+        impl VFloat for $t {
+            fn run(fun: Fun, src: &[$t], dst: &mut [$t]) {
+                #[cfg(target_arch = "x86_64")]
+                if has_fma() {
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn fast(fun: Fun, src: &[$t], dst: &mut [$t]) {
+                        $run::<true>(fun, src, dst)
+                    }
+                    // SAFETY: the CPU has AVX2 and FMA (checked by has_fma).
+                    return unsafe { fast(fun, src, dst) };
+                }
+                $run::<false>(fun, src, dst)
+            }
+        }
+    };
+}
+vfloat!(f32, run_f32);
+vfloat!(f64, run_f64);
+
+/// `dst[i] = fun(src[i])` (equal lengths), sharded over the intra-op pool
+/// ([`intra_op::install`]) when there are at least [`SHARD_MIN`] elements and the kernel may
+/// use more than one thread.
+pub(crate) fn apply<T: VFloat>(fun: Fun, src: &[T], dst: &mut [T]) {
+    debug_assert_eq!(src.len(), dst.len());
+    let threads = intra_op::intra_op_threads();
+    if threads <= 1 || src.len() < SHARD_MIN {
+        T::run(fun, src, dst);
+        return;
+    }
+    let chunk = src.len().div_ceil(threads).max(SHARD_MIN / 2);
+    intra_op::install(|| {
+        dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| T::run(fun, s, d));
+    });
+}
+
+/// `fun` of every element of `src`, in a new vector.
+pub(crate) fn map_vec<T: VFloat>(fun: Fun, src: &[T]) -> Vec<T> {
+    let mut out = vec![T::default(); src.len()];
+    apply(fun, src, &mut out);
+    out
+}
+
+#[cfg(test)]
+#[path = "vmath_tests.rs"]
+mod tests;
