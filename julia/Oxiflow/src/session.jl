@@ -93,9 +93,20 @@ Runs a new `init` op (TF's `global_variables_initializer()`): every variable get
 initial value again (ADCME's `init`).
 """
 function init(sess::Session)
-    node = oxf_global_variables_initializer(sess.graph)
-    run(sess, Tensor(sess.graph, node, 0))
+    run(sess, global_variables_initializer(sess.graph))
     return nothing
+end
+
+"""
+    global_variables_initializer(graph=get_default_graph()) -> Tensor
+
+A new `init` op (a `NoOp` whose control inputs are every variable's initializer, TF's
+`tf.compat.v1.global_variables_initializer()`, ADCME's `global_variables_initializer`):
+`run(sess, global_variables_initializer())` gives every variable of `graph` its initial
+value. Variables created after the call are not covered by it.
+"""
+function global_variables_initializer(graph::Graph=get_default_graph())
+    return Tensor(graph, oxf_global_variables_initializer(graph), 0)
 end
 
 # Flattens fetches (a tensor, or nested vectors/tuples of them) into leaves.
