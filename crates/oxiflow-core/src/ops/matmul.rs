@@ -4,10 +4,12 @@
 //! `Float32`/`Float64` operands of one dtype, `op(a)` is `[m, k]` and `op(b)` is `[k, n]`,
 //! the output `[m, n]`. Other ranks or mismatched inner dimensions are a `ShapeMismatch`
 //! naming both shapes. The CPU kernel is the `gemm` crate (BLAS-grade, Rayon-parallel for
-//! large products, on the session's intra-op threads); transposes and strided inputs are
-//! passed as strides, never copied, except inputs with negative strides, which are first
-//! made standard-layout.
+//! large products, on the session's intra-op threads), or the system's OpenBLAS when one is
+//! installed (`blas.rs`: single-threaded calls, one block of rows or columns per intra-op
+//! thread); transposes and strided inputs are passed as strides, never copied, except
+//! inputs with negative strides, which are first made standard-layout.
 
+use super::blas::BlasFloat;
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
@@ -46,7 +48,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// `a @ b` with the `gemm` crate; `a` is `[m, k]`, `b` is `[k, n]`, any strides.
 /// Views with a negative stride are copied to standard layout first.
-fn gemm_product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T) -> Array2<T> {
+fn gemm_product<T: Element + BlasFloat>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T) -> Array2<T> {
     let (m, k) = a.dim();
     let n = b.dim().1;
     let mut dst = Array2::from_elem((m, n), zero);
@@ -67,6 +69,23 @@ fn gemm_product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T)
     } else {
         b.view()
     };
+    if let Some(lib) = super::blas::blas().filter(|_| super::blas::prefer_blas(m, n, k)) {
+        let op = |v: &ArrayView2<T>| {
+            let (r, c) = v.dim();
+            super::blas::Operand::new(v.as_ptr(), r, c, v.strides()[0], v.strides()[1])
+        };
+        if let (Some(oa), Some(ob)) = (op(&a), op(&b)) {
+            let threads = match gemm_parallelism(m, n, k) {
+                gemm::Parallelism::None => 1,
+                gemm::Parallelism::Rayon(t) => t,
+            };
+            // SAFETY: oa and ob describe the live views a and b; dst is a fresh m x n
+            // standard-layout buffer.
+            if unsafe { super::blas::matmul(lib, m, n, k, oa, ob, dst.as_mut_ptr(), threads) } {
+                return dst;
+            }
+        }
+    }
     let par = gemm_parallelism(m, n, k);
     match par {
         gemm::Parallelism::None => gemm_into(dst.view_mut(), a, b, zero, one, par),
@@ -124,7 +143,7 @@ fn gemm_into<T: Element>(mut dst: ArrayViewMut2<T>, a: ArrayView2<T>, b: ArrayVi
 }
 
 fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Element>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
+    fn go<T: Element + BlasFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
         let (ta, tb) = transposes(&ctx.node.attrs);
         fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
             x.view()

@@ -25,6 +25,7 @@ pub mod linalg;
 pub mod random;
 pub mod training;
 pub(crate) mod vmath;
+pub mod blas;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]

@@ -1,0 +1,418 @@
+//! The system's OpenBLAS for `MatMul`, loaded at run time (`cblas_sgemm` / `cblas_dgemm`, as
+//! NumPy and TF's MKL builds call a vendor BLAS), with the `gemm` crate as the fallback
+//! where no OpenBLAS is installed.
+//!
+//! Which library: `OXIFLOW_BLAS_LIB` (a path or soname) if set, else `libopenblas.so.0`
+//! (Debian's `libopenblas0-pthread`, installed by `make setup`), else `libopenblas.so`.
+//! `OXIFLOW_BLAS=gemm` skips the search. Generic `libblas.so.3` is not tried: it may be the
+//! unoptimized reference BLAS.
+//!
+//! Threads: OpenBLAS is told to use one thread, and a product of at least
+//! `PARALLEL_THRESHOLD` multiply-adds is split by output rows (or columns when there
+//! are more of them) into one block per intra-op thread, each block one single-threaded
+//! `gemm` call on the session's intra-op pool. So `intra_op_parallelism_threads` keeps its
+//! meaning, and OpenBLAS's own pool never competes with the executor's threads.
+
+use libloading::Library;
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+const ROW_MAJOR: c_int = 101;
+const NO_TRANS: c_int = 111;
+const TRANS: c_int = 112;
+
+type Sgemm = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    f32,
+    *const f32,
+    c_int,
+    *const f32,
+    c_int,
+    f32,
+    *mut f32,
+    c_int,
+);
+type Dgemm = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    f64,
+    *const f64,
+    c_int,
+    *const f64,
+    c_int,
+    f64,
+    *mut f64,
+    c_int,
+);
+
+/// A loaded BLAS: the library (kept open) and its two entry points.
+pub(crate) struct Blas {
+    _lib: Library,
+    sgemm: Sgemm,
+    dgemm: Dgemm,
+    /// What was loaded, for `blas_name`.
+    pub name: String,
+}
+
+fn load(name: &str) -> Option<Blas> {
+    // SAFETY: loading a shared library runs its initializers; OpenBLAS's only set up its
+    // buffers. The symbols are read with the C signatures of cblas.h (32-bit ints: the
+    // LP64 interface that `libopenblas.so.0` exports).
+    unsafe {
+        let lib = Library::new(name).ok()?;
+        let sgemm = *lib.get::<Sgemm>(b"cblas_sgemm\0").ok()?;
+        let dgemm = *lib.get::<Dgemm>(b"cblas_dgemm\0").ok()?;
+        if let Ok(set) = lib.get::<unsafe extern "C" fn(c_int)>(b"openblas_set_num_threads\0") {
+            set(1);
+        }
+        Some(Blas {
+            _lib: lib,
+            sgemm,
+            dgemm,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// The process's BLAS, loaded on first use; `None` when there is none (then MatMul uses the
+/// `gemm` crate).
+pub(crate) fn blas() -> Option<&'static Blas> {
+    static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
+    BLAS.get_or_init(|| {
+        if std::env::var("OXIFLOW_BLAS").is_ok_and(|v| v == "gemm") {
+            return None;
+        }
+        match std::env::var("OXIFLOW_BLAS_LIB") {
+            Ok(p) if !p.is_empty() => load(&p),
+            _ => load("libopenblas.so.0").or_else(|| load("libopenblas.so")),
+        }
+    })
+    .as_ref()
+}
+
+/// Whether an `m x k` by `k x n` product should go to the BLAS rather than the `gemm` crate.
+/// On CPUs with AVX-512 always (gemm 0.18's kernels stop at AVX2+FMA on stable Rust, about
+/// a third of OpenBLAS's speed there); otherwise above 256^3 multiply-adds, where OpenBLAS
+/// was 1.3 to 1.45x faster on an AVX2 EPYC, while gemm was faster at n = 256 (see
+/// docs/performance.md, "MatMul").
+pub(crate) fn prefer_blas(m: usize, n: usize, k: usize) -> bool {
+    static AVX512: OnceLock<bool> = OnceLock::new();
+    #[cfg(target_arch = "x86_64")]
+    let wide = *AVX512.get_or_init(|| is_x86_feature_detected!("avx512f"));
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = *AVX512.get_or_init(|| false);
+    wide || m.saturating_mul(n).saturating_mul(k) > 256 * 256 * 256
+}
+
+/// What MatMul's CPU kernel computes with: the BLAS library's name, or `"gemm crate"`.
+pub fn backend_name() -> String {
+    blas().map_or_else(|| "gemm crate".to_string(), |b| b.name.clone())
+}
+
+/// One operand as BLAS sees it: base pointer, whether it is transposed in row-major terms,
+/// and its leading dimension.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<T> {
+    pub ptr: *const T,
+    pub trans: bool,
+    pub ld: usize,
+}
+
+impl<T> Operand<T> {
+    /// `rows x cols` with element strides `(s0, s1)`: row-major (`s1 == 1`) or column-major
+    /// (`s0 == 1`) with a leading dimension BLAS accepts; `None` otherwise (the caller copies).
+    pub fn new(ptr: *const T, rows: usize, cols: usize, s0: isize, s1: isize) -> Option<Self> {
+        let fits = |ld: isize, min: usize| {
+            ld >= 0 && (ld as usize) >= min.max(1) && ld as usize <= c_int::MAX as usize
+        };
+        if (s1 == 1 || cols <= 1) && (fits(s0, cols) || rows <= 1) {
+            Some(Operand {
+                ptr,
+                trans: false,
+                ld: if rows <= 1 { cols.max(1) } else { s0 as usize },
+            })
+        } else if (s0 == 1 || rows <= 1) && (fits(s1, rows) || cols <= 1) {
+            Some(Operand {
+                ptr,
+                trans: true,
+                ld: if cols <= 1 { rows.max(1) } else { s1 as usize },
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The block starting at logical element `(r, c)`.
+    fn at(&self, r: usize, c: usize) -> *const T {
+        let off = if self.trans {
+            c * self.ld + r
+        } else {
+            r * self.ld + c
+        };
+        self.ptr.wrapping_add(off)
+    }
+}
+
+/// Element types with a BLAS `gemm`.
+pub(crate) trait BlasFloat: Copy + Send + Sync {
+    /// `c = a @ b` for an `m x k` and a `k x n` operand, `c` row-major with `n` columns.
+    ///
+    /// # Safety
+    /// The operands describe live memory of their shapes; `c` has `m * n` elements and
+    /// aliases neither.
+    unsafe fn gemm(
+        blas: &Blas,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Operand<Self>,
+        b: Operand<Self>,
+        c: *mut Self,
+        ldc: usize,
+    );
+}
+
+macro_rules! blas_float {
+    ($t:ty, $f:ident) => {
+        impl BlasFloat for $t {
+            unsafe fn gemm(
+                blas: &Blas,
+                m: usize,
+                n: usize,
+                k: usize,
+                a: Operand<$t>,
+                b: Operand<$t>,
+                c: *mut $t,
+                ldc: usize,
+            ) {
+                let t = |x: bool| if x { TRANS } else { NO_TRANS };
+                (blas.$f)(
+                    ROW_MAJOR,
+                    t(a.trans),
+                    t(b.trans),
+                    m as c_int,
+                    n as c_int,
+                    k as c_int,
+                    1.0,
+                    a.ptr,
+                    a.ld as c_int,
+                    b.ptr,
+                    b.ld as c_int,
+                    0.0,
+                    c,
+                    ldc as c_int,
+                );
+            }
+        }
+    };
+}
+blas_float!(f32, sgemm);
+blas_float!(f64, dgemm);
+
+// SAFETY: an Operand only describes read-only memory that outlives the product; the
+// blocks of one product read it from the pool's threads at the same time.
+unsafe impl<T> Send for Operand<T> {}
+unsafe impl<T> Sync for Operand<T> {}
+
+/// The output pointer, shared with the pool's threads (each block writes its own rows or
+/// columns of it).
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: the blocks handed to different threads write disjoint parts of the output.
+unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T> Sync for OutPtr<T> {}
+impl<T> OutPtr<T> {
+    fn at(self, off: usize) -> *mut T {
+        self.0.wrapping_add(off)
+    }
+}
+
+/// `c = a @ b` (`m x k` by `k x n` into a row-major `m x n` buffer) with the BLAS, split
+/// into `threads` blocks on the intra-op pool when `threads > 1`. `false` when the shapes
+/// exceed BLAS's 32-bit sizes (the caller uses another kernel).
+///
+/// # Safety
+/// As [`BlasFloat::gemm`]; `c` is valid for `m * n` writes.
+pub(crate) unsafe fn matmul<T: BlasFloat>(
+    blas: &Blas,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: *mut T,
+    threads: usize,
+) -> bool {
+    let max = c_int::MAX as usize;
+    if m > max || n > max || k > max || m.checked_mul(n).is_none_or(|mn| mn > isize::MAX as usize) {
+        return false;
+    }
+    let by_rows = m >= n;
+    let len = if by_rows { m } else { n };
+    let blocks = threads.min(len).max(1);
+    if blocks == 1 {
+        T::gemm(blas, m, n, k, a, b, c, n);
+        return true;
+    }
+    let step = len.div_ceil(blocks);
+    let c = OutPtr(c);
+    crate::intra_op::install(|| {
+        use rayon::prelude::*;
+        (0..blocks).into_par_iter().for_each(|i| {
+            let (lo, hi) = (i * step, ((i + 1) * step).min(len));
+            if lo >= hi {
+                return;
+            }
+            // SAFETY: block i reads rows lo..hi of a (or columns lo..hi of b) and writes the
+            // same rows (columns) of c, disjoint from every other block's.
+            unsafe {
+                if by_rows {
+                    T::gemm(
+                        blas,
+                        hi - lo,
+                        n,
+                        k,
+                        Operand {
+                            ptr: a.at(lo, 0),
+                            ..a
+                        },
+                        b,
+                        c.at(lo * n),
+                        n,
+                    );
+                } else {
+                    T::gemm(
+                        blas,
+                        m,
+                        hi - lo,
+                        k,
+                        a,
+                        Operand {
+                            ptr: b.at(0, lo),
+                            ..b
+                        },
+                        c.at(lo),
+                        n,
+                    );
+                }
+            }
+        });
+    });
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{s, Array2, ArrayView2};
+
+    /// The product by its definition (integer-valued entries: exact in any order).
+    fn naive(a: ArrayView2<f64>, b: ArrayView2<f64>) -> Array2<f64> {
+        let (m, k) = a.dim();
+        Array2::from_shape_fn((m, b.dim().1), |(i, j)| {
+            (0..k).map(|p| a[[i, p]] * b[[p, j]]).sum()
+        })
+    }
+
+    fn operand<T>(v: &ArrayView2<T>) -> Operand<T> {
+        let (r, c) = v.dim();
+        Operand::new(v.as_ptr(), r, c, v.strides()[0], v.strides()[1]).expect("a BLAS layout")
+    }
+
+    #[test]
+    fn the_system_blas_multiplies_every_layout_and_block_split_exactly() {
+        let Some(lib) = blas() else {
+            // make setup installs libopenblas0-pthread; without it MatMul uses the gemm crate.
+            println!("skipped: no OpenBLAS (libopenblas.so.0) on this machine");
+            return;
+        };
+        let big = Array2::from_shape_fn((40, 33), |(i, j)| ((i * 7 + j * 3) % 11) as f64 - 5.0);
+        let other = Array2::from_shape_fn((33, 40), |(i, j)| ((i * 5 + j) % 7) as f64 - 3.0);
+        // (a, b): row-major, transposed, sliced (leading dimension > columns), one row, one column
+        let cases: Vec<(ArrayView2<f64>, ArrayView2<f64>)> = vec![
+            (big.view(), other.view()),
+            (other.t(), big.t()),
+            (big.slice(s![3..30, 2..20]), other.slice(s![5..23, 1..39])),
+            (big.slice(s![..1, ..]), other.view()),
+            (big.view(), other.slice(s![.., 4..5])),
+            (
+                big.slice(s![..9, ..]).reversed_axes(),
+                big.slice(s![..9, 1..31]),
+            ),
+        ];
+        for (case, (a, b)) in cases.into_iter().enumerate() {
+            let (m, k) = a.dim();
+            let n = b.dim().1;
+            let want = naive(a, b);
+            for threads in [1, 2, 3] {
+                let mut c = vec![f64::NAN; m * n];
+                assert!(unsafe {
+                    matmul(
+                        lib,
+                        m,
+                        n,
+                        k,
+                        operand(&a),
+                        operand(&b),
+                        c.as_mut_ptr(),
+                        threads,
+                    )
+                });
+                assert_eq!(
+                    Array2::from_shape_vec((m, n), c).unwrap(),
+                    want,
+                    "case {case}, {threads} threads"
+                );
+                // f32, same integers
+                let (a32, b32) = (a.mapv(|x| x as f32), b.mapv(|x| x as f32));
+                let mut c32 = vec![f32::NAN; m * n];
+                assert!(unsafe {
+                    matmul(
+                        lib,
+                        m,
+                        n,
+                        k,
+                        operand(&a32.view()),
+                        operand(&b32.view()),
+                        c32.as_mut_ptr(),
+                        threads,
+                    )
+                });
+                assert!(
+                    c32.iter().zip(want.iter()).all(|(&g, &w)| g as f64 == w),
+                    "case {case} f32, {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn layouts_blas_cannot_take_are_refused() {
+        let x = Array2::<f64>::zeros((4, 6));
+        let every_other = x.slice(s![.., ..;2]); // column stride 2
+        assert!(Operand::new(
+            every_other.as_ptr(),
+            4,
+            3,
+            every_other.strides()[0],
+            every_other.strides()[1]
+        )
+        .is_none());
+        assert!(
+            Operand::new(x.as_ptr(), 4, 6, 0, 1).is_none(),
+            "a broadcast (stride 0) row"
+        );
+        let t = x.t();
+        let o = Operand::new(t.as_ptr(), 6, 4, t.strides()[0], t.strides()[1]).unwrap();
+        assert!(o.trans && o.ld == 6);
+    }
+}
