@@ -43,7 +43,10 @@ Cores: each child is pinned to the first PEERS_CORES CPUs (default 2, the bench 
 nproc) with sched_setaffinity, and OMP/OpenBLAS/MKL_NUM_THREADS are set to it; TF1:
 ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2), Grappler and
 oneDNN at their defaults; torch.set_num_threads(2), set_num_interop_threads(2); JAX: XLA's
-default CPU client (its thread pool sized by the 2 CPUs it may use).
+default CPU client (its thread pool sized by the 2 CPUs it may use). OMP_WAIT_POLICY is
+PASSIVE unless set: torch's OpenMP (libgomp) threads otherwise spin at every barrier, and
+with other processes on the 2 cores (load ~4) torch's mlp_step ran at ~3 steps/s, against
+~150 with PASSIVE and ~230 with one thread under the same load.
 """
 import json
 import os
@@ -378,6 +381,7 @@ def main(argv):
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(NCORES)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the docstring: libgomp spinning on shared cores
     cpus = sorted(os.sched_getaffinity(0))[:NCORES]
     print(json.dumps({"meta": "loadavg", "side": "peers", "at": "start", "value": os.getloadavg()[0]}), flush=True)
     for fw in wanted:
