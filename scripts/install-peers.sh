@@ -54,8 +54,9 @@ install_torch() {
     return 0
   fi
   echo "peers: PyTorch's index unreachable; PyPI torch without its CUDA dependencies (--no-deps)"
+  # pip reports the CUDA requirements left out as conflicts here: expected, so not shown.
   if pip_install --no-deps torch \
-      && pip_install filelock typing-extensions sympy networkx jinja2 fsspec setuptools \
+      && pip_install filelock typing-extensions sympy networkx jinja2 fsspec setuptools 2>/dev/null \
       && importable torch >/dev/null; then
     return 0
   fi
@@ -78,11 +79,10 @@ install_jax() {
 }
 
 # framework name, module to import, install function
-failed=()
 for spec in "numpy numpy install_numpy" "torch torch install_torch" \
             "tensorflow tensorflow install_tensorflow" "jax jax install_jax"; do
   read -r name module fn <<< "$spec"
-  if v="$(importable "$module")"; then
+  if importable "$module" >/dev/null; then
     continue
   fi
   if ! "$fn"; then
@@ -93,6 +93,7 @@ done
 # Installing one framework can move a shared dependency (numpy) under another: check
 # every one again, in its own interpreter, after all installs.
 lines=()
+failed=()
 for module in numpy torch tensorflow jax; do
   if v="$(importable "$module")"; then
     lines+=("$module $v")
