@@ -17,6 +17,9 @@
 #   make bench-gpu  on a machine with a GPU and Rust: crates/oxiflow-cuda/examples/gpu_bench.rs
 #                 and scripts/torch_bench.py (without Rust there: scripts/gpu-check.sh)
 #   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
+#   make bench-peers  the same workloads in Oxiflow (from Julia) and in TF1, PyTorch, JAX and
+#                 NumPy (installed into .deps/peers by scripts/install-peers.sh); a ratio table
+#                 in out/bench-peers.md (bench/peers/, docs/performance.md)
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
 
 SHELL := /bin/bash
@@ -44,7 +47,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-quick clean distclean
+.PHONY: bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -135,6 +138,18 @@ bench-replicas: setup build
 
 bench:
 	$(CARGO) bench -p oxiflow-core
+
+# Oxiflow against TF1 (graph + Session), PyTorch (eager), JAX (jit) and NumPy on the same
+# workloads, one run on this machine: bench/peers/. A peer that did not install is shown
+# as "not installed". Raw JSON lines: out/bench-peers.jsonl; table: out/bench-peers.md.
+PEERS_PY := $(CURDIR)/.deps/peers/bin/python
+bench-peers: setup build
+	bash scripts/install-peers.sh
+	mkdir -p out
+	py=$(PEERS_PY); [ -x "$$py" ] || py=$(PYTHON); \
+	"$$py" bench/peers/peers.py > out/bench-peers-peers.jsonl
+	$(JULIA_RUN) bench/peers/oxiflow.jl > out/bench-peers-oxiflow.jsonl
+	$(PYTHON) bench/peers/table.py out/bench-peers-peers.jsonl out/bench-peers-oxiflow.jsonl
 
 # GPU figures (docs/performance.md, "GPU"): says so and measures nothing without a GPU.
 bench-gpu: nvrtc

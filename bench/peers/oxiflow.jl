@@ -1,0 +1,201 @@
+# Oxiflow's side of `make bench-peers`: the workloads of bench/peers/peers.py written as a
+# user writes them (`using Oxiflow`, ADCME-style API), timed the same way, printed as the
+# same JSON lines: {"framework","workload","dtype","value","unit","version"} on stdout.
+#
+#   OXIFLOW_LIB=$PWD/target/release/liboxiflow.so julia --project=julia/Oxiflow bench/peers/oxiflow.jl
+#
+# Every session is `Session(intra=2, inter=2)` (TF1's intra/inter_op_parallelism_threads,
+# as the TF1 peer; OXIFLOW_BENCH_CORES overrides 2). Each `run` goes through the public
+# API, so fed Julia arrays are copied in and fetched results copied out, as a user's are.
+#
+#   mlp_step       MLP 64-256-256-10, tanh, batch 256, mean(softmax_cross_entropy_with_logits)
+#                  on one-hot labels, minimize(GradientDescentOptimizer(0.01), loss); x and
+#                  labels fed to placeholders from Julia arrays every step. steps/s.
+#   matmul_N       tf.matmul of two Variables, N×N, N = 256, 1024, 2048, product fetched;
+#                  matmul_fed_N: both inputs fed placeholders. GFLOP/s = 2N³/t.
+#   unary_OP       tanh exp log sigmoid sqrt relu of a Float32 Variable of 2^20 values in
+#                  (0.5, 2), result fetched. G elements/s.
+#   feed_fetch     1024×1024 Float64 fed to a placeholder, tf.identity fetched: GB/s of
+#                  2 × 8 MiB per run.
+#   chain10k       a scalar Float64 placeholder through 10,000 alternating sin/cos, µs per
+#                  op of a forward run; chain10k_grad: the value and gradients(y, x), ms.
+#   digits_epoch   examples/digits_mlp.jl run as a program in a scratch directory; the
+#                  median of the epoch times it prints, the first (compilation) left out.
+#                  Skipped with OXIFLOW_BENCH_DIGITS=0.
+#
+# Timing (as peers.py): warm-up 0.5 s (2 s for mlp_step), then blocks of ~0.1 s of
+# back-to-back runs, at least 3 blocks and ~1 s (2 s for mlp_step); the median of the
+# blocks' per-run times. {"meta": "loadavg", ...} lines: the 1-minute load average at the
+# start and the end. Progress goes to stderr.
+using Oxiflow
+using Printf
+using Random
+
+const CORES = parse(Int, get(ENV, "OXIFLOW_BENCH_CORES", "2"))
+const SIZES = (256, 1024, 2048)
+const UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu")
+const NUNARY = 1 << 20
+const CHAIN = 10_000
+const FEED_BYTES = 2 * 1024 * 1024 * 8
+
+"""Oxiflow's version: the package's, plus the repository's commit when git knows it."""
+function oxiflow_version()
+    toml = read(joinpath(dirname(pathof(Oxiflow)), "..", "Project.toml"), String)
+    m = match(r"(?m)^version\s*=\s*\"([^\"]+)\"", toml)
+    v = m === nothing ? "?" : m.captures[1]
+    commit = try
+        strip(read(`git -C $(@__DIR__) rev-parse --short HEAD`, String))
+    catch
+        ""
+    end
+    return isempty(commit) ? v : "$v ($commit)"
+end
+const VERSION_STR = oxiflow_version()
+
+jstr(s) = "\"" * replace(replace(string(s), "\\" => "\\\\"), "\"" => "\\\"") * "\""
+jnum(x) = isfinite(x) ? @sprintf("%.6g", x) : "null"
+dtname(T) = T == Float32 ? "float32" : "float64"
+
+function emit(workload, dtype, value, unit; note=nothing)
+    extra = note === nothing ? "" : ", \"note\": " * jstr(note)
+    println("{\"framework\": \"oxiflow\", \"workload\": ", jstr(workload), ", \"dtype\": ", jstr(dtype),
+            ", \"value\": ", jnum(value), ", \"unit\": ", jstr(unit), ", \"version\": ", jstr(VERSION_STR), extra, "}")
+    flush(stdout)
+    @printf(stderr, "  oxiflow %s %s: %.4g %s  (at %.0f s)\n", workload, dtype, value, unit, time() - T_START)
+end
+
+const T_START = time()
+emit_loadavg(at) = (println("{\"meta\": \"loadavg\", \"side\": \"oxiflow\", \"at\": ", jstr(at), ", \"value\": ",
+                            jnum(Sys.loadavg()[1]), "}"); flush(stdout))
+
+"""Median seconds per call of `f()`: warm-up, then blocks of back-to-back calls."""
+function time_calls(f; warmup_s=0.5, measure_s=1.0, min_blocks=3, block_s=0.1)
+    t0 = time(); n = 0
+    el = 0.0
+    while true
+        f(); n += 1
+        el = time() - t0
+        el >= warmup_s && break
+    end
+    block = max(1, floor(Int, block_s / (el / n)))
+    per_call = Float64[]
+    start = time()
+    while length(per_call) < min_blocks || (time() - start < measure_s && length(per_call) < 500)
+        t = time_ns()
+        for _ in 1:block
+            f()
+        end
+        push!(per_call, (time_ns() - t) / 1e9 / block)
+    end
+    sort!(per_call)
+    k = length(per_call)
+    return isodd(k) ? per_call[(k + 1) ÷ 2] : (per_call[k ÷ 2] + per_call[k ÷ 2 + 1]) / 2
+end
+
+session() = Session(intra=CORES, inter=CORES)
+
+glorot(rng, T, m, n) = T.((2 .* rand(rng, m, n) .- 1) .* sqrt(6 / (m + n)))
+
+function bench_mlp(T)
+    reset_default_graph()
+    rng = MersenneTwister(1)
+    sizes = (64, 256, 256, 10)
+    W = [Variable(glorot(rng, T, sizes[i], sizes[i+1])) for i in 1:3]
+    b = [Variable(zeros(T, sizes[i+1])) for i in 1:3]
+    x = placeholder(T; shape=[256, 64])
+    y = placeholder(T; shape=[256, 10])
+    h = tanh(x * W[1] + b[1])
+    h = tanh(h * W[2] + b[2])
+    logits = h * W[3] + b[3]
+    loss = mean(softmax_cross_entropy_with_logits(logits, y))
+    train = minimize(GradientDescentOptimizer(0.01), loss)
+    X = rand(rng, T, 256, 64)
+    labels = rand(rng, 0:9, 256)
+    Y = T[labels[i] == c - 1 for i in 1:256, c in 1:10]
+    sess = session(); init(sess)
+    t = time_calls(() -> run(sess, train, x => X, y => Y); warmup_s=2.0, measure_s=2.0)
+    emit("mlp_step", dtname(T), 1 / t, "steps/s")
+end
+
+function bench_matmul(T)
+    for n in SIZES
+        reset_default_graph()
+        rng = MersenneTwister(2)
+        A = T.(2 .* rand(rng, n, n) .- 1); B = T.(2 .* rand(rng, n, n) .- 1)
+        c = tf.matmul(Variable(A), Variable(B))
+        pa = placeholder(T; shape=[n, n]); pb = placeholder(T; shape=[n, n])
+        cf = tf.matmul(pa, pb)
+        sess = session(); init(sess)
+        t = time_calls(() -> run(sess, c))
+        emit("matmul_$n", dtname(T), 2n^3 / t / 1e9, "GFLOP/s")
+        t = time_calls(() -> run(sess, cf, pa => A, pb => B))
+        emit("matmul_fed_$n", dtname(T), 2n^3 / t / 1e9, "GFLOP/s")
+    end
+end
+
+function bench_unary()
+    reset_default_graph()
+    v = Variable(Float32.(0.5 .+ 1.5 .* rand(MersenneTwister(3), NUNARY)))
+    ops = Dict("tanh" => tanh(v), "exp" => exp(v), "log" => log(v),
+               "sigmoid" => sigmoid(v), "sqrt" => sqrt(v), "relu" => relu(v))
+    sess = session(); init(sess)
+    for name in UNARY
+        op = ops[name]
+        t = time_calls(() -> run(sess, op))
+        emit("unary_$name", "float32", NUNARY / t / 1e9, "Gelem/s")
+    end
+end
+
+function bench_feed_fetch()
+    reset_default_graph()
+    p = placeholder(Float64; shape=[1024, 1024])
+    o = tf.identity(p)
+    A = rand(MersenneTwister(4), 1024, 1024)
+    sess = session()
+    t = time_calls(() -> run(sess, o, p => A))
+    emit("feed_fetch", "float64", FEED_BYTES / t / 1e9, "GB/s")
+end
+
+function bench_chain()
+    reset_default_graph()
+    x = placeholder(Float64; shape=Int[])
+    y = x
+    for i in 1:CHAIN
+        y = isodd(i) ? sin(y) : cos(y)
+    end
+    dy = gradients(y, x)
+    sess = session()
+    t = time_calls(() -> run(sess, y, x => 0.5))
+    emit("chain10k", "float64", t / CHAIN * 1e6, "us/op")
+    t = time_calls(() -> run(sess, [y, dy], x => 0.5))
+    emit("chain10k_grad", "float64", t * 1e3, "ms")
+end
+
+"""The epoch times `(N.NN s)` that examples/digits_mlp.jl prints, run as a program."""
+function bench_digits()
+    script = normpath(joinpath(@__DIR__, "..", "..", "examples", "digits_mlp.jl"))
+    project = dirname(Base.active_project())
+    out = mktempdir() do dir
+        read(setenv(`$(Base.julia_cmd()) --project=$project $script`, ENV; dir=dir), String)
+    end
+    secs = [parse(Float64, m.captures[1]) for m in eachmatch(r"epoch\s+\d+ .*\((\d+\.\d+) s\)", out)]
+    length(secs) >= 2 || error("digits_mlp.jl printed no epoch times:\n$out")
+    rest = sort(secs[2:end])
+    k = length(rest)
+    med = isodd(k) ? rest[(k + 1) ÷ 2] : (rest[k ÷ 2] + rest[k ÷ 2 + 1]) / 2
+    emit("digits_epoch", "float64", med, "s", note=@sprintf("median of epochs 2-%d; epoch 1 (compiles): %.2f s", length(secs), secs[1]))
+end
+
+function main()
+    steps = Any[() -> bench_mlp(Float32), () -> bench_mlp(Float64),
+                () -> bench_matmul(Float32), () -> bench_matmul(Float64),
+                bench_unary, bench_feed_fetch, bench_chain]
+    get(ENV, "OXIFLOW_BENCH_DIGITS", "1") == "0" || push!(steps, bench_digits)
+    emit_loadavg("start")
+    for s in steps
+        s()
+    end
+    emit_loadavg("end")
+end
+
+main()

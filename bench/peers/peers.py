@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Peer frameworks on the workloads of `make bench-peers` (Oxiflow's side: oxiflow.jl).
+
+Run with the venv that scripts/install-peers.sh makes:
+
+    .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
+
+Prints one JSON object per line on stdout:
+    {"framework", "workload", "dtype", "value", "unit", "version"}   (+ "note" on some)
+A framework that does not import prints {"framework", "status": "not installed", "error"};
+one whose run fails part-way prints {"framework", "status": "failed", "error"} after the
+figures it had; a workload left out prints {"framework", "workload", "status": "skipped",
+"note"}. {"meta": "loadavg", ...} lines give the 1-minute load average at the start and the
+end (other processes on the 2 cores skew every figure). Progress goes to stderr. Each framework runs in its own child process (TF, torch and JAX each load
+their own thread pools and BLAS), one after the other.
+
+What is measured (the same definitions as oxiflow.jl):
+  mlp_step      MLP 64-256-256-10, tanh, batch 256, mean softmax cross-entropy on one-hot
+                labels, one SGD step (lr 0.01); Glorot-uniform weights, zero biases.
+                TF1 feeds x and labels from host arrays to placeholders every step; torch
+                and JAX have no feed: the batch is a tensor / device array made once.
+                torch: torch.optim.SGD and F.cross_entropy with probability targets;
+                JAX: one jax.jit of value-less grad + update. steps/s.
+  matmul_N      N×N @ N×N, N = 256, 1024, 2048; GFLOP/s = 2N³/t. TF1: MatMul of two
+                variables, the product fetched; matmul_fed_N: both inputs fed placeholders.
+  unary_OP      tanh exp log sigmoid sqrt relu on 2^20 float32 in (0.5, 2), held in a
+                variable (TF1) / tensor (torch) / device array (JAX); TF1 fetches the result.
+                NumPy's sigmoid is 1/(1+exp(-x)), its relu maximum(x, 0). G elements/s.
+  feed_fetch    TF1: 1024×1024 float64 fed to a placeholder, tf.identity fetched; GB/s of
+                2 × 8 MiB (fed + fetched) per run.
+  chain10k      scalar float64 through 10,000 alternating sin/cos; µs per op of a forward
+                run. chain10k_grad: value and gradient w.r.t. the input, ms per run.
+                TF1 (also framework "tf1-nograppler": rewrite_options.disable_meta_optimizer),
+                torch eager, JAX jit (its compile time in "note"; JAX's chain10k_grad is not
+                run by default, see JAX_CHAIN_GRAD_NOTE).
+
+Timing: a warm-up (0.5 s; 2 s for mlp_step), then blocks of ~0.1 s of back-to-back calls
+(at least 3 blocks, ~1 s; 2 s for mlp_step); the figure is the median of the blocks'
+per-call times. JAX's asynchronous dispatch is closed by block_until_ready at the end of
+each block.
+
+Cores: each child is pinned to the first PEERS_CORES CPUs (default 2, the bench machine's
+nproc) with sched_setaffinity, and OMP/OpenBLAS/MKL_NUM_THREADS are set to it; TF1:
+ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2), Grappler and
+oneDNN at their defaults; torch.set_num_threads(2), set_num_interop_threads(2); JAX: XLA's
+default CPU client (its thread pool sized by the 2 CPUs it may use). OMP_WAIT_POLICY is
+PASSIVE unless set: torch's OpenMP (libgomp) threads otherwise spin at every barrier, and
+with other processes on the 2 cores (load ~4) torch's mlp_step ran at ~3 steps/s, against
+~150 with PASSIVE and ~230 with one thread under the same load.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+NCORES = int(os.environ.get("PEERS_CORES", "2"))
+JAX_CHAIN_GRAD_NOTE = ("not run: jax.jit of value_and_grad over the 10,000-op chain crashed XLA's compiler "
+                       "(SIGSEGV after ~1 min) with jax 0.10.2 here; PEERS_JAX_CHAIN_GRAD=1 tries it")
+T_START = time.perf_counter()
+FRAMEWORKS = ["tf1", "torch", "jax", "numpy"]
+MODULE = {"tf1": "tensorflow", "torch": "torch", "jax": "jax", "numpy": "numpy"}
+DTYPES = ("float32", "float64")
+SIZES = (256, 1024, 2048)
+UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu")
+NUNARY = 1 << 20
+CHAIN = 10_000
+FEED_BYTES = 2 * 1024 * 1024 * 8
+
+
+def emit(framework, workload, dtype, value, unit, version, **extra):
+    rec = {"framework": framework, "workload": workload, "dtype": dtype,
+           "value": value, "unit": unit, "version": version}
+    rec.update(extra)
+    print(json.dumps(rec), flush=True)
+    print(f"  {framework} {workload} {dtype}: {value:.4g} {unit}  (at {time.perf_counter() - T_START:.0f} s)",
+          file=sys.stderr, flush=True)
+
+
+def time_calls(f, warmup_s=0.5, measure_s=1.0, min_blocks=3, block_s=0.1, sync=None):
+    """Median seconds per call of `f()` over blocks of back-to-back calls after a warm-up."""
+    sync = sync or (lambda: None)
+    t0 = time.perf_counter()
+    n = 0
+    while True:
+        f()
+        n += 1
+        sync()
+        el = time.perf_counter() - t0
+        if el >= warmup_s:
+            break
+    block = max(1, int(block_s / (el / n)))
+    per_call = []
+    start = time.perf_counter()
+    while len(per_call) < min_blocks or (time.perf_counter() - start < measure_s and len(per_call) < 500):
+        t = time.perf_counter()
+        for _ in range(block):
+            f()
+        sync()
+        per_call.append((time.perf_counter() - t) / block)
+    return statistics.median(per_call)
+
+
+# ---------------------------------------------------------------- data (NumPy, seeded)
+def mlp_data(np, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    sizes = (64, 256, 256, 10)
+    ws = [rng.uniform(-1, 1, (m, n)) * np.sqrt(6 / (m + n)) for m, n in zip(sizes[:-1], sizes[1:])]
+    bs = [np.zeros(n) for n in sizes[1:]]
+    x = rng.uniform(0, 1, (256, 64))
+    y = np.eye(10)[rng.integers(0, 10, 256)]
+    cast = lambda a: np.ascontiguousarray(a, dtype=dtype)
+    return [cast(w) for w in ws], [cast(b) for b in bs], cast(x), cast(y)
+
+
+def square(np, n, dtype, seed=2):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n, n)).astype(dtype), rng.uniform(-1, 1, (n, n)).astype(dtype)
+
+
+def unary_input(np):
+    return np.random.default_rng(3).uniform(0.5, 2.0, NUNARY).astype("float32")
+
+
+# ---------------------------------------------------------------- TensorFlow 1 (graph)
+def run_tf1():
+    import numpy as np
+    import tensorflow as tf
+    tf1 = tf.compat.v1
+    tf1.disable_eager_execution()
+    ver = tf.__version__
+
+    def session(g, grappler=True):
+        cfg = tf1.ConfigProto(intra_op_parallelism_threads=NCORES, inter_op_parallelism_threads=NCORES)
+        if not grappler:
+            cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+        return tf1.Session(graph=g, config=cfg)
+
+    for dt in DTYPES:
+        ws, bs, X, Y = mlp_data(np, dt)
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(dt, [256, 64])
+            y = tf1.placeholder(dt, [256, 10])
+            W = [tf1.Variable(w) for w in ws]
+            b = [tf1.Variable(v) for v in bs]
+            h = tf.tanh(tf.matmul(x, W[0]) + b[0])
+            h = tf.tanh(tf.matmul(h, W[1]) + b[1])
+            logits = tf.matmul(h, W[2]) + b[2]
+            loss = tf.reduce_mean(tf1.nn.softmax_cross_entropy_with_logits_v2(labels=y, logits=logits))
+            train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss)
+            init = tf1.global_variables_initializer()
+        with session(g) as s:
+            s.run(init)
+            feed = {x: X, y: Y}
+            t = time_calls(lambda: s.run(train, feed), warmup_s=2.0, measure_s=2.0)
+        emit("tf1", "mlp_step", dt, 1 / t, "steps/s", ver)
+
+    for dt in DTYPES:
+        for n in SIZES:
+            A, B = square(np, n, dt)
+            g = tf.Graph()
+            with g.as_default():
+                c = tf.matmul(tf1.Variable(A), tf1.Variable(B))
+                pa, pb = tf1.placeholder(dt, [n, n]), tf1.placeholder(dt, [n, n])
+                cf = tf.matmul(pa, pb)
+                init = tf1.global_variables_initializer()
+            with session(g) as s:
+                s.run(init)
+                t = time_calls(lambda: s.run(c))
+                emit("tf1", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+                feed = {pa: A, pb: B}
+                t = time_calls(lambda: s.run(cf, feed))
+                emit("tf1", f"matmul_fed_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+
+    g = tf.Graph()
+    with g.as_default():
+        v = tf1.Variable(unary_input(np))
+        ops = {"tanh": tf.tanh(v), "exp": tf.exp(v), "log": tf.math.log(v),
+               "sigmoid": tf.sigmoid(v), "sqrt": tf.sqrt(v), "relu": tf.nn.relu(v)}
+        init = tf1.global_variables_initializer()
+    with session(g) as s:
+        s.run(init)
+        for name in UNARY:
+            t = time_calls(lambda: s.run(ops[name]))
+            emit("tf1", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+
+    g = tf.Graph()
+    with g.as_default():
+        p = tf1.placeholder("float64", [1024, 1024])
+        o = tf.identity(p)
+    A = np.random.default_rng(4).uniform(0, 1, (1024, 1024))
+    with session(g) as s:
+        t = time_calls(lambda: s.run(o, {p: A}))
+    emit("tf1", "feed_fetch", "float64", FEED_BYTES / t / 1e9, "GB/s", ver)
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder("float64", [])
+        y = x
+        for i in range(CHAIN):
+            y = tf.sin(y) if i % 2 == 0 else tf.cos(y)
+        dy = tf.gradients(y, x)[0]
+    for fw, grappler in (("tf1", True), ("tf1-nograppler", False)):
+        with session(g, grappler) as s:
+            t = time_calls(lambda: s.run(y, {x: 0.5}))
+            emit(fw, "chain10k", "float64", t / CHAIN * 1e6, "us/op", ver)
+            t = time_calls(lambda: s.run([y, dy], {x: 0.5}))
+            emit(fw, "chain10k_grad", "float64", t * 1e3, "ms", ver)
+
+
+# ---------------------------------------------------------------- PyTorch (eager)
+def run_torch():
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(NCORES)
+    torch.set_num_interop_threads(NCORES)
+    ver = torch.__version__
+
+    for dt in DTYPES:
+        ws, bs, X, Y = mlp_data(np, dt)
+        params = [torch.tensor(a, requires_grad=True) for pair in zip(ws, bs) for a in pair]
+        x, y = torch.from_numpy(X), torch.from_numpy(Y)
+        opt = torch.optim.SGD(params, lr=0.01)
+        W1, b1, W2, b2, W3, b3 = params
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            h = torch.tanh(x @ W1 + b1)
+            h = torch.tanh(h @ W2 + b2)
+            loss = F.cross_entropy(h @ W3 + b3, y)  # probability targets, mean over the batch
+            loss.backward()
+            opt.step()
+        t = time_calls(step, warmup_s=2.0, measure_s=2.0)
+        emit("torch", "mlp_step", dt, 1 / t, "steps/s", ver)
+
+    for dt in DTYPES:
+        for n in SIZES:
+            a, b = (torch.from_numpy(m) for m in square(np, n, dt))
+            t = time_calls(lambda: a @ b)
+            emit("torch", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+
+    v = torch.from_numpy(unary_input(np))
+    fns = {"tanh": torch.tanh, "exp": torch.exp, "log": torch.log,
+           "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "relu": torch.relu}
+    for name in UNARY:
+        t = time_calls(lambda: fns[name](v))
+        emit("torch", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+
+    def chain(x):
+        for i in range(CHAIN):
+            x = torch.sin(x) if i % 2 == 0 else torch.cos(x)
+        return x
+    x0 = torch.tensor(0.5, dtype=torch.float64)
+    with torch.no_grad():
+        t = time_calls(lambda: chain(x0))
+    emit("torch", "chain10k", "float64", t / CHAIN * 1e6, "us/op", ver)
+
+    def value_and_grad():
+        x = x0.clone().requires_grad_(True)
+        y = chain(x)
+        y.backward()
+        return y.item(), x.grad.item()
+    t = time_calls(value_and_grad)
+    emit("torch", "chain10k_grad", "float64", t * 1e3, "ms", ver)
+
+
+# ---------------------------------------------------------------- JAX (jit)
+def run_jax():
+    import numpy as np
+    import jax
+    jax.config.update("jax_enable_x64", True)    # float64 arrays; float32 ones stay float32
+    import jax.numpy as jnp
+    ver = jax.__version__
+
+    def loss_fn(p, x, y):
+        W1, b1, W2, b2, W3, b3 = p
+        h = jnp.tanh(x @ W1 + b1)
+        h = jnp.tanh(h @ W2 + b2)
+        return jnp.mean(-jnp.sum(y * jax.nn.log_softmax(h @ W3 + b3, axis=1), axis=1))
+
+    @jax.jit
+    def sgd_step(p, x, y):
+        g = jax.grad(loss_fn)(p, x, y)
+        return [w - 0.01 * gw for w, gw in zip(p, g)]
+
+    for dt in DTYPES:
+        ws, bs, X, Y = mlp_data(np, dt)
+        state = [[jnp.asarray(a) for pair in zip(ws, bs) for a in pair]]
+        x, y = jnp.asarray(X), jnp.asarray(Y)
+
+        def step():
+            state[0] = sgd_step(state[0], x, y)
+        t = time_calls(step, warmup_s=2.0, measure_s=2.0, sync=lambda: jax.block_until_ready(state[0]))
+        emit("jax", "mlp_step", dt, 1 / t, "steps/s", ver)
+
+    mm = jax.jit(lambda a, b: a @ b)
+    for dt in DTYPES:
+        for n in SIZES:
+            a, b = (jnp.asarray(m) for m in square(np, n, dt))
+            out = [None]
+
+            def call():
+                out[0] = mm(a, b)
+            t = time_calls(call, sync=lambda: out[0].block_until_ready())
+            emit("jax", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+
+    v = jnp.asarray(unary_input(np))
+    fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
+           "sigmoid": jax.nn.sigmoid, "sqrt": jnp.sqrt, "relu": jax.nn.relu}
+    for name in UNARY:
+        f = jax.jit(fns[name])
+        out = [None]
+
+        def call():
+            out[0] = f(v)
+        t = time_calls(call, sync=lambda: out[0].block_until_ready())
+        emit("jax", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+
+    def chain(x):
+        for i in range(CHAIN):
+            x = jnp.sin(x) if i % 2 == 0 else jnp.cos(x)
+        return x
+    x0 = jnp.asarray(0.5, dtype=jnp.float64)
+    chains = [("chain10k", chain, 1e6 / CHAIN, "us/op")]
+    if os.environ.get("PEERS_JAX_CHAIN_GRAD") == "1":
+        chains.append(("chain10k_grad", jax.value_and_grad(chain), 1e3, "ms"))
+    else:
+        print(json.dumps({"framework": "jax", "workload": "chain10k_grad", "dtype": "float64", "status": "skipped",
+                          "note": JAX_CHAIN_GRAD_NOTE}), flush=True)
+    for workload, fn, scale, unit in chains:
+        f = jax.jit(fn)
+        c0 = time.perf_counter()
+        jax.block_until_ready(f(x0))
+        compile_s = time.perf_counter() - c0
+        out = [None]
+
+        def call():
+            out[0] = f(x0)
+        t = time_calls(call, sync=lambda: jax.block_until_ready(out[0]))
+        emit("jax", workload, "float64", t * scale, unit, ver, note=f"trace+compile {compile_s:.1f} s")
+
+
+# ---------------------------------------------------------------- NumPy
+def run_numpy():
+    import numpy as np
+    ver = np.__version__
+    for dt in DTYPES:
+        for n in SIZES:
+            a, b = square(np, n, dt)
+            t = time_calls(lambda: a @ b)
+            emit("numpy", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+    v = unary_input(np)
+    fns = {"tanh": np.tanh, "exp": np.exp, "log": np.log,
+           "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0)}
+    for name in UNARY:
+        t = time_calls(lambda: fns[name](v))
+        emit("numpy", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+
+
+RUNNERS = {"tf1": run_tf1, "torch": run_torch, "jax": run_jax, "numpy": run_numpy}
+
+
+def child(fw):
+    try:
+        __import__(MODULE[fw])
+    except Exception as e:  # ImportError, or a broken install that fails while importing
+        print(json.dumps({"framework": fw, "status": "not installed", "error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 0
+    RUNNERS[fw]()
+    return 0
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--child":
+        return child(argv[2])
+    wanted = [a for a in argv[1:] if a != "--framework"] or FRAMEWORKS
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(NCORES)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the docstring: libgomp spinning on shared cores
+    cpus = sorted(os.sched_getaffinity(0))[:NCORES]
+    print(json.dumps({"meta": "loadavg", "side": "peers", "at": "start", "value": os.getloadavg()[0]}), flush=True)
+    for fw in wanted:
+        if fw not in RUNNERS:
+            print(f"peers.py: unknown framework {fw!r} (known: {', '.join(FRAMEWORKS)})", file=sys.stderr)
+            return 2
+        t0 = time.time()
+        r = subprocess.run([sys.executable, __file__, "--child", fw], env=env,
+                           preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        print(f"peers.py: {fw} done in {time.time() - t0:.0f} s", file=sys.stderr)
+        if r.returncode != 0:
+            print(json.dumps({"framework": fw, "status": "failed", "error": f"exit code {r.returncode}"}), flush=True)
+    print(json.dumps({"meta": "loadavg", "side": "peers", "at": "end", "value": os.getloadavg()[0]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
