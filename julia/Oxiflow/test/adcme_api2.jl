@@ -215,3 +215,33 @@ end
     e = try; tf.no_such_function; nothing; catch err; err; end
     @test e isa OxiflowError && occursin("tf.no_such_function", e.msg) && occursin("reshape", e.msg)
 end
+
+@testset "ADCME: global_variables_initializer gives every variable its initial value again" begin
+    reset_default_graph()
+    a = Variable([1.0, 2.0]); b = Variable(3.0f0)
+    s = Session()
+    run(s, global_variables_initializer())
+    @test run(s, a) == [1.0, 2.0] && run(s, b) === 3.0f0
+    run(s, assign(a, [5.0, 6.0]))
+    @test run(s, a) == [5.0, 6.0]
+    run(s, global_variables_initializer())
+    @test run(s, a) == [1.0, 2.0]
+end
+
+@testset "vectorized tanh/exp/log/sigmoid/sqrt/relu agree with Julia Base" begin
+    reset_default_graph()
+    for T in (Float32, Float64)
+        x = T.(range(-9, 9; length=100_003))   # above the threshold where kernels shard
+        p = placeholder(T; shape=[length(x)])
+        pos = abs.(x) .+ T(1e-3)
+        s = Session()
+        tol = 4 * eps(T)   # the kernels: <= 3 ulp (f32), <= 4 ulp of libm (f64)
+        close(got, want) = all(abs.(got .- want) .<= tol .* max.(abs.(want), floatmin(T)))
+        @test close(run(s, tanh(p), p => x), tanh.(x))
+        @test close(run(s, exp(p), p => x), exp.(x))
+        @test close(run(s, log(p), p => pos), log.(pos))
+        @test close(run(s, sigmoid(p), p => x), 1 ./ (1 .+ exp.(-Float64.(x))))
+        @test run(s, sqrt(p), p => pos) == sqrt.(pos)
+        @test run(s, relu(p), p => x) == max.(x, 0)
+    end
+end
