@@ -57,14 +57,20 @@ typedef struct OxNodeDef {
 // until the callback is called again), or non-zero and sets `*out` to an error message.
 typedef int32_t (*OxDeviceFn)(void *userdata, const struct OxNodeDef *node, const char **out);
 
-// A feed value as C passes it: a flat array with its dtype code, dims and layout.
-// `data` is read during the call only.
+// A feed value as C passes it: dtype code, `ndims` dims, the address of element
+// `[0, 0, ...]` and its layout: dense in column-major order when `col_major` is 1 (a
+// Julia `Array`), row-major when 0, or, when `strides` is not null, element
+// `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
+// strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
+// without first making it dense). `data`, `dims` and `strides` are read during the call
+// only: the engine copies the elements (one `memcpy` for a dense buffer).
 typedef struct OxTensorView {
   int32_t dtype;
   int32_t ndims;
   const int64_t *dims;
   const void *data;
   int32_t col_major;
+  const int64_t *strides;
 } OxTensorView;
 
 #ifdef __cplusplus

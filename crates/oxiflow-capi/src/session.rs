@@ -18,8 +18,13 @@ pub struct OxRunResult {
     stats: Option<StepStats>,
 }
 
-/// A feed value as C passes it: a flat array with its dtype code, dims and layout.
-/// `data` is read during the call only.
+/// A feed value as C passes it: dtype code, `ndims` dims, the address of element
+/// `[0, 0, ...]` and its layout: dense in column-major order when `col_major` is 1 (a
+/// Julia `Array`), row-major when 0, or, when `strides` is not null, element
+/// `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
+/// strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
+/// without first making it dense). `data`, `dims` and `strides` are read during the call
+/// only: the engine copies the elements (one `memcpy` for a dense buffer).
 #[repr(C)]
 pub struct OxTensorView {
     pub dtype: i32,
@@ -27,6 +32,7 @@ pub struct OxTensorView {
     pub dims: *const i64,
     pub data: *const c_void,
     pub col_major: i32,
+    pub strides: *const i64,
 }
 
 /// Parses session options JSON over the process-wide defaults (`tf.config` calls):
@@ -195,7 +201,7 @@ pub extern "C" fn oxf_session_run(
         let feeds = feed_outs
             .into_iter()
             .zip(views)
-            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major)?)))
+            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major, v.strides)?)))
             .collect::<Result<Vec<_>>>()?;
         let fetches = out_of(slice(fetch_nodes, n_fetches as i64, "fetch nodes")?, slice(fetch_indices, n_fetches as i64, "fetch indices")?)?;
         let targets = slice(targets, n_targets as i64, "targets")?

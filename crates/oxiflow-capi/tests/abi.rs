@@ -58,7 +58,7 @@ fn a_column_major_feed_round_trips_through_a_run() {
     assert_eq!(oxf_session_new(g, null(), &mut s), 0);
     // Julia's [1 2 3; 4 5 6], column-major
     let data = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
-    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1 };
+    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null() };
     let mut r = null_mut();
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r), 0);
     let mut out = [0.0f64; 6];

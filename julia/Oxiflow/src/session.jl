@@ -107,11 +107,31 @@ rebuild(t::Tensor, vals, k) = (vals[k[] += 1])
 rebuild(v::AbstractVector, vals, k) = [rebuild(x, vals, k) for x in v]
 rebuild(v::Tuple, vals, k) = Tuple(rebuild(x, vals, k) for x in v)
 
+"""
+    feed_value(x)
+
+What `run` hands the engine for a fed value `x`: a number as a 0-dimensional array; an
+`Array`, a strided view (`view(A, 1:2:5, :)`, reversed ranges included), a `transpose`/real
+`adjoint` or a `PermutedDimsArray` of one as is (the engine copies it during the run: one
+`memcpy` when dense, contiguous runs or cache-sized tiles otherwise); any other
+`AbstractArray` (a `BitArray`, a range, an indexed view) through `collect`. Errors
+(`OxiflowError`, InvalidArgumentError): neither a number nor an array, or an element type
+without a TF dtype (Float32, Float64, Int32, Int64, Bool).
+"""
 function feed_value(x)
-    a = x isa Number ? fill(x) : x isa AbstractArray ? collect(x) : invalid("run: cannot feed a $(typeof(x)); feed numbers or arrays")
+    a = x isa Number ? fill(x) : x isa AbstractArray ? (readable_in_place(x) ? x : collect(x)) :
+        invalid("run: cannot feed a $(typeof(x)); feed numbers or arrays")
     dtype_code(eltype(a))   # unsupported element types fail here, naming the type
     return a
 end
+
+# Arrays whose elements the engine can read through `pointer` and `strides` (in elements)
+# during the call: dense arrays, strided views and reshapes of them, and transposes and
+# permutations of those.
+readable_in_place(x::StridedArray) = isbitstype(eltype(x))
+readable_in_place(x::PermutedDimsArray) = readable_in_place(parent(x))
+readable_in_place(x::Union{Transpose,Adjoint{<:Real}}) = readable_in_place(parent(x))
+readable_in_place(x) = false
 
 function execute(sess::Session, fetches, feeds, trace::Bool)
     sess.ptr == C_NULL && invalid("run: the session was freed")
