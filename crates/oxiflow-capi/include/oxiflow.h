@@ -386,7 +386,8 @@ int32_t oxf_session_run(const struct OxSession *s,
 // Frees a run result. Null is ignored.
 void oxf_result_free(struct OxRunResult *r);
 
-// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`.
+// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`
+// (also after [`oxf_result_take`] handed it over).
 int32_t oxf_result_type(const struct OxRunResult *r,
                         int32_t i,
                         int32_t *dtype,
@@ -401,6 +402,19 @@ int32_t oxf_result_copy(const struct OxRunResult *r,
                         void *dst,
                         size_t dst_bytes,
                         int32_t col_major);
+
+// Hands fetched value `i` to the caller: `*out` receives a buffer of its elements in the
+// given layout (column-major when `col_major` is 1), allocated with C's `malloc`, which
+// the caller now owns and releases with `free` (Julia: `unsafe_wrap(Array, p, dims;
+// own = true)`). No copy is made when the result held the only reference to a buffer
+// already in that layout (a fed array fetched back through `Identity`, a fresh kernel
+// output); otherwise the elements are copied into a new buffer, as
+// [`oxf_result_copy`] would. Afterwards the value keeps its dtype and dims
+// ([`oxf_result_type`]) but cannot be copied or taken again (status 9).
+// `*out` is null and nothing is taken for an empty value, or where the library's
+// allocator is not C's `malloc` (only Unix hands buffers over): use
+// [`oxf_result_copy`] then.
+int32_t oxf_result_take(struct OxRunResult *r, int32_t i, int32_t col_major, void **out);
 
 // The traced step as TF timeline JSON (Chrome trace event format).
 int32_t oxf_result_trace_json(const struct OxRunResult *r, const char **out);
