@@ -235,18 +235,13 @@ Runs one step: `values[k]` (an `Array`, or an array with `strides` and `pointer`
 function oxf_session_run(s, feeds::Vector{Tuple{Int64,Int32}}, values::Vector, fetches::Vector{Tuple{Int64,Int32}},
                          targets::Vector{Int64}, trace::Bool)
     n = length(values)
-    dims = Vector{Vector{Int64}}(undef, n)
-    strs = Vector{Vector{Int64}}(undef, n)
+    dims = [Int64[] for _ in 1:n]
+    strs = [Int64[] for _ in 1:n]
     views = Vector{OxTensorView}(undef, n)
     r = Ref{Ptr{Cvoid}}(C_NULL)
     GC.@preserve values dims strs begin
         for k in 1:n
-            a = values[k]
-            dims[k] = Int64[size(a)...]
-            dense = a isa Array
-            strs[k] = dense ? Int64[] : Int64[strides(a)...]
-            views[k] = OxTensorView(dtype_code(eltype(a)), ndims(a), pointer(dims[k]), pointer(a), 1,
-                                    dense ? Ptr{Int64}(C_NULL) : pointer(strs[k]))
+            views[k] = tensor_view(values[k], dims[k], strs[k])
         end
         check(ccall(sym(:oxf_session_run), Int32,
                     (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Ptr{OxTensorView}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Int32, Int32, Ref{Ptr{Cvoid}}),
@@ -254,6 +249,15 @@ function oxf_session_run(s, feeds::Vector{Tuple{Int64,Int32}}, values::Vector, f
                     targets, length(targets), Int32(trace), r))
     end
     return r[]
+end
+
+# The C view of one feed value (a function barrier: typed on the array). `dims` and, for a
+# non-dense array, `strs` are filled and pointed to; the caller keeps them and `a` alive.
+function tensor_view(a::AbstractArray{T,N}, dims::Vector{Int64}, strs::Vector{Int64}) where {T,N}
+    append!(dims, size(a))
+    dense = a isa Array
+    dense || append!(strs, strides(a))
+    return OxTensorView(dtype_code(T), N, pointer(dims), pointer(a), 1, dense ? Ptr{Int64}(C_NULL) : pointer(strs))
 end
 
 oxf_result_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_result_free), Cvoid, (Ptr{Cvoid},), p)
@@ -269,6 +273,20 @@ function oxf_result_copy!(res, i::Integer, dst::Array)
     GC.@preserve dst check(ccall(sym(:oxf_result_copy), Int32, (Ptr{Cvoid}, Int32, Ptr{Cvoid}, Csize_t, Int32),
                                 res, i, pointer(dst), sizeof(dst), 1))
     return dst
+end
+
+"""
+    oxf_result_take(res, i)
+
+Pointer to a `malloc`ed column-major buffer of fetched value `i` that the caller now owns
+(wrap it with `unsafe_wrap(Array, p, dims; own=true)`), or `C_NULL` when the engine hands
+nothing over (an empty value; a platform whose engine allocator is not `malloc`): copy
+with `oxf_result_copy!` then. No copy is made when nothing else shared the engine's buffer.
+"""
+function oxf_result_take(res, i::Integer)
+    p = Ref{Ptr{Cvoid}}(C_NULL)
+    check(ccall(sym(:oxf_result_take), Int32, (Ptr{Cvoid}, Int32, Int32, Ref{Ptr{Cvoid}}), res, i, 1, p))
+    return p[]
 end
 
 oxf_result_trace_json(res) = outstr(r -> ccall(sym(:oxf_result_trace_json), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
