@@ -92,3 +92,39 @@ end
     @test_throws OxiflowError run(s, copy(p), p => view(rand(Int8, 3, 4), :, :))
     @test_throws OxiflowError run(s, copy(p), p => "not an array")
 end
+
+@testset "large fetched arrays are Julia's own: independent of the engine and of each other" begin
+    reset_default_graph()
+    n = 200   # 320 kB of Float64: above the size from which buffers are handed over
+    A = rand(n, n)
+    p = placeholder(Float64; shape=[n, n])
+    y = copy(p)
+    v = Variable(A)
+    c = constant(2A)
+    s = Session(); init(s)
+    got = run(s, y, p => A)
+    @test got == A && pointer(got) != pointer(A)
+    got .= 0
+    @test A[1] != 0 && run(s, y, p => A) == A
+    # the same value fetched twice in one run: two arrays
+    a, b = run(s, [y, y], p => A)
+    a[1] = -1.0
+    @test b == A && a[1] == -1.0
+    # values the engine keeps (a variable, a constant) are copied, not handed over
+    for t in (v, c)
+        w = run(s, t)
+        w .= NaN
+        @test run(s, t) == (t === v ? A : 2A)
+    end
+    # a product (row-major in the engine) and many runs with collections in between
+    for k in 1:30
+        m = run(s, constant(A) * y, p => A)
+        @test m ≈ A * A
+        k % 10 == 0 && GC.gc()
+    end
+    for T in (Float32, Int32, Int64, Bool)
+        B = sample(T, (300, 240))
+        @test round_trip(B)::Matrix{T} == B
+        @test round_trip(transpose(B))::Matrix{T} == permutedims(B)
+    end
+end
