@@ -57,14 +57,20 @@ typedef struct OxNodeDef {
 // until the callback is called again), or non-zero and sets `*out` to an error message.
 typedef int32_t (*OxDeviceFn)(void *userdata, const struct OxNodeDef *node, const char **out);
 
-// A feed value as C passes it: a flat array with its dtype code, dims and layout.
-// `data` is read during the call only.
+// A feed value as C passes it: dtype code, `ndims` dims, the address of element
+// `[0, 0, ...]` and its layout: dense in column-major order when `col_major` is 1 (a
+// Julia `Array`), row-major when 0, or, when `strides` is not null, element
+// `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
+// strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
+// without first making it dense). `data`, `dims` and `strides` are read during the call
+// only: the engine copies the elements (one `memcpy` for a dense buffer).
 typedef struct OxTensorView {
   int32_t dtype;
   int32_t ndims;
   const int64_t *dims;
   const void *data;
   int32_t col_major;
+  const int64_t *strides;
 } OxTensorView;
 
 #ifdef __cplusplus
@@ -380,7 +386,8 @@ int32_t oxf_session_run(const struct OxSession *s,
 // Frees a run result. Null is ignored.
 void oxf_result_free(struct OxRunResult *r);
 
-// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`.
+// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`
+// (also after [`oxf_result_take`] handed it over).
 int32_t oxf_result_type(const struct OxRunResult *r,
                         int32_t i,
                         int32_t *dtype,
@@ -395,6 +402,19 @@ int32_t oxf_result_copy(const struct OxRunResult *r,
                         void *dst,
                         size_t dst_bytes,
                         int32_t col_major);
+
+// Hands fetched value `i` to the caller: `*out` receives a buffer of its elements in the
+// given layout (column-major when `col_major` is 1), allocated with C's `malloc`, which
+// the caller now owns and releases with `free` (Julia: `unsafe_wrap(Array, p, dims;
+// own = true)`). No copy is made when the result held the only reference to a buffer
+// already in that layout (a fed array fetched back through `Identity`, a fresh kernel
+// output); otherwise the elements are copied into a new buffer, as
+// [`oxf_result_copy`] would. Afterwards the value keeps its dtype and dims
+// ([`oxf_result_type`]) but cannot be copied or taken again (status 9).
+// `*out` is null and nothing is taken for an empty value, or where the library's
+// allocator is not C's `malloc` (only Unix hands buffers over): use
+// [`oxf_result_copy`] then.
+int32_t oxf_result_take(struct OxRunResult *r, int32_t i, int32_t col_major, void **out);
 
 // The traced step as TF timeline JSON (Chrome trace event format).
 int32_t oxf_result_trace_json(const struct OxRunResult *r, const char **out);

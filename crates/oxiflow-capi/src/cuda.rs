@@ -5,9 +5,13 @@ use crate::{guard, return_str};
 use oxiflow_core::gpu_provider::gpu_provider;
 use std::ffi::c_char;
 
-/// Registers `oxiflow-cuda`'s GPU provider once per process (a cached no-op afterwards).
+/// Registers `oxiflow-cuda`'s GPU provider once per process; afterwards one atomic load
+/// (every export calls this, so it must not allocate: `register` clones its reason).
 pub(crate) fn register_gpus() {
-    let _ = oxiflow_cuda::provider::register();
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        let _ = oxiflow_cuda::provider::register();
+    });
 }
 
 /// What the CUDA layer found, one line per fact, tab-separated:

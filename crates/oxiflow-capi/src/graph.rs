@@ -50,16 +50,25 @@ pub(crate) fn dims_of(ndims: i32, dims: *const i64) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Builds a host tensor from a C array (copied).
-pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32) -> Result<Tensor> {
+/// Builds a host tensor from a C array (copied): dense in the order `col_major` gives when
+/// `strides` is null, else element `[i, j, ...]` at `data + i * strides[0] + j * strides[1]
+/// + ...` elements (`ndims` strides, possibly negative: a Julia view or transpose).
+pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, strides: *const i64) -> Result<Tensor> {
     let dt = dtype(code)?;
     let dims = dims_of(ndims, dims)?;
-    let n: usize = dims.iter().product();
+    let n = oxiflow_core::strided::element_count(&dims, dt.size_of())?;
     if n > 0 && data.is_null() {
         return Err(OxiflowError::InvalidArgument("tensor data is null".into()));
     }
-    let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
-    unsafe { Tensor::from_raw(dt, &dims, data as *const u8, layout) }
+    if strides.is_null() {
+        let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
+        return unsafe { Tensor::from_raw(dt, &dims, data as *const u8, layout) };
+    }
+    let strides = slice(strides, ndims as i64, "strides")?
+        .iter()
+        .map(|&s| isize::try_from(s).map_err(|_| OxiflowError::InvalidArgument(format!("stride {s} out of range"))))
+        .collect::<Result<Vec<_>>>()?;
+    unsafe { Tensor::from_raw_strided(dt, &dims, data as *const u8, &strides) }
 }
 
 fn out_node(id: usize, out: *mut i64) -> Result<()> {
@@ -137,7 +146,7 @@ pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
 #[no_mangle]
 pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
-        let t = tensor_from_c(dtype, ndims, dims, data, col_major)?;
+        let t = tensor_from_c(dtype, ndims, dims, data, col_major, std::ptr::null())?;
         let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
         spec.name = opt_str(name, "name")?.map(str::to_string);
         let mut gr = graph(g)?.write()?;
@@ -165,7 +174,7 @@ pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims:
 #[no_mangle]
 pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, trainable: i32, out: *mut i64) -> i32 {
     guard(|| {
-        let t = tensor_from_c(dtype, ndims, dims, data, col_major)?;
+        let t = tensor_from_c(dtype, ndims, dims, data, col_major, std::ptr::null())?;
         let id = graph(g)?.write()?.variable(t, opt_str(name, "name")?, trainable != 0)?;
         out_node(id, out)
     })

@@ -14,7 +14,10 @@
 //! - a `const char**` out-parameter receives a NUL-terminated string owned by the library,
 //!   valid until the next `oxf_` call on the same thread: copy it at once;
 //! - arrays cross with their layout given explicitly (`col_major = 1` for Julia arrays),
-//!   so element `[i, j]` is the same on both sides and nothing is transposed by accident.
+//!   so element `[i, j]` is the same on both sides and nothing is transposed by accident;
+//!   feeds may also cross with their strides (`OxTensorView.strides`), and a fetched value
+//!   may be handed over as a `malloc`ed buffer the caller frees (`oxf_result_take`; the
+//!   library's global allocator is the system's, see `handover.rs`).
 
 use oxiflow_core::{OxiflowError, Result};
 use std::cell::RefCell;
@@ -24,6 +27,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod config;
 mod cuda;
 mod graph;
+mod handover;
 mod optim;
 mod profile;
 mod session;

@@ -4,7 +4,7 @@ use crate::graph::{graph, tensor_from_c};
 use crate::{guard, opt_str, put, return_str, slice};
 use oxiflow_core::device::DeviceKind;
 use oxiflow_core::profile::StepStats;
-use oxiflow_core::{Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
+use oxiflow_core::{DType, Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
 use std::ffi::{c_char, c_void};
 
 /// A session handle (opaque to C). Holds the graph alive.
@@ -14,12 +14,25 @@ pub struct OxSession {
 
 /// The tensors and step statistics of one run (opaque to C).
 pub struct OxRunResult {
-    values: Vec<Tensor>,
+    values: Vec<Fetched>,
     stats: Option<StepStats>,
 }
 
-/// A feed value as C passes it: a flat array with its dtype code, dims and layout.
-/// `data` is read during the call only.
+/// One fetched value of a run result.
+enum Fetched {
+    /// Still held by the result.
+    Held(Tensor),
+    /// Handed over by [`oxf_result_take`]: only its dtype and dims remain.
+    Taken(DType, Vec<usize>),
+}
+
+/// A feed value as C passes it: dtype code, `ndims` dims, the address of element
+/// `[0, 0, ...]` and its layout: dense in column-major order when `col_major` is 1 (a
+/// Julia `Array`), row-major when 0, or, when `strides` is not null, element
+/// `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
+/// strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
+/// without first making it dense). `data`, `dims` and `strides` are read during the call
+/// only: the engine copies the elements (one `memcpy` for a dense buffer).
 #[repr(C)]
 pub struct OxTensorView {
     pub dtype: i32,
@@ -27,6 +40,7 @@ pub struct OxTensorView {
     pub dims: *const i64,
     pub data: *const c_void,
     pub col_major: i32,
+    pub strides: *const i64,
 }
 
 /// Parses session options JSON over the process-wide defaults (`tf.config` calls):
@@ -195,7 +209,7 @@ pub extern "C" fn oxf_session_run(
         let feeds = feed_outs
             .into_iter()
             .zip(views)
-            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major)?)))
+            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major, v.strides)?)))
             .collect::<Result<Vec<_>>>()?;
         let fetches = out_of(slice(fetch_nodes, n_fetches as i64, "fetch nodes")?, slice(fetch_indices, n_fetches as i64, "fetch indices")?)?;
         let targets = slice(targets, n_targets as i64, "targets")?
@@ -203,7 +217,7 @@ pub extern "C" fn oxf_session_run(
             .map(|&t| usize::try_from(t).map_err(|_| OxiflowError::InvalidArgument(format!("invalid target node {t}"))))
             .collect::<Result<Vec<_>>>()?;
         let r = sess.run(&feeds, &fetches, &targets, trace != 0)?;
-        put(out, Box::into_raw(Box::new(OxRunResult { values: r.values, stats: r.step_stats })))
+        put(out, Box::into_raw(Box::new(OxRunResult { values: r.values.into_iter().map(Fetched::Held).collect(), stats: r.step_stats })))
     })
 }
 
@@ -211,9 +225,16 @@ fn result<'a>(r: *const OxRunResult) -> Result<&'a OxRunResult> {
     unsafe { r.as_ref() }.ok_or_else(|| OxiflowError::InvalidArgument("null result handle".into()))
 }
 
-fn value(r: *const OxRunResult, i: i32) -> Result<&'static Tensor> {
+fn fetched(r: *const OxRunResult, i: i32) -> Result<&'static Fetched> {
     let r: &'static OxRunResult = result(r)?;
     r.values.get(i.max(0) as usize).filter(|_| i >= 0).ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i}")))
+}
+
+fn value(r: *const OxRunResult, i: i32) -> Result<&'static Tensor> {
+    match fetched(r, i)? {
+        Fetched::Held(t) => Ok(t),
+        Fetched::Taken(..) => Err(OxiflowError::FailedPrecondition(format!("fetched value {i} was handed over by oxf_result_take"))),
+    }
 }
 
 /// Frees a run result. Null is ignored.
@@ -224,18 +245,22 @@ pub extern "C" fn oxf_result_free(r: *mut OxRunResult) {
     }
 }
 
-/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`.
+/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`
+/// (also after [`oxf_result_take`] handed it over).
 #[no_mangle]
 pub extern "C" fn oxf_result_type(r: *const OxRunResult, i: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
     guard(|| {
-        let t = value(r, i)?;
-        put(dtype, t.dtype().code())?;
-        put(rank, t.dims().len() as i32)?;
-        if t.dims().len() > max_dims.max(0) as usize {
-            return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", t.dims().len())));
+        let (dt, d) = match fetched(r, i)? {
+            Fetched::Held(t) => (t.dtype(), t.dims()),
+            Fetched::Taken(dt, d) => (*dt, &d[..]),
+        };
+        put(dtype, dt.code())?;
+        put(rank, d.len() as i32)?;
+        if d.len() > max_dims.max(0) as usize {
+            return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", d.len())));
         }
-        for (k, &d) in t.dims().iter().enumerate() {
-            unsafe { *dims.add(k) = d as i64 };
+        for (k, &n) in d.iter().enumerate() {
+            unsafe { *dims.add(k) = n as i64 };
         }
         Ok(())
     })
@@ -258,6 +283,35 @@ pub extern "C" fn oxf_result_copy(r: *const OxRunResult, i: i32, dst: *mut c_voi
             unsafe { t.write_raw(dst as *mut u8, layout) };
         }
         Ok(())
+    })
+}
+
+/// Hands fetched value `i` to the caller: `*out` receives a buffer of its elements in the
+/// given layout (column-major when `col_major` is 1), allocated with C's `malloc`, which
+/// the caller now owns and releases with `free` (Julia: `unsafe_wrap(Array, p, dims;
+/// own = true)`). No copy is made when the result held the only reference to a buffer
+/// already in that layout (a fed array fetched back through `Identity`, a fresh kernel
+/// output); otherwise the elements are copied into a new buffer, as
+/// [`oxf_result_copy`] would. Afterwards the value keeps its dtype and dims
+/// ([`oxf_result_type`]) but cannot be copied or taken again (status 9).
+/// `*out` is null and nothing is taken for an empty value, or where the library's
+/// allocator is not C's `malloc` (only Unix hands buffers over): use
+/// [`oxf_result_copy`] then.
+#[no_mangle]
+pub extern "C" fn oxf_result_take(r: *mut OxRunResult, i: i32, col_major: i32, out: *mut *mut c_void) -> i32 {
+    guard(|| {
+        put(out, std::ptr::null_mut())?;
+        let res = unsafe { r.as_mut() }.ok_or_else(|| OxiflowError::InvalidArgument("null result handle".into()))?;
+        let slot = res.values.get_mut(i.max(0) as usize).filter(|_| i >= 0).ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i}")))?;
+        let (dtype, dims) = match &*slot {
+            Fetched::Held(t) if !crate::handover::CAN_HAND_OVER || t.is_empty() || t.is_device_resident() => return Ok(()),
+            Fetched::Held(t) => (t.dtype(), t.dims().to_vec()),
+            Fetched::Taken(..) => return Err(OxiflowError::FailedPrecondition(format!("fetched value {i} was handed over already"))),
+        };
+        match std::mem::replace(slot, Fetched::Taken(dtype, dims)) {
+            Fetched::Held(t) => put(out, crate::handover::into_malloc_buffer(t, col_major != 0)?),
+            Fetched::Taken(..) => Ok(()),
+        }
     })
 }
 

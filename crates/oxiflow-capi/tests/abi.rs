@@ -58,7 +58,7 @@ fn a_column_major_feed_round_trips_through_a_run() {
     assert_eq!(oxf_session_new(g, null(), &mut s), 0);
     // Julia's [1 2 3; 4 5 6], column-major
     let data = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
-    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1 };
+    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null() };
     let mut r = null_mut();
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r), 0);
     let mut out = [0.0f64; 6];
@@ -83,4 +83,49 @@ fn the_committed_header_declares_every_export() {
             assert!(header.contains(&format!("{name}(")), "{name} is exported but not in oxiflow.h: run `make header`");
         }
     }
+}
+
+#[test]
+fn a_fetched_value_is_handed_over_once_and_keeps_its_type() {
+    let g = oxf_graph_new();
+    let dims = [3i64, 2];
+    let mut p = 0i64;
+    assert_eq!(oxf_placeholder(g, 9, 2, dims.as_ptr(), null(), &mut p), 0);
+    let id = CString::new("Identity").unwrap();
+    let mut y = 0i64;
+    assert_eq!(oxf_add_op(g, id.as_ptr(), [p].as_ptr(), [0].as_ptr(), 1, null(), null(), &mut y), 0);
+    let mut s = null_mut();
+    assert_eq!(oxf_session_new(g, null(), &mut s), 0);
+    // a transposed view: element [i, j] at 2 i + j, i.e. row-major [[0, 1], [2, 3], [4, 5]]
+    let data = [0i64, 1, 2, 3, 4, 5];
+    let strides = [2i64, 1];
+    let view = OxTensorView { dtype: 9, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: strides.as_ptr() };
+    let mut r = null_mut();
+    // fetched twice: the two values share one buffer, so the first is copied out
+    assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y, y].as_ptr(), [0, 0].as_ptr(), 2, null(), 0, 0, &mut r), 0);
+    let mut buf: *mut std::ffi::c_void = null_mut();
+    assert_eq!(oxf_result_take(r, 0, 1, &mut buf), 0);
+    assert!(!buf.is_null());
+    let got = unsafe { std::slice::from_raw_parts(buf as *const i64, 6) }.to_vec();
+    assert_eq!(got, [0, 2, 4, 1, 3, 5], "column-major");
+    unsafe { free(buf) };
+    assert_eq!(oxf_result_take(r, 0, 1, &mut buf), 9, "taken already");
+    assert!(buf.is_null());
+    let mut out = [0i64; 6];
+    assert_eq!(oxf_result_copy(r, 0, out.as_mut_ptr() as *mut _, 48, 1), 9);
+    let (mut dt, mut rank, mut d) = (0i32, 0i32, [0i64; 4]);
+    assert_eq!(oxf_result_type(r, 0, &mut dt, &mut rank, d.as_mut_ptr(), 4), 0);
+    assert_eq!((dt, rank, &d[..2]), (9, 2, &[3i64, 2][..]));
+    // the second value is now the buffer's only holder: handed over as it is
+    assert_eq!(oxf_result_take(r, 1, 0, &mut buf), 0);
+    assert_eq!(unsafe { std::slice::from_raw_parts(buf as *const i64, 6) }, [0, 1, 2, 3, 4, 5], "row-major");
+    unsafe { free(buf) };
+    assert_eq!(oxf_result_take(r, 7, 1, &mut buf), 3);
+    oxf_result_free(r);
+    oxf_session_free(s);
+    oxf_graph_free(g);
+}
+
+extern "C" {
+    fn free(p: *mut std::ffi::c_void);
 }

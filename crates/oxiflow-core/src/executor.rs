@@ -70,6 +70,17 @@ pub struct Plan {
     scratch: Mutex<Vec<Scratch>>,
 }
 
+impl Plan {
+    /// `true` when the plan's steps can only run one after another (at most one step
+    /// without predecessors, at most one successor per step: a chain, or nothing to run).
+    /// An untraced run of such a plan needs no worker thread: [`execute`] then runs it on
+    /// the caller's thread, sparing the hand-off to the pool and back (most of a tiny
+    /// run's time). The plan must be complete (see [`Plan`]).
+    pub fn is_chain(&self) -> bool {
+        self.derived.get_or_init(|| Derived::of(self)).chain
+    }
+}
+
 /// Reader count of a cell that must survive the run (it holds a fetch).
 const KEEP: u32 = u32::MAX;
 
@@ -97,6 +108,9 @@ struct Derived {
     ready: Vec<usize>,
     /// Cells still holding tensors after a successful run: fetched or never read.
     leftover: Vec<usize>,
+    /// At most one step without predecessors and at most one successor per step: the
+    /// steps can only run one after another ([`Plan::is_chain`]).
+    chain: bool,
     /// For each step, the step its outputs are handed to directly ([`NO_STEP`]: none).
     /// A step whose only successor has it as only predecessor and is the only reader of
     /// its outputs, through a single input, passes them on in the worker's hands: the
@@ -153,6 +167,7 @@ impl Derived {
             })
             .collect();
         Derived {
+            chain: plan.steps.iter().filter(|s| s.pending == 0).count() <= 1 && plan.steps.iter().all(|s| s.successors.len() <= 1),
             direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
@@ -440,30 +455,38 @@ impl RunCtx<'_> {
     }
 
     /// Runs step `s` and then, inline, the first successor each step makes ready; spawns
-    /// the others. A panic in a kernel becomes an error naming the node (TF reports a
-    /// kernel's failure as the node's error; the run stops, the session stays usable).
-    fn run_from<'s>(&'s self, s: usize, scope: &rayon::Scope<'s>) {
+    /// the others on `scope`, or, without one (a run on the caller's thread, see
+    /// [`execute`]), runs them after the chain. A panic in a kernel becomes an error naming
+    /// the node (TF reports a kernel's failure as the node's error; the run stops, the
+    /// session stays usable).
+    fn run_from<'s>(&'s self, s: usize, scope: Option<&rayon::Scope<'s>>) {
         let thread = if self.trace { rayon::current_thread_index().unwrap_or(0) } else { 0 };
         let mut w = Worker { inputs: Vec::new(), thread, last_end: None };
         let current = Cell::new(s);
-        let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current)));
-        if let Err(p) = run {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-            match &self.plan.steps[current.get()].kind {
-                StepKind::Op(node) => self.fail(OxiflowError::Internal(format!(
-                    "kernel of {} '{}' panicked: {}",
-                    node.op.name,
-                    node.name,
-                    msg.unwrap_or_default()
-                ))),
-                StepKind::Copy { tensor, .. } => {
-                    self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default())))
+        let mut deferred = Vec::new();
+        let mut next = Some(s);
+        while let Some(s) = next {
+            let run = catch_unwind(AssertUnwindSafe(|| self.run_chain(s, scope, &mut w, &current, &mut deferred)));
+            if let Err(p) = run {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                match &self.plan.steps[current.get()].kind {
+                    StepKind::Op(node) => self.fail(OxiflowError::Internal(format!(
+                        "kernel of {} '{}' panicked: {}",
+                        node.op.name,
+                        node.name,
+                        msg.unwrap_or_default()
+                    ))),
+                    StepKind::Copy { tensor, .. } => {
+                        self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default())))
+                    }
                 }
+                return;
             }
+            next = deferred.pop();
         }
     }
 
-    fn run_chain<'s>(&'s self, mut s: usize, scope: &rayon::Scope<'s>, w: &mut Worker, current: &Cell<usize>) {
+    fn run_chain<'s>(&'s self, mut s: usize, scope: Option<&rayon::Scope<'s>>, w: &mut Worker, current: &Cell<usize>, deferred: &mut Vec<usize>) {
         // Outputs of the previous step, handed to `s` directly (`Derived::direct`).
         let mut carried = None;
         loop {
@@ -493,8 +516,10 @@ impl RunCtx<'_> {
                 if self.derived.pending[succ] == 1 || self.scratch.pending[succ].fetch_sub(1, Ordering::AcqRel) == 1 {
                     if next.is_none() {
                         next = Some(succ);
+                    } else if let Some(scope) = scope {
+                        scope.spawn(move |sc| self.run_from(succ, Some(sc)));
                     } else {
-                        scope.spawn(move |sc| self.run_from(succ, sc));
+                        deferred.push(succ);
                     }
                 }
             }
@@ -540,7 +565,9 @@ pub struct Execution {
 
 /// Runs `plan` with `feeds` (one tensor per `plan.feed_slots`, already on its device).
 /// The first error raised by any step stops the run and is returned. Runs of one plan may
-/// overlap (each takes its own scratch arrays).
+/// overlap (each takes its own scratch arrays). An untraced run of a chain
+/// ([`Plan::is_chain`]) runs on the calling thread; others on `pool` (call it from one of
+/// `pool`'s workers, or it hands the run over to one).
 pub fn execute(
     plan: &Plan,
     devices: &DeviceSet,
@@ -576,13 +603,18 @@ pub fn execute(
             .filter(|(_, d)| d.memory().is_none())
             .fold(0, |bits, (i, _)| bits | 1 << i),
     };
-    if let Some((&first, rest)) = derived.ready.split_first() {
+    if derived.chain && !trace {
+        // One step after another on the caller's thread: no hand-off to the pool and back
+        if let Some(&first) = derived.ready.first() {
+            ctx.run_from(first, None);
+        }
+    } else if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
         pool.scope(|scope| {
             for &r in rest {
-                scope.spawn(move |sc| c.run_from(r, sc));
+                scope.spawn(move |sc| c.run_from(r, Some(sc)));
             }
-            c.run_from(first, scope);
+            c.run_from(first, Some(scope));
         });
     }
     let RunCtx { error, clock, .. } = ctx;

@@ -20,9 +20,12 @@ thread_local! {
     static INTRA: Cell<usize> = const { Cell::new(0) };
 }
 
-/// TF's default for `intra_op_parallelism_threads = 0`: every core the process may use.
+/// TF's default for `intra_op_parallelism_threads = 0`: every core the process may use,
+/// determined once per process (`available_parallelism` reads the cgroup files on every
+/// call, tens of µs: more than a whole small run).
 pub fn default_intra_op_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }
 
 /// The intra-op thread count a session with `intra_op_parallelism_threads = requested` gives
@@ -39,6 +42,20 @@ pub fn resolve(requested: Option<usize>) -> usize {
 /// (0: the default). Called by the session on each of its worker threads.
 pub fn set_intra_op_threads(n: usize) {
     INTRA.with(|c| c.set(n));
+}
+
+/// Runs `f` with the current thread tagged as [`set_intra_op_threads`] does, restoring the
+/// previous tag afterwards (also when `f` panics): a session running a step on the
+/// caller's thread gives its kernels the same thread count as on its workers.
+pub fn with_intra_op_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INTRA.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(INTRA.with(|c| c.replace(n)));
+    f()
 }
 
 /// How many threads a kernel running on this thread may use: its session's

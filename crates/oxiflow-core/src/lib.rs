@@ -27,6 +27,7 @@ pub mod process_config;
 pub mod profile;
 pub mod session;
 pub mod shape;
+pub mod strided;
 pub mod tensor;
 pub mod timeline;
 pub mod variable_store;

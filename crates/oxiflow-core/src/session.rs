@@ -13,6 +13,7 @@ use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
 use crate::tensor::Tensor;
 use crate::variable_store::VariableStore;
+use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -70,7 +71,9 @@ pub struct Session {
     devices: DeviceSet,
     pool: rayon::ThreadPool,
     assignment: Mutex<Assignment>,
-    plans: Mutex<HashMap<PlanKey, Arc<CachedPlan>>>,
+    /// Placed plans by (feeds, fetches, targets); FxHash: SipHash of the key was a visible
+    /// part of a tiny run.
+    plans: Mutex<FxHashMap<PlanKey, Arc<CachedPlan>>>,
     variables: VariableStore,
     log: Mutex<String>,
     /// Why each placed node went where it did, and colocations dropped by soft placement.
@@ -130,7 +133,7 @@ impl Session {
             devices,
             pool,
             assignment: Mutex::new(Assignment::new()),
-            plans: Mutex::new(HashMap::new()),
+            plans: Mutex::new(FxHashMap::default()),
             variables,
             log: Mutex::new(log),
             decisions: Mutex::new((HashMap::new(), Vec::new())),
@@ -397,12 +400,12 @@ impl Session {
 
     fn check_feed(graph: &Graph, o: Output, t: &Tensor) -> Result<()> {
         let tt = graph.output_type(o)?;
-        let name = graph.tensor_name(o);
+        // the tensor's name is only built for the error (a run would pay an allocation)
         if t.dtype() != tt.dtype {
-            return Err(OxiflowError::Feed { tensor: name, what: format!("dtype {}", t.dtype()), expected: format!("dtype {}", tt.dtype) });
+            return Err(OxiflowError::Feed { tensor: graph.tensor_name(o), what: format!("dtype {}", t.dtype()), expected: format!("dtype {}", tt.dtype) });
         }
         if t.dims() != tt.shape.dims() {
-            return Err(OxiflowError::Feed { tensor: name, what: format!("shape {}", t.shape()), expected: format!("shape {}", tt.shape) });
+            return Err(OxiflowError::Feed { tensor: graph.tensor_name(o), what: format!("shape {}", t.shape()), expected: format!("shape {}", tt.shape) });
         }
         Ok(())
     }
@@ -468,7 +471,13 @@ impl Session {
             }
         }
         let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        let exec = self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace));
+        let exec = if plan.is_chain() && !trace {
+            // runs on this thread (executor::execute), as a worker would run it
+            let intra = crate::intra_op::resolve(self.options.intra_op_threads);
+            crate::intra_op::with_intra_op_threads(intra, || execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace))
+        } else {
+            self.pool.install(|| execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace))
+        };
         let samples: Vec<(usize, Vec<(std::time::Instant, u64)>)> =
             recording.iter().map(|&d| (d, self.devices.devices[d].memory().map(|m| m.take_samples()).unwrap_or_default())).collect();
         let exec = exec?;

@@ -3,6 +3,7 @@
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::shape::Shape;
+use crate::strided::{buffer_for, convert_strided, copy_strided, dense_strides, element_count, standard_copy};
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 
 /// A dense tensor, row-major (TensorFlow order). Cloning shares the buffer.
@@ -247,52 +248,78 @@ impl Tensor {
         Ok(T::wrap(a.into_shared()))
     }
 
-    /// Copies `bytes` (a flat buffer of `dtype` elements in `layout`) into a new tensor.
+    /// Copies a flat buffer of `dtype` elements in `layout` into a new tensor (one `memcpy`;
+    /// Bool bytes are read as `byte != 0`). The tensor keeps the buffer's layout: a
+    /// column-major buffer becomes a column-major (Fortran order) tensor, not a transposed
+    /// copy. Errors when `dims` has more elements than memory can address.
     ///
     /// # Safety
     /// `data` must point to `dims.product()` readable, aligned elements of `dtype`.
     pub unsafe fn from_raw(dtype: DType, dims: &[usize], data: *const u8, layout: Layout) -> Result<Tensor> {
-        let n: usize = dims.iter().product();
-        unsafe fn read<T: Copy>(p: *const u8, n: usize) -> Vec<T> {
-            if n == 0 {
-                return Vec::new();
+        element_count(dims, dtype.size_of())?;
+        Tensor::from_raw_strided(dtype, dims, data, &dense_strides(dims, layout == Layout::ColumnMajor))
+    }
+
+    /// Copies a strided buffer of `dtype` elements into a new tensor: element `[i, j, ...]`
+    /// is at `data + (i * strides[0] + j * strides[1] + ...) * size` (strides in elements,
+    /// possibly negative, as Julia's `strides` of a view or a transpose). A buffer dense in
+    /// row-major order becomes a row-major tensor, anything else a column-major one; a
+    /// dense buffer is one `memcpy`, others are copied in contiguous runs or cache-sized
+    /// tiles ([`crate::strided`]). Bool bytes are read as `byte != 0`.
+    /// Errors: `strides` not one per dimension, more elements than memory can address.
+    ///
+    /// # Safety
+    /// Every element the strides reach from `data` must be readable and aligned for `dtype`
+    /// (one byte per Bool).
+    pub unsafe fn from_raw_strided(dtype: DType, dims: &[usize], data: *const u8, strides: &[isize]) -> Result<Tensor> {
+        if strides.len() != dims.len() {
+            return Err(OxiflowError::InvalidArgument(format!("{} strides given for a tensor of rank {}", strides.len(), dims.len())));
+        }
+        let n = element_count(dims, dtype.size_of())?;
+        // row-major when the source already is (a memcpy), else Julia's column-major
+        let row_major = dims.len() > 1 && same_steps(dims, strides, &dense_strides(dims, false));
+        unsafe fn gather<S: Copy + 'static, T: Element>(dims: &[usize], n: usize, src: *const S, strides: &[isize], row_major: bool, f: impl Fn(S) -> T + Copy) -> Result<Tensor> {
+            let mut v: Vec<T> = buffer_for(n);
+            if n > 0 {
+                let dst = dense_strides(dims, !row_major);
+                if std::mem::size_of::<S>() == std::mem::size_of::<T>() && std::any::TypeId::of::<S>() == std::any::TypeId::of::<T>() {
+                    copy_strided(dims, src as *const T, strides, v.as_mut_ptr(), &dst);
+                } else {
+                    convert_strided(dims, src, strides, v.as_mut_ptr(), &dst, f);
+                }
+                // SAFETY: the copy wrote every one of the `n` elements of the dense destination.
+                v.set_len(n);
             }
-            std::slice::from_raw_parts(p as *const T, n).to_vec()
+            Tensor::from_vec(dims, v, if row_major { Layout::RowMajor } else { Layout::ColumnMajor })
         }
         match dtype {
-            DType::Float32 => Tensor::from_vec(dims, read::<f32>(data, n), layout),
-            DType::Float64 => Tensor::from_vec(dims, read::<f64>(data, n), layout),
-            DType::Int32 => Tensor::from_vec(dims, read::<i32>(data, n), layout),
-            DType::Int64 => Tensor::from_vec(dims, read::<i64>(data, n), layout),
-            DType::Bool => {
-                let v: Vec<bool> = read::<u8>(data, n).into_iter().map(|b| b != 0).collect();
-                Tensor::from_vec(dims, v, layout)
-            }
+            DType::Float32 => gather(dims, n, data as *const f32, strides, row_major, |x: f32| x),
+            DType::Float64 => gather(dims, n, data as *const f64, strides, row_major, |x: f64| x),
+            DType::Int32 => gather(dims, n, data as *const i32, strides, row_major, |x: i32| x),
+            DType::Int64 => gather(dims, n, data as *const i64, strides, row_major, |x: i64| x),
+            DType::Bool => gather(dims, n, data, strides, row_major, |b: u8| b != 0),
         }
     }
 
-    /// Writes the elements into `out` (room for `len()` elements of this dtype) in `layout`.
+    /// Writes the elements into `out` (room for `len()` elements of this dtype) in
+    /// `layout`: one `memcpy` when the tensor's memory is already in that order, else a
+    /// copy in contiguous runs or cache-sized tiles ([`crate::strided`]), never an
+    /// element-by-element walk in logical order.
     ///
     /// # Safety
     /// `out` must point to `len()` writable, aligned elements of `self.dtype()`
-    /// (one byte per element for Bool).
+    /// (one byte per element for Bool) that do not overlap the tensor.
     pub unsafe fn write_raw(&self, out: *mut u8, layout: Layout) {
-        unsafe fn write<T: Element, U>(a: &ArcArray<T, IxDyn>, out: *mut u8, layout: Layout, f: impl Fn(T) -> U) {
-            let dst = std::slice::from_raw_parts_mut(out as *mut U, a.len());
-            let it: Box<dyn Iterator<Item = &T>> = match layout {
-                Layout::RowMajor => Box::new(a.iter()),
-                Layout::ColumnMajor => Box::new(a.t().into_iter()),
-            };
-            for (d, s) in dst.iter_mut().zip(it) {
-                *d = f(*s);
-            }
+        unsafe fn write<T: Copy>(a: &ArcArray<T, IxDyn>, out: *mut T, layout: Layout) {
+            copy_strided(a.shape(), a.as_ptr(), a.strides(), out, &dense_strides(a.shape(), layout == Layout::ColumnMajor));
         }
         match self {
-            Tensor::F32(a) => write(a, out, layout, |x| x),
-            Tensor::F64(a) => write(a, out, layout, |x| x),
-            Tensor::I32(a) => write(a, out, layout, |x| x),
-            Tensor::I64(a) => write(a, out, layout, |x| x),
-            Tensor::Bool(a) => write(a, out, layout, |x| x as u8),
+            Tensor::F32(a) => write(a, out as *mut f32, layout),
+            Tensor::F64(a) => write(a, out as *mut f64, layout),
+            Tensor::I32(a) => write(a, out as *mut i32, layout),
+            Tensor::I64(a) => write(a, out as *mut i64, layout),
+            // a `bool` is one byte, 0 or 1: what C reads
+            Tensor::Bool(a) => write(a, out as *mut bool, layout),
             Tensor::Device(d) => device_resident(d),
         }
     }
@@ -300,7 +327,7 @@ impl Tensor {
     /// A copy with its own buffer, in standard layout: what a device-to-device copy makes.
     /// A host tensor only (device-resident tensors are copied by their device).
     pub fn deep_copy(&self) -> Tensor {
-        with_array!(self, a => Element::wrap(a.as_standard_layout().to_owned().into_shared()))
+        with_array!(self, a => Element::wrap(standard_copy(&a.view()).into_shared()))
     }
 
     /// Values converted to `f64`, row-major (for tests and finite differences).
@@ -328,6 +355,12 @@ impl Tensor {
     }
 }
 
+/// Whether `strides` step through `dims` as `dense` do, ignoring axes of length 1 (whose
+/// stride is never used).
+fn same_steps(dims: &[usize], strides: &[isize], dense: &[isize]) -> bool {
+    dims.iter().zip(strides).zip(dense).all(|((&d, &s), &e)| d == 1 || s == e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +376,38 @@ mod tests {
         unsafe { t.write_raw(row.as_mut_ptr() as *mut u8, Layout::RowMajor) };
         assert_eq!(row, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     }
+    #[test]
+    fn strided_buffers_keep_indices_and_pick_a_dense_layout() {
+        // [1 2 3; 4 5 6] read through three different strides
+        let row = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let t = unsafe { Tensor::from_raw_strided(DType::Float64, &[2, 3], row.as_ptr() as *const u8, &[3, 1]) }.unwrap();
+        assert!(t.array::<f64>().unwrap().is_standard_layout(), "a row-major buffer is copied as it is");
+        assert_eq!(t.to_f64_vec(), row);
+        let col = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
+        let t = unsafe { Tensor::from_raw_strided(DType::Float64, &[2, 3], col.as_ptr() as *const u8, &[1, 2]) }.unwrap();
+        assert!(t.array::<f64>().unwrap().t().is_standard_layout(), "a column-major buffer stays column-major");
+        assert_eq!(t.to_f64_vec(), row);
+        // every other element, backwards: element [i, j] at 10 - 2 * (i + 2 j)
+        let wide: Vec<i32> = (0..11).collect();
+        let t = unsafe { Tensor::from_raw_strided(DType::Int32, &[2, 3], wide.as_ptr().add(10) as *const u8, &[-2, -4]) }.unwrap();
+        assert_eq!(t.to_f64_vec(), vec![10.0, 6.0, 2.0, 8.0, 4.0, 0.0]);
+        let bytes = [0u8, 2, 1, 0];
+        let t = unsafe { Tensor::from_raw_strided(DType::Bool, &[2, 2], bytes.as_ptr(), &[1, 2]) }.unwrap();
+        assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 1.0, 0.0]);
+        assert!(unsafe { Tensor::from_raw_strided(DType::Bool, &[2, 2], bytes.as_ptr(), &[1]) }.is_err());
+        let mut out = [0u8; 4];
+        unsafe { t.write_raw(out.as_mut_ptr(), Layout::ColumnMajor) };
+        assert_eq!(out, [0, 1, 1, 0], "Bool goes back as 0/1 bytes");
+    }
+
+    #[test]
+    fn deep_copy_of_a_column_major_tensor_is_row_major() {
+        let t = Tensor::from_vec(&[2, 3], vec![1i64, 4, 2, 5, 3, 6], Layout::ColumnMajor).unwrap();
+        let c = t.deep_copy();
+        assert!(c.array::<i64>().unwrap().is_standard_layout());
+        assert!(c.same_as(&t));
+    }
+
     #[test]
     fn wrong_element_count_is_an_error() {
         assert!(Tensor::from_vec(&[2, 2], vec![1.0f64; 3], Layout::RowMajor).is_err());

@@ -218,3 +218,30 @@ fn cpu_steps_hand_over_in_a_gpu_session_and_gpu_memory_is_still_accounted() {
         }
     }
 }
+
+#[test]
+fn untraced_chains_run_on_the_callers_threads_concurrently_and_leave_no_thread_tag() {
+    // x -> Sin -> Cos -> Exp is a chain: untraced runs execute on the calling thread
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
+    let s = g.op("Sin", &[x]).unwrap();
+    let c = g.op("Cos", &[s]).unwrap();
+    let y = g.op("Exp", &[c]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let opts = SessionOptions { emulated_gpus: Some(0), intra_op_threads: Some(3), ..Default::default() };
+    let sess = Session::new(g, opts).unwrap();
+    let before = oxiflow_core::intra_op::intra_op_threads();
+    std::thread::scope(|sc| {
+        for t in 0..4 {
+            let sess = &sess;
+            sc.spawn(move || {
+                for k in 0..200 {
+                    let v = (t * 1000 + k) as f64 * 1e-3;
+                    let out = sess.run(&[(x, Tensor::scalar(v))], &[y, s], &[], k % 50 == 0).unwrap();
+                    assert_eq!(values(&out.values), vec![v.sin().cos().exp(), v.sin()], "thread {t} run {k}");
+                }
+            });
+        }
+    });
+    assert_eq!(oxiflow_core::intra_op::intra_op_threads(), before, "the caller's intra-op tag is restored");
+}

@@ -210,29 +210,54 @@ oxf_session_assigned_device(s, node::Integer) = outstr(r -> ccall(sym(:oxf_sessi
 oxf_session_devices(s) = outstr(r -> ccall(sym(:oxf_session_devices), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
 oxf_list_devices(options_json::AbstractString) = outstr(r -> ccall(sym(:oxf_list_devices), Int32, (Cstring, Ref{Cstring}), options_json, r))
 
-"""Mirror of C `OxTensorView`: a feed value read in place during `oxf_session_run`."""
+"""
+Mirror of C `OxTensorView`: a feed value read in place during `oxf_session_run`. `strides`
+is null for a dense column-major `Array` (`col_major = 1`), else Julia's `strides` of the
+array in elements (a view, transpose or `PermutedDimsArray`).
+"""
 struct OxTensorView
     dtype::Int32
     ndims::Int32
     dims::Ptr{Int64}
     data::Ptr{Cvoid}
     col_major::Int32
+    strides::Ptr{Int64}
 end
 
+"""
+    oxf_session_run(s, feeds, values, fetches, targets, trace)
+
+Runs one step: `values[k]` (an `Array`, or an array with `strides` and `pointer`: see
+`feed_value`) is fed to the tensor `feeds[k]` and copied by the engine during the call
+(one `memcpy` for a dense array); returns the result handle, to free with
+`oxf_result_free`.
+"""
 function oxf_session_run(s, feeds::Vector{Tuple{Int64,Int32}}, values::Vector, fetches::Vector{Tuple{Int64,Int32}},
                          targets::Vector{Int64}, trace::Bool)
-    arrays = Any[v for v in values]
-    dims = [Int64[size(a)...] for a in arrays]
+    n = length(values)
+    dims = [Int64[] for _ in 1:n]
+    strs = [Int64[] for _ in 1:n]
+    views = Vector{OxTensorView}(undef, n)
     r = Ref{Ptr{Cvoid}}(C_NULL)
-    GC.@preserve arrays dims begin
-        views = [OxTensorView(dtype_code(eltype(arrays[k])), length(dims[k]), pointer(dims[k]), pointer(arrays[k]), 1)
-                 for k in 1:length(arrays)]
+    GC.@preserve values dims strs begin
+        for k in 1:n
+            views[k] = tensor_view(values[k], dims[k], strs[k])
+        end
         check(ccall(sym(:oxf_session_run), Int32,
                     (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Ptr{OxTensorView}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Int32, Int32, Ref{Ptr{Cvoid}}),
-                    s, first.(feeds), last.(feeds), views, length(feeds), first.(fetches), last.(fetches), length(fetches),
+                    s, first.(feeds), last.(feeds), views, n, first.(fetches), last.(fetches), length(fetches),
                     targets, length(targets), Int32(trace), r))
     end
     return r[]
+end
+
+# The C view of one feed value (a function barrier: typed on the array). `dims` and, for a
+# non-dense array, `strs` are filled and pointed to; the caller keeps them and `a` alive.
+function tensor_view(a::AbstractArray{T,N}, dims::Vector{Int64}, strs::Vector{Int64}) where {T,N}
+    append!(dims, size(a))
+    dense = a isa Array
+    dense || append!(strs, strides(a))
+    return OxTensorView(dtype_code(T), N, pointer(dims), pointer(a), 1, dense ? Ptr{Int64}(C_NULL) : pointer(strs))
 end
 
 oxf_result_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_result_free), Cvoid, (Ptr{Cvoid},), p)
@@ -248,6 +273,20 @@ function oxf_result_copy!(res, i::Integer, dst::Array)
     GC.@preserve dst check(ccall(sym(:oxf_result_copy), Int32, (Ptr{Cvoid}, Int32, Ptr{Cvoid}, Csize_t, Int32),
                                 res, i, pointer(dst), sizeof(dst), 1))
     return dst
+end
+
+"""
+    oxf_result_take(res, i)
+
+Pointer to a `malloc`ed column-major buffer of fetched value `i` that the caller now owns
+(wrap it with `unsafe_wrap(Array, p, dims; own=true)`), or `C_NULL` when the engine hands
+nothing over (an empty value; a platform whose engine allocator is not `malloc`): copy
+with `oxf_result_copy!` then. No copy is made when nothing else shared the engine's buffer.
+"""
+function oxf_result_take(res, i::Integer)
+    p = Ref{Ptr{Cvoid}}(C_NULL)
+    check(ccall(sym(:oxf_result_take), Int32, (Ptr{Cvoid}, Int32, Int32, Ref{Ptr{Cvoid}}), res, i, 1, p))
+    return p[]
 end
 
 oxf_result_trace_json(res) = outstr(r -> ccall(sym(:oxf_result_trace_json), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))

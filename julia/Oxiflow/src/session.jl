@@ -118,11 +118,31 @@ rebuild(t::Tensor, vals, k) = (vals[k[] += 1])
 rebuild(v::AbstractVector, vals, k) = [rebuild(x, vals, k) for x in v]
 rebuild(v::Tuple, vals, k) = Tuple(rebuild(x, vals, k) for x in v)
 
+"""
+    feed_value(x)
+
+What `run` hands the engine for a fed value `x`: a number as a 0-dimensional array; an
+`Array`, a strided view (`view(A, 1:2:5, :)`, reversed ranges included), a `transpose`/real
+`adjoint` or a `PermutedDimsArray` of one as is (the engine copies it during the run: one
+`memcpy` when dense, contiguous runs or cache-sized tiles otherwise); any other
+`AbstractArray` (a `BitArray`, a range, an indexed view) through `collect`. Errors
+(`OxiflowError`, InvalidArgumentError): neither a number nor an array, or an element type
+without a TF dtype (Float32, Float64, Int32, Int64, Bool).
+"""
 function feed_value(x)
-    a = x isa Number ? fill(x) : x isa AbstractArray ? collect(x) : invalid("run: cannot feed a $(typeof(x)); feed numbers or arrays")
+    a = x isa Number ? fill(x) : x isa AbstractArray ? (readable_in_place(x) ? x : collect(x)) :
+        invalid("run: cannot feed a $(typeof(x)); feed numbers or arrays")
     dtype_code(eltype(a))   # unsupported element types fail here, naming the type
     return a
 end
+
+# Arrays whose elements the engine can read through `pointer` and `strides` (in elements)
+# during the call: dense arrays, strided views and reshapes of them, and transposes and
+# permutations of those.
+readable_in_place(x::StridedArray) = isbitstype(eltype(x))
+readable_in_place(x::PermutedDimsArray) = readable_in_place(parent(x))
+readable_in_place(x::Union{Transpose,Adjoint{<:Real}}) = readable_in_place(parent(x))
+readable_in_place(x) = false
 
 function execute(sess::Session, fetches, feeds, trace::Bool)
     sess.ptr == C_NULL && invalid("run: the session was freed")
@@ -144,9 +164,7 @@ function execute(sess::Session, fetches, feeds, trace::Bool)
     try
         fetched = Any[]
         for k in 0:length(fetch_list)-1
-            dt, dims = oxf_result_type(res, k)
-            a = oxf_result_copy!(res, k, Array{julia_type(dt)}(undef, Tuple(Int.(dims))...))
-            push!(fetched, isempty(dims) ? a[] : a)
+            push!(fetched, fetch_value(res, k))
         end
         j = 0
         values = Any[op ? nothing : fetched[j += 1] for op in is_op]
@@ -158,7 +176,31 @@ function execute(sess::Session, fetches, feeds, trace::Bool)
     return rebuild(fetches, values, Ref(0)), profile
 end
 
-feeds_of(pairs, feed_dict) = feed_dict === nothing ? collect(pairs) : vcat(collect(pairs), collect(feed_dict))
+# Arrays of at least this many bytes are handed over by the engine instead of copied.
+const HANDOVER_MIN_BYTES = 1 << 16
+
+# Fetched value `k` of run result `res`: a number for a scalar, else an `Array`. A large
+# array is the engine's own buffer when nothing else shares it (`oxf_result_take`), owned
+# by Julia's GC from then on; others are copied. The branches give each dtype a
+# statically typed path.
+function fetch_value(res, k)
+    dt, dims = oxf_result_type(res, k)
+    return dt == 2 ? fetch_as(res, k, Float64, dims) : dt == 1 ? fetch_as(res, k, Float32, dims) :
+           dt == 9 ? fetch_as(res, k, Int64, dims) : dt == 3 ? fetch_as(res, k, Int32, dims) :
+           fetch_as(res, k, julia_type(dt), dims)
+end
+
+function fetch_as(res, k, ::Type{T}, dims::Vector{Int64}) where {T}
+    isempty(dims) && return oxf_result_copy!(res, k, Array{T,0}(undef))[]
+    sz = Tuple(Int.(dims))
+    if prod(sz) * sizeof(T) >= HANDOVER_MIN_BYTES
+        p = oxf_result_take(res, k)
+        p == C_NULL || return unsafe_wrap(Array, Ptr{T}(p), sz; own=true)
+    end
+    return oxf_result_copy!(res, k, Array{T}(undef, sz))
+end
+
+feeds_of(pairs, feed_dict) = feed_dict === nothing ? pairs : vcat(collect(pairs), collect(feed_dict))
 
 """
     run(sess, fetches, feeds...; feed_dict=nothing)

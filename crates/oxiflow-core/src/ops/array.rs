@@ -76,11 +76,11 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// `a` with new dimensions (same element count), sharing the buffer when `a` is
 /// standard-layout.
-fn reshape_array<T: Clone>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
+fn reshape_array<T: Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
     let r = if a.is_standard_layout() {
         a.clone().into_shape_with_order(IxDyn(dims))
     } else {
-        a.as_standard_layout().into_owned().into_shared().into_shape_with_order(IxDyn(dims))
+        crate::strided::standard_copy(&a.view()).into_shared().into_shape_with_order(IxDyn(dims))
     };
     r.map_err(|e| ctx.error(format!("cannot reshape {} to {}: {e}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
 }

@@ -77,7 +77,7 @@ fn infer_transpose(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn kernel_transpose(ctx: &KernelCtx) -> Result<Outputs> {
     let perm: Vec<usize> = ctx.node.attrs.get_ints("Transpose", "perm")?.iter().map(|&p| p as usize).collect();
     Ok(smallvec![with_array!(&ctx.inputs[0], a => {
-        Element::wrap(a.view().permuted_axes(IxDyn(&perm)).as_standard_layout().into_owned().into_shared())
+        Element::wrap(crate::strided::standard_copy(&a.view().permuted_axes(IxDyn(&perm))).into_shared())
     })])
 }
 
@@ -396,7 +396,7 @@ fn kernel_reverse(ctx: &KernelCtx) -> Result<Outputs> {
         for &ax in &axes {
             v.invert_axis(Axis(ax));
         }
-        Element::wrap(v.as_standard_layout().into_owned().into_shared())
+        Element::wrap(crate::strided::standard_copy(&v).into_shared())
     })])
 }
 
