@@ -238,7 +238,9 @@ fn untraced_chains_run_on_the_callers_threads_concurrently_and_leave_no_thread_t
                 for k in 0..200 {
                     let v = (t * 1000 + k) as f64 * 1e-3;
                     let out = sess.run(&[(x, Tensor::scalar(v))], &[y, s], &[], k % 50 == 0).unwrap();
-                    assert_eq!(values(&out.values), vec![v.sin().cos().exp(), v.sin()], "thread {t} run {k}");
+                    // Exp is vectorized: a few ulp from libm's
+                    let (got, want) = (values(&out.values), [v.sin().cos().exp(), v.sin()]);
+                    assert!(got.len() == 2 && got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 4.0 * f64::EPSILON * w.abs()), "thread {t} run {k}: {got:?} vs {want:?}");
                 }
             });
         }
