@@ -140,7 +140,7 @@ unsafe fn copy_impl<S: Copy, D: Copy, F: Fn(S) -> D + Copy, const RAW: bool>(
     dst_strides: &[isize],
     f: F,
 ) {
-    if dims.iter().any(|&d| d == 0) {
+    if dims.contains(&0) {
         return;
     }
     let axes = plan(dims, src_strides, dst_strides);
@@ -282,8 +282,8 @@ unsafe fn micro_tile<S: Copy, D: Copy, F: Fn(S) -> D, const K: usize>(src: *cons
     let mut t = [[std::mem::MaybeUninit::<D>::uninit(); K]; K];
     for i in 0..K {
         let row = src.offset(i as isize * ss);
-        for j in 0..K {
-            t[j][i] = std::mem::MaybeUninit::new(f(*row.add(j)));
+        for (j, col) in t.iter_mut().enumerate() {
+            col[i] = std::mem::MaybeUninit::new(f(*row.add(j)));
         }
     }
     for (j, col) in t.iter().enumerate() {
