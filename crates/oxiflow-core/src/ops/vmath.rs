@@ -95,9 +95,11 @@ fn exp_f32<const F: bool>(x: f32) -> f32 {
     p = madd32::<F>(p, r, 0.5);
     p = madd32::<F>(p, r, 1.0);
     p = madd32::<F>(p, r, 1.0);
-    let k = n as i32; // in [-150, 129]; NaN gives 0 and p is NaN anyway
-    let k1 = k >> 1;
-    p * pow2_f32(k1) * pow2_f32(k - k1)
+    // 2^n as 2^h 2^(n-h), h = floor(n/2), both in the normal range. The integers are read
+    // from the bits of `v + ROUND` (no float-to-int conversion, which would not vectorize).
+    let h = (n * 0.5).floor();
+    let int = |v: f32| ((v + ROUND).to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    p * pow2_f32(int(h)) * pow2_f32(int(n - h))
 }
 
 #[inline(always)]
@@ -116,9 +118,10 @@ fn exp_f64<const F: bool>(x: f64) -> f64 {
         k -= 1;
     }
     p = madd64::<F>(p, r, 1.0);
-    let n = n as i64; // in [-1077, 1025]
-    let n1 = n >> 1;
-    p * pow2_f64(n1) * pow2_f64(n - n1)
+    // As in exp_f32 (AVX2 has no 64-bit float-to-int conversion or arithmetic shift).
+    let h = (n * 0.5).floor();
+    let int = |v: f64| ((v + ROUND).to_bits() as i64).wrapping_sub(ROUND.to_bits() as i64);
+    p * pow2_f64(int(h)) * pow2_f64(int(n - h))
 }
 
 #[inline(always)]
@@ -160,11 +163,13 @@ fn log_f64<const F: bool>(x: f64) -> f64 {
     let sub = x < f64::MIN_POSITIVE;
     let xs = if sub { x * 4_503_599_627_370_496.0 } else { x }; // 2^52
     let bits = xs.to_bits();
-    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023 - if sub { 52 } else { 0 };
+    // The exponent as a float straight from its bits (2^52 + e, minus 2^52): AVX2 has no
+    // 64-bit int-to-float conversion.
+    let biased = f64::from_bits(0x4330_0000_0000_0000 | ((bits >> 52) & 0x7ff)) - 4_503_599_627_370_496.0;
     let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
     let big = m > std::f64::consts::SQRT_2;
     m = if big { m * 0.5 } else { m };
-    e += big as i64;
+    let ef = biased - 1023.0 - if sub { 52.0 } else { 0.0 } + if big { 1.0 } else { 0.0 };
     let f = m - 1.0;
     let s = f / (m + 1.0);
     let z = s * s;
@@ -177,7 +182,6 @@ fn log_f64<const F: bool>(x: f64) -> f64 {
     // 2s = f - s f; the series' tail s z p is added to it, then e ln 2 in two parts.
     let hfsq = s * f;
     let lm = madd64::<F>(s * z, p, -hfsq);
-    let ef = e as f64;
     let r = madd64::<F>(ef, LN2_HI, f + madd64::<F>(ef, LN2_LO, lm));
     let r = if x == f64::INFINITY { x } else { r };
     let r = if x == 0.0 { f64::NEG_INFINITY } else { r };

@@ -201,3 +201,4 @@ fn the_sharded_path_gives_the_same_elements_as_one_thread() {
         assert!(one.iter().zip(&sharded).all(|(a, b)| a.to_bits() == b.to_bits()), "{fun:?}");
     }
 }
+
