@@ -100,7 +100,22 @@ fn default_names_follow_tf_python() {
 
 #[test]
 fn binary_ops_broadcast_like_numpy() {
-    let shapes: [(&[usize], &[usize]); 5] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 4]), (&[], &[2, 3]), (&[3, 1, 2], &[4, 1])];
+    // The first kinds take the kernels' slice loops (equal, scalar, bias row, column, empty),
+    // the others ndarray's general broadcast.
+    let shapes: [(&[usize], &[usize]); 12] = [
+        (&[2, 3], &[2, 3]),
+        (&[2, 3], &[3]),
+        (&[3], &[2, 3]),
+        (&[2, 3], &[1, 3]),
+        (&[2, 1], &[2, 3]),
+        (&[2, 3, 4], &[2, 3, 1]),
+        (&[1], &[2, 3]),
+        (&[3, 0], &[3, 1]),
+        (&[2, 1], &[1, 4]),
+        (&[], &[2, 3]),
+        (&[3, 1, 2], &[4, 1]),
+        (&[2, 3, 4], &[2, 1, 4]),
+    ];
     let cases: [(&str, Binary); 5] =
         [("Add", |a, b| a + b), ("Sub", |a, b| a - b), ("Mul", |a, b| a * b), ("RealDiv", |a, b| a / b), ("Pow", f64::powf)];
     for (k, (sa, sb)) in shapes.iter().enumerate() {

@@ -197,6 +197,9 @@ fn broadcast_kind(small: &[usize], dims: &[usize]) -> Option<Bcast> {
 /// `f(full[i], small[j(i)])` over the full operand for the broadcast kinds of [`Bcast`].
 fn zip_contiguous<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Option<Bcast>, f: &mut impl FnMut(A, B) -> O) -> Option<Vec<O>> {
     let n = full.len();
+    if n == 0 {
+        return Some(Vec::new());
+    }
     if small.len() == 1 {
         let y = small[0];
         return Some(full.iter().map(|&x| f(x, y)).collect());
