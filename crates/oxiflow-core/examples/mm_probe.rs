@@ -17,25 +17,13 @@ fn main() {
                 if dt == DType::Float64 {
                     Tensor::from_vec(&[n, n], v.clone(), Layout::RowMajor).unwrap()
                 } else {
-                    Tensor::from_vec(
-                        &[n, n],
-                        v.iter().map(|&x| x as f32).collect(),
-                        Layout::RowMajor,
-                    )
-                    .unwrap()
+                    Tensor::from_vec(&[n, n], v.iter().map(|&x| x as f32).collect(), Layout::RowMajor).unwrap()
                 }
             };
             let a = g.constant(t(&v)).unwrap();
             let b = g.constant(t(&v)).unwrap();
             let p = g.op("MatMul", &[a, b]).unwrap();
-            let s = Session::new(
-                Arc::new(RwLock::new(g)),
-                SessionOptions {
-                    emulated_gpus: Some(0),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
             let reps = if n <= 256 {
                 300
             } else if n <= 1024 {

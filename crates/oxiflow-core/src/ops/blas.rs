@@ -21,45 +21,15 @@ const ROW_MAJOR: c_int = 101;
 const NO_TRANS: c_int = 111;
 const TRANS: c_int = 112;
 
-type Sgemm = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    f32,
-    *const f32,
-    c_int,
-    *const f32,
-    c_int,
-    f32,
-    *mut f32,
-    c_int,
-);
-type Dgemm = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    f64,
-    *const f64,
-    c_int,
-    *const f64,
-    c_int,
-    f64,
-    *mut f64,
-    c_int,
-);
+/// `cblas_?gemm(layout, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.
+type Gemm<T> = unsafe extern "C" fn(c_int, c_int, c_int, c_int, c_int, c_int, T, *const T, c_int, *const T, c_int, T, *mut T, c_int);
 
 /// A loaded BLAS: the library (kept open) and its two entry points.
 pub(crate) struct Blas {
     _lib: Library,
-    sgemm: Sgemm,
-    dgemm: Dgemm,
-    /// What was loaded, for `blas_name`.
+    sgemm: Gemm<f32>,
+    dgemm: Gemm<f64>,
+    /// What was loaded (`backend_name`).
     pub name: String,
 }
 
@@ -69,17 +39,12 @@ fn load(name: &str) -> Option<Blas> {
     // LP64 interface that `libopenblas.so.0` exports).
     unsafe {
         let lib = Library::new(name).ok()?;
-        let sgemm = *lib.get::<Sgemm>(b"cblas_sgemm\0").ok()?;
-        let dgemm = *lib.get::<Dgemm>(b"cblas_dgemm\0").ok()?;
+        let sgemm = *lib.get::<Gemm<f32>>(b"cblas_sgemm\0").ok()?;
+        let dgemm = *lib.get::<Gemm<f64>>(b"cblas_dgemm\0").ok()?;
         if let Ok(set) = lib.get::<unsafe extern "C" fn(c_int)>(b"openblas_set_num_threads\0") {
             set(1);
         }
-        Some(Blas {
-            _lib: lib,
-            sgemm,
-            dgemm,
-            name: name.to_string(),
-        })
+        Some(Blas { _lib: lib, sgemm, dgemm, name: name.to_string() })
     }
 }
 
@@ -131,21 +96,11 @@ impl<T> Operand<T> {
     /// `rows x cols` with element strides `(s0, s1)`: row-major (`s1 == 1`) or column-major
     /// (`s0 == 1`) with a leading dimension BLAS accepts; `None` otherwise (the caller copies).
     pub fn new(ptr: *const T, rows: usize, cols: usize, s0: isize, s1: isize) -> Option<Self> {
-        let fits = |ld: isize, min: usize| {
-            ld >= 0 && (ld as usize) >= min.max(1) && ld as usize <= c_int::MAX as usize
-        };
+        let fits = |ld: isize, min: usize| ld >= 0 && (ld as usize) >= min.max(1) && ld as usize <= c_int::MAX as usize;
         if (s1 == 1 || cols <= 1) && (fits(s0, cols) || rows <= 1) {
-            Some(Operand {
-                ptr,
-                trans: false,
-                ld: if rows <= 1 { cols.max(1) } else { s0 as usize },
-            })
+            Some(Operand { ptr, trans: false, ld: if rows <= 1 { cols.max(1) } else { s0 as usize } })
         } else if (s0 == 1 || rows <= 1) && (fits(s1, rows) || cols <= 1) {
-            Some(Operand {
-                ptr,
-                trans: true,
-                ld: if cols <= 1 { rows.max(1) } else { s1 as usize },
-            })
+            Some(Operand { ptr, trans: true, ld: if cols <= 1 { rows.max(1) } else { s1 as usize } })
         } else {
             None
         }
@@ -153,11 +108,7 @@ impl<T> Operand<T> {
 
     /// The block starting at logical element `(r, c)`.
     fn at(&self, r: usize, c: usize) -> *const T {
-        let off = if self.trans {
-            c * self.ld + r
-        } else {
-            r * self.ld + c
-        };
+        let off = if self.trans { c * self.ld + r } else { r * self.ld + c };
         self.ptr.wrapping_add(off)
     }
 }
@@ -169,31 +120,13 @@ pub(crate) trait BlasFloat: Copy + Send + Sync {
     /// # Safety
     /// The operands describe live memory of their shapes; `c` has `m * n` elements and
     /// aliases neither.
-    unsafe fn gemm(
-        blas: &Blas,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Operand<Self>,
-        b: Operand<Self>,
-        c: *mut Self,
-        ldc: usize,
-    );
+    unsafe fn gemm(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<Self>, b: Operand<Self>, c: *mut Self, ldc: usize);
 }
 
 macro_rules! blas_float {
     ($t:ty, $f:ident) => {
         impl BlasFloat for $t {
-            unsafe fn gemm(
-                blas: &Blas,
-                m: usize,
-                n: usize,
-                k: usize,
-                a: Operand<$t>,
-                b: Operand<$t>,
-                c: *mut $t,
-                ldc: usize,
-            ) {
+            unsafe fn gemm(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<$t>, b: Operand<$t>, c: *mut $t, ldc: usize) {
                 let t = |x: bool| if x { TRANS } else { NO_TRANS };
                 (blas.$f)(
                     ROW_MAJOR,
@@ -242,16 +175,7 @@ impl<T> OutPtr<T> {
 ///
 /// # Safety
 /// As [`BlasFloat::gemm`]; `c` is valid for `m * n` writes.
-pub(crate) unsafe fn matmul<T: BlasFloat>(
-    blas: &Blas,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: Operand<T>,
-    b: Operand<T>,
-    c: *mut T,
-    threads: usize,
-) -> bool {
+pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<T>, b: Operand<T>, c: *mut T, threads: usize) -> bool {
     let max = c_int::MAX as usize;
     if m > max || n > max || k > max || m.checked_mul(n).is_none_or(|mn| mn > isize::MAX as usize) {
         return false;
@@ -276,33 +200,9 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
             // same rows (columns) of c, disjoint from every other block's.
             unsafe {
                 if by_rows {
-                    T::gemm(
-                        blas,
-                        hi - lo,
-                        n,
-                        k,
-                        Operand {
-                            ptr: a.at(lo, 0),
-                            ..a
-                        },
-                        b,
-                        c.at(lo * n),
-                        n,
-                    );
+                    T::gemm(blas, hi - lo, n, k, Operand { ptr: a.at(lo, 0), ..a }, b, c.at(lo * n), n);
                 } else {
-                    T::gemm(
-                        blas,
-                        m,
-                        hi - lo,
-                        k,
-                        a,
-                        Operand {
-                            ptr: b.at(0, lo),
-                            ..b
-                        },
-                        c.at(lo),
-                        n,
-                    );
+                    T::gemm(blas, m, hi - lo, k, a, Operand { ptr: b.at(0, lo), ..b }, c.at(lo), n);
                 }
             }
         });
@@ -318,9 +218,7 @@ mod tests {
     /// The product by its definition (integer-valued entries: exact in any order).
     fn naive(a: ArrayView2<f64>, b: ArrayView2<f64>) -> Array2<f64> {
         let (m, k) = a.dim();
-        Array2::from_shape_fn((m, b.dim().1), |(i, j)| {
-            (0..k).map(|p| a[[i, p]] * b[[p, j]]).sum()
-        })
+        Array2::from_shape_fn((m, b.dim().1), |(i, j)| (0..k).map(|p| a[[i, p]] * b[[p, j]]).sum())
     }
 
     fn operand<T>(v: &ArrayView2<T>) -> Operand<T> {
@@ -344,10 +242,7 @@ mod tests {
             (big.slice(s![3..30, 2..20]), other.slice(s![5..23, 1..39])),
             (big.slice(s![..1, ..]), other.view()),
             (big.view(), other.slice(s![.., 4..5])),
-            (
-                big.slice(s![..9, ..]).reversed_axes(),
-                big.slice(s![..9, 1..31]),
-            ),
+            (big.slice(s![..9, ..]).reversed_axes(), big.slice(s![..9, 1..31])),
         ];
         for (case, (a, b)) in cases.into_iter().enumerate() {
             let (m, k) = a.dim();
@@ -355,42 +250,13 @@ mod tests {
             let want = naive(a, b);
             for threads in [1, 2, 3] {
                 let mut c = vec![f64::NAN; m * n];
-                assert!(unsafe {
-                    matmul(
-                        lib,
-                        m,
-                        n,
-                        k,
-                        operand(&a),
-                        operand(&b),
-                        c.as_mut_ptr(),
-                        threads,
-                    )
-                });
-                assert_eq!(
-                    Array2::from_shape_vec((m, n), c).unwrap(),
-                    want,
-                    "case {case}, {threads} threads"
-                );
+                assert!(unsafe { matmul(lib, m, n, k, operand(&a), operand(&b), c.as_mut_ptr(), threads,) });
+                assert_eq!(Array2::from_shape_vec((m, n), c).unwrap(), want, "case {case}, {threads} threads");
                 // f32, same integers
                 let (a32, b32) = (a.mapv(|x| x as f32), b.mapv(|x| x as f32));
                 let mut c32 = vec![f32::NAN; m * n];
-                assert!(unsafe {
-                    matmul(
-                        lib,
-                        m,
-                        n,
-                        k,
-                        operand(&a32.view()),
-                        operand(&b32.view()),
-                        c32.as_mut_ptr(),
-                        threads,
-                    )
-                });
-                assert!(
-                    c32.iter().zip(want.iter()).all(|(&g, &w)| g as f64 == w),
-                    "case {case} f32, {threads} threads"
-                );
+                assert!(unsafe { matmul(lib, m, n, k, operand(&a32.view()), operand(&b32.view()), c32.as_mut_ptr(), threads,) });
+                assert!(c32.iter().zip(want.iter()).all(|(&g, &w)| g as f64 == w), "case {case} f32, {threads} threads");
             }
         }
     }
@@ -399,18 +265,8 @@ mod tests {
     fn layouts_blas_cannot_take_are_refused() {
         let x = Array2::<f64>::zeros((4, 6));
         let every_other = x.slice(s![.., ..;2]); // column stride 2
-        assert!(Operand::new(
-            every_other.as_ptr(),
-            4,
-            3,
-            every_other.strides()[0],
-            every_other.strides()[1]
-        )
-        .is_none());
-        assert!(
-            Operand::new(x.as_ptr(), 4, 6, 0, 1).is_none(),
-            "a broadcast (stride 0) row"
-        );
+        assert!(Operand::new(every_other.as_ptr(), 4, 3, every_other.strides()[0], every_other.strides()[1]).is_none());
+        assert!(Operand::new(x.as_ptr(), 4, 6, 0, 1).is_none(), "a broadcast (stride 0) row");
         let t = x.t();
         let o = Operand::new(t.as_ptr(), 6, 4, t.strides()[0], t.strides()[1]).unwrap();
         assert!(o.trans && o.ld == 6);
