@@ -45,7 +45,8 @@ pub struct OxTensorView {
 
 /// Parses session options JSON over the process-wide defaults (`tf.config` calls):
 /// `allow_soft_placement`, `log_device_placement` (bools), `CPU`, `GPU` (device counts),
-/// `inter_op_threads`, `intra_op_threads`, `emulated_gpus` (integers), `gpu_options` (an
+/// `inter_op_threads`, `intra_op_threads`, `emulated_gpus` (integers), `fusion` (bool:
+/// elementwise fusion of CPU ops, on by default), `gpu_options` (an
 /// object: `allow_growth` bool, `per_process_gpu_memory_fraction` number,
 /// `visible_device_list` string, `virtual_devices_mb` array of arrays of MiB).
 pub(crate) fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
@@ -65,6 +66,7 @@ pub(crate) fn parse_options(json: Option<&str>) -> Result<SessionOptions> {
             "inter_op_threads" => o.inter_op_threads = Some(count()?),
             "intra_op_threads" => o.intra_op_threads = Some(count()?),
             "emulated_gpus" => o.emulated_gpus = Some(count()?),
+            "fusion" => o.fusion = Some(v.as_bool().ok_or_else(bad)?),
             "gpu_options" => {
                 let g = v.as_object().ok_or_else(bad)?;
                 for (gk, gv) in g {

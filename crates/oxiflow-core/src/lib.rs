@@ -17,6 +17,7 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod explain;
+pub mod fusion;
 pub mod gpu_provider;
 pub mod graph;
 pub mod graphviz;

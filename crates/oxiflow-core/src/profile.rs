@@ -33,6 +33,9 @@ pub struct StepLabel {
     pub output_types: Vec<TensorType>,
     /// `Some` for a cross-device copy.
     pub copy: Option<CopyLabel>,
+    /// For a fused step (`_FusedElementwise`), the `(node name, op type)` of each op it
+    /// replaced, in graph order; empty otherwise.
+    pub fused: Vec<(String, String)>,
 }
 
 /// One executed node or copy (TF's `NodeExecStats`), times in nanoseconds since the Unix
@@ -117,7 +120,9 @@ impl StepStats {
     /// out: pid 0 `Allocators`; per device k (of n), pid 2k+1 `<device> Compute` and 2k+2
     /// `<device> Tensors`; `X` events (`cat: "Op"`, µs, `args.name/op/input<i>/bytes`, and
     /// `args.shape`/`args.dtype`: each output's static shape in TF notation and dtype,
-    /// joined by `", "` for several outputs) on greedy non-overlapping lanes (`tid`).
+    /// joined by `", "` for several outputs) on greedy non-overlapping lanes (`tid`). A fused
+    /// step (`_FusedElementwise`) also has `args.fused_ops`: `"<node> (<op>)"` for each op
+    /// it replaced.
     ///
     /// Copies go to the destination device's own process, pid 2n+1+k `<device> Memcpy`
     /// (as TF's GPU tracer puts memcpys on their own stream), one lane per direction
@@ -212,6 +217,9 @@ impl StepStats {
                 let join = |f: &dyn Fn(&TensorType) -> String| l.output_types.iter().map(f).collect::<Vec<_>>().join(", ");
                 args.insert("shape".into(), json!(join(&|t| t.shape.to_string())));
                 args.insert("dtype".into(), json!(join(&|t| t.dtype.to_string())));
+            }
+            if !l.fused.is_empty() {
+                args.insert("fused_ops".into(), json!(l.fused.iter().map(|(name, op)| format!("{name} ({op})")).collect::<Vec<_>>()));
             }
             let (cat, name) = if let Some(c) = &l.copy {
                 let dir = copy_direction(&c.from, &c.to);

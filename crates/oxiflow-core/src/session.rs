@@ -7,8 +7,11 @@ use crate::device::{emulated_gpus_from_env, DeviceSet};
 use crate::device_config::{GpuOptions, MemoryStats, CUDA_VISIBLE_DEVICES};
 use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
+use crate::device::DeviceKind;
 use crate::executor::{execute, Plan, Step, StepKind};
-use crate::graph::{Graph, NodeId, Output};
+use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit};
+use crate::graph::{Graph, Node, NodeId, Output};
+use crate::ops::fused::{program_attr, FUSED_ELEMENTWISE};
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
 use crate::tensor::Tensor;
@@ -42,6 +45,9 @@ pub struct SessionOptions {
     pub gpu_options: GpuOptions,
     /// The value of `CUDA_VISIBLE_DEVICES` to use; `None` reads the environment.
     pub cuda_visible_devices: Option<String>,
+    /// Elementwise fusion of CPU ops before execution ([`crate::fusion`]); `None`: on unless
+    /// the environment sets `OXIFLOW_FUSION=0`.
+    pub fusion: Option<bool>,
 }
 
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
@@ -274,49 +280,83 @@ impl Session {
             plan.feed_slots.push((plan.num_slots, dev));
             plan.num_slots += 1;
         }
+        let fusion = if self.options.fusion.unwrap_or_else(fusion_default) {
+            let devices = &self.devices.devices;
+            fuse(graph, &needed, &|id| asg[&id], &|d| devices[d].attributes().kind == DeviceKind::Cpu, &fed, fetches)
+        } else {
+            Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() }
+        };
+        // each unit's step: its node (the graph's, or a fused one), data inputs, outputs
+        let mut units: Vec<(Arc<Node>, Vec<Output>, Vec<Output>, Vec<NodeId>)> = Vec::with_capacity(fusion.order.len());
+        let mut clusters: Vec<Option<Cluster>> = fusion.clusters.into_iter().map(Some).collect();
+        for u in &fusion.order {
+            match *u {
+                Unit::Node(id) => {
+                    let n = &graph.nodes()[id];
+                    let inputs = n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)).map(|(_, o)| *o).collect();
+                    let outputs = (0..n.outputs.len()).map(|i| Output::new(id, i)).collect();
+                    units.push((Arc::new(n.clone()), inputs, outputs, Vec::new()));
+                }
+                Unit::Cluster(c) => {
+                    let Some(cl) = clusters.get_mut(c).and_then(Option::take) else {
+                        return Err(OxiflowError::Internal(format!("fused cluster {c} listed twice")));
+                    };
+                    let last = &graph.nodes()[cl.members[cl.members.len() - 1]];
+                    let node = Node {
+                        id: last.id,
+                        name: last.name.clone(),
+                        op: &FUSED_ELEMENTWISE,
+                        inputs: cl.inputs.clone(),
+                        control_inputs: Vec::new(),
+                        attrs: [("program".to_string(), program_attr(cl.program))].into_iter().collect(),
+                        requested_device: last.requested_device.clone(),
+                        colocation: Vec::new(),
+                        outputs: cl.outputs.iter().map(|&o| graph.output_type(o).cloned()).collect::<Result<_>>()?,
+                    };
+                    units.push((Arc::new(node), cl.inputs, cl.outputs, cl.members));
+                }
+            }
+        }
         let mut step_of: HashMap<NodeId, usize> = HashMap::new();
-        for &id in &needed {
-            let n = &graph.nodes()[id];
-            let dev = asg[&id];
-            for i in 0..n.outputs.len() {
-                let o = Output::new(id, i);
-                if !fed.contains(&o) {
-                    home.insert(o, (plan.num_slots + i, dev));
+        for (node, _, outputs, members) in &units {
+            let dev = asg[&node.id];
+            for (i, o) in outputs.iter().enumerate() {
+                if !fed.contains(o) {
+                    home.insert(*o, (plan.num_slots + i, dev));
                     producer.insert(plan.num_slots + i, plan.steps.len());
                 }
             }
-            step_of.insert(id, plan.steps.len());
+            step_of.insert(node.id, plan.steps.len());
+            for &m in members.iter() {
+                step_of.insert(m, plan.steps.len());
+            }
             labels.push(StepLabel {
-                node_name: n.name.clone(),
-                op: n.op.name.to_string(),
+                node_name: node.name.clone(),
+                op: node.op.name.to_string(),
                 device: dev_name(dev),
-                inputs: n.inputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
-                outputs: (0..n.outputs.len()).map(|i| tf_input_name(graph, Output::new(id, i))).collect(),
-                output_types: n.outputs.clone(),
+                inputs: node.inputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
+                outputs: outputs.iter().map(|&o| tf_input_name(graph, o)).collect(),
+                output_types: node.outputs.clone(),
                 copy: None,
+                fused: members.iter().map(|&m| (graph.nodes()[m].name.clone(), graph.nodes()[m].op.name.to_string())).collect(),
             });
             plan.steps.push(Step {
-                kind: StepKind::Op(Arc::new(n.clone())),
+                kind: StepKind::Op(node.clone()),
                 device: dev,
                 inputs: Vec::new(),
                 outputs: plan.num_slots,
-                num_outputs: n.outputs.len(),
+                num_outputs: outputs.len(),
                 successors: Vec::new(),
                 pending: 0,
             });
-            plan.num_slots += n.outputs.len();
+            plan.num_slots += outputs.len();
         }
         let mut edges: HashSet<(usize, usize)> = HashSet::new();
         let mut copies: HashMap<(Output, usize), usize> = HashMap::new();
-        for &id in &needed {
-            let n = &graph.nodes()[id];
-            let s = step_of[&id];
+        for (s, (node, inputs, _, _)) in units.iter().enumerate() {
             let dev = plan.steps[s].device;
-            for (i, inp) in n.inputs.iter().enumerate() {
-                if n.op.ref_inputs.contains(&i) {
-                    continue;
-                }
-                let (src_slot, src_dev) = home[inp];
+            for inp in inputs {
+                let (src_slot, src_dev) = *home.get(inp).ok_or_else(|| OxiflowError::Internal(format!("plan: no producer of {}", tf_input_name(graph, *inp))))?;
                 let slot = if src_dev == dev {
                     if let Some(&p) = producer.get(&src_slot) {
                         edges.insert((p, s));
@@ -337,6 +377,7 @@ impl Session {
                                 outputs: vec![tensor.clone()],
                                 output_types: vec![graph.output_type(*inp)?.clone()],
                                 copy: Some(CopyLabel { from: dev_name(src_dev), to: dev_name(dev), tensor: tensor.clone() }),
+                                fused: Vec::new(),
                             });
                             plan.steps.push(Step {
                                 kind: StepKind::Copy { from: src_dev, tensor },
@@ -361,7 +402,7 @@ impl Session {
                 };
                 plan.steps[s].inputs.push(slot);
             }
-            for c in &n.control_inputs {
+            for c in &node.control_inputs {
                 if let Some(&p) = step_of.get(c) {
                     edges.insert((p, s));
                 }
@@ -374,7 +415,7 @@ impl Session {
             plan.steps[b].pending += 1;
         }
         for f in fetches {
-            let (slot, dev) = home[f];
+            let (slot, dev) = *home.get(f).ok_or_else(|| OxiflowError::Internal(format!("plan: no producer of {}", tf_input_name(graph, *f))))?;
             plan.fetch_slots.push((slot, dev));
         }
         let mut used: Vec<usize> = plan.steps.iter().map(|s| s.device).collect();
@@ -386,11 +427,16 @@ impl Session {
     /// TF2's `Executing op <Op> in device <device>` line for each op step of a run, in the
     /// plan's (topological) order; ops without inputs (constants, placeholders, variables)
     /// are values, not executions, as in TF2's eager mode.
+    /// A fused step logs the ops it replaced.
     fn log_executions(&self, plan: &Plan, labels: &[StepLabel]) {
         let mut text = String::new();
         for (step, label) in plan.steps.iter().zip(labels) {
             if let StepKind::Op(node) = &step.kind {
-                if !node.inputs.is_empty() {
+                if !label.fused.is_empty() {
+                    for (_, op) in &label.fused {
+                        text.push_str(&format!("Executing op {op} in device {}\n", label.device));
+                    }
+                } else if !node.inputs.is_empty() {
                     text.push_str(&format!("Executing op {} in device {}\n", label.op, label.device));
                 }
             }

@@ -98,7 +98,9 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     for i in 0..50 {
         y = g.op(if i % 2 == 0 { "Sin" } else { "Cos" }, &[y]).unwrap();
     }
-    let (_, sess) = session(g, 0);
+    // one step per op: fusion (which would make the chain one step) is off
+    let opts = SessionOptions { emulated_gpus: Some(0), fusion: Some(false), ..Default::default() };
+    let sess = Session::new(Arc::new(RwLock::new(g)), opts).unwrap();
     let out = sess.run(&[(x, Tensor::scalar(0.5f64))], &[y], &[], true).unwrap();
     let stats = out.step_stats.unwrap();
     assert_eq!(stats.nodes.len(), 50);

@@ -212,8 +212,10 @@ fn seed_000_runs_with_device_resident_tensors() {
     // the profile takes the GPU's own kernel times (CUDA events on a real GPU), the host's
     // for the CPU's nodes
     let stats = out.step_stats.expect("traced run");
+    // (a node fused into a CPU step is found under that step)
     let times = |name: &str| {
-        let n = stats.nodes.iter().find(|n| stats.labels[n.step].node_name == name && stats.labels[n.step].copy.is_none()).expect(name);
+        let is = |l: &oxiflow_core::profile::StepLabel| l.copy.is_none() && (l.node_name == name || l.fused.iter().any(|(n, _)| n == name));
+        let n = stats.nodes.iter().find(|n| is(&stats.labels[n.step])).expect(name);
         (n.start_ns, n.end_ns)
     };
     let (s, e) = times("Sin");

@@ -1,7 +1,7 @@
 # Sessions: running graphs, variables, profiles, devices.
 
 """
-    Session(; soft, log_device_placement, CPU, GPU, inter, intra, emulated_gpus, gpu_options, config)
+    Session(; soft, log_device_placement, CPU, GPU, inter, intra, emulated_gpus, gpu_options, fusion, config)
 
 A session over the default graph (ADCME's `Session`, TF1's `tf.Session(config=ConfigProto(...))`):
 `soft` (or `allow_soft_placement`) lets an impossible device request fall back to a
@@ -15,6 +15,11 @@ linear-algebra kernels run on that many threads; 0 or unset: every core, TF's de
 `emulated_gpus` overrides
 `ENV["OXIFLOW_EMULATED_GPUS"]`; `gpu_options` is a [`GPUOptions`](@ref) (or a named tuple
 of its fields: `allow_growth`, `per_process_gpu_memory_fraction`, `visible_device_list`).
+`fusion=false` turns off the fusion of elementwise CPU ops (on by default, and off for
+every session when `ENV["OXIFLOW_FUSION"] = "0"` is set before the first run): connected
+`Sin`, `Mul`, `Tanh`, `AddN`... of one shape on one CPU run as one `_FusedElementwise` step,
+with the same results bit for bit; profiles show that step, its `fused_ops` naming the ops
+it replaced. Placement, gradients and the placement log see the original ops.
 `config` takes a `tf.ConfigProto(...)` instead of the keywords.
 
 Keywords not given take the process-wide defaults set by `set_soft_device_placement`,
@@ -31,7 +36,7 @@ mutable struct Session
     graph::Graph
     function Session(; soft=nothing, allow_soft_placement=nothing, log_device_placement=nothing,
                      CPU=nothing, GPU=nothing, inter=nothing, intra=nothing, emulated_gpus=nothing,
-                     gpu_options=nothing, config=nothing)
+                     gpu_options=nothing, fusion=nothing, config=nothing)
         opts = config === nothing ? Pair{String,Any}[] : config_pairs(config)
         s_ = allow_soft_placement === nothing ? soft : allow_soft_placement
         s_ === nothing || push!(opts, "allow_soft_placement" => Bool(s_))
@@ -42,6 +47,7 @@ mutable struct Session
         intra === nothing || push!(opts, "intra_op_threads" => Int(intra))
         emulated_gpus === nothing || push!(opts, "emulated_gpus" => Int(emulated_gpus))
         gpu_options === nothing || push!(opts, "gpu_options" => gpu_options_dict(gpu_options))
+        fusion === nothing || push!(opts, "fusion" => Bool(fusion))
         g = get_default_graph()
         s = new(oxf_session_new(g, isempty(opts) ? "{}" : attrs_json(opts)), g)
         finalizer(s) do x

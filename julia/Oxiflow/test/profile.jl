@@ -12,6 +12,10 @@ include("profile_helpers.jl")
     ops = [e for e in xs if e["cat"] == "Op"]
     copies = [e for e in xs if e["cat"] == "Copy"]
     where = Dict(e["args"]["name"] => dev(e) for e in ops)
+    # ops fused into one CPU step (`_FusedElementwise`) ran where that step ran
+    for e in ops, m in get(e["args"], "fused_ops", String[])
+        where[String(split(m, " (")[1])] = dev(e)
+    end
     # forward ops where the scopes and the device function put them
     @test where["Variable"] == CPU0 && where["Variable/read"] == CPU0
     @test where["Sin"] == GPU0 && where["Cos"] == CPU0

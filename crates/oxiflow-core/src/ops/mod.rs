@@ -26,6 +26,7 @@ pub mod random;
 pub mod training;
 pub(crate) mod vmath;
 pub mod blas;
+pub mod fused;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -38,6 +39,9 @@ pub enum AttrValue {
     Type(DType),
     Shape(Vec<usize>),
     Tensor(Tensor),
+    /// The program of a `_FusedElementwise` step (made by the graph optimizer, never in a
+    /// graph).
+    Program(std::sync::Arc<fused::Program>),
 }
 
 /// Attributes of a node, by name.
@@ -91,6 +95,7 @@ impl fmt::Display for AttrValue {
             AttrValue::Type(v) => write!(f, "{}", v.tf_name()),
             AttrValue::Shape(v) => write!(f, "{}", Shape(v.clone())),
             AttrValue::Tensor(t) => write!(f, "<{} tensor of shape {}>", t.dtype(), t.shape()),
+            AttrValue::Program(p) => write!(f, "<fused program of {} ops>", p.replaced.len()),
         }
     }
 }

@@ -217,12 +217,15 @@ fn wrap_bool(a: ArcArray<bool, IxDyn>) -> Tensor {
 }
 
 /// TF's `Maximum`/`Minimum` propagate NaN (`a > b || isnan(a)` picks `a`).
-fn maximum<T: Arith>(a: T, b: T) -> T {
+/// `Maximum`'s element function: `a` when it is NaN (NaN propagates from either side, as
+/// TF's CPU kernel); also used by fused programs.
+pub(crate) fn maximum<T: Arith>(a: T, b: T) -> T {
     #[allow(clippy::eq_op)]
     let a_nan = a != a;
     if a > b || a_nan { a } else { b }
 }
-fn minimum<T: Arith>(a: T, b: T) -> T {
+/// `Minimum`'s element function (NaN as in [`maximum`]).
+pub(crate) fn minimum<T: Arith>(a: T, b: T) -> T {
     #[allow(clippy::eq_op)]
     let a_nan = a != a;
     if a < b || a_nan { a } else { b }

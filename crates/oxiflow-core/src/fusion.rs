@@ -1,0 +1,231 @@
+//! Elementwise fusion, the graph optimization a session applies to a placed step before
+//! executing it (as Grappler's remapper and XLA's auto-clustering do in TF): connected
+//! elementwise float ops of one shape on one CPU device become one `_FusedElementwise` step
+//! ([`crate::ops::fused`]), which computes them tile by tile without materializing the
+//! tensors between them and pays the executor's per-step cost once.
+//!
+//! Only plans change: the graph, gradients, placement and `log_device_placement` see the
+//! original nodes, and a traced step lists the ops it replaced. GPU devices (real or
+//! emulated) keep their ops unfused, since the fused op has no GPU kernel.
+//!
+//! Clustering walks the needed nodes in graph (topological) order and gives every unit
+//! (a node left alone, or a cluster) a key `(level, position)`: a source has level 0, any
+//! other unit one more than the highest level among the units it reads, and a cluster takes
+//! the key of its first node. A node joins the cluster of one of its inputs only when every
+//! other unit it reads has a smaller key than that cluster; so every edge between units goes
+//! to a larger key, and fusing never makes a cycle (a cluster never both feeds and reads
+//! another unit).
+//!
+//! A node may join when its op is fusable ([`crate::ops::fused::fusable`]), it has one
+//! Float32 or Float64 output, no control inputs, runs on a CPU device, and each input has
+//! its dtype and either its shape or a single element (a scalar operand broadcast).
+
+use crate::dtype::DType;
+use crate::graph::{Graph, Node, NodeId, Output};
+use crate::ops::fused::{fusable, Program, ProgramBuilder, Value};
+use std::collections::{HashMap, HashSet};
+
+/// One fused cluster of a plan.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    /// The nodes it replaces, in graph order.
+    pub members: Vec<NodeId>,
+    /// Its external inputs (the step's inputs, in order).
+    pub inputs: Vec<Output>,
+    /// Member outputs read outside the cluster or fetched (the step's outputs, in order).
+    pub outputs: Vec<Output>,
+    pub program: Program,
+}
+
+/// A unit of a fused plan: a node on its own, or a cluster (index into [`Fusion::clusters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Node(NodeId),
+    Cluster(usize),
+}
+
+/// The result of the pass: the clusters and every unit in an order that runs each unit after
+/// the units it reads.
+#[derive(Debug, Default)]
+pub(crate) struct Fusion {
+    pub clusters: Vec<Cluster>,
+    pub order: Vec<Unit>,
+}
+
+/// Whether fusion is on when the session options leave it unset: yes, unless the
+/// environment sets `OXIFLOW_FUSION=0` (read once per process).
+pub fn fusion_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("OXIFLOW_FUSION").map_or(true, |v| v.trim() != "0"))
+}
+
+/// Elements of a static shape.
+fn elements(dims: &[usize]) -> usize {
+    dims.iter().product()
+}
+
+/// Whether `n` (placed on device `dev`) may be part of a cluster.
+fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) -> bool, dev: usize) -> bool {
+    let [out] = &n.outputs[..] else { return false };
+    let dims = out.shape.dims();
+    if !fusable(n.op.name) || !n.control_inputs.is_empty() || !cpu(dev) || !matches!(out.dtype, DType::Float32 | DType::Float64) {
+        return false;
+    }
+    if elements(dims) == 0 || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {
+        return false;
+    }
+    n.inputs.iter().all(|&i| match graph.output_type(i) {
+        Ok(t) => t.dtype == out.dtype && (t.shape.dims() == dims || elements(t.shape.dims()) == 1),
+        Err(_) => false,
+    })
+}
+
+/// Finds the clusters of the step that runs `needed` (sorted node ids) placed by `device_of`,
+/// with `fed` outputs fed and `fetches` fetched; `cpu(d)` tells whether device `d` is a CPU.
+/// Clusters of a single node are left as that node.
+pub(crate) fn fuse(
+    graph: &Graph,
+    needed: &[NodeId],
+    device_of: &dyn Fn(NodeId) -> usize,
+    cpu: &dyn Fn(usize) -> bool,
+    fed: &HashSet<Output>,
+    fetches: &[Output],
+) -> Fusion {
+    let nodes = graph.nodes();
+    // key of each unit: (level, position); clusters keep their first member's
+    let mut cluster_of: HashMap<NodeId, usize> = HashMap::new();
+    let mut node_key: HashMap<NodeId, (u32, NodeId)> = HashMap::new();
+    // per cluster: key, device, element count, dtype, members
+    struct Draft {
+        key: (u32, NodeId),
+        dev: usize,
+        dtype: DType,
+        dims: Vec<usize>,
+        members: Vec<NodeId>,
+    }
+    let mut drafts: Vec<Draft> = Vec::new();
+    let unit_key = |id: NodeId, cluster_of: &HashMap<NodeId, usize>, node_key: &HashMap<NodeId, (u32, NodeId)>, drafts: &[Draft]| {
+        match cluster_of.get(&id) {
+            Some(&c) => drafts[c].key,
+            // not needed (fed): a source
+            None => node_key.get(&id).copied().unwrap_or((0, id)),
+        }
+    };
+    for &id in needed {
+        let n = &nodes[id];
+        let reads = n.inputs.iter().enumerate().filter(|(i, o)| !n.op.ref_inputs.contains(i) && !fed.contains(o)).map(|(_, o)| o.node);
+        let reads: Vec<NodeId> = reads.chain(n.control_inputs.iter().copied()).collect();
+        let level = reads.iter().map(|&u| unit_key(u, &cluster_of, &node_key, &drafts).0 + 1).max().unwrap_or(0);
+        let dev = device_of(id);
+        if eligible(graph, n, fed, cpu, dev) {
+            let out = &n.outputs[0];
+            let mut joined = None;
+            for c in reads.iter().filter_map(|u| cluster_of.get(u).copied()) {
+                let d = &drafts[c];
+                if d.dev != dev || d.dtype != out.dtype || d.dims != out.shape.dims() {
+                    continue;
+                }
+                if reads.iter().all(|&u| cluster_of.get(&u) == Some(&c) || unit_key(u, &cluster_of, &node_key, &drafts) < d.key) {
+                    joined = Some(c);
+                    break;
+                }
+            }
+            let c = joined.unwrap_or_else(|| {
+                drafts.push(Draft { key: (level, id), dev, dtype: out.dtype, dims: out.shape.dims().to_vec(), members: Vec::new() });
+                drafts.len() - 1
+            });
+            drafts[c].members.push(id);
+            cluster_of.insert(id, c);
+        } else {
+            node_key.insert(id, (level, id));
+        }
+    }
+    // single-node clusters stay nodes
+    let mut index = vec![None; drafts.len()];
+    let mut fusion = Fusion::default();
+    for (c, d) in drafts.iter().enumerate() {
+        if d.members.len() >= 2 {
+            index[c] = Some(fusion.clusters.len());
+            fusion.clusters.push(Cluster { members: d.members.clone(), inputs: Vec::new(), outputs: Vec::new(), program: ProgramBuilder::default().finish(0) });
+        } else {
+            for &m in &d.members {
+                cluster_of.remove(&m);
+                node_key.insert(m, d.key);
+            }
+        }
+    }
+    if fusion.clusters.is_empty() {
+        fusion.order = needed.iter().map(|&id| Unit::Node(id)).collect();
+        return fusion;
+    }
+    let final_cluster = |id: NodeId| cluster_of.get(&id).and_then(|&c| index[c]);
+    // outputs read outside their cluster (by other units or as fetches)
+    let mut leaves: HashSet<Output> = fetches.iter().copied().collect();
+    for &id in needed {
+        let n = &nodes[id];
+        for o in &n.inputs {
+            if final_cluster(o.node).is_some() && final_cluster(o.node) != final_cluster(id) {
+                leaves.insert(*o);
+            }
+        }
+    }
+    for cl in &mut fusion.clusters {
+        let set: HashSet<NodeId> = cl.members.iter().copied().collect();
+        let mut b = ProgramBuilder::default();
+        let mut values: HashMap<Output, Value> = HashMap::new();
+        let len = elements(nodes[cl.members[0]].outputs[0].shape.dims());
+        for &m in &cl.members {
+            let n = &nodes[m];
+            let mut args = Vec::with_capacity(n.inputs.len());
+            for &o in &n.inputs {
+                let v = match values.get(&o) {
+                    Some(&v) => v,
+                    None => {
+                        // members were checked to read only their cluster or earlier units
+                        debug_assert!(!set.contains(&o.node));
+                        let full = graph.output_type(o).map_or(false, |t| elements(t.shape.dims()) == len);
+                        let v = b.input(full);
+                        cl.inputs.push(o);
+                        values.insert(o, v);
+                        v
+                    }
+                };
+                args.push(v);
+            }
+            // eligible() only admits ops `lower` knows; should one ever not lower, the
+            // step runs unfused rather than failing
+            let Some(v) = b.lower(n.op.name, &args) else {
+                return Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() };
+            };
+            b.replaces(&n.name, n.op.name);
+            values.insert(Output::new(m, 0), v);
+        }
+        for &m in &cl.members {
+            let o = Output::new(m, 0);
+            if leaves.contains(&o) {
+                b.output(values[&o]);
+                cl.outputs.push(o);
+            }
+        }
+        cl.program = b.finish(len);
+    }
+    // order: units by key (every edge goes to a larger key)
+    let mut keyed: Vec<((u32, NodeId), Unit)> = Vec::new();
+    for (c, d) in drafts.iter().enumerate() {
+        if let Some(k) = index[c] {
+            keyed.push((d.key, Unit::Cluster(k)));
+        }
+    }
+    for &id in needed {
+        if final_cluster(id).is_none() {
+            keyed.push((node_key[&id], Unit::Node(id)));
+        }
+    }
+    keyed.sort_unstable_by_key(|(k, _)| *k);
+    fusion.order = keyed.into_iter().map(|(_, u)| u).collect();
+    fusion
+}
+
+#[cfg(test)]
+#[path = "fusion_tests.rs"]
+mod tests;

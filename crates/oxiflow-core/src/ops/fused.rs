@@ -1,0 +1,572 @@
+//! `_FusedElementwise`: one CPU step that evaluates a cluster of elementwise float ops
+//! (`Sin`, `Mul`, `Tanh`, `AddN`, ...) of one shape, tile by tile, without materializing
+//! the tensors between them (the loop fusion of XLA's CPU backend and Grappler's
+//! `_UnaryOpsComposition`, generalized to DAGs of unary, binary and n-ary ops).
+//!
+//! The graph pass that finds the clusters is [`crate::fusion`]; it describes each one as a
+//! [`Program`] built with [`ProgramBuilder`]: the cluster's external inputs, its constants,
+//! one instruction per op, and which values leave the cluster. Running it walks the
+//! elements in tiles (sized so the tile registers stay in the L2 cache) and applies each
+//! instruction to a whole tile, so the SIMD kernels of [`vmath`] still see long slices; large
+//! tensors are split over the intra-op pool, one register file per thread.
+//!
+//! Every instruction uses the same scalar or slice function as the op's own kernel
+//! (`f64::sin`, `vmath::Fun::Tanh`, `maximum` ...), so a fused run gives the same bits as an
+//! unfused one (tested in `fusion.rs`). The op exists only in plans (no graph node has it;
+//! it is not in the op registry) and only on CPU devices: the pass leaves GPU subgraphs
+//! unfused, as it has no GPU kernel.
+
+use super::math::Arith;
+use super::vmath::{self, VFloat};
+use super::*;
+use crate::intra_op;
+use crate::tensor::Element;
+use ndarray::{ArcArray, IxDyn};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Unary functions of the instruction set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fn1 {
+    /// `AddN` of one input.
+    Identity,
+    Neg,
+    Square,
+    Sin,
+    Cos,
+    Tan,
+    Abs,
+    Floor,
+    /// One of [`vmath`]'s slice functions (`Exp`, `Log`, `Tanh`, `Sigmoid`, `Sqrt`, `Relu`).
+    V(vmath::Fun),
+}
+
+/// Binary functions of the instruction set (equal-length operands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fn2 {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+}
+
+/// Where an instruction reads an operand: a register, or a full-size external input at the
+/// current tile's offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operand {
+    Reg(u32),
+    In(u32),
+}
+
+/// One step of a program: `dst = f(x)` or `dst = f(a, b)` over a tile; then, when `out` is
+/// set, the tile of `dst` is stored into that output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Instr {
+    Un { f: Fn1, x: Operand, dst: u32, out: Option<u32> },
+    Bin { f: Fn2, a: Operand, b: Operand, dst: u32, out: Option<u32> },
+}
+
+/// A fused cluster, ready to run: built by [`ProgramBuilder::finish`].
+#[derive(Debug)]
+pub struct Program {
+    /// Element count of every tensor in the cluster (inputs are this size or one element).
+    pub len: usize,
+    /// Number of external inputs (the step's inputs, in order).
+    pub num_inputs: usize,
+    /// Per input: `true` when it has [`Program::len`] elements, `false` when it has one
+    /// (broadcast to every element).
+    input_full: Vec<bool>,
+    /// Registers filled once per run and never overwritten: one-element inputs (input
+    /// index) and constants (value).
+    pinned_inputs: Vec<(u32, u32)>,
+    pinned_consts: Vec<(u32, f64)>,
+    code: Vec<Instr>,
+    /// Outputs that are a pinned register itself (a constant or a broadcast input leaving
+    /// the cluster), filled at the end of the run.
+    pinned_outputs: Vec<(u32, u32)>,
+    num_outputs: usize,
+    num_regs: usize,
+    /// `(node name, op type)` of each op the program replaces, in graph order (profiles
+    /// list them under the fused step).
+    pub replaced: Vec<(String, String)>,
+}
+
+/// A value while a program is being built (one per op output, input or constant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Value(u32);
+
+#[derive(Clone, Copy, Debug)]
+enum Def {
+    Input { index: u32, full: bool },
+    Const(f64),
+    Un(Fn1, Value),
+    Bin(Fn2, Value, Value),
+}
+
+/// Builds a [`Program`] in terms of [`Value`]s; [`ProgramBuilder::finish`] assigns
+/// registers (a value's register is reused once its last reader has run).
+#[derive(Debug, Default)]
+pub(crate) struct ProgramBuilder {
+    defs: Vec<Def>,
+    outputs: Vec<Value>,
+    num_inputs: u32,
+    replaced: Vec<(String, String)>,
+}
+
+impl ProgramBuilder {
+    /// The next external input: `full` when it has the cluster's element count, otherwise
+    /// it has one element, broadcast to every element.
+    pub fn input(&mut self, full: bool) -> Value {
+        self.num_inputs += 1;
+        self.push(Def::Input { index: self.num_inputs - 1, full })
+    }
+    /// A constant (`OnesLike`, `ZerosLike`).
+    pub fn constant(&mut self, v: f64) -> Value {
+        self.push(Def::Const(v))
+    }
+    pub fn unary(&mut self, f: Fn1, x: Value) -> Value {
+        self.push(Def::Un(f, x))
+    }
+    pub fn binary(&mut self, f: Fn2, a: Value, b: Value) -> Value {
+        self.push(Def::Bin(f, a, b))
+    }
+    /// Makes `v` the program's next output.
+    pub fn output(&mut self, v: Value) {
+        self.outputs.push(v);
+    }
+    /// Records an op the program replaces (for profiles).
+    pub fn replaces(&mut self, node: &str, op: &str) {
+        self.replaced.push((node.to_string(), op.to_string()));
+    }
+    fn push(&mut self, d: Def) -> Value {
+        self.defs.push(d);
+        Value(self.defs.len() as u32 - 1)
+    }
+
+    /// The value the op `op` computes from `args` (values of its inputs, in order), or
+    /// `None` when `op` is not one of the fusable ops ([`fusable`]) or takes another number
+    /// of inputs. Each op lowers to the functions its kernel uses.
+    pub fn lower(&mut self, op: &str, args: &[Value]) -> Option<Value> {
+        let un = |f| (Some(f), None);
+        let bin = |f| (None, Some(f));
+        let (f1, f2) = match op {
+            "Neg" => un(Fn1::Neg),
+            "Square" => un(Fn1::Square),
+            "Sin" => un(Fn1::Sin),
+            "Cos" => un(Fn1::Cos),
+            "Tan" => un(Fn1::Tan),
+            "Abs" => un(Fn1::Abs),
+            "Floor" => un(Fn1::Floor),
+            "Exp" => un(Fn1::V(vmath::Fun::Exp)),
+            "Log" => un(Fn1::V(vmath::Fun::Log)),
+            "Tanh" => un(Fn1::V(vmath::Fun::Tanh)),
+            "Sigmoid" => un(Fn1::V(vmath::Fun::Sigmoid)),
+            "Sqrt" => un(Fn1::V(vmath::Fun::Sqrt)),
+            "Relu" => un(Fn1::V(vmath::Fun::Relu)),
+            "Add" => bin(Fn2::Add),
+            "Sub" => bin(Fn2::Sub),
+            "Mul" => bin(Fn2::Mul),
+            "RealDiv" => bin(Fn2::Div),
+            "Maximum" => bin(Fn2::Max),
+            "Minimum" => bin(Fn2::Min),
+            "Pow" => bin(Fn2::Pow),
+            "OnesLike" | "ZerosLike" if args.len() == 1 => return Some(self.constant(if op == "OnesLike" { 1.0 } else { 0.0 })),
+            // `AddN`'s kernel adds left to right: ((x0 + x1) + x2) + ...
+            "AddN" => {
+                let (&first, rest) = args.split_first()?;
+                return Some(if rest.is_empty() {
+                    self.unary(Fn1::Identity, first)
+                } else {
+                    rest.iter().fold(first, |acc, &x| self.binary(Fn2::Add, acc, x))
+                });
+            }
+            _ => return None,
+        };
+        match (f1, f2, args) {
+            (Some(f), _, &[x]) => Some(self.unary(f, x)),
+            (_, Some(f), &[a, b]) => Some(self.binary(f, a, b)),
+            _ => None,
+        }
+    }
+
+    /// Assigns registers and returns the program over `len` elements.
+    pub fn finish(self, len: usize) -> Program {
+        let n = self.defs.len();
+        // last reader of each value (usize::MAX: an output, alive to the end)
+        let mut last = vec![0usize; n];
+        for (i, d) in self.defs.iter().enumerate() {
+            match *d {
+                Def::Un(_, x) => last[x.0 as usize] = i,
+                Def::Bin(_, a, b) => {
+                    last[a.0 as usize] = i;
+                    last[b.0 as usize] = i;
+                }
+                _ => {}
+            }
+        }
+        let mut out_of = vec![None; n];
+        for (k, v) in self.outputs.iter().enumerate() {
+            out_of[v.0 as usize].get_or_insert(k as u32);
+        }
+        let mut p = Program {
+            len,
+            num_inputs: self.num_inputs as usize,
+            input_full: self.defs.iter().filter_map(|d| if let Def::Input { full, .. } = d { Some(*full) } else { None }).collect(),
+            pinned_inputs: Vec::new(),
+            pinned_consts: Vec::new(),
+            code: Vec::new(),
+            pinned_outputs: Vec::new(),
+            num_outputs: self.outputs.len(),
+            num_regs: 0,
+            replaced: self.replaced,
+        };
+        // Pinned registers (one-element inputs, constants) are filled once per run, before
+        // any instruction: they come first and are never handed to another value.
+        let mut pinned = vec![false; n];
+        let mut loc: Vec<Operand> = self
+            .defs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match *d {
+                Def::Input { index, full: true } => Operand::In(index),
+                Def::Input { index, full: false } => {
+                    pinned[i] = true;
+                    p.num_regs += 1;
+                    p.pinned_inputs.push((p.num_regs as u32 - 1, index));
+                    Operand::Reg(p.num_regs as u32 - 1)
+                }
+                Def::Const(v) => {
+                    pinned[i] = true;
+                    p.num_regs += 1;
+                    p.pinned_consts.push((p.num_regs as u32 - 1, v));
+                    Operand::Reg(p.num_regs as u32 - 1)
+                }
+                // assigned below
+                Def::Un(..) | Def::Bin(..) => Operand::Reg(u32::MAX),
+            })
+            .collect();
+        let mut free: Vec<u32> = Vec::new();
+        for (i, d) in self.defs.iter().enumerate() {
+            let mut new_reg = |p: &mut Program| {
+                free.pop().unwrap_or_else(|| {
+                    p.num_regs += 1;
+                    p.num_regs as u32 - 1
+                })
+            };
+            let here = match *d {
+                Def::Input { .. } | Def::Const(_) => continue,
+                Def::Un(f, x) => {
+                    // the operand is still live here, so the new register differs from it
+                    let dst = new_reg(&mut p);
+                    p.code.push(Instr::Un { f, x: loc[x.0 as usize], dst, out: out_of[i] });
+                    Operand::Reg(dst)
+                }
+                Def::Bin(f, a, b) => {
+                    let dst = new_reg(&mut p);
+                    p.code.push(Instr::Bin { f, a: loc[a.0 as usize], b: loc[b.0 as usize], dst, out: out_of[i] });
+                    Operand::Reg(dst)
+                }
+            };
+            loc[i] = here;
+            // operands whose last reader this was give their registers back
+            let reads: &[Value] = match d {
+                Def::Un(_, x) => std::slice::from_ref(x),
+                Def::Bin(_, a, b) => &[*a, *b][..],
+                _ => &[],
+            };
+            let mut freed: smallvec::SmallVec<[u32; 2]> = smallvec::SmallVec::new();
+            for v in reads.iter().map(|v| v.0 as usize) {
+                if last[v] == i && out_of[v].is_none() && !pinned[v] {
+                    if let Operand::Reg(r) = loc[v] {
+                        if !freed.contains(&r) {
+                            freed.push(r);
+                        }
+                    }
+                }
+            }
+            free.extend(freed);
+            // a value nothing reads and no output needs (a dead op) frees its register at once
+            // (a reader always comes after the value, so `last[i] <= i` means no reader)
+            if matches!(d, Def::Un(..) | Def::Bin(..)) && out_of[i].is_none() && last[i] <= i {
+                if let Operand::Reg(r) = here {
+                    free.push(r);
+                }
+            }
+        }
+        // outputs that no instruction writes: constants and one-element inputs (pinned),
+        // full inputs, and a value given as a second output
+        for (k, v) in self.outputs.iter().enumerate() {
+            let v = v.0 as usize;
+            let written = matches!(self.defs[v], Def::Un(..) | Def::Bin(..)) && out_of[v] == Some(k as u32);
+            match loc[v] {
+                _ if written => {}
+                Operand::Reg(r) if pinned[v] => p.pinned_outputs.push((k as u32, r)),
+                // outputs are never freed, so the register still holds the value at the end
+                x => {
+                    p.num_regs += 1;
+                    p.code.push(Instr::Un { f: Fn1::Identity, x, dst: p.num_regs as u32 - 1, out: Some(k as u32) });
+                }
+            }
+        }
+        p
+    }
+}
+
+impl Program {
+    /// Number of instructions.
+    pub fn num_instrs(&self) -> usize {
+        self.code.len()
+    }
+    /// Number of tile registers.
+    pub fn num_regs(&self) -> usize {
+        self.num_regs
+    }
+    /// Number of outputs.
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+}
+
+/// Float element types a program runs on, with the scalar functions the ops' own kernels
+/// use.
+pub(crate) trait FusedFloat: VFloat + Arith + Element {
+    fn from_f64(v: f64) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn tan(self) -> Self;
+    fn abs(self) -> Self;
+    fn floor(self) -> Self;
+    fn div(self, b: Self) -> Self;
+}
+
+macro_rules! fused_float {
+    ($t:ty) => {
+        impl FusedFloat for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn sin(self) -> Self {
+                <$t>::sin(self)
+            }
+            fn cos(self) -> Self {
+                <$t>::cos(self)
+            }
+            fn tan(self) -> Self {
+                <$t>::tan(self)
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn floor(self) -> Self {
+                <$t>::floor(self)
+            }
+            fn div(self, b: Self) -> Self {
+                self / b
+            }
+        }
+    };
+}
+fused_float!(f32);
+fused_float!(f64);
+
+#[inline(always)]
+fn map1<T: Copy>(x: &[T], d: &mut [T], g: impl Fn(T) -> T) {
+    d.iter_mut().zip(x).for_each(|(d, &x)| *d = g(x));
+}
+
+#[inline(always)]
+fn map2<T: Copy>(a: &[T], b: &[T], d: &mut [T], g: impl Fn(T, T) -> T) {
+    d.iter_mut().zip(a.iter().zip(b)).for_each(|(d, (&a, &b))| *d = g(a, b));
+}
+
+fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
+    match f {
+        Fn1::Identity => d.copy_from_slice(x),
+        Fn1::Neg => map1(x, d, T::neg),
+        Fn1::Square => map1(x, d, |x| T::mul(x, x)),
+        Fn1::Sin => map1(x, d, T::sin),
+        Fn1::Cos => map1(x, d, T::cos),
+        Fn1::Tan => map1(x, d, T::tan),
+        Fn1::Abs => map1(x, d, T::abs),
+        Fn1::Floor => map1(x, d, T::floor),
+        Fn1::V(fun) => T::run(fun, x, d),
+    }
+}
+
+fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
+    match f {
+        Fn2::Add => map2(a, b, d, T::add),
+        Fn2::Sub => map2(a, b, d, T::sub),
+        Fn2::Mul => map2(a, b, d, T::mul),
+        Fn2::Div => map2(a, b, d, T::div),
+        Fn2::Max => map2(a, b, d, super::nn::maximum::<T>),
+        Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
+        // floats: `Some(powf)`, as `Pow`'s kernel
+        Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
+    }
+}
+
+/// Tile length for a program with `regs` registers: the registers of one tile fill about
+/// 256 KiB (within L2), at least 16 and at most 4096 elements, and never more than `len`.
+fn tile_len<T>(regs: usize, len: usize) -> usize {
+    let budget = (256 << 10) / (std::mem::size_of::<T>() * regs.max(1));
+    budget.clamp(16, 4096).min(len.max(1))
+}
+
+/// Runs the program over elements `lo..lo + outs[k].len()` of the full inputs `ins`
+/// (`None`: a one-element input, already in its pinned register), writing each output's
+/// part into `outs[k]`.
+fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [T]], tile: usize) {
+    let count = outs.first().map_or(0, |o| o.len());
+    let mut regs: Vec<Vec<T>> = vec![vec![T::zero(); tile]; p.num_regs];
+    for &(r, i) in &p.pinned_inputs {
+        regs[r as usize].fill(pinned_in[i as usize]);
+    }
+    for &(r, v) in &p.pinned_consts {
+        regs[r as usize].fill(T::from_f64(v));
+    }
+    for &(k, r) in &p.pinned_outputs {
+        let v = regs[r as usize][0];
+        outs[k as usize].fill(v);
+    }
+    let mut off = 0;
+    while off < count {
+        let n = tile.min(count - off);
+        let at = lo + off;
+        for ins_ in &p.code {
+            match *ins_ {
+                Instr::Un { f, x, dst, out } => {
+                    let mut d = std::mem::take(&mut regs[dst as usize]);
+                    let xs = match x {
+                        Operand::Reg(r) => &regs[r as usize][..n],
+                        Operand::In(i) => &ins[i as usize][at..at + n],
+                    };
+                    apply1(f, xs, &mut d[..n]);
+                    if let Some(k) = out {
+                        outs[k as usize][off..off + n].copy_from_slice(&d[..n]);
+                    }
+                    regs[dst as usize] = d;
+                }
+                Instr::Bin { f, a, b, dst, out } => {
+                    let mut d = std::mem::take(&mut regs[dst as usize]);
+                    let src = |o: Operand| match o {
+                        Operand::Reg(r) => &regs[r as usize][..n],
+                        Operand::In(i) => &ins[i as usize][at..at + n],
+                    };
+                    apply2(f, src(a), src(b), &mut d[..n]);
+                    if let Some(k) = out {
+                        outs[k as usize][off..off + n].copy_from_slice(&d[..n]);
+                    }
+                    regs[dst as usize] = d;
+                }
+            }
+        }
+        off += n;
+    }
+}
+
+/// Elements × instructions above which a run is split over the intra-op pool.
+const SHARD_WORK: usize = 1 << 16;
+
+fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
+    let len = p.len;
+    if ctx.inputs.len() != p.num_inputs {
+        return Err(ctx.error(format!("{} inputs, the program takes {}", ctx.inputs.len(), p.num_inputs)));
+    }
+    let mut pinned_in = vec![T::zero(); p.num_inputs];
+    // full inputs that are not contiguous, copied
+    let mut copies: Vec<Option<Vec<T>>> = vec![None; p.num_inputs];
+    for (i, t) in ctx.inputs.iter().enumerate() {
+        let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE)))?;
+        let want = if p.input_full[i] { len } else { 1 };
+        if a.len() != want {
+            return Err(ctx.error(format!("input {i} has {} elements, expected {want}", a.len())));
+        }
+        if !p.input_full[i] {
+            pinned_in[i] = a.iter().next().copied().unwrap_or(T::zero());
+        } else if a.as_slice().is_none() {
+            copies[i] = Some(a.iter().copied().collect());
+        }
+    }
+    let ins: Vec<&[T]> = ctx
+        .inputs
+        .iter()
+        .zip(&copies)
+        .zip(&p.input_full)
+        .map(|((t, c), &full)| match c {
+            Some(v) => &v[..],
+            None if full => T::view(t).and_then(|a| a.as_slice()).unwrap_or(&[]),
+            None => &[],
+        })
+        .collect();
+    let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| vec![T::zero(); len]).collect();
+    let tile = tile_len::<T>(p.num_regs, len);
+    let threads = intra_op::intra_op_threads();
+    if threads > 1 && len >= 2 * tile && len.saturating_mul(p.code.len()) >= SHARD_WORK {
+        let chunk = len.div_ceil(threads).div_ceil(tile) * tile;
+        let mut parts: Vec<(usize, Vec<&mut [T]>)> = (0..len.div_ceil(chunk)).map(|c| (c * chunk, Vec::new())).collect();
+        for o in outs.iter_mut() {
+            for (c, piece) in o.chunks_mut(chunk).enumerate() {
+                parts[c].1.push(piece);
+            }
+        }
+        let (ins, pinned_in) = (&ins, &pinned_in);
+        intra_op::install(|| parts.par_iter_mut().for_each(|(lo, o)| run_range(p, ins, pinned_in, *lo, o, tile)));
+    } else {
+        let mut o: Vec<&mut [T]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+        run_range(p, &ins, &pinned_in, 0, &mut o, tile);
+    }
+    let nodes = &ctx.node.outputs;
+    outs.into_iter()
+        .zip(nodes)
+        .map(|(v, tt)| {
+            ArcArray::from_shape_vec(IxDyn(tt.shape.dims()), v).map(T::wrap).map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))
+        })
+        .collect()
+}
+
+/// The kernel: the program is the node's `program` attribute.
+fn kernel_fused(ctx: &KernelCtx) -> Result<Outputs> {
+    let Some(AttrValue::Program(p)) = ctx.node.attrs.get("program") else {
+        return Err(ctx.error("no fused program (the op is made by the graph optimizer only)"));
+    };
+    match ctx.node.outputs.first().map(|t| t.dtype) {
+        Some(DType::Float32) => run_typed::<f32>(ctx, p),
+        Some(DType::Float64) => run_typed::<f64>(ctx, p),
+        d => Err(ctx.error(format!("no kernel for dtype {d:?}"))),
+    }
+}
+
+fn infer_fused(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    Err(ctx.invalid("is made by the graph optimizer for a plan; it cannot be added to a graph"))
+}
+
+/// The op of fused steps (not in the registry: graphs never hold it).
+pub static FUSED_ELEMENTWISE: OpDef = OpDef {
+    name: "_FusedElementwise",
+    default_name: "_FusedElementwise",
+    arity: Arity::AtLeast(0),
+    ref_inputs: &[],
+    infer: infer_fused,
+    kernel: kernel_fused,
+    gpu: GpuSupport::None,
+    grad: None,
+    stateful: false,
+};
+
+/// Whether `op` is one the pass may fuse (float dtypes only; the caller checks those).
+pub fn fusable(op: &str) -> bool {
+    matches!(
+        op,
+        "Neg" | "Square" | "Sin" | "Cos" | "Tan" | "Abs" | "Floor" | "Exp" | "Log" | "Tanh" | "Sigmoid" | "Sqrt" | "Relu" | "Add" | "Sub" | "Mul"
+            | "RealDiv" | "Maximum" | "Minimum" | "Pow" | "OnesLike" | "ZerosLike" | "AddN"
+    )
+}
+
+/// Shares a program between the synthetic node's attrs and the plan.
+pub fn program_attr(p: Program) -> AttrValue {
+    AttrValue::Program(Arc::new(p))
+}
