@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use ndarray::{s, Array2};
 use oxiflow_core::ops::AttrValue;
-use oxiflow_core::{DType, Graph, NodeSpec, OxiflowError, Output, Shape, Tensor};
+use oxiflow_core::{DType, Graph, Layout, NodeSpec, OxiflowError, Output, Shape, Tensor};
 use proptest::prelude::*;
 
 type Unary = fn(f64) -> f64;
@@ -406,6 +406,35 @@ proptest! {
             let got = binary(op, &a, &b);
             prop_assert_eq!(got.dims(), dims.as_slice());
             prop_assert_eq!(got.to_f64_vec(), want);
+        }
+    }
+}
+
+/// The SIMD functions give the same bits whatever the input's layout: a column-major tensor
+/// (a Julia array fed as is) and its row-major copy, Float32 and Float64.
+#[test]
+fn vectorized_unary_ops_do_not_depend_on_the_layout() {
+    let dims = [37, 29];
+    let v = rand_vec(37 * 29, 11, -3.0, 3.0);
+    for op in ["Tanh", "Exp", "Log", "Sigmoid", "Sqrt", "Relu"] {
+        let arg = |v: &[f64]| -> Vec<f64> { if op == "Log" || op == "Sqrt" { v.iter().map(|x| x.abs() + 0.01).collect() } else { v.to_vec() } };
+        let x = arg(&v);
+        for f32s in [false, true] {
+            // the same logical values: row-major data, and its column-major ordering
+            let colmajor: Vec<f64> = (0..dims[1]).flat_map(|j| (0..dims[0]).map(move |i| (i, j))).map(|(i, j)| x[i * dims[1] + j]).collect();
+            let make = |data: &Vec<f64>, layout| {
+                if f32s {
+                    Tensor::from_vec(&dims, data.iter().map(|&a| a as f32).collect(), layout).unwrap()
+                } else {
+                    Tensor::from_vec(&dims, data.clone(), layout).unwrap()
+                }
+            };
+            let (row, col) = (make(&x, Layout::RowMajor), make(&colmajor, Layout::ColumnMajor));
+            assert_eq!(row.to_f64_vec(), col.to_f64_vec(), "the two inputs hold the same values");
+            let (a, b) = (unary_f64(op, &row), unary_f64(op, &col));
+            assert_eq!(a.dims(), b.dims());
+            let same = a.to_f64_vec().iter().zip(b.to_f64_vec()).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{op} (f32: {f32s}): results depend on the layout");
         }
     }
 }

@@ -237,6 +237,7 @@ end
 
 
 include("profile.jl")
+include("fusion.jl")
 include("placement.jl")
 include("config.jl")
 include("cuda.jl")

@@ -233,12 +233,23 @@ fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
 }
 
 /// Applies one of the vectorized functions of [`vmath`] elementwise (SIMD, sharded over the
-/// intra-op threads for large tensors); inputs that are not contiguous go through
-/// `map_float` with the scalar fallbacks `f32f` / `f64f`.
+/// intra-op threads for large tensors), whatever the input's layout. `f32f` / `f64f` are
+/// the scalar fallbacks for dtypes the fast path does not take.
 pub(crate) fn map_vfun(ctx: &KernelCtx, fun: vmath::Fun, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Outputs> {
+    // Any contiguous layout (row-major, or a column-major feed from Julia) maps in memory
+    // order and keeps its layout; other views are copied to row-major first, so the same
+    // SIMD function computes every element whatever the layout.
     fn go<T: vmath::VFloat + Element>(a: &ArcArray<T, IxDyn>, fun: vmath::Fun) -> Option<Tensor> {
-        let s = a.as_slice()?;
-        let v = vmath::map_vec(fun, s);
+        if let Some(src) = a.as_slice() {
+            return ArcArray::from_shape_vec(a.raw_dim(), vmath::map_vec(fun, src)).ok().map(T::wrap);
+        }
+        if let Some(src) = a.as_slice_memory_order() {
+            let mut out = a.to_owned();
+            vmath::apply(fun, src, out.as_slice_memory_order_mut()?);
+            return Some(T::wrap(out.into_shared()));
+        }
+        let std = a.as_standard_layout();
+        let v = vmath::map_vec(fun, std.as_slice()?);
         ArcArray::from_shape_vec(a.raw_dim(), v).ok().map(T::wrap)
     }
     // Scalars take the same vectorized function (a value's result never depends on the
