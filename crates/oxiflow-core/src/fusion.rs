@@ -59,19 +59,27 @@ pub fn fusion_default() -> bool {
     *ON.get_or_init(|| std::env::var("OXIFLOW_FUSION").map_or(true, |v| v.trim() != "0"))
 }
 
+/// Largest cluster shape (elements) fused by default. Above it the tile-by-tile
+/// interpreter is not yet as fast as the unfused kernels (a 256×256 Float32 `Tanh`,
+/// `Square`, `Sub` fed from Julia ran 5× slower fused: inputs in column-major order are
+/// gathered element by element, and each tile's ops run on one thread), so clusters of
+/// larger tensors are left to the per-op SIMD kernels; scalar and small-tensor chains,
+/// where the per-step cost dominates, are fused.
+pub const DEFAULT_MAX_FUSED_ELEMENTS: usize = 4096;
+
 /// Elements of a static shape.
 fn elements(dims: &[usize]) -> usize {
     dims.iter().product()
 }
 
 /// Whether `n` (placed on device `dev`) may be part of a cluster.
-fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) -> bool, dev: usize) -> bool {
+fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) -> bool, dev: usize, max_len: usize) -> bool {
     let [out] = &n.outputs[..] else { return false };
     let dims = out.shape.dims();
     if !fusable(n.op.name) || !n.control_inputs.is_empty() || !cpu(dev) || !matches!(out.dtype, DType::Float32 | DType::Float64) {
         return false;
     }
-    if elements(dims) == 0 || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {
+    if elements(dims) == 0 || elements(dims) > max_len || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {
         return false;
     }
     n.inputs.iter().all(|&i| match graph.output_type(i) {
@@ -81,8 +89,9 @@ fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) 
 }
 
 /// Finds the clusters of the step that runs `needed` (sorted node ids) placed by `device_of`,
-/// with `fed` outputs fed and `fetches` fetched; `cpu(d)` tells whether device `d` is a CPU.
-/// Clusters of a single node are left as that node.
+/// with `fed` outputs fed and `fetches` fetched; `cpu(d)` tells whether device `d` is a CPU;
+/// only ops of at most `max_len` elements are fused. Clusters of a single node are left as
+/// that node.
 pub(crate) fn fuse(
     graph: &Graph,
     needed: &[NodeId],
@@ -90,6 +99,7 @@ pub(crate) fn fuse(
     cpu: &dyn Fn(usize) -> bool,
     fed: &HashSet<Output>,
     fetches: &[Output],
+    max_len: usize,
 ) -> Fusion {
     let nodes = graph.nodes();
     // key of each unit: (level, position); clusters keep their first member's
@@ -117,7 +127,7 @@ pub(crate) fn fuse(
         let reads: Vec<NodeId> = reads.chain(n.control_inputs.iter().copied()).collect();
         let level = reads.iter().map(|&u| unit_key(u, &cluster_of, &node_key, &drafts).0 + 1).max().unwrap_or(0);
         let dev = device_of(id);
-        if eligible(graph, n, fed, cpu, dev) {
+        if eligible(graph, n, fed, cpu, dev, max_len) {
             let out = &n.outputs[0];
             let mut joined = None;
             for c in reads.iter().filter_map(|u| cluster_of.get(u).copied()) {

@@ -36,7 +36,14 @@ fn tensor(dtype: DType, dims: &[usize], rng: &mut Rng) -> Tensor {
 
 /// A session over `g` (shared: two sessions compare fused and unfused runs of one graph).
 fn session(g: &Arc<RwLock<Graph>>, fusion: bool, gpus: usize) -> Session {
-    let o = SessionOptions { fusion: Some(fusion), emulated_gpus: Some(gpus), intra_op_threads: Some(2), ..Default::default() };
+    // every size fused, so the tile and thread paths are tested too
+    let o = SessionOptions {
+        fusion: Some(fusion),
+        fusion_max_elements: Some(usize::MAX),
+        emulated_gpus: Some(gpus),
+        intra_op_threads: Some(2),
+        ..Default::default()
+    };
     Session::new(g.clone(), o).unwrap()
 }
 
@@ -164,7 +171,7 @@ fn unit_order_runs_every_unit_after_what_it_reads() {
         let (g, feeds, fetches) = random_graph(seed, DType::Float64, &[4]);
         let fed: HashSet<Output> = feeds.iter().map(|(o, _)| *o).collect();
         let needed = crate::eval::needed_nodes(&g, &fetches, &[], &fed).unwrap();
-        let f = fuse(&g, &needed, &|_| 0, &|_| true, &fed, &fetches);
+        let f = fuse(&g, &needed, &|_| 0, &|_| true, &fed, &fetches, usize::MAX);
         let mut pos: HashMap<NodeId, usize> = HashMap::new();
         for (i, u) in f.order.iter().enumerate() {
             match *u {
@@ -278,3 +285,17 @@ fn a_long_chain_needs_few_registers() {
     assert!(p.num_regs() <= 2, "{} registers", p.num_regs());
 }
 
+
+#[test]
+fn by_default_only_small_tensors_fuse() {
+    for (dims, want) in [(vec![64usize, 64], 1), (vec![100, 100], 0)] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float32, &dims, Some("x")).unwrap();
+        let a = g.op("Tanh", &[x]).unwrap();
+        let b = g.op("Square", &[a]).unwrap();
+        let o = SessionOptions { emulated_gpus: Some(0), fusion: Some(true), ..Default::default() };
+        let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
+        let (_, st) = run(&s, &[(x, tensor(DType::Float32, &dims, &mut Rng(9)))], &[b]);
+        assert_eq!(fused_steps(&st), want, "{dims:?}");
+    }
+}

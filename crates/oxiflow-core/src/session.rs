@@ -9,7 +9,7 @@ use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::device::DeviceKind;
 use crate::executor::{execute, Plan, Step, StepKind};
-use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit};
+use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit, DEFAULT_MAX_FUSED_ELEMENTS};
 use crate::graph::{Graph, Node, NodeId, Output};
 use crate::ops::fused::{program_attr, FUSED_ELEMENTWISE};
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
@@ -48,6 +48,9 @@ pub struct SessionOptions {
     /// Elementwise fusion of CPU ops before execution ([`crate::fusion`]); `None`: on unless
     /// the environment sets `OXIFLOW_FUSION=0`.
     pub fusion: Option<bool>,
+    /// Largest tensor (elements) whose ops are fused; `None`:
+    /// [`crate::fusion::DEFAULT_MAX_FUSED_ELEMENTS`].
+    pub fusion_max_elements: Option<usize>,
 }
 
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
@@ -282,7 +285,8 @@ impl Session {
         }
         let fusion = if self.options.fusion.unwrap_or_else(fusion_default) {
             let devices = &self.devices.devices;
-            fuse(graph, &needed, &|id| asg[&id], &|d| devices[d].attributes().kind == DeviceKind::Cpu, &fed, fetches)
+            let max_len = self.options.fusion_max_elements.unwrap_or(DEFAULT_MAX_FUSED_ELEMENTS);
+            fuse(graph, &needed, &|id| asg[&id], &|d| devices[d].attributes().kind == DeviceKind::Cpu, &fed, fetches, max_len)
         } else {
             Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() }
         };
