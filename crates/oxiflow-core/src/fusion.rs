@@ -23,7 +23,8 @@
 use crate::dtype::DType;
 use crate::graph::{Graph, Node, NodeId, Output};
 use crate::ops::fused::{fusable, Program, ProgramBuilder, Value};
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// One fused cluster of a plan.
 #[derive(Debug)]
@@ -152,88 +153,108 @@ pub(crate) fn fuse(
     }
     // single-node clusters stay nodes
     let mut index = vec![None; drafts.len()];
-    let mut fusion = Fusion::default();
+    let mut kept: Vec<&[NodeId]> = Vec::new();
     for (c, d) in drafts.iter().enumerate() {
         if d.members.len() >= 2 {
-            index[c] = Some(fusion.clusters.len());
-            fusion.clusters.push(Cluster { members: d.members.clone(), inputs: Vec::new(), outputs: Vec::new(), program: ProgramBuilder::default().finish(0) });
+            index[c] = Some(kept.len());
+            kept.push(&d.members);
         } else {
             for &m in &d.members {
                 cluster_of.remove(&m);
-                node_key.insert(m, d.key);
             }
         }
     }
-    if fusion.clusters.is_empty() {
-        fusion.order = needed.iter().map(|&id| Unit::Node(id)).collect();
-        return fusion;
+    if kept.is_empty() {
+        return unfused(needed);
     }
     let final_cluster = |id: NodeId| cluster_of.get(&id).and_then(|&c| index[c]);
     // outputs read outside their cluster (by other units or as fetches)
     let mut leaves: HashSet<Output> = fetches.iter().copied().collect();
     for &id in needed {
-        let n = &nodes[id];
-        for o in &n.inputs {
+        for o in &nodes[id].inputs {
             if final_cluster(o.node).is_some() && final_cluster(o.node) != final_cluster(id) {
                 leaves.insert(*o);
             }
         }
     }
-    for cl in &mut fusion.clusters {
-        let set: HashSet<NodeId> = cl.members.iter().copied().collect();
-        let mut b = ProgramBuilder::default();
-        let mut values: HashMap<Output, Value> = HashMap::new();
-        let len = elements(nodes[cl.members[0]].outputs[0].shape.dims());
-        for &m in &cl.members {
-            let n = &nodes[m];
-            let mut args = Vec::with_capacity(n.inputs.len());
-            for &o in &n.inputs {
-                let v = match values.get(&o) {
-                    Some(&v) => v,
-                    None => {
-                        // members were checked to read only their cluster or earlier units
-                        debug_assert!(!set.contains(&o.node));
-                        let full = graph.output_type(o).map_or(false, |t| elements(t.shape.dims()) == len);
-                        let v = b.input(full);
-                        cl.inputs.push(o);
-                        values.insert(o, v);
-                        v
-                    }
-                };
-                args.push(v);
-            }
-            // eligible() only admits ops `lower` knows; should one ever not lower, the
-            // step runs unfused rather than failing
-            let Some(v) = b.lower(n.op.name, &args) else {
-                return Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() };
-            };
-            b.replaces(&n.name, n.op.name);
-            values.insert(Output::new(m, 0), v);
-        }
-        for &m in &cl.members {
-            let o = Output::new(m, 0);
-            if leaves.contains(&o) {
-                b.output(values[&o]);
-                cl.outputs.push(o);
-            }
-        }
-        cl.program = b.finish(len);
-    }
-    // order: units by key (every edge goes to a larger key)
-    let mut keyed: Vec<((u32, NodeId), Unit)> = Vec::new();
-    for (c, d) in drafts.iter().enumerate() {
-        if let Some(k) = index[c] {
-            keyed.push((d.key, Unit::Cluster(k)));
+    let mut fusion = Fusion::default();
+    for members in kept {
+        // eligible() only admits ops `lower` knows; should one ever not lower, the step
+        // runs unfused rather than failing
+        match cluster(graph, members, &leaves) {
+            Some(c) => fusion.clusters.push(c),
+            None => return unfused(needed),
         }
     }
+    // Order: graph order as far as the clusters allow (Kahn's algorithm taking the unit
+    // with the smallest first node first), so the executor meets independent steps in the
+    // order it would unfused. The keys guarantee there is no cycle.
+    let k = fusion.clusters.len();
+    let unit_index = |id: NodeId| final_cluster(id).unwrap_or_else(|| k + needed.binary_search(&id).unwrap_or(0));
+    let mut first: Vec<NodeId> = fusion.clusters.iter().map(|c| c.members[0]).collect();
+    first.extend(needed.iter().copied());
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); first.len()];
+    let mut pending = vec![0usize; first.len()];
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
     for &id in needed {
-        if final_cluster(id).is_none() {
-            keyed.push((node_key[&id], Unit::Node(id)));
+        let n = &nodes[id];
+        let reads = n.inputs.iter().filter(|o| !fed.contains(o)).map(|o| o.node).chain(n.control_inputs.iter().copied());
+        for r in reads.filter(|r| needed.binary_search(r).is_ok()) {
+            let (from, to) = (unit_index(r), unit_index(id));
+            if from != to && seen.insert((from, to)) {
+                succ[from].push(to);
+                pending[to] += 1;
+            }
         }
     }
-    keyed.sort_unstable_by_key(|(k, _)| *k);
-    fusion.order = keyed.into_iter().map(|(_, u)| u).collect();
+    let live = |u: usize| u < k || final_cluster(first[u]).is_none();
+    let mut ready: BinaryHeap<Reverse<(NodeId, usize)>> = (0..first.len()).filter(|&u| live(u) && pending[u] == 0).map(|u| Reverse((first[u], u))).collect();
+    while let Some(Reverse((_, u))) = ready.pop() {
+        fusion.order.push(if u < k { Unit::Cluster(u) } else { Unit::Node(first[u]) });
+        for &v in &succ[u] {
+            pending[v] -= 1;
+            if pending[v] == 0 {
+                ready.push(Reverse((first[v], v)));
+            }
+        }
+    }
     fusion
+}
+
+/// The plan without fusion: every needed node on its own, in graph order.
+fn unfused(needed: &[NodeId]) -> Fusion {
+    Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() }
+}
+
+/// The cluster of `members` (graph order), its outputs those in `leaves`; `None` when an op
+/// does not lower to the program's instructions.
+fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Option<Cluster> {
+    let nodes = graph.nodes();
+    let mut b = ProgramBuilder::default();
+    let mut values: HashMap<Output, Value> = HashMap::new();
+    let mut inputs = Vec::new();
+    let len = elements(nodes[members[0]].outputs[0].shape.dims());
+    for &m in members {
+        let n = &nodes[m];
+        let mut args = Vec::with_capacity(n.inputs.len());
+        for &o in &n.inputs {
+            // a value not made in the cluster yet comes from outside it (members read only
+            // their cluster and units with smaller keys)
+            let v = *values.entry(o).or_insert_with(|| {
+                inputs.push(o);
+                b.input(graph.output_type(o).map_or(false, |t| elements(t.shape.dims()) == len))
+            });
+            args.push(v);
+        }
+        let v = b.lower(n.op.name, &args)?;
+        b.replaces(&n.name, n.op.name);
+        values.insert(Output::new(m, 0), v);
+    }
+    let outputs: Vec<Output> = members.iter().map(|&m| Output::new(m, 0)).filter(|o| leaves.contains(o)).collect();
+    for o in &outputs {
+        b.output(values[o]);
+    }
+    Some(Cluster { members: members.to_vec(), inputs, outputs, program: b.finish(len) })
 }
 
 #[cfg(test)]

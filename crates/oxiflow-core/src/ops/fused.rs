@@ -290,7 +290,7 @@ impl ProgramBuilder {
             free.extend(freed);
             // a value nothing reads and no output needs (a dead op) frees its register at once
             // (a reader always comes after the value, so `last[i] <= i` means no reader)
-            if matches!(d, Def::Un(..) | Def::Bin(..)) && out_of[i].is_none() && last[i] <= i {
+            if out_of[i].is_none() && last[i] <= i {
                 if let Operand::Reg(r) = here {
                     free.push(r);
                 }
