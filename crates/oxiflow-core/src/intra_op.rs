@@ -4,10 +4,11 @@
 //!
 //! A session tags each of its worker threads with its intra-op count
 //! ([`set_intra_op_threads`], from the pool's start handler); a kernel asks
-//! [`intra_op_threads`] and runs its parallel part in [`install`], a Rayon pool of exactly
-//! that many threads (shared by all sessions with the same count, as TF shares its intra-op
-//! pool process-wide), so a kernel's parallelism neither depends on nor competes with the
-//! worker pool's size. Today the parallel kernels are `MatMul` (the `gemm` crate) and the
+//! [`intra_op_threads`] and runs its parallel part in [`install`], on exactly that many
+//! threads: the session's own workers when the worker pool has that size (the default),
+//! else a Rayon pool of that size shared by all sessions with the same count (as TF shares
+//! its intra-op pool process-wide), so a kernel's parallelism does not depend on the worker
+//! pool's size. Today the parallel kernels are `MatMul` (the `gemm` crate) and the
 //! `faer`-based linear algebra (`MatrixInverse`, `MatrixDeterminant`, `MatrixSolve`,
 //! `MatrixSolveLs`, `BatchMatMulV2`).
 
@@ -84,30 +85,45 @@ fn pool(n: usize) -> Arc<rayon::ThreadPool> {
         .clone()
 }
 
-/// Runs `f` (a kernel's parallel part) in the intra-op pool of [`intra_op_threads`] threads,
-/// so Rayon-parallel code inside it (`gemm`'s `Parallelism::Rayon(0)`, `faer`'s default
-/// `Par::rayon(0)`) uses exactly that many threads. The calling worker waits for it; a panic
-/// in `f` propagates to the caller.
+/// Runs `f` (a kernel's parallel part) on [`intra_op_threads`] threads, so Rayon-parallel
+/// code inside it (`gemm`'s `Parallelism::Rayon(0)`, `faer`'s default `Par::rayon(0)`)
+/// uses exactly that many threads. The calling worker waits for it; a panic in `f`
+/// propagates to the caller.
+///
+/// Which threads: on a worker of a pool of exactly that size (a session's worker pool when
+/// `inter_op_parallelism_threads` resolves to the intra-op count, the default where both
+/// are 0), `f` runs right there and its parallel parts are stolen by the pool's idle
+/// workers; elsewhere in the shared pool of that size. TF keeps two pools whose threads
+/// block when idle; Rayon's idle threads spin and yield for a while first, so with two
+/// pools a kernel's threads competed with the waiting worker and its idle neighbours for
+/// the same cores (on 2 cores the MLP step ran 1.3-1.4x slower; docs/performance.md).
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    pool(intra_op_threads()).install(f)
+    let n = intra_op_threads();
+    if rayon::current_thread_index().is_some() && rayon::current_num_threads() == n {
+        return f();
+    }
+    pool(n).install(f)
 }
 
-/// Test-only op `_IntraOpProbe` (no inputs, CPU only): an Int64 `[3]` tensor with what a
+/// Test-only op `_IntraOpProbe` (no inputs, CPU only): an Int64 `[4]` tensor with what a
 /// kernel on its thread is given: [`intra_op_threads`], the `gemm` threads of a 512³
-/// `MatMul`, and the size of the pool [`install`] runs it in.
+/// `MatMul`, the size of the pool [`install`] runs it in, and 1 when that is the session's
+/// own worker pool (else 0).
 #[cfg(test)]
 pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
     use crate::ops::*;
     fn infer(_: &InferCtx) -> crate::Result<Vec<crate::graph::TensorType>> {
-        Ok(vec![crate::graph::TensorType::new(crate::DType::Int64, crate::Shape(vec![3]))])
+        Ok(vec![crate::graph::TensorType::new(crate::DType::Int64, crate::Shape(vec![4]))])
     }
     fn kernel(_: &KernelCtx) -> crate::Result<Outputs> {
         let gemm = match crate::ops::matmul::gemm_parallelism(512, 512, 512) {
             gemm::Parallelism::None => 1,
             gemm::Parallelism::Rayon(n) => n,
         };
-        let v = vec![intra_op_threads() as i64, gemm as i64, install(rayon::current_num_threads) as i64];
-        Ok(smallvec![crate::Tensor::from_vec(&[3], v, crate::Layout::RowMajor)?])
+        let on_worker = || std::thread::current().name().is_some_and(|n| n.starts_with("oxiflow-worker-"));
+        let (pool, own) = install(|| (rayon::current_num_threads(), on_worker()));
+        let v = vec![intra_op_threads() as i64, gemm as i64, pool as i64, own as i64];
+        Ok(smallvec![crate::Tensor::from_vec(&[4], v, crate::Layout::RowMajor)?])
     }
     r.add(OpDef {
         name: "_IntraOpProbe",
@@ -134,12 +150,18 @@ mod tests {
         let mut g = Graph::new();
         let probe = g.op("_IntraOpProbe", &[]).unwrap();
         let g = Arc::new(RwLock::new(g));
-        // (inter, intra) -> threads a kernel gets; inter never leaks into intra (ADCME's bug)
-        for (inter, intra, want) in [(1, Some(3), 3.0), (3, Some(1), 1.0), (2, Some(2), 2.0), (1, Some(0), all), (1, None, all)] {
+        // (inter, intra) -> threads a kernel gets; inter never leaks into intra (ADCME's bug).
+        // A traced run executes on the session's workers; their kernels' parallel parts stay
+        // on those workers exactly when the pool has the intra-op size.
+        for (inter, intra, want) in [(1, Some(3), 3.0), (3, Some(1), 1.0), (2, Some(2), 2.0), (3, Some(3), 3.0), (1, Some(0), all), (1, None, all)] {
             let o = SessionOptions { inter_op_threads: Some(inter), intra_op_threads: intra, emulated_gpus: Some(0), ..Default::default() };
             let s = Session::new(g.clone(), o).unwrap();
-            let got = s.run(&[], &[probe], &[], false).unwrap().values[0].to_f64_vec();
-            assert_eq!(got, vec![want, want, want], "inter={inter} intra={intra:?}");
+            let own = if inter as f64 == want { 1.0 } else { 0.0 };
+            for trace in [false, true] {
+                let got = s.run(&[], &[probe], &[], trace).unwrap().values[0].to_f64_vec();
+                let own = if trace { own } else { 0.0 }; // untraced: a one-step plan runs on the caller's thread
+                assert_eq!(got, vec![want, want, want, own], "inter={inter} intra={intra:?} trace={trace}");
+            }
             assert_eq!(s.threads(), (inter, want as usize));
         }
     }
