@@ -75,6 +75,33 @@ impl StateAccess for VariableStore {
         }
         Ok(())
     }
+
+    /// In place for variables outside accounted device memory (whose buffers an account
+    /// tracks by identity); `None` for the others, and for unknown or repeated `vars`.
+    fn update_variables(&self, vars: &[NodeId], f: &mut dyn FnMut(&mut [&mut Tensor]) -> Result<()>) -> Option<Result<Vec<Tensor>>> {
+        let mut g = self.lock();
+        let distinct = vars.iter().enumerate().all(|(i, v)| !vars[..i].contains(v));
+        if !distinct || vars.iter().any(|v| g.homes.contains_key(v) || !g.values.contains_key(v)) {
+            return None;
+        }
+        // Taken out of the map while `f` runs (the lock is held: no reader sees the gap) and
+        // put back by the guard, also when `f` fails or panics.
+        struct Back<'a> {
+            values: &'a mut HashMap<NodeId, Tensor>,
+            taken: Vec<(NodeId, Tensor)>,
+        }
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                self.values.extend(self.taken.drain(..));
+            }
+        }
+        let values = &mut g.values;
+        let taken = vars.iter().filter_map(|v| values.remove(v).map(|t| (*v, t))).collect();
+        let mut back = Back { values, taken };
+        let mut ts: Vec<&mut Tensor> = back.taken.iter_mut().map(|(_, t)| t).collect();
+        let r = f(&mut ts);
+        Some(r.map(|()| back.taken.iter().map(|(_, t)| t.clone()).collect()))
+    }
 }
 
 impl Drop for VariableStore {

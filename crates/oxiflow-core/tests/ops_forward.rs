@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use ndarray::{s, Array2};
 use oxiflow_core::ops::AttrValue;
-use oxiflow_core::{DType, Graph, Layout, NodeSpec, OxiflowError, Output, Shape, Tensor};
+use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, OxiflowError, Shape, Tensor};
 use proptest::prelude::*;
 
 type Unary = fn(f64) -> f64;
@@ -66,15 +66,7 @@ fn default_names_follow_tf_python() {
     let mut g = Graph::new();
     let x = g.constant(rand_t(&[2, 2], 2, 0.5, 1.0)).unwrap();
     let b = g.constant(Tensor::scalar(true)).unwrap();
-    let names = [
-        ("Add", "add"),
-        ("Sub", "sub"),
-        ("Mul", "mul"),
-        ("RealDiv", "truediv"),
-        ("Pow", "pow"),
-        ("MatMul", "MatMul"),
-        ("Greater", "Greater"),
-    ];
+    let names = [("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("RealDiv", "truediv"), ("Pow", "pow"), ("MatMul", "MatMul"), ("Greater", "Greater")];
     for (op, name) in names {
         let y = g.op(op, &[x, x]).unwrap();
         assert_eq!(g.node(y.node).unwrap().name, name);
@@ -116,8 +108,7 @@ fn binary_ops_broadcast_like_numpy() {
         (&[3, 1, 2], &[4, 1]),
         (&[2, 3, 4], &[2, 1, 4]),
     ];
-    let cases: [(&str, Binary); 5] =
-        [("Add", |a, b| a + b), ("Sub", |a, b| a - b), ("Mul", |a, b| a * b), ("RealDiv", |a, b| a / b), ("Pow", f64::powf)];
+    let cases: [(&str, Binary); 5] = [("Add", |a, b| a + b), ("Sub", |a, b| a - b), ("Mul", |a, b| a * b), ("RealDiv", |a, b| a / b), ("Pow", f64::powf)];
     for (k, (sa, sb)) in shapes.iter().enumerate() {
         let a = rand_t(sa, 10 + k as u64, 0.2, 2.0);
         let b = rand_t(sb, 20 + k as u64, -1.5, 1.5);
@@ -126,6 +117,25 @@ fn binary_ops_broadcast_like_numpy() {
             let got = binary(op, &a, &b);
             assert_eq!(got.dims(), dims.as_slice(), "{op} {sa:?} {sb:?}");
             assert_close(&got.to_f64_vec(), &want, 1e-14, op);
+        }
+    }
+}
+
+#[test]
+fn pow_to_the_second_power_is_the_correctly_rounded_square() {
+    // x^2 is computed as x * x (one rounding); powf agrees to within an ulp, and on the
+    // special values exactly (IEEE pow: (+-0)^2 = +0, (+-inf)^2 = +inf, NaN^2 = NaN).
+    let mut xs = rand_vec(997, 80, -1e3, 1e3);
+    xs.extend([0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e200, -1e-200, f64::MIN_POSITIVE]);
+    let n = xs.len();
+    for (x, two) in [(t64(&[n], xs.clone()), t64(&[], vec![2.0])), (t32(&[n], xs.clone()), t32(&[], vec![2.0]))] {
+        let got = binary("Pow", &x, &two).to_f64_vec();
+        let sq = unary_f64("Square", &x).to_f64_vec();
+        for ((&g, &s), &v) in got.iter().zip(&sq).zip(&x.to_f64_vec()) {
+            assert!(g.to_bits() == s.to_bits() || (g.is_nan() && s.is_nan()), "{v}^2: Pow {g}, Square {s}");
+            let p = if x.dtype() == DType::Float32 { (v as f32).powf(2.0) as f64 } else { v.powf(2.0) };
+            let ulp = if x.dtype() == DType::Float32 { f32::EPSILON as f64 } else { f64::EPSILON };
+            assert!((g - p).abs() <= ulp * p.abs() || g == p || (g.is_nan() && p.is_nan()), "{v}^2: {g} against powf {p}");
         }
     }
 }
@@ -364,6 +374,48 @@ fn sum_over_axes_with_and_without_keep_dims() {
 }
 
 #[test]
+fn sum_over_every_axis_set_of_every_layout_and_size() {
+    // Size-1 axes inside and around the reduced ones, lengths with and without a remainder
+    // of 8 (the interleaved partial sums), empty arrays, and column-major copies (which take
+    // the axis-by-axis path). An empty axis list (reduce all) is the test above.
+    for (k, dims) in [vec![3, 1, 21, 5], vec![1, 37], vec![2, 0, 3], vec![16], vec![4, 1, 1, 2, 3]].into_iter().enumerate() {
+        let x = rand_t(&dims, 70 + k as u64, -1.0, 1.0);
+        let values = x.to_f64_vec();
+        // The same values stored column-major: element (i0, i1, ...) at sum(i_d * prod(dims[..d])).
+        let mut cm = vec![0.0; values.len()];
+        for (flat, &v) in values.iter().enumerate() {
+            let (mut rest, mut at, mut stride) = (flat, 0, 1);
+            let idx: Vec<usize> = dims
+                .iter()
+                .rev()
+                .map(|&d| {
+                    let i = rest % d.max(1);
+                    rest /= d.max(1);
+                    i
+                })
+                .collect();
+            for (d, &i) in dims.iter().zip(idx.iter().rev()) {
+                at += i * stride;
+                stride *= d;
+            }
+            cm[at] = v;
+        }
+        let column_major = Tensor::from_vec(&dims, cm, Layout::ColumnMajor).unwrap();
+        for set in 1u32..(1 << dims.len()) {
+            let axes: Vec<usize> = (0..dims.len()).filter(|i| set & (1 << i) != 0).collect();
+            let (wd, want) = naive_sum(&values, &dims, &axes, false);
+            for input in [&x, &column_major] {
+                let spec = NodeSpec::new("Sum", &[]).attr("axis", axes.iter().map(|&a| a as i64).collect::<Vec<_>>());
+                let (g, y) = with_attrs(spec, std::slice::from_ref(input));
+                let got = eval1(&g, &[], y);
+                assert_eq!(got.dims(), wd.as_slice(), "{dims:?} axes {axes:?}");
+                assert_close(&got.to_f64_vec(), &want, 1e-14, &format!("Sum of {dims:?} over {axes:?}"));
+            }
+        }
+    }
+}
+
+#[test]
 fn cast_between_all_dtypes() {
     let x = t64(&[5], vec![-2.7, -0.5, 0.0, 1.9, 3.0]);
     let cast = |t: &Tensor, d: DType| {
@@ -417,7 +469,13 @@ fn vectorized_unary_ops_do_not_depend_on_the_layout() {
     let dims = [37, 29];
     let v = rand_vec(37 * 29, 11, -3.0, 3.0);
     for op in ["Tanh", "Exp", "Log", "Sigmoid", "Sqrt", "Relu"] {
-        let arg = |v: &[f64]| -> Vec<f64> { if op == "Log" || op == "Sqrt" { v.iter().map(|x| x.abs() + 0.01).collect() } else { v.to_vec() } };
+        let arg = |v: &[f64]| -> Vec<f64> {
+            if op == "Log" || op == "Sqrt" {
+                v.iter().map(|x| x.abs() + 0.01).collect()
+            } else {
+                v.to_vec()
+            }
+        };
         let x = arg(&v);
         for f32s in [false, true] {
             // the same logical values: row-major data, and its column-major ordering

@@ -181,7 +181,13 @@ fn adagrad_da_matches_its_closed_form_with_and_without_l1() {
             let (mut x, mut ga, mut gg) = (x0.clone(), vec![0.0; 6], vec![0.1; 6]);
             for (k, gr) in grads.iter().enumerate() {
                 let mut gr = gr.clone();
-                gr[5] = if k == 0 { 0.5 } else if k == 1 { -0.5 } else { 0.0 };
+                gr[5] = if k == 0 {
+                    0.5
+                } else if k == 1 {
+                    -0.5
+                } else {
+                    0.0
+                };
                 let t = (k + 1) as i64;
                 let feeds = [(grad, mk(&[6], gr.clone())), (step, Tensor::scalar(t))];
                 let out = evaluate(&g, &feeds, &[up], &[], &state).unwrap().remove(0).to_f64_vec();
@@ -191,7 +197,13 @@ fn adagrad_da_matches_its_closed_form_with_and_without_l1() {
                     gg[i] += gr[i] * gr[i];
                     let den = l2 * t * 0.2 + gg[i].sqrt();
                     x[i] = if l1 > 0.0 {
-                        let sign = if ga[i] > 0.0 { 1.0 } else if ga[i] < 0.0 { -1.0 } else { 0.0 };
+                        let sign = if ga[i] > 0.0 {
+                            1.0
+                        } else if ga[i] < 0.0 {
+                            -1.0
+                        } else {
+                            0.0
+                        };
                         -0.2 * sign * (ga[i].abs() - t * l1).max(0.0) / den
                     } else {
                         -0.2 * ga[i] / den
@@ -336,4 +348,47 @@ fn exact_names_for_get_variable_and_tf_group_names() {
     assert_eq!(g.node(noop).unwrap().name, "Adam");
     assert!(g.add_node_full(NodeSpec::new("NoOp", &[]), scope).is_err(), "a node already has the name");
     assert_eq!(g.push_name_scope("Adam"), "Adam_1");
+}
+
+/// Address of a tensor's first element (which buffer it is).
+fn buffer(t: &Tensor) -> usize {
+    match t {
+        Tensor::F64(a) => a.as_ptr() as usize,
+        Tensor::F32(a) => a.as_ptr() as usize,
+        other => panic!("not a float tensor: {:?}", other.dtype()),
+    }
+}
+
+#[test]
+fn a_session_updates_variables_in_place_and_a_tensor_read_before_keeps_its_value() {
+    // ApplyAdam: three reference inputs updated together. The session's store updates in
+    // place; the evaluator's (HostState) reads, computes and assigns: both give the same bits.
+    let (x0, gr) = (rand_vec(6, 7, -1.0, 1.0), rand_vec(6, 8, -1.0, 1.0));
+    let mut g = Graph::new();
+    let v = vars(&mut g, &[t64(&[2, 3], x0.clone()), t64(&[2, 3], vec![0.0; 6]), t64(&[2, 3], vec![0.0; 6])]);
+    let grad = g.constant(t64(&[2, 3], gr)).unwrap();
+    let mut ins = vec![v[0], v[1], v[2]];
+    ins.extend(scalars(&mut g, DType::Float64, &[0.9, 0.999, 0.01, 0.9, 0.999, 1e-8]));
+    ins.push(grad);
+    let up = g.op("ApplyAdam", &ins).unwrap();
+    let want = run_steps(&mut g, &v, up, 3);
+    let init = g.global_variables_initializer().unwrap();
+    let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    s.run(&[], &[], &[init], false).unwrap();
+
+    // A fetched value shares the variable's buffer; the update copies it first.
+    let before = s.run(&[], &[v[0]], &[], false).unwrap().values.remove(0);
+    let out = s.run(&[], &[up], &[], false).unwrap().values.remove(0);
+    assert_eq!(before.to_f64_vec(), x0, "the tensor read before the update kept its value");
+    assert_ne!(buffer(&out), buffer(&before));
+    drop((before, out));
+
+    // Nobody else holds the buffer now: the next updates write it where it is.
+    let at = buffer(&s.run(&[], &[v[0]], &[], false).unwrap().values[0]);
+    s.run(&[], &[], &[up.node], false).unwrap();
+    let out = s.run(&[], &[up], &[], false).unwrap().values.remove(0);
+    assert_eq!(buffer(&out), at, "updated in place");
+    drop(out);
+    let got: Vec<Vec<f64>> = s.run(&[], &v, &[], false).unwrap().values.iter().map(Tensor::to_f64_vec).collect();
+    assert_eq!(got, want, "in place and assigned updates give the same bits");
 }

@@ -39,9 +39,7 @@ pub fn sum_to_shape(g: &mut Graph, grad: Output, target: &Shape) -> Result<Outpu
         return Ok(grad);
     }
     if Shape::broadcast(target, &shape).as_ref() != Some(&shape) {
-        return Err(OxiflowError::InvalidArgument(format!(
-            "sum_to_shape: a gradient of shape {shape} is not a broadcast of shape {target}"
-        )));
+        return Err(OxiflowError::InvalidArgument(format!("sum_to_shape: a gradient of shape {shape} is not a broadcast of shape {target}")));
     }
     let axes: Vec<i64> = target.broadcast_axes(&shape).into_iter().map(|a| a as i64).collect();
     let mut out = grad;
@@ -63,12 +61,7 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         return Err(ctx.shape_error(
             &x.shape,
             &target,
-            format!(
-                " (Cannot reshape a tensor with {} elements to shape {} ({} elements))",
-                x.shape.num_elements(),
-                target,
-                target.num_elements()
-            ),
+            format!(" (Cannot reshape a tensor with {} elements to shape {} ({} elements))", x.shape.num_elements(), target, target.num_elements()),
         ));
     }
     Ok(vec![TensorType::new(x.dtype, target)])
@@ -140,13 +133,7 @@ pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::
     let r = rank as i64;
     let mut axes = raw
         .iter()
-        .map(|&a| {
-            if (-r..r).contains(&a) {
-                Ok(((a + r) % r) as usize)
-            } else {
-                Err(format!("axis {a} is out of range for an input of rank {rank}"))
-            }
-        })
+        .map(|&a| if (-r..r).contains(&a) { Ok(((a + r) % r) as usize) } else { Err(format!("axis {a} is out of range for an input of rank {rank}")) })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     axes.sort_unstable();
     axes.dedup();
@@ -175,6 +162,9 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let axes = reduce_axes("Sum", &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+        if let Some((v, layout)) = super::reduce::sum_blocked(a, &axes) {
+            return Tensor::from_vec(ctx.node.outputs[0].shape.dims(), v, layout).map_err(|e| ctx.error(e.to_string()));
+        }
         let fold = |acc: &T, x: &T| T::add(*acc, *x);
         let mut out: Option<ndarray::ArrayD<T>> = None;
         for &ax in axes.iter().rev() {

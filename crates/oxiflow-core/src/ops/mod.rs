@@ -221,6 +221,17 @@ pub trait StateAccess: Sync {
     fn read_variable(&self, var: NodeId) -> Option<Tensor>;
     /// Replaces the variable's value.
     fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()>;
+    /// Updates the values of `vars` (distinct, all initialized) in place, as TF's training
+    /// ops update a variable's buffer: `f` gets them in that order and changes them through
+    /// [`Element::view_mut`](crate::tensor::Element::view_mut), which copies a buffer that a
+    /// run still reads first (so a reader keeps the value it read). Returns the new values,
+    /// or `None` where this store does not update in place (the default; a variable that is
+    /// uninitialized, repeated or kept in accounted device memory), where the caller reads,
+    /// computes and assigns instead. `f` runs under the store's lock: it must not start
+    /// parallel work or touch variables itself.
+    fn update_variables(&self, _vars: &[NodeId], _f: &mut dyn FnMut(&mut [&mut Tensor]) -> Result<()>) -> Option<Result<Vec<Tensor>>> {
+        None
+    }
 }
 
 /// What a kernel sees. `inputs` holds the data inputs in order, *excluding* reference

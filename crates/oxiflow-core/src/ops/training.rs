@@ -29,7 +29,7 @@
 use super::math::def;
 use super::*;
 use crate::tensor::Element;
-use ndarray::{ArrayD, Zip};
+use ndarray::{ArrayD, ArrayViewMutD, Zip};
 use std::ops::{Add, Div, Mul, Sub};
 
 /// Float element arithmetic the update rules need.
@@ -125,22 +125,55 @@ fn infer_adagrad_da(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     infer_layout(ctx, &[1, 2, 3], Some(7))
 }
 
-/// Current value of reference input `i` (a variable), owned for in-place update.
+/// Reference input `i`'s value `t` as `T`, checked against the op's dtype and the variable's
+/// declared shape.
+fn checked_ref<'t, T: Real>(ctx: &KernelCtx, i: usize, t: &'t Tensor) -> Result<&'t ndarray::ArcArray<T, ndarray::IxDyn>> {
+    let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} holds {} but the op runs on {}", t.dtype(), T::DTYPE)))?;
+    if a.shape() != ctx.node.outputs[0].shape.dims() {
+        return Err(ctx.error(format!("input {i} has shape {} but the variable was declared {}", Shape(a.shape().to_vec()), ctx.node.outputs[0].shape)));
+    }
+    Ok(a)
+}
+
+/// Current value of reference input `i` (a variable), owned for an update.
 fn read_ref<T: Real>(ctx: &KernelCtx, i: usize) -> Result<ArrayD<T>> {
     let var = ctx.node.inputs[i].node;
     let t = ctx.state.read_variable(var).ok_or_else(|| {
         let name = ctx.node.name.clone();
         OxiflowError::Uninitialized { variable: format!("node {var} (input {i} of {name})"), node: name }
     })?;
-    let a = T::view(&t).ok_or_else(|| ctx.error(format!("input {i} holds {} but the op runs on {}", t.dtype(), T::DTYPE)))?;
-    if a.shape() != ctx.node.outputs[0].shape.dims() {
-        return Err(ctx.error(format!(
-            "input {i} has shape {} but the variable was declared {}",
-            Shape(a.shape().to_vec()),
-            ctx.node.outputs[0].shape
-        )));
+    Ok(checked_ref::<T>(ctx, i, &t)?.to_owned())
+}
+
+/// Applies `update` to reference inputs `0..n` (the variable, then its slots, in input
+/// order) and outputs the variable's new value (TF's `out`). In place where the store
+/// allows ([`StateAccess::update_variables`]): no copy and no new buffer, as TF's training
+/// kernels write the variable's own buffer; otherwise on copies that are assigned back.
+/// Either way, a tensor a run read from the variable before keeps that value.
+fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, update: impl Fn(&mut [ArrayViewMutD<T>])) -> Result<Outputs> {
+    let vars: Vec<NodeId> = (0..n).map(|i| ctx.node.inputs[i].node).collect();
+    let mut in_place = |ts: &mut [&mut Tensor]| -> Result<()> {
+        let mut views = Vec::with_capacity(ts.len());
+        for (i, t) in ts.iter_mut().enumerate() {
+            checked_ref::<T>(ctx, i, t)?;
+            let a = T::view_mut(t).ok_or_else(|| ctx.error(format!("input {i} changed its dtype")))?;
+            views.push(a.view_mut());
+        }
+        update(&mut views);
+        Ok(())
+    };
+    if let Some(values) = ctx.state.update_variables(&vars, &mut in_place) {
+        return Ok(smallvec![values?.swap_remove(0)]);
     }
-    Ok(a.to_owned())
+    let mut owned = (0..n).map(|i| read_ref::<T>(ctx, i)).collect::<Result<Vec<_>>>()?;
+    update(&mut owned.iter_mut().map(|a| a.view_mut()).collect::<Vec<_>>());
+    let mut out = None;
+    for (i, a) in owned.into_iter().enumerate().rev() {
+        let t = T::wrap(a.into_shared());
+        ctx.state.assign_variable(vars[i], t.clone())?;
+        out = Some(t);
+    }
+    out.map(|t| smallvec![t]).ok_or_else(|| ctx.error("no variable to update"))
 }
 
 /// Data input `i` (counted without reference inputs) as a scalar.
@@ -158,13 +191,6 @@ fn full<'a, T: Real>(ctx: &'a KernelCtx, i: usize) -> Result<&'a ndarray::ArcArr
     Ok(a)
 }
 
-/// Stores `value` in reference input `i`.
-fn write_ref<T: Real>(ctx: &KernelCtx, i: usize, value: ArrayD<T>) -> Result<Tensor> {
-    let t = T::wrap(value.into_shared());
-    ctx.state.assign_variable(ctx.node.inputs[i].node, t.clone())?;
-    Ok(t)
-}
-
 /// Runs `$go::<f32>` or `$go::<f64>` by the variable's dtype.
 macro_rules! by_dtype {
     ($ctx:expr, $go:ident) => {
@@ -178,10 +204,13 @@ macro_rules! by_dtype {
 
 fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let mut var = read_ref::<T>(ctx, 0)?;
         let alpha = scalar::<T>(ctx, 0)?;
-        Zip::from(&mut var).and(full::<T>(ctx, 1)?).for_each(|v, &d| *v = *v - alpha * d);
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        let delta = full::<T>(ctx, 1)?;
+        update_refs::<T>(ctx, 1, |refs| {
+            if let [var] = refs {
+                Zip::from(var).and(delta).for_each(|v, &d| *v = *v - alpha * d);
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
@@ -189,14 +218,15 @@ fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
 fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
-        let (mut var, mut accum) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?);
         let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
-        Zip::from(&mut var).and(&mut accum).and(grad).for_each(|v, a, &g| {
-            *a = *a * momentum + g;
-            *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
-        });
-        write_ref(ctx, 1, accum)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        update_refs::<T>(ctx, 2, |refs| {
+            if let [var, accum] = refs {
+                Zip::from(var).and(accum).and(grad).for_each(|v, a, &g| {
+                    *a = *a * momentum + g;
+                    *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
+                });
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
@@ -204,39 +234,39 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
 fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
-        let (mut var, mut m, mut v) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let (b1p, b2p, lr) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         let (b1, b2, eps) = (scalar::<T>(ctx, 3)?, scalar::<T>(ctx, 4)?, scalar::<T>(ctx, 5)?);
         let grad = full::<T>(ctx, 6)?;
         let one = T::one();
         let lr_t = lr * (one - b2p).sqrt() / (one - b1p);
-        Zip::from(&mut var).and(&mut m).and(&mut v).and(grad).for_each(|x, m, v, &g| {
-            *m = *m + (g - *m) * (one - b1);
-            *v = *v + (g * g - *v) * (one - b2);
-            let num = if nesterov { *m * b1 + (one - b1) * g } else { *m };
-            *x = *x - lr_t * num / (v.sqrt() + eps);
-        });
-        write_ref(ctx, 1, m)?;
-        write_ref(ctx, 2, v)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        update_refs::<T>(ctx, 3, |refs| {
+            if let [var, m, v] = refs {
+                Zip::from(var).and(m).and(v).and(grad).for_each(|x, m, v, &g| {
+                    *m = *m + (g - *m) * (one - b1);
+                    *v = *v + (g * g - *v) * (one - b2);
+                    let num = if nesterov { *m * b1 + (one - b1) * g } else { *m };
+                    *x = *x - lr_t * num / (v.sqrt() + eps);
+                });
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
 
 fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let (mut var, mut ms, mut mom) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
         let grad = full::<T>(ctx, 4)?;
         let one = T::one();
-        Zip::from(&mut var).and(&mut ms).and(&mut mom).and(grad).for_each(|x, ms, mom, &g| {
-            *ms = *ms + (g * g - *ms) * (one - rho);
-            *mom = *mom * momentum + lr * g / (*ms + eps).sqrt();
-            *x = *x - *mom;
-        });
-        write_ref(ctx, 1, ms)?;
-        write_ref(ctx, 2, mom)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        update_refs::<T>(ctx, 3, |refs| {
+            if let [var, ms, mom] = refs {
+                Zip::from(var).and(ms).and(mom).and(grad).for_each(|x, ms, mom, &g| {
+                    *ms = *ms + (g * g - *ms) * (one - rho);
+                    *mom = *mom * momentum + lr * g / (*ms + eps).sqrt();
+                    *x = *x - *mom;
+                });
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
@@ -244,43 +274,43 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
 fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let update_slots = ctx.node.attrs.get_bool_or("update_slots", true);
-        let (mut var, mut accum) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?);
         let (lr, grad) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?);
         let one = T::one();
-        Zip::from(&mut var).and(&mut accum).and(grad).for_each(|x, a, &g| {
-            if update_slots {
-                *a = *a + g * g;
+        update_refs::<T>(ctx, 2, |refs| {
+            if let [var, accum] = refs {
+                Zip::from(var).and(accum).and(grad).for_each(|x, a, &g| {
+                    if update_slots {
+                        *a = *a + g * g;
+                    }
+                    *x = *x - g * lr * (one / a.sqrt());
+                });
             }
-            *x = *x - g * lr * (one / a.sqrt());
-        });
-        write_ref(ctx, 1, accum)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        })
     }
     by_dtype!(ctx, go)
 }
 
 fn kernel_adadelta(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let (mut var, mut accum, mut acc_up) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let (lr, rho, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         let grad = full::<T>(ctx, 3)?;
         let one = T::one();
-        Zip::from(&mut var).and(&mut accum).and(&mut acc_up).and(grad).for_each(|x, a, au, &g| {
-            *a = *a * rho + g * g * (one - rho);
-            let update = (*au + eps).sqrt() * (one / (*a + eps).sqrt()) * g;
-            *x = *x - update * lr;
-            *au = *au * rho + update * update * (one - rho);
-        });
-        write_ref(ctx, 1, accum)?;
-        write_ref(ctx, 2, acc_up)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        update_refs::<T>(ctx, 3, |refs| {
+            if let [var, accum, acc_up] = refs {
+                Zip::from(var).and(accum).and(acc_up).and(grad).for_each(|x, a, au, &g| {
+                    *a = *a * rho + g * g * (one - rho);
+                    let update = (*au + eps).sqrt() * (one / (*a + eps).sqrt()) * g;
+                    *x = *x - update * lr;
+                    *au = *au * rho + update * update * (one - rho);
+                });
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
 
 fn kernel_adagrad_da(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let (mut var, mut gacc, mut gsq) = (read_ref::<T>(ctx, 0)?, read_ref::<T>(ctx, 1)?, read_ref::<T>(ctx, 2)?);
         let grad = full::<T>(ctx, 0)?;
         let (lr, l1, l2) = (scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
         let step = ctx.inputs[4].array::<i64>()?;
@@ -288,21 +318,22 @@ fn kernel_adagrad_da(ctx: &KernelCtx) -> Result<Outputs> {
         let gs = T::from_f64(step as f64);
         let (zero, minus_one) = (<T as Element>::zero(), <T as Element>::zero() - T::one());
         let gs_lr = gs * lr;
-        Zip::from(&mut var).and(&mut gacc).and(&mut gsq).and(grad).for_each(|x, ga, gg, &g| {
-            *ga = *ga + g;
-            *gg = *gg + g * g;
-            let den = l2 * gs_lr + gg.sqrt();
-            *x = if l1 > zero {
-                let shrunk = ga.abs() - gs * l1;
-                let shrunk = if shrunk > zero { shrunk } else { zero };
-                lr * minus_one * ga.sign() * shrunk / den
-            } else {
-                lr * *ga * minus_one / den
-            };
-        });
-        write_ref(ctx, 1, gacc)?;
-        write_ref(ctx, 2, gsq)?;
-        Ok(smallvec![write_ref(ctx, 0, var)?])
+        update_refs::<T>(ctx, 3, |refs| {
+            if let [var, gacc, gsq] = refs {
+                Zip::from(var).and(gacc).and(gsq).and(grad).for_each(|x, ga, gg, &g| {
+                    *ga = *ga + g;
+                    *gg = *gg + g * g;
+                    let den = l2 * gs_lr + gg.sqrt();
+                    *x = if l1 > zero {
+                        let shrunk = ga.abs() - gs * l1;
+                        let shrunk = if shrunk > zero { shrunk } else { zero };
+                        lr * minus_one * ga.sign() * shrunk / den
+                    } else {
+                        lr * *ga * minus_one / den
+                    };
+                });
+            }
+        })
     }
     by_dtype!(ctx, go)
 }
