@@ -392,3 +392,29 @@ fn a_session_updates_variables_in_place_and_a_tensor_read_before_keeps_its_value
     let got: Vec<Vec<f64>> = s.run(&[], &v, &[], false).unwrap().values.iter().map(Tensor::to_f64_vec).collect();
     assert_eq!(got, want, "in place and assigned updates give the same bits");
 }
+
+#[test]
+fn a_variable_takes_its_gradients_layout_once_and_then_updates_in_place() {
+    // Variables from Julia arrays are column-major, MatMul gradients row-major (and the
+    // other way round): the values follow the rule either way.
+    let (x0, gr) = (rand_vec(12, 9, -1.0, 1.0), rand_vec(12, 10, -1.0, 1.0));
+    let col = |v: &[f64]| Tensor::from_vec(&[3, 4], (0..12).map(|k| v[(k % 3) * 4 + k / 3]).collect::<Vec<_>>(), Layout::ColumnMajor).unwrap();
+    for (x, d) in [(col(&x0), t64(&[3, 4], gr.clone())), (t64(&[3, 4], x0.clone()), col(&gr))] {
+        assert_eq!((x.to_f64_vec(), d.to_f64_vec()), (x0.clone(), gr.clone()));
+        let mut g = Graph::new();
+        let v = vars(&mut g, &[x]);
+        let delta = g.constant(d).unwrap();
+        let lr = g.scalar(DType::Float64, 0.5).unwrap();
+        let up = g.op("ApplyGradientDescent", &[v[0], lr, delta]).unwrap();
+        let init = g.global_variables_initializer().unwrap();
+        let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+        s.run(&[], &[], &[init], false).unwrap();
+        s.run(&[], &[], &[up.node], false).unwrap();
+        let at = buffer(&s.run(&[], &[v[0]], &[], false).unwrap().values[0]);
+        s.run(&[], &[], &[up.node], false).unwrap();
+        let got = s.run(&[], &[v[0]], &[], false).unwrap().values.remove(0);
+        assert_eq!(buffer(&got), at, "the second update is in place");
+        let want: Vec<f64> = x0.iter().zip(&gr).map(|(x, d)| x - 0.5 * d - 0.5 * d).collect();
+        assert_eq!(got.to_f64_vec(), want);
+    }
+}

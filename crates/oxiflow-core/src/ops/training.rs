@@ -29,7 +29,7 @@
 use super::math::def;
 use super::*;
 use crate::tensor::Element;
-use ndarray::{ArrayD, ArrayViewMutD, Zip};
+use ndarray::{ArcArray, ArrayD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
 use std::ops::{Add, Div, Mul, Sub};
 
 /// Float element arithmetic the update rules need.
@@ -127,7 +127,7 @@ fn infer_adagrad_da(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// Reference input `i`'s value `t` as `T`, checked against the op's dtype and the variable's
 /// declared shape.
-fn checked_ref<'t, T: Real>(ctx: &KernelCtx, i: usize, t: &'t Tensor) -> Result<&'t ndarray::ArcArray<T, ndarray::IxDyn>> {
+fn checked_ref<'t, T: Real>(ctx: &KernelCtx, i: usize, t: &'t Tensor) -> Result<&'t ArcArray<T, IxDyn>> {
     let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} holds {} but the op runs on {}", t.dtype(), T::DTYPE)))?;
     if a.shape() != ctx.node.outputs[0].shape.dims() {
         return Err(ctx.error(format!("input {i} has shape {} but the variable was declared {}", Shape(a.shape().to_vec()), ctx.node.outputs[0].shape)));
@@ -149,14 +149,16 @@ fn read_ref<T: Real>(ctx: &KernelCtx, i: usize) -> Result<ArrayD<T>> {
 /// order) and outputs the variable's new value (TF's `out`). In place where the store
 /// allows ([`StateAccess::update_variables`]): no copy and no new buffer, as TF's training
 /// kernels write the variable's own buffer; otherwise on copies that are assigned back.
-/// Either way, a tensor a run read from the variable before keeps that value.
-fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, update: impl Fn(&mut [ArrayViewMutD<T>])) -> Result<Outputs> {
+/// Either way, a tensor a run read from the variable before keeps that value. The
+/// variables take the layout of `like`, the gradient ([`match_layout`]).
+fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, like: &ArcArray<T, IxDyn>, update: impl Fn(&mut [ArrayViewMutD<T>])) -> Result<Outputs> {
     let vars: Vec<NodeId> = (0..n).map(|i| ctx.node.inputs[i].node).collect();
     let mut in_place = |ts: &mut [&mut Tensor]| -> Result<()> {
         let mut views = Vec::with_capacity(ts.len());
         for (i, t) in ts.iter_mut().enumerate() {
             checked_ref::<T>(ctx, i, t)?;
             let a = T::view_mut(t).ok_or_else(|| ctx.error(format!("input {i} changed its dtype")))?;
+            match_layout(a, like);
             views.push(a.view_mut());
         }
         update(&mut views);
@@ -165,15 +167,33 @@ fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, update: impl Fn(&mut [ArrayVi
     if let Some(values) = ctx.state.update_variables(&vars, &mut in_place) {
         return Ok(smallvec![values?.swap_remove(0)]);
     }
-    let mut owned = (0..n).map(|i| read_ref::<T>(ctx, i)).collect::<Result<Vec<_>>>()?;
+    let mut owned = (0..n).map(|i| read_ref::<T>(ctx, i).map(ArrayD::into_shared)).collect::<Result<Vec<_>>>()?;
+    owned.iter_mut().for_each(|a| match_layout(a, like));
     update(&mut owned.iter_mut().map(|a| a.view_mut()).collect::<Vec<_>>());
     let mut out = None;
     for (i, a) in owned.into_iter().enumerate().rev() {
-        let t = T::wrap(a.into_shared());
+        let t = T::wrap(a);
         ctx.state.assign_variable(vars[i], t.clone())?;
         out = Some(t);
     }
     out.map(|t| smallvec![t]).ok_or_else(|| ctx.error("no variable to update"))
+}
+
+/// Stores `a` in the memory order of `like` (the update's gradient) when `like` is
+/// contiguous in one order and `a` is not in that order: a variable initialised from a
+/// column-major Julia array adopts its (row-major) gradients' layout at its first update,
+/// and every later update walks both buffers in memory order (over mixed layouts one of
+/// them is read with a stride: about 10x slower for a 256x256 weight).
+fn match_layout<T: Real>(a: &mut ArcArray<T, IxDyn>, like: &ArcArray<T, IxDyn>) {
+    if like.is_standard_layout() {
+        if !a.is_standard_layout() {
+            *a = a.as_standard_layout().into_owned().into_shared();
+        }
+    } else if like.t().is_standard_layout() && !a.t().is_standard_layout() {
+        let mut f = ArrayD::from_elem(IxDyn(a.shape()).f(), <T as Element>::zero());
+        f.assign(&*a);
+        *a = f.into_shared();
+    }
 }
 
 /// Data input `i` (counted without reference inputs) as a scalar.
@@ -183,7 +203,7 @@ fn scalar<T: Real>(ctx: &KernelCtx, i: usize) -> Result<T> {
 }
 
 /// Data input `i` as an array of the variable's shape.
-fn full<'a, T: Real>(ctx: &'a KernelCtx, i: usize) -> Result<&'a ndarray::ArcArray<T, ndarray::IxDyn>> {
+fn full<'a, T: Real>(ctx: &'a KernelCtx, i: usize) -> Result<&'a ArcArray<T, IxDyn>> {
     let a = ctx.inputs[i].array::<T>()?;
     if a.shape() != ctx.node.outputs[0].shape.dims() {
         return Err(ctx.error(format!("gradient has shape {} but the variable has shape {}", Shape(a.shape().to_vec()), ctx.node.outputs[0].shape)));
@@ -206,7 +226,7 @@ fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let alpha = scalar::<T>(ctx, 0)?;
         let delta = full::<T>(ctx, 1)?;
-        update_refs::<T>(ctx, 1, |refs| {
+        update_refs::<T>(ctx, 1, delta, |refs| {
             if let [var] = refs {
                 Zip::from(var).and(delta).for_each(|v, &d| *v = *v - alpha * d);
             }
@@ -219,7 +239,7 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
         let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
-        update_refs::<T>(ctx, 2, |refs| {
+        update_refs::<T>(ctx, 2, grad, |refs| {
             if let [var, accum] = refs {
                 Zip::from(var).and(accum).and(grad).for_each(|v, a, &g| {
                     *a = *a * momentum + g;
@@ -239,7 +259,7 @@ fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
         let grad = full::<T>(ctx, 6)?;
         let one = T::one();
         let lr_t = lr * (one - b2p).sqrt() / (one - b1p);
-        update_refs::<T>(ctx, 3, |refs| {
+        update_refs::<T>(ctx, 3, grad, |refs| {
             if let [var, m, v] = refs {
                 Zip::from(var).and(m).and(v).and(grad).for_each(|x, m, v, &g| {
                     *m = *m + (g - *m) * (one - b1);
@@ -258,7 +278,7 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
         let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
         let grad = full::<T>(ctx, 4)?;
         let one = T::one();
-        update_refs::<T>(ctx, 3, |refs| {
+        update_refs::<T>(ctx, 3, grad, |refs| {
             if let [var, ms, mom] = refs {
                 Zip::from(var).and(ms).and(mom).and(grad).for_each(|x, ms, mom, &g| {
                     *ms = *ms + (g * g - *ms) * (one - rho);
@@ -276,7 +296,7 @@ fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
         let update_slots = ctx.node.attrs.get_bool_or("update_slots", true);
         let (lr, grad) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?);
         let one = T::one();
-        update_refs::<T>(ctx, 2, |refs| {
+        update_refs::<T>(ctx, 2, grad, |refs| {
             if let [var, accum] = refs {
                 Zip::from(var).and(accum).and(grad).for_each(|x, a, &g| {
                     if update_slots {
@@ -295,7 +315,7 @@ fn kernel_adadelta(ctx: &KernelCtx) -> Result<Outputs> {
         let (lr, rho, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         let grad = full::<T>(ctx, 3)?;
         let one = T::one();
-        update_refs::<T>(ctx, 3, |refs| {
+        update_refs::<T>(ctx, 3, grad, |refs| {
             if let [var, accum, acc_up] = refs {
                 Zip::from(var).and(accum).and(acc_up).and(grad).for_each(|x, a, au, &g| {
                     *a = *a * rho + g * g * (one - rho);
@@ -318,7 +338,7 @@ fn kernel_adagrad_da(ctx: &KernelCtx) -> Result<Outputs> {
         let gs = T::from_f64(step as f64);
         let (zero, minus_one) = (<T as Element>::zero(), <T as Element>::zero() - T::one());
         let gs_lr = gs * lr;
-        update_refs::<T>(ctx, 3, |refs| {
+        update_refs::<T>(ctx, 3, grad, |refs| {
             if let [var, gacc, gsq] = refs {
                 Zip::from(var).and(gacc).and(gsq).and(grad).for_each(|x, ga, gg, &g| {
                     *ga = *ga + g;
