@@ -61,11 +61,11 @@ pub fn fusion_default() -> bool {
 }
 
 /// Largest cluster shape (elements) fused by default. Above it the tile-by-tile
-/// interpreter is not yet as fast as the unfused kernels (a 256×256 Float32 `Tanh`,
-/// `Square`, `Sub` fed from Julia ran 5× slower fused: inputs in column-major order are
-/// gathered element by element, and each tile's ops run on one thread), so clusters of
-/// larger tensors are left to the per-op SIMD kernels; scalar and small-tensor chains,
-/// where the per-step cost dominates, are fused.
+/// interpreter is not yet faster than the unfused kernels: in the MLP benchmark's step
+/// (256x256 tensors) fusing every size ran 1 to 5 % slower (its binary loops are compiled
+/// for baseline x86-64, not AVX2 as the unfused kernels, and each output is written twice,
+/// register then tensor), so clusters of larger tensors are left to the per-op SIMD
+/// kernels; scalar and small-tensor chains, where the per-step cost dominates, are fused.
 pub const DEFAULT_MAX_FUSED_ELEMENTS: usize = 4096;
 
 /// Elements of a static shape.
@@ -148,7 +148,11 @@ pub(crate) fn fuse(
             drafts[c].members.push(id);
             cluster_of.insert(id, c);
         } else {
-            node_key.insert(id, (level, id));
+            // A source (a constant, a variable: nothing it reads runs in this step) has no
+            // predecessor, so no path leads from a cluster to it: it gets the smallest key
+            // and never keeps a node out of a cluster (`1 - tanh(x)^2` builds its constants
+            // after `tanh`).
+            node_key.insert(id, if reads.is_empty() { (0, 0) } else { (level, id) });
         }
     }
     // single-node clusters stay nodes

@@ -229,6 +229,58 @@ fn large_tensors_over_tiles_and_threads_and_a_strided_input() {
 }
 
 #[test]
+fn column_major_inputs_run_in_memory_order_and_mixed_layouts_in_row_order() {
+    // Tensors fed from Julia are column-major: a cluster whose full inputs all are runs over
+    // their memory and gives column-major outputs; with mixed layouts the others are copied.
+    let (m, n) = (40, 70);
+    let col = |t: &Tensor| {
+        let v = t.to_f64_vec();
+        Tensor::from_vec(&[m, n], (0..m * n).map(|k| v[(k % m) * n + k / m]).collect::<Vec<f64>>(), Layout::ColumnMajor).unwrap()
+    };
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[m, n], Some("x")).unwrap();
+    let y = g.placeholder(DType::Float64, &[m, n], Some("y")).unwrap();
+    let a = g.op("Tanh", &[x]).unwrap();
+    let b = g.op("Mul", &[a, y]).unwrap();
+    let e = g.op("Exp", &[b]).unwrap();
+    let z = g.op("Sub", &[e, y]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let (xr, yr) = (tensor(DType::Float64, &[m, n], &mut Rng(11)), tensor(DType::Float64, &[m, n], &mut Rng(12)));
+    let (want, _) = run(&session(&g, false, 0), &[(x, xr.clone()), (y, yr.clone())], &[z]);
+    let s = session(&g, true, 0);
+    for (fx, fy, column) in [(col(&xr), col(&yr), true), (col(&xr), yr.clone(), false), (xr.clone(), col(&yr), false)] {
+        let (got, st) = run(&s, &[(x, fx), (y, fy)], &[z]);
+        assert_eq!(fused_steps(&st), 1);
+        assert!(bits(&got[0]) == bits(&want[0]), "column inputs: {column}");
+        let Tensor::F64(out) = &got[0] else { panic!("a Float64 output") };
+        assert_eq!((out.t().is_standard_layout(), out.is_standard_layout()), (column, !column), "output layout");
+    }
+}
+
+#[test]
+fn constants_built_after_a_clusters_first_op_join_it() {
+    // Julia's `(1 .- tanh(x) .^ 2) .* y` builds each constant just before the op using it,
+    // after `tanh`: a constant has no predecessor and must not split the cluster.
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[6], Some("x")).unwrap();
+    let y = g.placeholder(DType::Float64, &[6], Some("y")).unwrap();
+    let t = g.op("Tanh", &[x]).unwrap();
+    let two = g.scalar(DType::Float64, 2.0).unwrap();
+    let p = g.op("Pow", &[t, two]).unwrap();
+    let one = g.scalar(DType::Float64, 1.0).unwrap();
+    let d = g.op("Sub", &[one, p]).unwrap();
+    let z = g.op("Mul", &[d, y]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let mut rng = Rng(13);
+    let feeds = vec![(x, tensor(DType::Float64, &[6], &mut rng)), (y, tensor(DType::Float64, &[6], &mut rng))];
+    let (want, _) = run(&session(&g, false, 0), &feeds, &[z]);
+    let (got, st) = run(&session(&g, true, 0), &feeds, &[z]);
+    assert!(bits(&got[0]) == bits(&want[0]));
+    let fused: Vec<&str> = st.labels.iter().flat_map(|l| l.fused.iter().map(|(_, op)| op.as_str())).collect();
+    assert_eq!(fused, ["Tanh", "Pow", "Sub", "Mul"], "one cluster of the four ops");
+}
+
+#[test]
 fn gpu_ops_stay_unfused_and_cpu_ops_fuse() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[8], Some("x")).unwrap();

@@ -21,7 +21,7 @@ use super::vmath::{self, VFloat};
 use super::*;
 use crate::intra_op;
 use crate::tensor::Element;
-use ndarray::{ArcArray, IxDyn};
+use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -477,29 +477,38 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
         return Err(ctx.error(format!("{} inputs, the program takes {}", ctx.inputs.len(), p.num_inputs)));
     }
     let mut pinned_in = vec![T::zero(); p.num_inputs];
-    // full inputs that are not contiguous, copied
-    let mut copies: Vec<Option<Vec<T>>> = vec![None; p.num_inputs];
+    let mut full = Vec::with_capacity(p.num_inputs);
     for (i, t) in ctx.inputs.iter().enumerate() {
         let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE)))?;
         let want = if p.input_full[i] { len } else { 1 };
         if a.len() != want {
             return Err(ctx.error(format!("input {i} has {} elements, expected {want}", a.len())));
         }
-        if !p.input_full[i] {
+        if p.input_full[i] {
+            full.push(Some(a));
+        } else {
             pinned_in[i] = a.iter().next().copied().unwrap_or(T::zero());
-        } else if a.as_slice().is_none() {
-            copies[i] = Some(a.iter().copied().collect());
+            full.push(None);
         }
     }
-    let ins: Vec<&[T]> = ctx
-        .inputs
+    // The elements run in memory order: column-major when every full input is (tensors fed
+    // from Julia), then the outputs are column-major too; else row-major, with any input not
+    // in that order copied into it first.
+    let column = full.iter().flatten().all(|a| a.t().is_standard_layout()) && full.iter().flatten().any(|a| !a.is_standard_layout());
+    let copies: Vec<Option<Vec<T>>> = full
+        .iter()
+        .map(|a| match a {
+            Some(a) if !column && !a.is_standard_layout() => Some(a.iter().copied().collect()),
+            _ => None,
+        })
+        .collect();
+    let ins: Vec<&[T]> = full
         .iter()
         .zip(&copies)
-        .zip(&p.input_full)
-        .map(|((t, c), &full)| match c {
-            Some(v) => &v[..],
-            None if full => T::view(t).and_then(|a| a.as_slice()).unwrap_or(&[]),
-            None => &[],
+        .map(|(a, c)| match (a, c) {
+            (_, Some(v)) => &v[..],
+            (Some(a), None) => a.as_slice_memory_order().unwrap_or(&[]),
+            (None, None) => &[],
         })
         .collect();
     let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| vec![T::zero(); len]).collect();
@@ -523,7 +532,9 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     outs.into_iter()
         .zip(nodes)
         .map(|(v, tt)| {
-            ArcArray::from_shape_vec(IxDyn(tt.shape.dims()), v).map(T::wrap).map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))
+            let dims = IxDyn(tt.shape.dims());
+            let shaped = if column { ArcArray::from_shape_vec(dims.f(), v) } else { ArcArray::from_shape_vec(dims, v) };
+            shaped.map(T::wrap).map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))
         })
         .collect()
 }
