@@ -3,11 +3,10 @@
 //! `place_pruned_graph`: only the nodes a run needs are placed, so a node that cannot be
 //! placed fails only the runs that need it).
 
-use crate::device::{emulated_gpus_from_env, DeviceSet};
+use crate::device::{emulated_gpus_from_env, DeviceKind, DeviceSet};
 use crate::device_config::{GpuOptions, MemoryStats, CUDA_VISIBLE_DEVICES};
 use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
-use crate::device::DeviceKind;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit, DEFAULT_MAX_FUSED_ELEMENTS};
 use crate::graph::{Graph, Node, NodeId, Output};

@@ -13,7 +13,7 @@ use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::vmath;
 use super::*;
 use crate::tensor::Element;
-use ndarray::{ArcArray, ArrayViewD, IxDyn, Zip};
+use ndarray::{ArcArray, ArrayViewD, IxDyn, ShapeBuilder, Zip};
 
 /// Arithmetic of the numeric element types: IEEE for floats, two's-complement wrapping for
 /// ints (TF's CPU kernels wrap too).
@@ -238,17 +238,15 @@ fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
 /// intra-op threads for large tensors), whatever the input's layout. `f32f` / `f64f` are
 /// the scalar fallbacks for dtypes the fast path does not take.
 pub(crate) fn map_vfun(ctx: &KernelCtx, fun: vmath::Fun, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64) -> Result<Outputs> {
-    // Any contiguous layout (row-major, or a column-major feed from Julia) maps in memory
-    // order and keeps its layout; other views are copied to row-major first, so the same
+    // Row-major and column-major (a feed from Julia) map in memory order and keep their
+    // layout; other views are copied to row-major first, so the same
     // SIMD function computes every element whatever the layout.
     fn go<T: vmath::VFloat + Element>(a: &ArcArray<T, IxDyn>, fun: vmath::Fun) -> Option<Tensor> {
         if let Some(src) = a.as_slice() {
             return ArcArray::from_shape_vec(a.raw_dim(), vmath::map_vec(fun, src)).ok().map(T::wrap);
         }
-        if let Some(src) = a.as_slice_memory_order() {
-            let mut out = a.to_owned();
-            vmath::apply(fun, src, out.as_slice_memory_order_mut()?);
-            return Some(T::wrap(out.into_shared()));
+        if let Some(src) = a.t().to_slice() {
+            return ArcArray::from_shape_vec(a.raw_dim().f(), vmath::map_vec(fun, src)).ok().map(T::wrap);
         }
         let std = a.as_standard_layout();
         let v = vmath::map_vec(fun, std.as_slice()?);
