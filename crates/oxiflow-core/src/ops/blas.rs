@@ -1,6 +1,9 @@
 //! The system's OpenBLAS for `MatMul`, loaded at run time (`cblas_sgemm` / `cblas_dgemm`, as
 //! NumPy and TF's MKL builds call a vendor BLAS), with the `gemm` crate as the fallback
-//! where no OpenBLAS is installed.
+//! where no OpenBLAS is installed. Every product goes to OpenBLAS when it is loaded: since
+//! kernels run their blocks on the session's own workers it was as fast or faster than the
+//! `gemm` crate from n = 64 to 2048 on an AVX2 EPYC, and about 3x faster with AVX-512
+//! (gemm 0.18 stops at AVX2 on stable Rust); docs/performance.md has the figures.
 //!
 //! Which library: `OXIFLOW_BLAS_LIB` (a path or soname) if set, else `libopenblas.so.0`
 //! (Debian's `libopenblas0-pthread`, installed by `make setup`), else `libopenblas.so`.
@@ -62,20 +65,6 @@ pub(crate) fn blas() -> Option<&'static Blas> {
         }
     })
     .as_ref()
-}
-
-/// Whether an `m x k` by `k x n` product should go to the BLAS rather than the `gemm` crate.
-/// On CPUs with AVX-512 always (gemm 0.18's kernels stop at AVX2+FMA on stable Rust, about
-/// a third of OpenBLAS's speed there); otherwise above 256^3 multiply-adds, where OpenBLAS
-/// was 1.3 to 1.45x faster on an AVX2 EPYC, while gemm was faster at n = 256 (see
-/// docs/performance.md, "MatMul").
-pub(crate) fn prefer_blas(m: usize, n: usize, k: usize) -> bool {
-    static AVX512: OnceLock<bool> = OnceLock::new();
-    #[cfg(target_arch = "x86_64")]
-    let wide = *AVX512.get_or_init(|| is_x86_feature_detected!("avx512f"));
-    #[cfg(not(target_arch = "x86_64"))]
-    let wide = *AVX512.get_or_init(|| false);
-    wide || m.saturating_mul(n).saturating_mul(k) > 256 * 256 * 256
 }
 
 /// What MatMul's CPU kernel computes with: the BLAS library's name, or `"gemm crate"`.

@@ -3,18 +3,20 @@
 //! `MatMul(a, b)` with bool attrs `transpose_a`, `transpose_b` (default false): rank-2
 //! `Float32`/`Float64` operands of one dtype, `op(a)` is `[m, k]` and `op(b)` is `[k, n]`,
 //! the output `[m, n]`. Other ranks or mismatched inner dimensions are a `ShapeMismatch`
-//! naming both shapes. The CPU kernel is the `gemm` crate (BLAS-grade, Rayon-parallel for
-//! large products, on the session's intra-op threads), or the system's OpenBLAS when one is
-//! installed (`blas.rs`: single-threaded calls, one block of rows or columns per intra-op
-//! thread); transposes and strided inputs are passed as strides, never copied, except
-//! inputs with negative strides, which are first made standard-layout.
+//! naming both shapes. The CPU kernel is the system's OpenBLAS when one is installed
+//! (`blas.rs`: single-threaded calls, one block of rows or columns per intra-op thread), else
+//! the `gemm` crate (Rayon-parallel for large products, on the session's intra-op threads);
+//! transposes and strided inputs are passed as strides, never copied, except inputs with
+//! negative strides, which are first made standard-layout. The output is row-major as TF's,
+//! except that the product of two column-major operands is column-major (Julia's arrays keep
+//! their memory order through a chain of products, and a fetch needs no transposing copy).
 
 use super::blas::BlasFloat;
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, ArcArray, Ix2, IxDyn};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, ArcArray, Ix2, IxDyn, ShapeBuilder};
 
 /// Products with `m*n*k` below this run single-threaded (thread start-up would dominate).
 const PARALLEL_THRESHOLD: usize = 64 * 64 * 64;
@@ -46,14 +48,26 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(a.dtype, Shape(vec![m, n]))])
 }
 
-/// `a @ b` with the `gemm` crate; `a` is `[m, k]`, `b` is `[k, n]`, any strides.
-/// Views with a negative stride are copied to standard layout first.
-fn gemm_product<T: Element + BlasFloat>(a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T) -> Array2<T> {
+/// Whether `a @ b` is written column-major: both operands are column-major (Julia's
+/// arrays, fed or held by variables, and products of them), so the product keeps their
+/// memory order and a fetch hands it to Julia without a transposing copy. Operands that
+/// are both row- and column-major (one row or column) count for either order; mixed
+/// orders give the row-major output TF's kernels always produce.
+fn column_major_output<T>(a: &ArrayView2<T>, b: &ArrayView2<T>) -> bool {
+    let f = |v: &ArrayView2<T>| v.t().is_standard_layout();
+    let c = |v: &ArrayView2<T>| v.is_standard_layout();
+    f(a) && f(b) && !(c(a) && c(b))
+}
+
+/// `a @ b` with the system BLAS or the `gemm` crate; `a` is `[m, k]`, `b` is `[k, n]`,
+/// any strides, with `blas` when given, else the `gemm` crate. Views with a negative stride
+/// are copied to standard layout first. The output is row-major, or column-major where
+/// [`column_major_output`] says so.
+fn gemm_product<T: Element + BlasFloat>(blas: Option<&super::blas::Blas>, a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T) -> Array2<T> {
     let (m, k) = a.dim();
     let n = b.dim().1;
-    let mut dst = Array2::from_elem((m, n), zero);
     if m == 0 || n == 0 || k == 0 {
-        return dst;
+        return Array2::from_elem((m, n), zero);
     }
     let negative = |v: &ArrayView2<T>| v.strides().iter().any(|&s| s < 0);
     let (a_owned, b_owned);
@@ -69,23 +83,29 @@ fn gemm_product<T: Element + BlasFloat>(a: ArrayView2<T>, b: ArrayView2<T>, zero
     } else {
         b.view()
     };
-    if let Some(lib) = super::blas::blas().filter(|_| super::blas::prefer_blas(m, n, k)) {
+    let col = column_major_output(&a, &b);
+    if let Some(lib) = blas {
         let op = |v: &ArrayView2<T>| {
             let (r, c) = v.dim();
             super::blas::Operand::new(v.as_ptr(), r, c, v.strides()[0], v.strides()[1])
         };
-        if let (Some(oa), Some(ob)) = (op(&a), op(&b)) {
+        // A column-major product is the row-major product b^T a^T.
+        let (x, y, rows, cols) = if col { (b.t(), a.t(), n, m) } else { (a.view(), b.view(), m, n) };
+        if let (Some(ox), Some(oy)) = (op(&x), op(&y)) {
             let threads = match gemm_parallelism(m, n, k) {
                 gemm::Parallelism::None => 1,
                 gemm::Parallelism::Rayon(t) => t,
             };
-            // SAFETY: oa and ob describe the live views a and b; dst is a fresh m x n
-            // standard-layout buffer.
-            if unsafe { super::blas::matmul(lib, m, n, k, oa, ob, dst.as_mut_ptr(), threads) } {
-                return dst;
+            let mut buf: Vec<T> = Vec::with_capacity(m * n);
+            // SAFETY: ox and oy describe the live views x and y; buf has room for the
+            // rows x cols product, which BLAS (beta = 0) writes in full before set_len.
+            if unsafe { super::blas::matmul(lib, rows, cols, k, ox, oy, buf.as_mut_ptr(), threads) } {
+                unsafe { buf.set_len(m * n) };
+                return Array2::from_shape_vec((m, n).set_f(col), buf).expect("m * n elements");
             }
         }
     }
+    let mut dst = Array2::from_elem((m, n).set_f(col), zero);
     let par = gemm_parallelism(m, n, k);
     match par {
         gemm::Parallelism::None => gemm_into(dst.view_mut(), a, b, zero, one, par),
@@ -164,7 +184,7 @@ fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
                 Shape(b.shape().to_vec())
             )));
         }
-        Ok(gemm_product(a2, b2, zero, one).into_dyn().into_shared())
+        Ok(gemm_product(super::blas::blas(), a2, b2, zero, one).into_dyn().into_shared())
     }
     Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
         (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(go(ctx, a, b, 0.0, 1.0)?),
@@ -193,4 +213,54 @@ fn grad_matmul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
 
 pub(crate) fn register(r: &mut Registry) {
     r.add(def("MatMul", "MatMul", Arity::Fixed(2), infer_matmul, kernel_matmul, GPU_FLOATS, Some(grad_matmul)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The product by its definition (small integers: exact in any summation order).
+    fn naive(a: &ArrayView2<f64>, b: &ArrayView2<f64>) -> Array2<f64> {
+        Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| (0..a.ncols()).map(|p| a[[i, p]] * b[[p, j]]).sum())
+    }
+
+    #[test]
+    fn products_keep_column_major_order_only_when_both_operands_have_it() {
+        // The same values in column-major memory.
+        let fortran = |x: &Array2<f64>| x.t().as_standard_layout().reversed_axes().to_owned();
+        let rm = Array2::from_shape_fn((70, 90), |(i, j)| ((i * 7 + j * 3) % 11) as f64 - 5.0);
+        let rm2 = Array2::from_shape_fn((90, 70), |(i, j)| ((i * 5 + j) % 7) as f64 - 3.0);
+        let (cm, cm2) = (fortran(&rm), fortran(&rm2));
+        assert!(cm.t().is_standard_layout() && !cm.is_standard_layout());
+        let row = Array2::from_shape_fn((1, 90), |(_, j)| (j % 5) as f64);
+        // (a, b, column-major output expected)
+        let cases: Vec<(ArrayView2<f64>, ArrayView2<f64>, bool)> = vec![
+            (rm.view(), rm2.view(), false),
+            (cm.view(), cm2.view(), true),
+            (cm.view(), rm2.view(), false),
+            (rm.view(), cm2.view(), false),
+            (row.view(), cm2.view(), true),
+            (rm2.t(), rm.t(), true),
+            (cm2.t(), cm.t(), false),
+        ];
+        let backends: Vec<Option<&super::super::blas::Blas>> = match super::super::blas::blas() {
+            Some(lib) => vec![None, Some(lib)],
+            None => {
+                println!("OpenBLAS not installed: only the gemm crate's path is checked");
+                vec![None]
+            }
+        };
+        for (i, (a, b, col)) in cases.iter().enumerate() {
+            assert_eq!(column_major_output(a, b), *col, "case {i}");
+            let want = naive(a, b);
+            for &lib in &backends {
+                let got = gemm_product(lib, a.view(), b.view(), 0.0, 1.0);
+                assert_eq!(got, want, "case {i}, blas {}", lib.is_some());
+                let is_col = got.t().is_standard_layout() && !got.is_standard_layout();
+                assert_eq!(is_col, *col && got.nrows() > 1, "case {i}: memory order, blas {}", lib.is_some());
+                let got32 = gemm_product(lib, a.mapv(|v| v as f32).view(), b.mapv(|v| v as f32).view(), 0.0, 1.0);
+                assert_eq!(got32.mapv(f64::from), want, "case {i} f32, blas {}", lib.is_some());
+            }
+        }
+    }
 }
