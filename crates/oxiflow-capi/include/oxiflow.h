@@ -84,6 +84,13 @@ const char *oxf_last_error(void);
 // The library version, `"0.1.0"`; a static string.
 const char *oxf_version(void);
 
+// Panics on purpose inside the ABI's panic guard and returns what the guard made of it:
+// status `13` with `oxf_last_error()` = `"internal error: Oxiflow panicked: oxf_panic_check"`. A binding
+// calls it to check that a panic inside the library is caught in its process instead of
+// aborting it (under Julia 1.5 it aborted until the library carried its own unwinder,
+// `build.rs`); the Julia test suite does, in a child process.
+int32_t oxf_panic_check(void);
+
 // Canonical form of a device string (`/cpu:0` -> `/device:CPU:0`); status 3 with a message
 // quoting the string when it is malformed.
 int32_t oxf_canonical_device(const char *spec, const char **out);

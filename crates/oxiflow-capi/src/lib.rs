@@ -6,7 +6,8 @@
 //!   status code (`3` invalid argument, `5` not found, `8` resource exhausted, `9` failed
 //!   precondition, `12` unimplemented, `13` internal); [`oxf_last_error`] then gives the
 //!   message. A Rust panic is caught in every export and reported as `13`; it never
-//!   crosses the ABI.
+//!   crosses the ABI. The unwinder is linked into the library (`build.rs` says why: the
+//!   shared one aborted under Julia 1.5).
 //! - handles (`OxGraph*`, `OxSession*`, `OxRunResult*`) are opaque and freed by their
 //!   `*_free` function;
 //! - nodes are `int64_t` ids, tensors `(node, output index)`; dtypes are TF `DataType`
@@ -145,6 +146,16 @@ pub extern "C" fn oxf_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn oxf_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+/// Panics on purpose inside the ABI's panic guard and returns what the guard made of it:
+/// status `13` with `oxf_last_error()` = `"internal error: Oxiflow panicked: oxf_panic_check"`. A binding
+/// calls it to check that a panic inside the library is caught in its process instead of
+/// aborting it (under Julia 1.5 it aborted until the library carried its own unwinder,
+/// `build.rs`); the Julia test suite does, in a child process.
+#[no_mangle]
+pub extern "C" fn oxf_panic_check() -> i32 {
+    guard(|| panic!("oxf_panic_check"))
 }
 
 /// Canonical form of a device string (`/cpu:0` -> `/device:CPU:0`); status 3 with a message

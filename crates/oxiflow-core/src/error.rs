@@ -46,6 +46,15 @@ pub enum OxiflowError {
     #[error("OOM when allocating {requested} bytes on {device}: {in_use} bytes in use, limit {limit} bytes")]
     ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize },
 
+    /// An output a kernel would allocate in host memory that the host cannot give (TF's
+    /// `OOM when allocating tensor with shape[...] and type ... on ...`), found before the
+    /// kernel runs; `bytes` is `None` when the size overflows.
+    #[error(
+        "OOM when allocating tensor with shape{shape} and type {dtype} on {device}: {} for {op} '{node}'",
+        bytes.map_or_else(|| "its size overflows".to_string(), |b| format!("{b} bytes could not be allocated"))
+    )]
+    OutOfMemory { op: String, node: String, shape: String, dtype: String, device: String, bytes: Option<usize> },
+
     /// Bad argument not covered above; the message names the op or node.
     #[error("{0}")]
     InvalidArgument(String),
@@ -76,7 +85,7 @@ impl OxiflowError {
             MalformedDevice { .. } | ShapeMismatch { .. } | DTypeMismatch { .. } | Placement { .. }
             | DeviceFunction { .. } | Feed { .. } | InvalidArgument(_) => 3,
             NotFound(_) => 5,
-            ResourceExhausted { .. } => 8,
+            ResourceExhausted { .. } | OutOfMemory { .. } => 8,
             Uninitialized { .. } | FailedPrecondition(_) => 9,
             Unimplemented(_) => 12,
             Internal(_) => 13,

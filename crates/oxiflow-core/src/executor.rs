@@ -116,6 +116,60 @@ struct Derived {
     /// its outputs, through a single input, passes them on in the worker's hands: the
     /// cell is never written, and the successor runs next on the same worker.
     direct: Vec<u32>,
+    /// For each step, whether its outputs' static shapes add up to at least
+    /// [`CHECK_MIN_BYTES`] (or overflow): [`check_outputs_fit`] runs before its kernel.
+    large: Vec<bool>,
+}
+
+/// Outputs of at least this many bytes are checked before their kernel runs.
+const CHECK_MIN_BYTES: usize = 1 << 28;
+
+/// Bytes of a `dtype` tensor of `shape`, `None` when the size overflows `isize`.
+fn static_bytes(tt: &crate::graph::TensorType) -> Option<usize> {
+    tt.shape.dims().iter().try_fold(tt.dtype.size_of(), |b, &d| b.checked_mul(d)).filter(|&b| b <= isize::MAX as usize)
+}
+
+/// Fails before `node`'s kernel runs on `device` where one of its outputs cannot be
+/// allocated, instead of letting the kernel's allocation abort the process (Rust aborts
+/// when an infallible allocation fails): an output whose size overflows, one over the
+/// device's memory limit where it has one (TF's `ResourceExhausted`), or, on devices whose
+/// tensors live in host memory (the CPU and emulated GPUs), one the host allocator refuses
+/// (the probe reserves the bytes and frees them at once; nothing is touched). Only steps
+/// marked [`Derived::large`] come here, so small kernels pay nothing.
+fn check_outputs_fit(node: &Node, device: &dyn crate::device::Device) -> Result<()> {
+    let attrs = device.attributes();
+    for tt in &node.outputs {
+        let bytes = static_bytes(tt);
+        let fits = match bytes {
+            None => false,
+            Some(b) if b < CHECK_MIN_BYTES => true,
+            Some(b) => {
+                if let Some(mem) = device.memory() {
+                    let st = mem.stats();
+                    if st.bytes_in_use.saturating_add(b as u64) > st.bytes_limit {
+                        return Err(OxiflowError::ResourceExhausted {
+                            device: attrs.name.clone(),
+                            requested: b,
+                            in_use: st.bytes_in_use as usize,
+                            limit: st.bytes_limit as usize,
+                        });
+                    }
+                }
+                attrs.kind == crate::device::DeviceKind::CudaGpu || Vec::<u8>::new().try_reserve_exact(b).is_ok()
+            }
+        };
+        if !fits {
+            return Err(OxiflowError::OutOfMemory {
+                op: node.op.name.to_string(),
+                node: node.name.clone(),
+                shape: tt.shape.to_string(),
+                dtype: tt.dtype.to_string(),
+                device: attrs.name.clone(),
+                bytes,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// No step (in [`Derived::direct`]).
@@ -166,7 +220,16 @@ impl Derived {
                 _ => NO_STEP,
             })
             .collect();
+        let large = plan
+            .steps
+            .iter()
+            .map(|step| match &step.kind {
+                StepKind::Op(node) => node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).is_none_or(|t| t >= CHECK_MIN_BYTES),
+                StepKind::Copy { .. } => false,
+            })
+            .collect();
         Derived {
+            large,
             chain: plan.steps.iter().filter(|s| s.pending == 0).count() <= 1 && plan.steps.iter().all(|s| s.successors.len() <= 1),
             direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
@@ -413,6 +476,9 @@ impl RunCtx<'_> {
                     }
                     &w.inputs
                 };
+                if self.derived.large[s] {
+                    check_outputs_fit(node, device.as_ref())?;
+                }
                 let ctx = KernelCtx { node, inputs, state: self.state };
                 let outs = device.compute(&ctx)?;
                 if outs.len() != node.outputs.len()

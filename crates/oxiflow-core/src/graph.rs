@@ -393,6 +393,17 @@ impl Graph {
         let input_types: Vec<TensorType> =
             inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
         let outputs = (op.infer)(&InferCtx { op: op.name, node: &name, inputs: &input_types, attrs: &spec.attrs })?;
+        // TF's TensorShape refuses a shape whose element count overflows; a byte size over
+        // isize::MAX could not be allocated either.
+        for (k, tt) in outputs.iter().enumerate() {
+            let bytes = tt.shape.dims().iter().try_fold(tt.dtype.size_of(), |b, &d| b.checked_mul(d));
+            if bytes.is_none_or(|b| b > isize::MAX as usize) {
+                return Err(OxiflowError::InvalidArgument(format!(
+                    "{} '{name}': output {k} would have shape {} of {}, whose size in bytes overflows",
+                    op.name, tt.shape, tt.dtype
+                )));
+            }
+        }
         let mut control_inputs = self.control_stack.last().cloned().unwrap_or_default();
         control_inputs.extend_from_slice(&spec.control_inputs);
         control_inputs.sort_unstable();

@@ -129,6 +129,47 @@ fn over_the_limit_is_resource_exhausted_and_the_session_stays_usable() {
     assert_eq!(s.memory_stats("GPU:0").unwrap().peak_bytes_in_use, 2 * 80);
 }
 
+/// `RandomStandardNormal` of `shape` (Float64), pinned to `dev`.
+fn normal_on(g: &mut Graph, dev: &str, shape: Vec<usize>) -> Output {
+    use oxiflow_core::{ops::AttrValue, NodeSpec};
+    pinned(g, dev, |g| g.op_spec(NodeSpec::new("RandomStandardNormal", &[]).attr("shape", AttrValue::Shape(shape))).unwrap())
+}
+
+#[test]
+fn outputs_that_cannot_be_allocated_fail_before_the_kernel_runs() {
+    // Each kernel would allocate its output before any accounting could see it: 8 TiB on
+    // the CPU (the host refuses it) and 512 MiB on a GPU limited to 1 MiB. Rust aborts the process when an allocation fails, so these
+    // must be refused before the kernel runs: TF's OOM text naming the op, shape and device.
+    let mut g = Graph::new();
+    let huge = normal_on(&mut g, CPU0, vec![1 << 20, 1 << 20]);
+    // A shape whose byte size overflows is refused when the node is built (TF's TensorShape).
+    {
+        use oxiflow_core::{ops::AttrValue, NodeSpec};
+        let e = g.op_spec(NodeSpec::new("RandomStandardNormal", &[]).attr("shape", AttrValue::Shape(vec![1 << 32, 1 << 32]))).unwrap_err();
+        assert!(matches!(e, OxiflowError::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("RandomStandardNormal") && e.to_string().contains("[4294967296,4294967296]"), "{e}");
+    }
+    let on_gpu = normal_on(&mut g, GPU0, vec![1 << 13, 1 << 13]);
+    let ok = normal_on(&mut g, CPU0, vec![3]);
+    let g = Arc::new(RwLock::new(g));
+    let mut o = opts(1);
+    o.gpu_options.virtual_devices_mb = vec![vec![1]];
+    let s = Session::new(g, o).unwrap();
+    let e = s.run(&[], &[huge], &[], false).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, OxiflowError::OutOfMemory { bytes: Some(b), .. } if b == 8 << 40), "{msg}");
+    assert_eq!(e.code(), 8);
+    for part in ["OOM when allocating tensor with shape[1048576,1048576] and type Float64", CPU0, "RandomStandardNormal"] {
+        assert!(msg.contains(part), "{part:?} missing from {msg}");
+    }
+    let e = s.run(&[], &[on_gpu], &[], false).unwrap_err();
+    assert!(matches!(e, OxiflowError::ResourceExhausted { requested, limit, .. } if requested == 1 << 29 && limit == 1 << 20), "{e}");
+    assert!(e.to_string().contains(GPU0), "{e}");
+    assert_eq!(s.memory_stats("GPU:0").unwrap().peak_bytes_in_use, 0, "the GPU kernel never ran");
+    // the session goes on
+    assert_eq!(s.run(&[], &[ok], &[], false).unwrap().values[0].dims(), &[3]);
+}
+
 #[test]
 fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
     let g = Arc::new(RwLock::new(Graph::new()));

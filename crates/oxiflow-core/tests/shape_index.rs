@@ -132,6 +132,16 @@ fn tile_reverse_pad_squeeze_expand() {
         let want = if inside { v[(ix[0] - 1) * 3 + ix[1] - 2] } else { 0.0 };
         assert_eq!(p.to_f64_vec()[f], want);
     }
+    // Padding that makes a dimension overflow is refused when the node is built (it wrapped
+    // around and the kernel panicked), and the graph is unchanged.
+    let mut g = Graph::new();
+    let c = g.constant(x.clone()).unwrap();
+    let before = g.len();
+    let e = g.op_spec(node("Pad", &[c]).attr("paddings", ints(&[0, 0, 0, i64::MAX]))).unwrap_err().to_string();
+    assert!(e.contains("Pad") && e.contains("overflows"), "{e}");
+    let e = g.op_spec(node("Pad", &[c]).attr("paddings", ints(&[0, 0, i64::MAX, i64::MAX]))).unwrap_err().to_string();
+    assert!(e.contains("Pad") && e.contains("dimension 1") && e.contains("overflows"), "{e}");
+    assert_eq!(g.len(), before);
     let y = rand_t(&[1, 3, 1], 6, -1.0, 1.0);
     assert_eq!(run1(&y, |c| node("Squeeze", &[c])).dims(), &[3]);
     assert_eq!(run1(&y, |c| node("Squeeze", &[c]).attr("squeeze_dims", ints(&[2]))).dims(), &[1, 3]);

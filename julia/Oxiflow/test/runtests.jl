@@ -251,5 +251,6 @@ include("layers.jl")
 include("adcme_api.jl")
 include("adcme_api2.jl")
 include("examples.jl")
+include("robustness.jl")
 
 end

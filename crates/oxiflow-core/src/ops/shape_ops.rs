@@ -421,7 +421,10 @@ fn paddings_of(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Ve
 fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     let p = paddings_of(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
-    Ok(vec![TensorType::new(x.dtype, Shape(x.shape.0.iter().zip(&p).map(|(d, (b, a))| d + b + a).collect()))])
+    let dims = x.shape.0.iter().zip(&p).enumerate().map(|(k, (&d, &(b, a)))| {
+        d.checked_add(b).and_then(|n| n.checked_add(a)).ok_or_else(|| ctx.invalid(format!("padding ({b}, {a}) of dimension {k} (size {d}) overflows")))
+    });
+    Ok(vec![TensorType::new(x.dtype, Shape(dims.collect::<Result<_>>()?))])
 }
 
 fn kernel_pad(ctx: &KernelCtx) -> Result<Outputs> {

@@ -1,0 +1,69 @@
+# Bad input must give an error and leave Julia and the session usable. Each probe runs in
+# a child Julia process, so one that crashes the process (as a panic inside the library
+# did under Julia 1.5: libgcc_s's unwinder aborted) fails here with its output instead of
+# killing the test run.
+
+"""Runs `code` in a child `julia` with this package; returns (whether it exited with status 0
+and no signal, its stdout+stderr)."""
+function child_julia(code::AbstractString)
+    project = dirname(dirname(pathof(Oxiflow)))
+    cmd = `$(Base.julia_cmd()) --startup-file=no --project=$project -e $code`
+    out = IOBuffer()
+    p = run(pipeline(ignorestatus(cmd); stdout=out, stderr=out))
+    return success(p), String(take!(out))
+end
+
+@testset "a panic inside the library is an error in Julia" begin
+    # oxf_panic_check panics inside the ABI's guard: the unwind must reach its catch_unwind
+    # (status 13, the panic's message) and Julia must go on.
+    code = """
+        using Oxiflow
+        st = ccall(Oxiflow.sym(:oxf_panic_check), Int32, ())
+        println("STATUS: ", st, " ", unsafe_string(ccall(Oxiflow.sym(:oxf_last_error), Cstring, ())))
+        println("AFTER: ", run(Session(), constant(2.0) + 1.0))
+        """
+    ok, out = child_julia(code)
+    @test ok
+    @test occursin("STATUS: 13 internal error: Oxiflow panicked: oxf_panic_check", out)
+    @test occursin("AFTER: 3.0", out)
+    ok || println(out)
+end
+
+@testset "outputs that cannot be allocated fail cleanly" begin
+    # Each was an abort (Rust's allocation failure handler) or a panic: now TF's
+    # ResourceExhausted OOM text, naming the op, the shape and the device, and the session
+    # runs again. The child sees one emulated GPU (16 GiB limit): the CPU probes are pinned
+    # with @cpu (the host refuses 8 TiB), the GPU probe is over the GPU's limit.
+    code = """
+        using Oxiflow
+        sess = Session()
+        p = placeholder(Float64; shape=[2])
+        probes = [
+            ("normal", () -> run(sess, @cpu sum(Oxiflow.normal(2^20, 2^20)))),
+            ("diagm", () -> run(sess, @cpu sum(diagm(constant(ones(2^16)))))),
+            ("repeat", () -> run(sess, (@cpu repeat(p, 2^40)), p => [1.0, 2.0])),
+            ("gpu", () -> run(sess, @gpu sum(Oxiflow.normal(2^17, 2^17)))),
+        ]
+        for (name, f) in probes
+            e = try; f(); nothing; catch err; err; end
+            println("PROBE ", name, ": ", e === nothing ? "no error" : sprint(showerror, e))
+            println("AFTER ", name, ": ", run(sess, constant(2.0) + 1.0))
+        end
+        # padding by typemax(Int) made a shape that wrapped around; now refused when built
+        e = try; Oxiflow.pad(constant(collect(1.0:6.0)), [0 typemax(Int)]); nothing; catch err; err; end
+        println("PROBE pad: ", e === nothing ? "no error" : sprint(showerror, e))
+        """
+    ok, out = withenv(() -> child_julia(code), "OXIFLOW_EMULATED_GPUS" => "1", "CUDA_VISIBLE_DEVICES" => nothing)
+    @test ok
+    for (name, parts) in (("normal", ["OOM when allocating tensor with shape[1048576,1048576] and type Float64", "device:CPU:0", "RandomStandardNormal"]),
+                          ("diagm", ["OOM when allocating tensor with shape[65536,65536]", "device:CPU:0", "MatrixDiag"]),
+                          ("repeat", ["OOM when allocating tensor with shape[2199023255552]", "device:CPU:0", "Tile"]),
+                          ("gpu", ["OOM when allocating 137438953472 bytes on /job:localhost/replica:0/task:0/device:GPU:0", "limit"]))
+        m = match(Regex("PROBE $name: (.*)"), out)
+        @test m !== nothing && occursin("ResourceExhaustedError", m.captures[1]) && all(x -> occursin(x, m.captures[1]), parts)
+        @test occursin("AFTER $name: 3.0", out)
+    end
+    m = match(r"PROBE pad: (.*)", out)
+    @test m !== nothing && occursin("InvalidArgumentError", m.captures[1]) && occursin("Pad", m.captures[1]) && occursin("overflows", m.captures[1])
+    ok && all(n -> occursin("AFTER $n: 3.0", out), ("normal", "diagm", "repeat", "gpu")) || println(out)
+end
