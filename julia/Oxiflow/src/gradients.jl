@@ -35,18 +35,21 @@ function gradients(ys::Tensor, xs::AbstractVector; colocate::Bool=false, grad_ys
     if grad_ys === nothing && ndims(ys) != 0
         return Union{Tensor,Nothing}[gradients(ys, x; colocate=colocate) for x in xs]
     end
-    gy = grad_ys === nothing ? nothing : [pair(as_tensor(grad_ys, ys))]
+    gy = grad_ys === nothing ? nothing : as_tensor(grad_ys, ys)
     return raw_gradients(ys, xs, gy, colocate)
 end
 
-# One backward pass of the core (`oxf_gradients`).
+# One backward pass of the core (`oxf_gradients`); `gy` is `ys`'s seed tensor or `nothing`.
+# Every tensor must be in `ys`'s graph: the engine knows nodes by id, so a tensor of another
+# graph would silently name an unrelated node.
 function raw_gradients(ys::Tensor, xs::AbstractVector, gy, colocate::Bool)
     g = getfield(ys, :graph)
     for x in xs
         x isa Tensor || invalid("gradients: xs must be tensors, got $(typeof(x))")
         getfield(x, :graph) === g || invalid("gradients: $(x.name) belongs to another graph than $(ys.name)")
     end
-    res = oxf_gradients(g, [pair(ys)], [pair(x) for x in xs], gy, colocate)
+    gy === nothing || getfield(gy, :graph) === g || invalid("gradients: grad_ys $(gy.name) belongs to another graph than $(ys.name)")
+    res = oxf_gradients(g, [pair(ys)], [pair(x) for x in xs], gy === nothing ? nothing : [pair(gy)], colocate)
     return Union{Tensor,Nothing}[n < 0 ? nothing : Tensor(g, n, i) for (n, i) in res]
 end
 
@@ -72,12 +75,12 @@ function jacobian(y::Tensor, x::Tensor; colocate::Bool=false)
     for I in CartesianIndices(ydims)
         e = zeros(T, ydims...)
         e[I] = one(T)
-        gi = raw_gradients(y, [x], [pair(constant(e))], colocate)[1]
+        gi = raw_gradients(y, [x], constant_in(getfield(y, :graph), e), colocate)[1]
         gi === nothing && continue
         # place row I: (m×1 one-hot, TF row-major order) .* (1×n gradient)
         k = row_major_index(ydims, I)
         onehot = zeros(T, m, 1); onehot[k, 1] = one(T)
-        push!(rows, constant(onehot) .* add_op("Reshape", [gi]; shape=[1, n]))
+        push!(rows, constant_in(getfield(y, :graph), onehot) .* add_op("Reshape", [gi]; shape=[1, n]))
     end
     isempty(rows) && return nothing
     J = length(rows) == 1 ? rows[1] : add_op("AddN", rows)

@@ -110,7 +110,7 @@ function Base.getindex(t::Tensor, I...)
     axis = 0      # axis of the current dimension in `out`
     for x in ixs
         if x.kind == :vector
-            out = add_op("GatherV2", [out, constant(Int64[j - 1 for j in x.val])]; axis=axis)
+            out = add_op("GatherV2", [out, constant_in(getfield(out, :graph), Int64[j - 1 for j in x.val])]; axis=axis)
         elseif x.kind == :tensor
             out = add_op("GatherV2", [out, x.val - 1]; axis=axis)
             ndims(x.val) == 0 && (axis -= 1)   # a 0-d index drops the dimension

@@ -2,14 +2,14 @@
 
 const TensorLike = Union{Tensor,Number,AbstractArray}
 
-# A Julia number or array mixed with a tensor takes the tensor's dtype (ADCME's rule);
-# an inexact conversion (1.5 into an Int64 tensor) is an error.
+# A Julia number or array mixed with a tensor takes the tensor's dtype (ADCME's rule) and
+# goes into the tensor's graph; an inexact conversion (1.5 into an Int64 tensor) is an error.
 function as_tensor(x, like::Tensor)
     x isa Tensor && return x
     T = like.dtype
     a = as_array(x)
     try
-        return constant(convert(Array{T}, a))
+        return constant_in(getfield(like, :graph), convert(Array{T}, a))
     catch e
         e isa InexactError || rethrow()
         invalid("cannot use $(repr(x)) ($(eltype(a))) with a $T tensor without losing precision")

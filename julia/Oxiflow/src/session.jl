@@ -163,6 +163,7 @@ function execute(sess::Session, fetches, feeds, trace::Bool)
     fkeys = Tuple{Int64,Int32}[]; fvals = Any[]
     for (t, v) in feeds
         t isa Tensor || invalid("run: feed keys must be tensors, got $(typeof(t))")
+        getfield(t, :graph) === sess.graph || invalid("run: feed key $(t.name) belongs to another graph than the session's")
         push!(fkeys, pair(t)); push!(fvals, feed_value(v))
     end
     res = oxf_session_run(sess, fkeys, fvals, fetch_list, targets, trace)

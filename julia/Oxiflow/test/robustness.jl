@@ -67,3 +67,33 @@ end
     @test m !== nothing && occursin("InvalidArgumentError", m.captures[1]) && occursin("Pad", m.captures[1]) && occursin("overflows", m.captures[1])
     ok && all(n -> occursin("AFTER $n: 3.0", out), ("normal", "diagm", "repeat", "gpu")) || println(out)
 end
+
+@testset "tensors of an old graph after reset_default_graph" begin
+    # The engine knows nodes by id: a tensor of another graph must never be taken for the
+    # node with its id in the session's graph (that fed the wrong node and seeded the wrong
+    # gradient). TF builds an op in its inputs' graph, so `old + 1.0` is an op of the old graph.
+    reset_default_graph()
+    p = placeholder(Float64; name="p")
+    x = constant([1.0, 2.0]; name="x")
+    y = 3.0 .* x
+    old_sess = Session()
+    reset_default_graph()
+    q = placeholder(Float64; name="q")
+    sess = Session()
+    e = try; run(sess, q * 2.0, p => 5.0); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("feed key p", e.msg) && occursin("another graph", e.msg)
+    @test run(sess, q * 2.0, q => 5.0) == 10.0              # the session is usable
+    # grad_ys for an old-graph y: the seed goes into y's graph
+    g = gradients(y, x; grad_ys=[1.0, 1.0])
+    @test getfield(g, :graph) === getfield(y, :graph)
+    @test run(old_sess, g) == [3.0, 3.0]
+    # helper constants go into the tensor's graph
+    z = y + 1.0
+    @test getfield(z, :graph) === getfield(y, :graph)
+    @test run(old_sess, z) == [4.0, 7.0]
+    @test run(old_sess, y[[2]]) == [6.0]
+    # mixing graphs in one op or as a seed is an error naming the tensors
+    @test_throws OxiflowError y + constant(1.0)
+    e = try; gradients(y, x; grad_ys=constant([1.0, 1.0])); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("grad_ys", e.msg) && occursin("another graph", e.msg)
+end
