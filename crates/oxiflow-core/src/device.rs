@@ -366,6 +366,9 @@ pub fn emulated_gpus_from_env() -> Result<usize> {
 pub struct DeviceSet {
     pub devices: Vec<Arc<dyn Device>>,
     accounted: bool,
+    /// What configuring the set noticed and went on from (a `CUDA_VISIBLE_DEVICES` entry
+    /// that ended the list); the session logs it.
+    pub warnings: Vec<String>,
 }
 
 impl DeviceSet {
@@ -384,7 +387,7 @@ impl DeviceSet {
     /// A set of these devices (CPUs first, as TF lists them).
     pub fn from_devices(devices: Vec<Arc<dyn Device>>) -> DeviceSet {
         let accounted = devices.iter().any(|d| d.memory().is_some());
-        DeviceSet { devices, accounted }
+        DeviceSet { devices, accounted, warnings: Vec::new() }
     }
 
     /// `true` when some device accounts its tensors' memory (the executor then reports
@@ -427,9 +430,12 @@ impl DeviceSet {
         cuda_visible: Option<&str>,
     ) -> Result<DeviceSet> {
         use crate::device_config::{cuda_visible_devices, memory_limit, session_gpus};
-        let visible = match source {
-            GpuSource::Emulated(n) => cuda_visible_devices(cuda_visible, n)?,
-            GpuSource::Real(p) => (0..p.gpus().len()).collect(),
+        let (visible, warnings) = match source {
+            GpuSource::Emulated(n) => {
+                let v = cuda_visible_devices(cuda_visible, n);
+                (v.ids, v.warning.into_iter().collect::<Vec<_>>())
+            }
+            GpuSource::Real(p) => ((0..p.gpus().len()).collect(), Vec::new()),
         };
         let mut gpus = session_gpus(&visible, opts.visible_device_list.as_deref())?;
         if let Some(m) = max_gpus {
@@ -440,7 +446,7 @@ impl DeviceSet {
             devices.push(Arc::new(CpuDevice::new(i as u32)));
         }
         if gpus.is_empty() {
-            return Ok(DeviceSet::from_devices(devices));
+            return Ok(DeviceSet { warnings, ..DeviceSet::from_devices(devices) });
         }
         let emulated_total = match source {
             GpuSource::Emulated(_) => emulated_gpu_memory()?,
@@ -486,7 +492,7 @@ impl DeviceSet {
                 id += 1;
             }
         }
-        Ok(DeviceSet::from_devices(devices))
+        Ok(DeviceSet { warnings, ..DeviceSet::from_devices(devices) })
     }
 
     /// Full names of all devices, sorted (as TF lists them in placement errors).

@@ -27,25 +27,33 @@ pub struct GpuOptions {
     pub virtual_devices_mb: Vec<Vec<u64>>,
 }
 
-fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> String, uuids: Option<&[String]>) -> Result<Vec<usize>> {
+/// The ids of `list`, and the error of the first entry that names no GPU (unparseable, out
+/// of range, an unknown or ambiguous UUID, a repeat) with the ids before it.
+fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> String, uuids: Option<&[String]>) -> (Vec<usize>, Option<OxiflowError>) {
     let mut ids = Vec::new();
     for entry in list.split(',').map(str::trim) {
-        let id: usize = match uuids {
-            Some(uuids) if entry.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-")) => gpu_by_uuid(entry, uuids, &quote(list))?,
-            _ => entry.parse().map_err(|_| OxiflowError::InvalidArgument(format!("Could not parse entry in '{what}': '{entry}'. {}", quote(list))))?,
+        let id = match uuids {
+            Some(uuids) if entry.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-")) => gpu_by_uuid(entry, uuids, &quote(list)),
+            _ => entry.parse().map_err(|_| OxiflowError::InvalidArgument(format!("Could not parse entry in '{what}': '{entry}'. {}", quote(list)))),
         };
-        if id >= count {
-            return Err(OxiflowError::InvalidArgument(format!(
-                "'{what}' listed an invalid GPU id '{id}' but visible device count is {count}. {}",
-                quote(list)
-            )));
+        let checked = id.and_then(|id| {
+            if id >= count {
+                Err(OxiflowError::InvalidArgument(format!(
+                    "'{what}' listed an invalid GPU id '{id}' but visible device count is {count}. {}",
+                    quote(list)
+                )))
+            } else if ids.contains(&id) {
+                Err(OxiflowError::InvalidArgument(format!("{what} contained a duplicate entry: {}", quote(list))))
+            } else {
+                Ok(id)
+            }
+        });
+        match checked {
+            Ok(id) => ids.push(id),
+            Err(e) => return (ids, Some(e)),
         }
-        if ids.contains(&id) {
-            return Err(OxiflowError::InvalidArgument(format!("{what} contained a duplicate entry: {}", quote(list))));
-        }
-        ids.push(id);
     }
-    Ok(ids)
+    (ids, None)
 }
 
 /// The index of the GPU whose UUID `entry` (`GPU-...`, any case) is, or is a unique prefix of,
@@ -88,10 +96,19 @@ pub fn emulated_gpu_uuid(index: usize) -> String {
     format!("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", hi >> 32, (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48, lo & 0xFFFF_FFFF_FFFF)
 }
 
+/// The GPUs `CUDA_VISIBLE_DEVICES` shows: physical indices in its order, and a warning when
+/// an entry ended the list early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaVisible {
+    pub ids: Vec<usize>,
+    /// Names the first entry that names no GPU, and says the rest is hidden.
+    pub warning: Option<String>,
+}
+
 /// Physical GPU indices visible to the process, in the order `CUDA_VISIBLE_DEVICES` gives
 /// (`None` or unset: all, in order; `""`: none), for `physical` emulated GPUs with their
 /// [`emulated_gpu_uuid`]s. See [`cuda_visible_devices_among`].
-pub fn cuda_visible_devices(value: Option<&str>, physical: usize) -> Result<Vec<usize>> {
+pub fn cuda_visible_devices(value: Option<&str>, physical: usize) -> CudaVisible {
     let uuids: Vec<String> = (0..physical).map(emulated_gpu_uuid).collect();
     cuda_visible_devices_among(value, &uuids)
 }
@@ -99,14 +116,23 @@ pub fn cuda_visible_devices(value: Option<&str>, physical: usize) -> Result<Vec<
 /// Physical GPU indices visible to the process, in the order `CUDA_VISIBLE_DEVICES` gives,
 /// for GPUs with these UUIDs (`uuids[i]` is GPU `i`'s). Entries are indices or, as CUDA
 /// accepts, UUIDs `GPU-<uuid>` or unique prefixes of them (`GPU-8932f937`), any case, mixed
-/// freely with indices. Unlike CUDA, which silently stops at the first invalid entry, an
-/// entry that names no GPU (an index out of range, an unknown UUID), an ambiguous UUID prefix
-/// or a repeated GPU is an `InvalidArgument` error naming the variable and the entry.
-pub fn cuda_visible_devices_among(value: Option<&str>, uuids: &[String]) -> Result<Vec<usize>> {
+/// freely with indices. As CUDA does (CUDA C Programming Guide, "CUDA Environment
+/// Variables": with `0,2,-1,1` GPUs 0 and 2 are visible), the first entry that names no GPU
+/// (not a number, an index out of range, an unknown UUID or an ambiguous prefix, or a GPU
+/// already listed) ends the list: the GPUs before it stay visible, so `-1` hides them all.
+/// Never an error; the warning names the variable and the entry.
+pub fn cuda_visible_devices_among(value: Option<&str>, uuids: &[String]) -> CudaVisible {
     match value.map(str::trim) {
-        None => Ok((0..uuids.len()).collect()),
-        Some("") => Ok(Vec::new()),
-        Some(v) => parse_ids(v, CUDA_VISIBLE_DEVICES, uuids.len(), &|l| format!("{CUDA_VISIBLE_DEVICES}={l}"), Some(uuids)),
+        None => CudaVisible { ids: (0..uuids.len()).collect(), warning: None },
+        Some("") => CudaVisible { ids: Vec::new(), warning: None },
+        Some(v) => {
+            let (ids, err) = parse_ids(v, CUDA_VISIBLE_DEVICES, uuids.len(), &|l| format!("{CUDA_VISIBLE_DEVICES}={l}"), Some(uuids));
+            let warning = err.map(|e| {
+                let shown = if ids.is_empty() { "no GPU is visible".to_string() } else { format!("only the {} GPU(s) listed before it are visible", ids.len()) };
+                format!("{e} As CUDA does, the list ends there: {shown}.")
+            });
+            CudaVisible { ids, warning }
+        }
     }
 }
 
@@ -115,10 +141,10 @@ pub fn cuda_visible_devices_among(value: Option<&str>, uuids: &[String]) -> Resu
 pub fn session_gpus(cuda_visible: &[usize], visible_device_list: Option<&str>) -> Result<Vec<usize>> {
     match visible_device_list.map(str::trim) {
         None | Some("") => Ok(cuda_visible.to_vec()),
-        Some(l) => Ok(parse_ids(l, "visible_device_list", cuda_visible.len(), &|l| format!("visible_device_list = {l}"), None)?
-            .into_iter()
-            .map(|i| cuda_visible[i])
-            .collect()),
+        Some(l) => match parse_ids(l, "visible_device_list", cuda_visible.len(), &|l| format!("visible_device_list = {l}"), None) {
+            (_, Some(e)) => Err(e),
+            (ids, None) => Ok(ids.into_iter().map(|i| cuda_visible[i]).collect()),
+        },
     }
 }
 
@@ -244,20 +270,42 @@ fn grown_region(need: u64, limit: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// The ids of a list that is fully valid (no warning).
+    fn ok(v: CudaVisible) -> Vec<usize> {
+        assert_eq!(v.warning, None, "{v:?}");
+        v.ids
+    }
+
+    /// The warning of a list that ended early (its ids are checked separately).
+    fn warn(v: CudaVisible) -> String {
+        v.warning.expect("a warning")
+    }
+
     const PINNED_UUID0: &str = "GPU-76a8c442-7b2f-447a-9796-24ba41304767";
 
     #[test]
     fn cuda_visible_devices_selects_and_orders() {
-        assert_eq!(cuda_visible_devices(None, 3).unwrap(), vec![0, 1, 2]);
-        assert_eq!(cuda_visible_devices(Some(""), 3).unwrap(), Vec::<usize>::new());
-        assert_eq!(cuda_visible_devices(Some("2,0"), 3).unwrap(), vec![2, 0]);
-        assert_eq!(cuda_visible_devices(Some(" 1 "), 3).unwrap(), vec![1]);
-        let e = cuda_visible_devices(Some("0,5"), 2).unwrap_err().to_string();
+        assert_eq!(ok(cuda_visible_devices(None, 3)), vec![0, 1, 2]);
+        assert_eq!(ok(cuda_visible_devices(Some(""), 3)), Vec::<usize>::new());
+        assert_eq!(ok(cuda_visible_devices(Some("2,0"), 3)), vec![2, 0]);
+        assert_eq!(ok(cuda_visible_devices(Some(" 1 "), 3)), vec![1]);
+        let e = warn(cuda_visible_devices(Some("0,5"), 2));
         assert!(e.contains("invalid GPU id '5'") && e.contains("CUDA_VISIBLE_DEVICES=0,5"), "{e}");
-        let e = cuda_visible_devices(Some("0,x"), 2).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some("0,x"), 2));
         assert!(e.contains("'x'"), "{e}");
-        let e = cuda_visible_devices(Some("1,1"), 2).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some("1,1"), 2));
         assert!(e.contains("duplicate"), "{e}");
+        // CUDA's documented example: with 0,2,-1,1 GPUs 0 and 2 are visible, 1 is not
+        let v = cuda_visible_devices(Some("0,2,-1,1"), 3);
+        assert_eq!(v.ids, vec![0, 2]);
+        let w = v.warning.unwrap();
+        assert!(w.contains("'-1'") && w.contains("only the 2 GPU(s) listed before it are visible"), "{w}");
+        // -1 (the usual way to hide GPUs), or any entry out of range, shows none
+        for hide in ["-1", "5", "x", "GPU-ffffffff"] {
+            let v = cuda_visible_devices(Some(hide), 2);
+            assert!(v.ids.is_empty() && v.warning.as_deref().is_some_and(|w| w.contains("no GPU is visible")), "{hide}: {v:?}");
+        }
+        assert_eq!(cuda_visible_devices(Some("1,0,1"), 2).ids, vec![1, 0]);
     }
 
     #[test]
@@ -282,27 +330,27 @@ mod tests {
     #[test]
     fn cuda_visible_devices_accepts_uuids_and_unique_prefixes() {
         let u: Vec<String> = (0..3).map(emulated_gpu_uuid).collect();
-        assert_eq!(cuda_visible_devices(Some(&u[2]), 3).unwrap(), vec![2]);
+        assert_eq!(ok(cuda_visible_devices(Some(&u[2]), 3)), vec![2]);
         // mixed with indices, in the given order; upper case and a short prefix work too
         let v = format!("{},0,{}", u[2].to_uppercase(), &u[1][..10]);
-        assert_eq!(cuda_visible_devices(Some(&v), 3).unwrap(), vec![2, 0, 1]);
-        assert_eq!(cuda_visible_devices_among(Some(" GPU-ab , 1"), &["GPU-abc".into(), "GPU-def".into()]).unwrap(), vec![0, 1]);
+        assert_eq!(ok(cuda_visible_devices(Some(&v), 3)), vec![2, 0, 1]);
+        assert_eq!(ok(cuda_visible_devices_among(Some(" GPU-ab , 1"), &["GPU-abc".into(), "GPU-def".into()])), vec![0, 1]);
         // unknown UUID: named, with the known ones
-        let e = cuda_visible_devices(Some("0,GPU-00000000-0000-4000-8000-000000000000"), 3).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some("0,GPU-00000000-0000-4000-8000-000000000000"), 3));
         assert!(e.contains("'GPU-00000000-0000-4000-8000-000000000000' is not the UUID") && e.contains(&u[1]) && e.contains("CUDA_VISIBLE_DEVICES=0,GPU-"), "{e}");
         // ambiguous prefix: which GPUs it matches
-        let e = cuda_visible_devices_among(Some("GPU-ab"), &["GPU-abc".into(), "GPU-abd".into(), "GPU-x".into()]).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices_among(Some("GPU-ab"), &["GPU-abc".into(), "GPU-abd".into(), "GPU-x".into()]));
         assert!(e.contains("'GPU-ab' is ambiguous") && e.contains("GPUs 0, 1 (GPU-abc, GPU-abd)"), "{e}");
-        let e = cuda_visible_devices(Some("GPU-"), 3).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some("GPU-"), 3));
         assert!(e.contains("ambiguous") && e.contains("GPUs 0, 1, 2"), "{e}");
         // the same GPU by index and by UUID is a duplicate
-        let e = cuda_visible_devices(Some(&format!("1,{}", u[1])), 3).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some(&format!("1,{}", u[1])), 3));
         assert!(e.contains("duplicate"), "{e}");
         // no GPUs: a UUID names none; visible_device_list takes no UUIDs (TF's parser)
-        assert!(cuda_visible_devices(Some("GPU-1"), 0).unwrap_err().to_string().contains("there are no GPUs"));
+        assert!(warn(cuda_visible_devices(Some("GPU-1"), 0)).contains("there are no GPUs"));
         let e = session_gpus(&[0, 1], Some(&u[0])).unwrap_err().to_string();
         assert!(e.contains("Could not parse entry in 'visible_device_list'"), "{e}");
-        let e = cuda_visible_devices(Some("MIG-1/0/0"), 3).unwrap_err().to_string();
+        let e = warn(cuda_visible_devices(Some("MIG-1/0/0"), 3));
         assert!(e.contains("Could not parse entry") && e.contains("'MIG-1/0/0'"), "{e}");
     }
 

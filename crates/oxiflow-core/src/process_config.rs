@@ -70,7 +70,7 @@ pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
     let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
     let source = crate::gpu_provider::gpu_source(present);
     let visible = match source {
-        crate::gpu_provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n)?,
+        crate::gpu_provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n).ids,
         crate::gpu_provider::GpuSource::Real(p) => (0..p.gpus().len()).collect(),
     };
     let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0, uuid: None }];

@@ -124,7 +124,8 @@ impl Session {
             .start_handler(move |_| crate::intra_op::set_intra_op_threads(intra))
             .build()
             .map_err(|e| OxiflowError::Internal(format!("cannot start worker threads: {e}")))?;
-        let mut log = String::new();
+        // Warnings are logged whether or not log_device_placement is on (TF logs them too).
+        let mut log: String = devices.warnings.iter().map(|w| format!("W oxiflow: {w}\n")).collect();
         if options.log_device_placement {
             log.push_str("Device mapping:\n");
             for d in &devices.devices {

@@ -178,8 +178,20 @@ fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
     assert_eq!(gpus.len(), 2);
     assert!(gpus[0].0.ends_with("GPU:0") && gpus[0].1.contains("device: 0,") && gpus[0].1.contains("emulated:2"), "{gpus:?}");
     assert!(gpus[1].1.contains("emulated:0"), "{gpus:?}");
-    let e = Session::new(g.clone(), opts(2).with_cuda(Some("0,5"))).err().unwrap().to_string();
-    assert!(e.contains("CUDA_VISIBLE_DEVICES") && e.contains("'5'"), "{e}");
+    // As CUDA does, an entry that names no GPU ends the list: the session keeps the GPUs
+    // before it and its log says so; -1 hides every GPU and CPU work goes on.
+    let s = Session::new(g.clone(), opts(2).with_cuda(Some("1,5,0"))).unwrap();
+    let gpus = gpus_of(&s);
+    assert!(gpus.len() == 1 && gpus[0].1.contains("emulated:1"), "{gpus:?}");
+    let log = s.take_log();
+    assert!(log.starts_with("W oxiflow: ") && log.contains("CUDA_VISIBLE_DEVICES") && log.contains("'5'"), "{log}");
+    let mut h = Graph::new();
+    let c = h.constant(Tensor::full(&[2], 0.5f64)).unwrap();
+    let y = h.op("Sin", &[c]).unwrap();
+    let s = Session::new(Arc::new(RwLock::new(h)), opts(2).with_cuda(Some("-1"))).unwrap();
+    assert!(gpus_of(&s).is_empty());
+    assert!(s.take_log().contains("no GPU is visible"));
+    assert_eq!(s.run(&[], &[y], &[], false).unwrap().values[0].to_f64_vec(), vec![0.5f64.sin(); 2]);
     assert!(Session::new(g.clone(), opts(2).with_cuda(Some(""))).map(|s| gpus_of(&s).is_empty()).unwrap());
     // visible_device_list picks among the CUDA-visible GPUs: visible 1 of [2, 0] is physical 0
     let mut o = opts(3).with_cuda(Some("2,0"));
@@ -207,10 +219,12 @@ fn cuda_visible_devices_selects_gpus_by_uuid_and_descriptions_show_it() {
     assert_eq!(gpus.len(), 2);
     assert!(gpus[0].1.contains("emulated:2") && gpus[0].1.contains(&format!("uuid: {},", emulated_gpu_uuid(2))), "{gpus:?}");
     assert!(gpus[1].1.contains("emulated:0") && gpus[1].1.contains(&emulated_gpu_uuid(0)), "{gpus:?}");
-    let e = Session::new(g.clone(), opts(2).with_cuda(Some("GPU-ffffffff"))).err().unwrap().to_string();
-    assert!(e.contains("CUDA_VISIBLE_DEVICES entry 'GPU-ffffffff' is not the UUID"), "{e}");
-    let e = Session::new(g, opts(2).with_cuda(Some("GPU-"))).err().unwrap().to_string();
-    assert!(e.contains("ambiguous"), "{e}");
+    let s = Session::new(g.clone(), opts(2).with_cuda(Some("GPU-ffffffff"))).unwrap();
+    assert!(gpus_of(&s).is_empty());
+    let log = s.take_log();
+    assert!(log.contains("CUDA_VISIBLE_DEVICES entry 'GPU-ffffffff' is not the UUID"), "{log}");
+    let s = Session::new(g, opts(2).with_cuda(Some("GPU-"))).unwrap();
+    assert!(gpus_of(&s).is_empty() && s.take_log().contains("ambiguous"));
 }
 
 #[test]

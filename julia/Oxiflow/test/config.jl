@@ -167,9 +167,18 @@ gpu_lines(s) = [d for d in split(Oxiflow.oxf_session_devices(s), '\n') if occurs
             g = gpu_lines(Session())
             @test occursin("emulated:1", g[1]) && occursin("uuid: $uuid", g[1]) && occursin("emulated:0", g[2])
         end
+        # As CUDA does, the first entry that names no GPU ends the list, with a warning in
+        # the session's log: an ambiguous prefix, or -1 (the usual way to hide GPUs)
         withenv("CUDA_VISIBLE_DEVICES" => "GPU-") do                             # a prefix of all three
-            e = try; tf.config.list_physical_devices(); nothing; catch err; err; end
-            @test e isa OxiflowError && occursin("ambiguous", e.msg)
+            @test isempty(tf.config.list_physical_devices("GPU"))
+            s, out = captured(() -> Session())
+            @test occursin("W oxiflow: CUDA_VISIBLE_DEVICES entry 'GPU-' is ambiguous", out) && occursin("no GPU is visible", out)
+        end
+        withenv("CUDA_VISIBLE_DEVICES" => "1,-1,0") do
+            s, out = captured(() -> Session())
+            g = gpu_lines(s)
+            @test length(g) == 1 && occursin("emulated:1", g[1]) && occursin("'-1'", out)
+            @test run(s, constant(2.0) + 1.0) == 3.0
         end
     finally
         Oxiflow.reset_device_configuration()
