@@ -151,7 +151,8 @@ pub fn session_gpus(cuda_visible: &[usize], visible_device_list: Option<&str>) -
 /// Bytes a process may use on a GPU with `total` bytes (gpu_device.cc
 /// `SingleVirtualDeviceMemoryLimit`): `total * fraction` when a fraction is set, else total
 /// minus TF's system reserve (225 MiB below 2 GiB, 1.5 GiB above; the reserve TF uses for
-/// compute capability 8.x, the lent H100/H200s' class in spirit). A fraction must be in (0, 1];
+/// compute capability 8.x, the lent H100/H200s' class in spirit), or the whole total when it
+/// is not above the reserve (as TF, which subtracts only a smaller reserve). A fraction must be in (0, 1];
 /// TF's oversubscription with unified memory (> 1) is not offered.
 pub fn memory_limit(total: u64, fraction: Option<f64>) -> Result<u64> {
     const MIB: u64 = 1 << 20;
@@ -162,7 +163,7 @@ pub fn memory_limit(total: u64, fraction: Option<f64>) -> Result<u64> {
         Some(f) => Ok((total as f64 * f) as u64),
         None => {
             let reserve = if total < 2048 * MIB { 225 * MIB } else { 1536 * MIB };
-            Ok(total.saturating_sub(reserve))
+            Ok(if reserve < total { total - reserve } else { total })
         }
     }
 }
@@ -368,6 +369,11 @@ mod tests {
         let gib = 1u64 << 30;
         assert_eq!(memory_limit(10 * gib, Some(0.4)).unwrap(), 4 * gib);
         assert_eq!(memory_limit(10 * gib, None).unwrap(), 10 * gib - 1536 * (1 << 20));
+        // at or below the reserve the whole memory is the limit, never 0 (TF subtracts the
+        // reserve only when it is smaller)
+        assert_eq!(memory_limit(1 << 20, None).unwrap(), 1 << 20);
+        assert_eq!(memory_limit(225 << 20, None).unwrap(), 225 << 20);
+        assert_eq!(memory_limit(226 << 20, None).unwrap(), 1 << 20);
         assert!(memory_limit(gib, Some(1.5)).is_err());
         assert!(memory_limit(gib, Some(0.0)).is_err());
     }

@@ -188,6 +188,24 @@ pub struct Graph {
     by_device_function: FxHashSet<NodeId>,
 }
 
+
+/// TF's rule for a node name a user gives (`ops.py`'s `_VALID_OP_NAME_REGEX`, with `_` also
+/// allowed first, as Oxiflow's own helper nodes use it): not empty, first a letter, digit,
+/// `.` or `_`, then letters, digits and `_ . - / >`. A `:` would make `name:0` ambiguous.
+/// Errors: `InvalidArgument` quoting the name.
+pub fn check_node_name(name: &str) -> Result<()> {
+    let ok_first = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_';
+    let ok_rest = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/' | '>');
+    let mut chars = name.chars();
+    if chars.next().is_some_and(ok_first) && chars.all(ok_rest) {
+        Ok(())
+    } else {
+        Err(OxiflowError::InvalidArgument(format!(
+            "'{name}' is not a valid node name: it must start with a letter, digit, '.' or '_' and contain only letters, digits and '_', '.', '-', '/', '>'"
+        )))
+    }
+}
+
 impl Graph {
     /// An empty graph with no scopes open.
     pub fn new() -> Graph {
@@ -355,6 +373,9 @@ impl Graph {
     /// On error the graph is unchanged.
     pub fn add_node(&mut self, spec: NodeSpec) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
+        if let Some(n) = spec.name.as_deref() {
+            check_node_name(n)?;
+        }
         let name = self.unique_name(spec.name.as_deref().unwrap_or(op.default_name));
         self.add_node_op(op, spec, name)
     }
@@ -517,6 +538,9 @@ impl Graph {
     /// Registers it in `GLOBAL_VARIABLES` and, when `trainable`, in `TRAINABLE_VARIABLES`.
     /// Returns the `VariableV2` node. On error the graph is unchanged.
     pub fn variable(&mut self, value: crate::tensor::Tensor, name: Option<&str>, trainable: bool) -> Result<NodeId> {
+        if let Some(n) = name {
+            check_node_name(n.strip_suffix('/').unwrap_or(n))?;
+        }
         // A name ending in '/' is used exactly (TF's rule; `get_variable` names `scope/name`).
         let base = match name.and_then(|n| n.strip_suffix('/')) {
             Some(exact) => exact.to_string(),

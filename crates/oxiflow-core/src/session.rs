@@ -52,6 +52,34 @@ pub struct SessionOptions {
     pub fusion_max_elements: Option<usize>,
 }
 
+/// Most threads a session's `inter_op_threads` or `intra_op_threads` may ask for.
+pub const MAX_SESSION_THREADS: usize = 1024;
+/// Most CPU devices (`device_count["CPU"]`) a session may have.
+pub const MAX_CPU_DEVICES: usize = 256;
+/// Most emulated GPUs (as `OXIFLOW_EMULATED_GPUS` allows).
+pub const MAX_EMULATED_GPUS: usize = 64;
+
+impl SessionOptions {
+    /// Bounds that keep a session from hanging or exhausting memory while it starts (TF
+    /// takes any int32 and tries): at most [`MAX_SESSION_THREADS`] inter- or intra-op
+    /// threads, [`MAX_CPU_DEVICES`] CPU devices and [`MAX_EMULATED_GPUS`] emulated GPUs.
+    /// Errors: `InvalidArgument` naming the option, its value and the bound.
+    pub fn check(&self) -> Result<()> {
+        let bounds = [
+            ("inter_op_parallelism_threads", self.inter_op_threads, MAX_SESSION_THREADS, "threads"),
+            ("intra_op_parallelism_threads", self.intra_op_threads, MAX_SESSION_THREADS, "threads"),
+            ("device_count['CPU']", self.cpu_count, MAX_CPU_DEVICES, "CPU devices"),
+            ("emulated_gpus", self.emulated_gpus, MAX_EMULATED_GPUS, "emulated GPUs"),
+        ];
+        for (name, value, max, what) in bounds {
+            if let Some(v) = value.filter(|&v| v > max) {
+                return Err(OxiflowError::InvalidArgument(format!("{name} = {v}: a session may have at most {max} {what}")));
+            }
+        }
+        Ok(())
+    }
+}
+
 type PlanKey = (Vec<Output>, Vec<Output>, Vec<NodeId>);
 
 /// A cached, placed step with what the profiler needs to name its steps: built once per
@@ -104,6 +132,7 @@ impl Session {
     /// Errors: a bad `OXIFLOW_EMULATED_GPUS`, an invalid `CUDA_VISIBLE_DEVICES` or
     /// `visible_device_list` entry, bad memory options, a thread pool that cannot start.
     pub fn new(graph: Arc<RwLock<Graph>>, options: SessionOptions) -> Result<Session> {
+        options.check()?;
         let present = match options.emulated_gpus {
             Some(n) => n,
             None => emulated_gpus_from_env()?,

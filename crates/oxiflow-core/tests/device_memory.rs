@@ -171,6 +171,30 @@ fn outputs_that_cannot_be_allocated_fail_before_the_kernel_runs() {
 }
 
 #[test]
+fn unbounded_options_are_refused_before_anything_starts() {
+    // Each of these hung (2^31 threads, 10^7 GPUs) or exhausted memory (2^40 CPUs) before;
+    // a virtual device of 2^50 MiB wrapped to 0 bytes.
+    let g = Arc::new(RwLock::new(Graph::new()));
+    let cases: Vec<(SessionOptions, &str)> = vec![
+        (SessionOptions { inter_op_threads: Some(1 << 31), ..opts(0) }, "inter_op_parallelism_threads = 2147483648: a session may have at most 1024 threads"),
+        (SessionOptions { intra_op_threads: Some(5000), ..opts(0) }, "intra_op_parallelism_threads = 5000"),
+        (SessionOptions { cpu_count: Some(1 << 40), ..opts(0) }, "device_count['CPU'] = 1099511627776: a session may have at most 256 CPU devices"),
+        (SessionOptions { emulated_gpus: Some(10_000_000), ..opts(0) }, "emulated_gpus = 10000000: a session may have at most 64 emulated GPUs"),
+    ];
+    for (o, want) in cases {
+        let e = Session::new(g.clone(), o).err().expect("refused").to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    let mut o = opts(1);
+    o.gpu_options.virtual_devices_mb = vec![vec![1 << 50]];
+    let e = Session::new(g.clone(), o).err().expect("refused").to_string();
+    assert!(e.contains("memory_limit_mb 1125899906842624 is too large"), "{e}");
+    // the bounds themselves are fine
+    let s = Session::new(g, SessionOptions { inter_op_threads: Some(4), intra_op_threads: Some(1024), cpu_count: Some(2), ..opts(1) }).unwrap();
+    assert_eq!(s.devices().devices.len(), 3);
+}
+
+#[test]
 fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
     let g = Arc::new(RwLock::new(Graph::new()));
     let s = Session::new(g.clone(), opts(3).with_cuda(Some("2,0"))).unwrap();

@@ -244,6 +244,19 @@ fn matmul_shape_errors_name_both_shapes_and_leave_the_graph_unchanged() {
     assert!(matches!(err, OxiflowError::ShapeMismatch { .. }) && err.to_string().contains("[2,3] and [3]"), "{err}");
     let i = g.constant(Tensor::full(&[3, 3], 1i32)).unwrap();
     assert!(g.op("MatMul", &[i, i]).is_err(), "MatMul takes floats only");
+    // A bool attr given another type is an error when the node is built (a string was read
+    // as false, silently multiplying the untransposed operand).
+    let len = g.len();
+    for (op, spec) in [
+        ("MatMul", NodeSpec::new("MatMul", &[a, b]).attr("transpose_b", AttrValue::Str("yes".into()))),
+        ("Sum", NodeSpec::new("Sum", &[a]).attr("axis", vec![0i64]).attr("keep_dims", 1i64)),
+        ("Mean", NodeSpec::new("Mean", &[a]).attr("axis", vec![0i64]).attr("keep_dims", AttrValue::Str("true".into()))),
+    ] {
+        let e = g.op_spec(spec).unwrap_err();
+        assert!(matches!(e, OxiflowError::InvalidArgument(_)), "{e:?}");
+        assert!(e.to_string().contains(op) && e.to_string().contains("must be a bool"), "{e}");
+    }
+    assert_eq!(g.len(), len);
 }
 
 #[test]
@@ -495,4 +508,22 @@ fn vectorized_unary_ops_do_not_depend_on_the_layout() {
             assert!(same, "{op} (f32: {f32s}): results depend on the layout");
         }
     }
+}
+
+#[test]
+fn node_names_follow_tfs_rule() {
+    let mut g = Graph::new();
+    let x = g.constant(Tensor::full(&[2], 1.0f64)).unwrap();
+    let len = g.len();
+    for bad in ["", "a:b", "x:0", "-a", "/a", "a b", "é", "a\n"] {
+        let e = g.op_spec(NodeSpec::new("Sin", &[x]).name(bad)).unwrap_err();
+        assert!(matches!(e, OxiflowError::InvalidArgument(_)) && e.to_string().contains("not a valid node name"), "{bad:?}: {e}");
+        assert!(g.variable(Tensor::full(&[1], 0.0f64), Some(bad), true).is_err(), "variable {bad:?}");
+    }
+    assert_eq!(g.len(), len, "refused names leave the graph unchanged");
+    for good in ["a", "a/b_c-1.x", "_helper", ".dot", "scope/name>1", "9lives"] {
+        let o = g.op_spec(NodeSpec::new("Sin", &[x]).name(good)).unwrap();
+        assert_eq!(g.node(o.node).unwrap().name, good);
+    }
+    assert!(g.variable(Tensor::full(&[1], 0.0f64), Some("layer/w/"), true).is_ok(), "a trailing / means the exact name");
 }

@@ -84,7 +84,26 @@ run_metadata = nothing
 # Where session logs (log_device_placement) go: stdout, or a buffer while get_placement runs.
 const LOG_SINK = Ref{Union{Nothing,IOBuffer}}(nothing)
 
-Base.unsafe_convert(::Type{Ptr{Cvoid}}, s::Session) = s.ptr
+function Base.unsafe_convert(::Type{Ptr{Cvoid}}, s::Session)
+    s.ptr == C_NULL && invalid("the session was closed (close(sess)); create a new Session()")
+    return s.ptr
+end
+
+"""
+    close(sess)
+
+Frees the session's engine state now (its variables' values, cached plans, worker threads
+and device memory), as TF's `Session.close()`, instead of when the garbage collector finds
+it. Closing twice is a no-op; running or querying a closed session raises an
+`OxiflowError` (InvalidArgumentError) saying it was closed.
+"""
+function Base.close(sess::Session)
+    sess.ptr == C_NULL && return nothing
+    p = sess.ptr
+    sess.ptr = C_NULL
+    oxf_session_free(p)
+    return nothing
+end
 
 function print_log(s::Session)
     text = oxf_session_take_log(s)
@@ -151,7 +170,7 @@ readable_in_place(x::Union{Transpose,Adjoint{<:Real}}) = readable_in_place(paren
 readable_in_place(x) = false
 
 function execute(sess::Session, fetches, feeds, trace::Bool)
-    sess.ptr == C_NULL && invalid("run: the session was freed")
+    sess.ptr == C_NULL && invalid("run: the session was closed (close(sess)); create a new Session()")
     leaves = Tensor[]
     collect_leaves!(leaves, fetches)
     for t in leaves

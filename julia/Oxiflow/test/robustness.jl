@@ -97,3 +97,37 @@ end
     e = try; gradients(y, x; grad_ys=constant([1.0, 1.0])); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("grad_ys", e.msg) && occursin("another graph", e.msg)
 end
+
+@testset "unbounded options, bad attrs and names, close" begin
+    reset_default_graph()
+    # each hung or exhausted memory before; now refused at once, naming the option
+    for (kw, part) in ((inter=2^31,) => "inter_op_parallelism_threads = 2147483648",
+                       (intra=5000,) => "intra_op_parallelism_threads = 5000",
+                       (CPU=2^40,) => "device_count['CPU'] = 1099511627776",
+                       (emulated_gpus=10^7,) => "emulated_gpus = 10000000")
+        e = try; Session(; kw...); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin(part, e.msg)
+    end
+    # a bool attr given a string was read as false
+    a = constant(ones(2, 3)); b = constant(ones(2, 3))
+    e = try; Oxiflow.add_op("MatMul", [a, b]; transpose_b="yes"); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("transpose_b", e.msg) && occursin("must be a bool", e.msg)
+    @test size(Oxiflow.add_op("MatMul", [a, b]; transpose_b=true)) == (2, 2)
+    # names TF refuses
+    for bad in ("a:b", "")
+        e = try; sin(constant(1.0; name=bad)); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("not a valid node name", e.msg)
+    end
+    # close frees the session now; a closed session says so, twice closing is fine
+    x = Variable(2.0)
+    sess = Session(); init(sess)
+    @test run(sess, x + 1.0) == 3.0
+    close(sess)
+    close(sess)
+    e = try; run(sess, x + 1.0); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("closed", e.msg)
+    e = try; init(sess); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("closed", e.msg)
+    s2 = Session(); init(s2)
+    @test run(s2, x + 1.0) == 3.0                                # a new session works
+end

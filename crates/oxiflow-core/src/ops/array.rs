@@ -144,7 +144,7 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     require_numeric(ctx, x.dtype)?;
     let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
-    let keep = ctx.attrs.get_bool_or("keep_dims", false);
+    let keep = ctx.attrs.get_bool_or("Sum", "keep_dims", false)?;
     let dims = x
         .shape
         .dims()

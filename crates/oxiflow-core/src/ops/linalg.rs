@@ -102,6 +102,7 @@ fn same_dtype(ctx: &InferCtx) -> Result<()> {
 }
 
 fn infer_inverse(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    adj(ctx.op, ctx.attrs, "adjoint")?;
     square_dims(ctx, &ctx.inputs[0], "Input")?;
     Ok(vec![ctx.inputs[0].clone()])
 }
@@ -113,6 +114,7 @@ fn infer_det(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// `MatrixSolve(a [..., n, n], b [..., n, k]) -> [..., n, k]`; equal batch axes.
 fn infer_solve(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    adj(ctx.op, ctx.attrs, "adjoint")?;
     same_dtype(ctx)?;
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (ba, n) = square_dims(ctx, a, "The matrix")?;
@@ -160,7 +162,7 @@ fn infer_diag(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn infer_svd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let a = &ctx.inputs[0];
     let (b, m, n) = matrix_dims(ctx, a, "Input")?;
-    if !ctx.attrs.get_bool_or("compute_uv", true) || ctx.attrs.get_bool_or("full_matrices", false) {
+    if !ctx.attrs.get_bool_or(ctx.op, "compute_uv", true)? || ctx.attrs.get_bool_or(ctx.op, "full_matrices", false)? {
         return Err(ctx.invalid(format!(
             "only compute_uv=true, full_matrices=false is supported (input shape {})",
             a.shape
@@ -171,8 +173,8 @@ fn infer_svd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![with(&[p]), with(&[m, p]), with(&[n, p])])
 }
 
-fn adj(attrs: &Attrs, k: &str) -> bool {
-    attrs.get_bool_or(k, false)
+fn adj(op: &str, attrs: &Attrs, k: &str) -> Result<bool> {
+    attrs.get_bool_or(op, k, false)
 }
 
 /// `BatchMatMulV2(x [..., m, k], y [..., k, n]) -> [..., m, n]`; batch axes broadcast.
@@ -181,8 +183,8 @@ fn infer_bmm(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (x, y) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (bx, r0, c0) = matrix_dims(ctx, x, "In[0]")?;
     let (by, r1, c1) = matrix_dims(ctx, y, "In[1]")?;
-    let (m, k1) = if adj(ctx.attrs, "adj_x") { (c0, r0) } else { (r0, c0) };
-    let (k2, n) = if adj(ctx.attrs, "adj_y") { (c1, r1) } else { (r1, c1) };
+    let (m, k1) = if adj(ctx.op, ctx.attrs, "adj_x")? { (c0, r0) } else { (r0, c0) };
+    let (k2, n) = if adj(ctx.op, ctx.attrs, "adj_y")? { (c1, r1) } else { (r1, c1) };
     if k1 != k2 {
         return Err(ctx.shape_error(&x.shape, &y.shape, format!(" (inner dimensions differ: {k1} vs {k2})")));
     }
@@ -197,7 +199,7 @@ fn infer_bmm(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 fn kernel_inverse(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
-    let adjoint = adj(&ctx.node.attrs, "adjoint");
+    let adjoint = adj(ctx.node.op.name, &ctx.node.attrs, "adjoint")?;
     let mut out = Vec::new();
     for m in matrices(&a) {
         let inv = lu_checked(&m).ok_or_else(|| singular(ctx, 0))?.inverse();
@@ -216,7 +218,7 @@ fn kernel_det(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_solve(ctx: &KernelCtx) -> Result<Outputs> {
     let (a, b) = (as_f64(ctx, 0)?, as_f64(ctx, 1)?);
-    let adjoint = adj(&ctx.node.attrs, "adjoint");
+    let adjoint = adj(ctx.node.op.name, &ctx.node.attrs, "adjoint")?;
     let mut out = Vec::new();
     for (m, r) in matrices(&a).iter().zip(matrices(&b)) {
         let lu = lu_checked(m).ok_or_else(|| singular(ctx, 0))?;
@@ -268,7 +270,7 @@ fn kernel_diag(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_bmm(ctx: &KernelCtx) -> Result<Outputs> {
     let (x, y) = (as_f64(ctx, 0)?, as_f64(ctx, 1)?);
-    let (ax, ay) = (adj(&ctx.node.attrs, "adj_x"), adj(&ctx.node.attrs, "adj_y"));
+    let (ax, ay) = (adj(ctx.node.op.name, &ctx.node.attrs, "adj_x")?, adj(ctx.node.op.name, &ctx.node.attrs, "adj_y")?);
     let out_dims = ctx.node.outputs[0].shape.dims();
     let batch = &out_dims[..out_dims.len() - 2];
     let full = |a: &ArcArray<f64, IxDyn>| -> Result<ArcArray<f64, IxDyn>> {
@@ -348,7 +350,7 @@ fn solve(g: &mut Graph, a: Output, b: Output, adjoint: bool) -> Result<Output> {
 fn grad_inverse(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
     let y = y0(node);
-    let r = if adj(&node.attrs, "adjoint") {
+    let r = if adj(node.op.name, &node.attrs, "adjoint")? {
         let t = batch_matmul(g, dy, y, true, false)?;
         batch_matmul(g, y, t, false, false)?
     } else {
@@ -375,7 +377,7 @@ fn grad_det(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
 fn grad_solve(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 2);
     let (a, c) = (node.inputs[0], y0(node));
-    let adjoint = adj(&node.attrs, "adjoint");
+    let adjoint = adj(node.op.name, &node.attrs, "adjoint")?;
     let db = solve(g, a, dy, !adjoint)?;
     let p = if adjoint { batch_matmul(g, c, db, false, true)? } else { batch_matmul(g, db, c, false, true)? };
     Ok(vec![Some(g.op("Neg", &[p])?), Some(db)])
@@ -453,7 +455,7 @@ fn grad_diag(g: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Op
 fn grad_bmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dz = need_dy!(grads, 2);
     let (x, y) = (node.inputs[0], node.inputs[1]);
-    let (gx, gy) = match (adj(&node.attrs, "adj_x"), adj(&node.attrs, "adj_y")) {
+    let (gx, gy) = match (adj(node.op.name, &node.attrs, "adj_x")?, adj(node.op.name, &node.attrs, "adj_y")?) {
         (false, false) => (batch_matmul(g, dz, y, false, true)?, batch_matmul(g, x, dz, true, false)?),
         (false, true) => (batch_matmul(g, dz, y, false, false)?, batch_matmul(g, dz, x, true, false)?),
         (true, false) => (batch_matmul(g, y, dz, false, true)?, batch_matmul(g, x, dz, false, false)?),

@@ -21,8 +21,8 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2, ArcArray, Ix2, IxDyn, ShapeBuil
 /// Products with `m*n*k` below this run single-threaded (thread start-up would dominate).
 const PARALLEL_THRESHOLD: usize = 64 * 64 * 64;
 
-fn transposes(attrs: &Attrs) -> (bool, bool) {
-    (attrs.get_bool_or("transpose_a", false), attrs.get_bool_or("transpose_b", false))
+fn transposes(attrs: &Attrs) -> Result<(bool, bool)> {
+    Ok((attrs.get_bool_or("MatMul", "transpose_a", false)?, attrs.get_bool_or("MatMul", "transpose_b", false)?))
 }
 
 fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -31,7 +31,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         return Err(ctx.dtype_error(a.dtype, b.dtype, " (both MatMul operands must have the same dtype)"));
     }
     ctx.require_float(a.dtype)?;
-    let (ta, tb) = transposes(ctx.attrs);
+    let (ta, tb) = transposes(ctx.attrs)?;
     if a.shape.rank() != 2 || b.shape.rank() != 2 {
         return Err(ctx.shape_error(&a.shape, &b.shape, " (MatMul needs two rank-2 matrices)"));
     }
@@ -164,7 +164,7 @@ fn gemm_into<T: Element>(mut dst: ArrayViewMut2<T>, a: ArrayView2<T>, b: ArrayVi
 
 fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element + BlasFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
-        let (ta, tb) = transposes(&ctx.node.attrs);
+        let (ta, tb) = transposes(&ctx.node.attrs)?;
         fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
             x.view()
                 .into_dimensionality::<Ix2>()
@@ -202,7 +202,7 @@ fn matmul(g: &mut Graph, a: Output, b: Output, ta: bool, tb: bool) -> Result<Out
 fn grad_matmul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dc) = grads[0] else { return Ok(vec![None, None]) };
     let (a, b) = (node.inputs[0], node.inputs[1]);
-    let (ga, gb) = match transposes(&node.attrs) {
+    let (ga, gb) = match transposes(&node.attrs)? {
         (false, false) => (matmul(g, dc, b, false, true)?, matmul(g, a, dc, true, false)?),
         (false, true) => (matmul(g, dc, b, false, false)?, matmul(g, dc, a, true, false)?),
         (true, false) => (matmul(g, b, dc, false, true)?, matmul(g, a, dc, false, false)?),

@@ -104,8 +104,11 @@ impl fmt::Display for AttrValue {
 pub trait AttrsExt {
     /// Int attr `k` of op `op`; `InvalidArgument` naming both when missing or not an int.
     fn get_int(&self, op: &str, k: &str) -> Result<i64>;
-    /// Bool attr `k`, or `default` when absent (TF's attr defaults, e.g. `transpose_a`).
-    fn get_bool_or(&self, k: &str, default: bool) -> bool;
+    /// Bool attr `k`, or `default` when absent (TF's attr defaults, e.g. `transpose_a`);
+    /// `InvalidArgument` naming the op and the attribute when it is not a bool (a string
+    /// `"yes"` was once read as `false`). Ops read their bool attrs when the node is built,
+    /// so kernels see only checked values.
+    fn get_bool_or(&self, op: &str, k: &str, default: bool) -> Result<bool>;
     /// List-of-ints attr (`axis`, `perm`); a single int or a shape is accepted too.
     fn get_ints(&self, op: &str, k: &str) -> Result<Vec<i64>>;
     /// Dtype attr (`DstT`, `dtype`), as a dtype or its TF name.
@@ -129,10 +132,11 @@ impl AttrsExt for Attrs {
             _ => Err(missing(op, k, "int")),
         }
     }
-    fn get_bool_or(&self, k: &str, default: bool) -> bool {
+    fn get_bool_or(&self, op: &str, k: &str, default: bool) -> Result<bool> {
         match self.get(k) {
-            Some(AttrValue::Bool(v)) => *v,
-            _ => default,
+            Some(AttrValue::Bool(v)) => Ok(*v),
+            None => Ok(default),
+            Some(other) => Err(OxiflowError::InvalidArgument(format!("{op}: attr '{k}' must be a bool, got {other:?}"))),
         }
     }
     fn get_ints(&self, op: &str, k: &str) -> Result<Vec<i64>> {

@@ -28,7 +28,7 @@ fn infer_reduce(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     let axes = reduce_axes(ctx.op, ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(format!("{m} (input shape {})", x.shape)))?;
     let kept = kept_shape(&x.shape, &axes);
-    let dims = if ctx.attrs.get_bool_or("keep_dims", false) {
+    let dims = if ctx.attrs.get_bool_or(ctx.op, "keep_dims", false)? {
         kept.0
     } else {
         x.shape.dims().iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()

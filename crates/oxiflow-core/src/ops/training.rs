@@ -105,16 +105,19 @@ fn infer_gd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     infer_apply(ctx, 1)
 }
 fn infer_momentum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    ctx.attrs.get_bool_or(ctx.op, "use_nesterov", false)?;
     // TF's input order is (var, accum, lr, grad, momentum): grad is not last.
     infer_layout(ctx, &[1, 3], None)
 }
 fn infer_adam(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    ctx.attrs.get_bool_or(ctx.op, "use_nesterov", false)?;
     infer_apply(ctx, 3)
 }
 fn infer_rmsprop(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     infer_apply(ctx, 3)
 }
 fn infer_adagrad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    ctx.attrs.get_bool_or(ctx.op, "update_slots", true)?;
     infer_apply(ctx, 2)
 }
 fn infer_adadelta(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -237,7 +240,7 @@ fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
+        let nesterov = ctx.node.attrs.get_bool_or(ctx.node.op.name, "use_nesterov", false)?;
         let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         update_refs::<T>(ctx, 2, grad, |refs| {
             if let [var, accum] = refs {
@@ -253,7 +256,7 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let nesterov = ctx.node.attrs.get_bool_or("use_nesterov", false);
+        let nesterov = ctx.node.attrs.get_bool_or(ctx.node.op.name, "use_nesterov", false)?;
         let (b1p, b2p, lr) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         let (b1, b2, eps) = (scalar::<T>(ctx, 3)?, scalar::<T>(ctx, 4)?, scalar::<T>(ctx, 5)?);
         let grad = full::<T>(ctx, 6)?;
@@ -293,7 +296,7 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let update_slots = ctx.node.attrs.get_bool_or("update_slots", true);
+        let update_slots = ctx.node.attrs.get_bool_or(ctx.node.op.name, "update_slots", true)?;
         let (lr, grad) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?);
         let one = T::one();
         update_refs::<T>(ctx, 2, grad, |refs| {

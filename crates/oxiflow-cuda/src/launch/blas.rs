@@ -118,8 +118,8 @@ fn run(ctx: &LaunchCtx, node: &Node, dtype: DType, g: &Gemm) -> CudaResult<()> {
 pub(crate) fn mat_mul(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     expect_io(node, inputs, outputs, 2, 1)?;
     let (a, b, c) = (&inputs[0], &inputs[1], &outputs[0]);
-    let ta = node.attrs.get_bool_or("transpose_a", false);
-    let tb = node.attrs.get_bool_or("transpose_b", false);
+    let ta = node.attrs.get_bool_or(node.op.name, "transpose_a", false).unwrap_or(false);
+    let tb = node.attrs.get_bool_or(node.op.name, "transpose_b", false).unwrap_or(false);
     if a.dims.len() != 2 || b.dims.len() != 2 || a.dtype != b.dtype {
         return Err(node_error(node, format!("needs two rank-2 operands of one dtype, got {:?} {} and {:?} {}", a.dims, a.dtype, b.dims, b.dtype)));
     }
@@ -194,8 +194,8 @@ fn batched_operand<'a>(
 pub(crate) fn batch_mat_mul_v2(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     expect_io(node, inputs, outputs, 2, 1)?;
     let (x, y, out) = (&inputs[0], &inputs[1], &outputs[0]);
-    let ax = node.attrs.get_bool_or("adj_x", false);
-    let ay = node.attrs.get_bool_or("adj_y", false);
+    let ax = node.attrs.get_bool_or(node.op.name, "adj_x", false).unwrap_or(false);
+    let ay = node.attrs.get_bool_or(node.op.name, "adj_y", false).unwrap_or(false);
     if x.dims.len() < 2 || y.dims.len() < 2 || out.dims.len() < 2 || x.dtype != y.dtype {
         return Err(node_error(node, format!("needs operands of rank >= 2 and one dtype, got {:?} {} and {:?} {}", x.dims, x.dtype, y.dims, y.dtype)));
     }

@@ -74,7 +74,7 @@ fn copy_out(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg])
 }
 
 fn nesterov(node: &Node) -> i32 {
-    i32::from(node.attrs.get_bool_or("use_nesterov", false))
+    i32::from(node.attrs.get_bool_or(node.op.name, "use_nesterov", false).unwrap_or(false))
 }
 
 /// `ApplyGradientDescent(var, alpha, delta)`: `var -= alpha * delta`.
@@ -127,7 +127,7 @@ pub(crate) fn apply_adagrad(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], out
     let n = check_apply(node, inputs, outputs, 4, &[1, 3])?;
     if n > 0 {
         let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        let update_slots = i32::from(node.attrs.get_bool_or("update_slots", true));
+        let update_slots = i32::from(node.attrs.get_bool_or(node.op.name, "update_slots", true).unwrap_or(true));
         launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize); p[0], p[1], p[2], p[3], n, update_slots)?;
     }
     copy_out(ctx, node, inputs, outputs)
