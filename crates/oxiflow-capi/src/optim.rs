@@ -142,6 +142,12 @@ fn projected_lbfgs(
     let mut f = eval(x, &mut g)?;
     let mut evals = 1;
     let done = |f, iterations, status| Some(Outcome { f, iterations, status });
+    // A NaN or infinite loss or gradient is a numerical failure, never a convergence
+    // (f64::max skips NaN, so a NaN gradient had a projected norm of 0).
+    let finite = |f: f64, g: &[f64]| f.is_finite() && g.iter().all(|v| v.is_finite());
+    if !finite(f, &g) {
+        return done(f, 0, OXF_LBFGSB_NUMERICAL);
+    }
     if proj_grad_norm(x, &g, lo, hi) <= o.pgtol {
         return done(f, 0, OXF_LBFGSB_PGTOL);
     }
@@ -225,6 +231,9 @@ fn projected_lbfgs(
         x.copy_from_slice(&xn);
         g.copy_from_slice(&gn);
         f = fnew;
+        if !finite(f, &g) {
+            return done(f, iter, OXF_LBFGSB_NUMERICAL);
+        }
         let pg = proj_grad_norm(x, &g, lo, hi);
         if step(iter, f, pg, evals, x) {
             return done(f, iter, OXF_LBFGSB_CALLBACK);

@@ -21,8 +21,10 @@ function _lbfgsb_objective(ud::Ptr{Cvoid}, n::Int64, x::Ptr{Float64}, g::Ptr{Flo
     try
         xv = copy(unsafe_wrap(Array, x, Int(n)))
         l, gv = p.fg(xv)
+        length(gv) == n || invalid("lbfgsb: fg returned a gradient of length $(length(gv)) for $n variables")
         unsafe_store!(f, Float64(l))
-        unsafe_copyto!(g, pointer(Vector{Float64}(gv)), Int(n))
+        gvec = Vector{Float64}(gv)
+        GC.@preserve gvec unsafe_copyto!(g, pointer(gvec), Int(n))
         return Int32(0)
     catch e
         p.error = e

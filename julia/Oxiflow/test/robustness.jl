@@ -131,3 +131,19 @@ end
     s2 = Session(); init(s2)
     @test run(s2, x + 1.0) == 3.0                                # a new session works
 end
+
+@testset "lbfgsb: a gradient of the wrong length or a NaN is not a convergence" begin
+    # a short gradient was read past its end, then reported CONVERGENCE
+    e = try; lbfgsb(x -> (sum(abs2, x), 2 .* x[1:2]), [1.0, 2.0, 3.0]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("gradient of length 2 for 3 variables", e.msg)
+    # a NaN gradient converged after 0 iterations; a NaN that appears later stops there too
+    x, f, iters, msg = lbfgsb(x -> (sum(abs2, x), fill(NaN, length(x))), [1.0, 2.0])
+    @test msg == "ABNORMAL_TERMINATION: NUMERICAL FAILURE" && iters == 0 && x == [1.0, 2.0]
+    calls = Ref(0)
+    fg(x) = (calls[] += 1; (sum(abs2, x .- 3), calls[] >= 3 ? [NaN, 0.0] : 2 .* (x .- 3)))
+    x, f, iters, msg = lbfgsb(fg, [0.0, 0.0])
+    @test msg == "ABNORMAL_TERMINATION: NUMERICAL FAILURE" && iters >= 1
+    # a good problem still converges
+    x, f, iters, msg = lbfgsb(x -> (sum(abs2, x .- 3), 2 .* (x .- 3)), [0.0, 0.0])
+    @test startswith(msg, "CONVERGENCE") && isapprox(x, [3.0, 3.0]; atol=1e-8)
+end
