@@ -95,8 +95,10 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[], Some("x")).unwrap();
     let mut y = x;
+    let mut chain = Vec::new();
     for i in 0..50 {
         y = g.op(if i % 2 == 0 { "Sin" } else { "Cos" }, &[y]).unwrap();
+        chain.push(g.node(y.node).unwrap().name.clone());
     }
     // one step per op: fusion (which would make the chain one step) is off
     let opts = SessionOptions { emulated_gpus: Some(0), fusion: Some(false), ..Default::default() };
@@ -105,9 +107,15 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     let stats = out.step_stats.unwrap();
     assert_eq!(stats.nodes.len(), 50);
     let mut by_thread: std::collections::BTreeMap<usize, Vec<(u64, u64)>> = Default::default();
+    let mut span_of = std::collections::HashMap::new();
     for n in &stats.nodes {
-        assert!(n.end_ns > n.start_ns, "{}", stats.label(n).node_name);
         by_thread.entry(n.thread).or_default().push((n.start_ns, n.end_ns));
+        span_of.insert(stats.label(n).node_name.to_string(), (n.start_ns, n.end_ns));
+    }
+    // the data dependencies: each op of the chain starts after the op it reads ended
+    for w in chain.windows(2) {
+        let (a, b) = (span_of[&w[0]], span_of[&w[1]]);
+        assert!(a.1 <= b.0, "{} {a:?} must end before {} {b:?} starts", w[0], w[1]);
     }
     for spans in by_thread.values_mut() {
         spans.sort_unstable();

@@ -243,20 +243,42 @@ mod tests {
         assert!(matches!(&s, LibStatus::Absent { reason } if reason.contains("does not export nvrtcCreateProgram")), "{s:?}");
     }
 
+    /// A present library reports a plausible version and names what loaded; an absent one
+    /// names every library it tried (what a user reads to fix their setup).
+    fn check_lib(what: &str, s: &LibStatus, names: &[&str], env: &str) {
+        match s {
+            LibStatus::Present { library, version } => {
+                assert!(version.0 >= 9 && version.1 >= 0, "{what}: implausible version {version:?}");
+                assert!(names.contains(&library.as_str()) || std::env::var(env).is_ok_and(|v| &v == library), "{what}: {library}");
+            }
+            LibStatus::Absent { reason } => {
+                if std::env::var(env).map_or(true, |v| v.is_empty()) {
+                    assert!(names.iter().all(|n| reason.contains(n)), "{what}: {reason}");
+                }
+            }
+        }
+    }
+
     #[test]
-    fn toolkit_statuses_are_stable() {
-        assert_eq!(nvrtc_status(), nvrtc_status());
-        assert_eq!(cublas_status(), cublas_status());
+    fn toolkit_statuses_name_what_loaded_or_what_was_tried() {
+        check_lib("NVRTC", nvrtc_status(), NVRTC_LIBRARIES, "OXIFLOW_NVRTC_LIB");
+        check_lib("cuBLAS", cublas_status(), CUBLAS_LIBRARIES, "OXIFLOW_CUBLAS_LIB");
         println!("NVRTC: {:?}; cuBLAS: {:?}", nvrtc_status(), cublas_status());
     }
 
     #[test]
-    fn process_status_is_stable() {
-        let a = driver_status().clone();
-        let b = driver_status().clone();
-        assert_eq!(a, b);
-        match &a {
-            DriverStatus::Present { version, .. } => println!("CUDA driver present, version {version}"),
+    fn the_cached_driver_status_is_what_probing_finds_now() {
+        let cached = driver_status().clone();
+        if std::env::var("OXIFLOW_DISABLE_CUDA").as_deref() == Ok("1") {
+            assert!(matches!(&cached, DriverStatus::Absent { reason } if reason.contains("OXIFLOW_DISABLE_CUDA")), "{cached:?}");
+        } else {
+            assert_eq!(cached, probe_libraries(DRIVER_LIBRARIES), "the cache must hold a fresh probe's answer");
+        }
+        match &cached {
+            DriverStatus::Present { version, library } => {
+                assert!(*version >= 9000 && DRIVER_LIBRARIES.contains(&library.as_str()), "{cached:?}");
+                println!("CUDA driver present, version {version}");
+            }
             DriverStatus::Absent { reason } => println!("no CUDA driver here: {reason}"),
         }
     }

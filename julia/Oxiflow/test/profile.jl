@@ -23,9 +23,13 @@ include("profile_helpers.jl")
     # device; without, the default device (GPU:0, the best device with a kernel)
     grad_ops = [n for n in keys(where) if startswith(n, "gradients")]
     @test !isempty(grad_ops)
+    # (with colocate, the seed grad_ys_0 = OnesLike(Cos) is colocated with ys's op, Cos,
+    # as TF's _DefaultGradYs does; every gradient op of this graph is one of these three)
+    colocated_with = Dict("Sin_grad" => GPU0, "Cos_grad" => CPU0, "grad_ys_0" => CPU0)
     for n in grad_ops
         fwd = split(n, '/')[2]                       # gradients/Sin_grad/... -> Sin_grad
-        want = !colocate ? GPU0 : fwd == "Sin_grad" ? GPU0 : fwd == "Cos_grad" ? CPU0 : where[n]
+        @test haskey(colocated_with, fwd)
+        want = !colocate ? GPU0 : get(colocated_with, fwd, "no rule for $n")
         @test (n, where[n]) == (n, want)
     end
     # one copy per (tensor, consumer device) whose producer is on another device
