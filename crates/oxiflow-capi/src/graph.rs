@@ -5,27 +5,36 @@ use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::ops::{AttrValue, Attrs};
 use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, OxiflowError, Output, Result, Tensor};
 use std::ffi::{c_char, c_void, CString};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// An owned graph handle (opaque to C).
 pub struct OxGraph {
     pub(crate) inner: Arc<RwLock<Graph>>,
 }
 
+thread_local! {
+    /// How many device-function calls this thread is inside. They run while their graph is
+    /// locked (building a node, or a session placing it), so a graph call from one would
+    /// wait for itself.
+    static IN_DEVICE_FUNCTION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 impl OxGraph {
+    /// The graph, locked for building: waits while another thread builds or a session
+    /// reads it (TF serialises graph changes with a mutex); fails only when called from
+    /// inside a device function, which would wait for itself.
     pub(crate) fn write(&self) -> Result<RwLockWriteGuard<'_, Graph>> {
-        match self.inner.try_write() {
-            Ok(g) => Ok(g),
-            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(TryLockError::WouldBlock) => Err(busy()),
+        if IN_DEVICE_FUNCTION.with(|d| d.get()) > 0 {
+            return Err(busy());
         }
+        Ok(self.inner.write().unwrap_or_else(|p| p.into_inner()))
     }
+    /// The graph, locked for reading (many readers at once); as [`OxGraph::write`].
     pub(crate) fn read(&self) -> Result<RwLockReadGuard<'_, Graph>> {
-        match self.inner.try_read() {
-            Ok(g) => Ok(g),
-            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(TryLockError::WouldBlock) => Err(busy()),
+        if IN_DEVICE_FUNCTION.with(|d| d.get()) > 0 {
+            return Err(busy());
         }
+        Ok(self.inner.read().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -344,7 +353,11 @@ impl oxiflow_core::graph::DeviceFunction for CDeviceFn {
             n_attrs: kp.len() as i32,
         };
         let mut out: *const c_char = std::ptr::null();
+        IN_DEVICE_FUNCTION.with(|d| d.set(d.get() + 1));
+        // SAFETY: f is the caller's callback with the documented signature; def and its
+        // strings live until it returns.
         let status = unsafe { (self.f)(self.userdata as *mut c_void, &def, &mut out) };
+        IN_DEVICE_FUNCTION.with(|d| d.set(d.get() - 1));
         let text = if out.is_null() { String::new() } else { unsafe { std::ffi::CStr::from_ptr(out) }.to_string_lossy().into_owned() };
         if status == 0 {
             Ok(text)

@@ -163,6 +163,42 @@ impl NodeSpec {
     }
 }
 
+/// The scope stacks one thread has open on a graph (ops.py's thread-local name scope,
+/// device function stack, colocation stack and control-dependencies controller).
+#[derive(Default)]
+struct Scopes {
+    name_scopes: Vec<String>,
+    device_stack: Vec<DeviceScope>,
+    colocation_stack: Vec<Vec<NodeId>>,
+    /// Per open `colocate_with`, the device-stack depth when it opened: only device scopes
+    /// opened inside it apply to its nodes.
+    colocation_device_depth: Vec<usize>,
+    control_stack: Vec<Vec<NodeId>>,
+}
+
+impl Scopes {
+    fn is_empty(&self) -> bool {
+        self.name_scopes.is_empty() && self.device_stack.is_empty() && self.colocation_stack.is_empty() && self.control_stack.is_empty()
+    }
+}
+
+/// A number for the calling thread, unique in the process (cheaper than `ThreadId`, which
+/// `thread::current()` reaches through a reference-counted handle).
+fn thread_key() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    thread_local!(static KEY: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    KEY.with(|k| *k)
+}
+
+/// No scope open (a thread that has not opened any).
+static NO_SCOPES: Scopes = Scopes {
+    name_scopes: Vec::new(),
+    device_stack: Vec::new(),
+    colocation_stack: Vec::new(),
+    colocation_device_depth: Vec::new(),
+    control_stack: Vec::new(),
+};
+
 /// A dataflow graph under construction. Nodes are never removed; a failed `add_node`
 /// leaves the graph as it was.
 #[derive(Default)]
@@ -175,13 +211,10 @@ pub struct Graph {
     /// Per full base name, the smallest suffix that may still be free (all below are taken):
     /// keeps [`Graph::unique_name`] O(1) amortized where probing from `_1` was quadratic.
     next_suffix: FxHashMap<String, usize>,
-    name_scopes: Vec<String>,
-    device_stack: Vec<DeviceScope>,
-    colocation_stack: Vec<Vec<NodeId>>,
-    /// Per open `colocate_with`, the device-stack depth when it opened: only device scopes
-    /// opened inside it apply to its nodes.
-    colocation_device_depth: Vec<usize>,
-    control_stack: Vec<Vec<NodeId>>,
+    /// The scopes each thread has open (TF1 keeps them per thread: a device or name scope
+    /// open in one thread does not apply to the ops another thread builds).
+    /// (thread key, scopes): a list, as it rarely holds more than one thread.
+    scopes: Vec<(u64, Scopes)>,
     collections: BTreeMap<String, Vec<Output>>,
     variables: Vec<VariableInfo>,
     /// Nodes whose requested device a device function decided (for `explain_placement`).
@@ -264,10 +297,38 @@ impl Graph {
         self.by_name.reserve(additional);
     }
 
+    /// The calling thread's open scopes (no lookup while no thread has any open).
+    fn sc(&self) -> &Scopes {
+        if self.scopes.is_empty() {
+            return &NO_SCOPES;
+        }
+        let key = thread_key();
+        self.scopes.iter().find(|(k, _)| *k == key).map_or(&NO_SCOPES, |(_, s)| s)
+    }
+
+    /// The calling thread's open scopes, to change.
+    fn sc_mut(&mut self) -> &mut Scopes {
+        let key = thread_key();
+        let i = match self.scopes.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.scopes.push((key, Scopes::default()));
+                self.scopes.len() - 1
+            }
+        };
+        &mut self.scopes[i].1
+    }
+
+    /// Forgets the calling thread's scopes once none is open (threads come and go).
+    fn tidy_scopes(&mut self) {
+        let key = thread_key();
+        self.scopes.retain(|(k, s)| *k != key || !s.is_empty());
+    }
+
     /// TF's `Graph.unique_name`: `base` inside the current name scope, suffixed `_1`, `_2`,
     /// ... when taken. Does not reserve the name.
     pub fn unique_name(&mut self, base: &str) -> String {
-        let full = match self.name_scopes.last() {
+        let full = match self.sc().name_scopes.last() {
             Some(s) if !s.is_empty() => concat(&[s, "/", base]),
             _ => base.to_string(),
         };
@@ -294,26 +355,26 @@ impl Graph {
     pub fn push_name_scope(&mut self, name: &str) -> String {
         let full = self.unique_name(name);
         self.scope_names.insert(full.clone());
-        self.name_scopes.push(full.clone());
+        self.sc_mut().name_scopes.push(full.clone());
         full
     }
 
     /// Closes the innermost name scope (no-op when none is open).
     pub fn pop_name_scope(&mut self) {
-        self.name_scopes.pop();
+        self.sc_mut().name_scopes.pop();
+        self.tidy_scopes();
     }
 
     /// Pushes a device scope (`tf.device(spec_or_function)`).
     pub fn push_device(&mut self, scope: DeviceScope) {
-        self.device_stack.push(scope);
+        self.sc_mut().device_stack.push(scope);
     }
 
     /// Pops the innermost device scope; an error when there is none.
     pub fn pop_device(&mut self) -> Result<()> {
-        self.device_stack
-            .pop()
-            .map(|_| ())
-            .ok_or_else(|| OxiflowError::InvalidArgument("Exiting device scope without proper scope nesting.".into()))
+        let popped = self.sc_mut().device_stack.pop();
+        self.tidy_scopes();
+        popped.map(|_| ()).ok_or_else(|| OxiflowError::InvalidArgument("Exiting device scope without proper scope nesting.".into()))
     }
 
     /// Opens `colocate_with(op)`: nodes created inside are colocated with `op` and outer
@@ -321,29 +382,35 @@ impl Graph {
     /// outer colocation requests for the block.
     pub fn push_colocation(&mut self, node: NodeId, ignore_existing: bool) -> Result<()> {
         self.node(node)?;
-        let mut frame = if ignore_existing { Vec::new() } else { self.colocation_stack.last().cloned().unwrap_or_default() };
+        let sc = self.sc_mut();
+        let mut frame = if ignore_existing { Vec::new() } else { sc.colocation_stack.last().cloned().unwrap_or_default() };
         frame.push(node);
-        self.colocation_stack.push(frame);
-        self.colocation_device_depth.push(self.device_stack.len());
+        sc.colocation_stack.push(frame);
+        let depth = sc.device_stack.len();
+        sc.colocation_device_depth.push(depth);
         Ok(())
     }
 
     /// Closes the innermost `colocate_with` (no-op when none is open).
     pub fn pop_colocation(&mut self) {
-        self.colocation_stack.pop();
-        self.colocation_device_depth.pop();
+        let sc = self.sc_mut();
+        sc.colocation_stack.pop();
+        sc.colocation_device_depth.pop();
+        self.tidy_scopes();
     }
 
     /// Opens `control_dependencies(ops)`: nodes created inside run after `ops`.
     pub fn push_control_dependencies(&mut self, deps: &[NodeId]) {
-        let mut frame = self.control_stack.last().cloned().unwrap_or_default();
+        let sc = self.sc_mut();
+        let mut frame = sc.control_stack.last().cloned().unwrap_or_default();
         frame.extend_from_slice(deps);
-        self.control_stack.push(frame);
+        sc.control_stack.push(frame);
     }
 
     /// Closes the innermost `control_dependencies` block (no-op when none is open).
     pub fn pop_control_dependencies(&mut self) {
-        self.control_stack.pop();
+        self.sc_mut().control_stack.pop();
+        self.tidy_scopes();
     }
 
     /// Adds `output` to collection `key` (`tf.add_to_collection`).
@@ -425,7 +492,7 @@ impl Graph {
                 )));
             }
         }
-        let mut control_inputs = self.control_stack.last().cloned().unwrap_or_default();
+        let mut control_inputs = self.sc().control_stack.last().cloned().unwrap_or_default();
         control_inputs.extend_from_slice(&spec.control_inputs);
         control_inputs.sort_unstable();
         control_inputs.dedup();
@@ -468,10 +535,11 @@ impl Graph {
     /// Returns whether a device function's result is (part of) the request.
     fn place_request(&self, node: &mut Node) -> Result<bool> {
         let mut by_function = false;
-        let frame = self.colocation_stack.last().filter(|f| !f.is_empty());
-        let first_scope = if frame.is_some() { self.colocation_device_depth.last().copied().unwrap_or(0) } else { 0 };
+        let sc = self.sc();
+        let frame = sc.colocation_stack.last().filter(|f| !f.is_empty());
+        let first_scope = if frame.is_some() { sc.colocation_device_depth.last().copied().unwrap_or(0) } else { 0 };
         let mut device = DeviceSpec::default();
-        for scope in self.device_stack[first_scope.min(self.device_stack.len())..].iter().rev() {
+        for scope in sc.device_stack[first_scope.min(sc.device_stack.len())..].iter().rev() {
             match scope {
                 DeviceScope::Spec(s) if s.is_empty() => continue,
                 DeviceScope::Spec(s) => device = s.merged_with(&device),
@@ -550,7 +618,7 @@ impl Graph {
         // TF builds a variable under `ops.init_scope()`: its initializer and `read` snapshot take
         // no control dependencies from enclosing blocks (else `init` would wait for them, e.g. for
         // update ops when an optimizer creates slots inside `control_dependencies(update_ops)`)
-        let saved_control = std::mem::take(&mut self.control_stack);
+        let saved_control = std::mem::take(&mut self.sc_mut().control_stack);
         let built = (|| -> Result<VariableInfo> {
             let dtype = value.dtype();
             let shape = value.shape();
@@ -571,7 +639,8 @@ impl Graph {
             self.pop_colocation();
             Ok(VariableInfo { var, read: read?, initializer, trainable })
         })();
-        self.control_stack = saved_control;
+        self.sc_mut().control_stack = saved_control;
+        self.tidy_scopes();
         match built {
             Ok(info) => {
                 self.add_to_collection(keys::GLOBAL_VARIABLES, Output::new(info.var, 0));

@@ -19,29 +19,47 @@ function NodeDef(c::OxNodeDef)
     return NodeDef(unsafe_string(c.name), unsafe_string(c.op), unsafe_string(c.device), inputs, attrs)
 end
 
+# Device functions by id, and each thread's last callback result (kept alive until the
+# engine has copied it, which it does before the callback's thread calls again). Threads
+# may build graphs at once: a spin lock (it never yields, which a C callback must not)
+# guards both tables.
 const DEVICE_FNS = Dict{Int,Any}()
 const NEXT_DEVICE_FN = Ref(0)
-const CALLBACK_RESULT = Ref{String}("")
+const CALLBACK_RESULTS = Dict{Int,String}()
+const DEVICE_FN_LOCK = Threads.SpinLock()
 const DEVICE_FN_TRAMPOLINE = Ref{Ptr{Cvoid}}(C_NULL)
+
+function with_device_fns(f)
+    lock(DEVICE_FN_LOCK)
+    try
+        return f()
+    finally
+        unlock(DEVICE_FN_LOCK)
+    end
+end
+
+# Stores `s` as this thread's callback result and points `out` at it.
+function store_result!(out::Ptr{Cstring}, s::String)
+    with_device_fns(() -> CALLBACK_RESULTS[Threads.threadid()] = s)
+    unsafe_store!(out, Base.unsafe_convert(Cstring, s))
+end
 
 # Called by the engine for each node created under a device function: returns 0 and a
 # device string, or 1 and an error message (a Julia exception never unwinds into Rust).
 function _device_fn_trampoline(ud::Ptr{Cvoid}, nd::Ptr{OxNodeDef}, out::Ptr{Cstring})::Int32
     status = Int32(0)
     try
-        f = DEVICE_FNS[Int(ud)]
+        f = with_device_fns(() -> DEVICE_FNS[Int(ud)])
         r = f(NodeDef(unsafe_load(nd)))
         if r isa AbstractString
-            CALLBACK_RESULT[] = String(r)
+            store_result!(out, String(r))
         elseif r === nothing
-            CALLBACK_RESULT[] = ""
+            store_result!(out, "")
         else
             invalid("it returned $(repr(r)) of type $(typeof(r)); a device function must return a device string such as \"/device:GPU:0\"")
         end
-        unsafe_store!(out, Base.unsafe_convert(Cstring, CALLBACK_RESULT[]))
     catch e
-        CALLBACK_RESULT[] = replace(sprint(showerror, e), '\0' => ' ')
-        unsafe_store!(out, Base.unsafe_convert(Cstring, CALLBACK_RESULT[]))
+        store_result!(out, replace(sprint(showerror, e), '\0' => ' '))
         status = Int32(1)
     end
     return status
@@ -79,9 +97,11 @@ function __enter__(c::DeviceContext)
     elseif s === nothing
         oxf_push_device_reset(c.graph)
     elseif s isa Function
-        NEXT_DEVICE_FN[] += 1
-        c.fn_id = NEXT_DEVICE_FN[]
-        DEVICE_FNS[c.fn_id] = s
+        c.fn_id = with_device_fns() do
+            id = NEXT_DEVICE_FN[] += 1
+            DEVICE_FNS[id] = s
+            id
+        end
         oxf_push_device_fn(c.graph, DEVICE_FN_TRAMPOLINE[], Ptr{Cvoid}(c.fn_id))
     else
         invalid("tf.device expects a device string, a function or nothing, got $(typeof(s))")
@@ -91,7 +111,7 @@ end
 
 function __exit__(c::DeviceContext)
     oxf_pop_device(c.graph)
-    c.fn_id == 0 || delete!(DEVICE_FNS, c.fn_id)
+    c.fn_id == 0 || with_device_fns(() -> delete!(DEVICE_FNS, c.fn_id))
     return nothing
 end
 

@@ -147,3 +147,57 @@ end
     x, f, iters, msg = lbfgsb(x -> (sum(abs2, x .- 3), 2 .* (x .- 3)), [0.0, 0.0])
     @test startswith(msg, "CONVERGENCE") && isapprox(x, [3.0, 3.0]; atol=1e-8)
 end
+
+@testset "two threads build one graph at once (JULIA_NUM_THREADS=2)" begin
+    # TF1 keeps device, name, colocation and control-dependency scopes per thread, and
+    # serialises builders. Thread 1 sits inside `@gpu 1` (then a device function) while
+    # thread 2 builds: thread 2's ops must not get GPU:1, and no build may fail.
+    code = """
+        using Oxiflow
+        use_emulated_gpus(2)
+        Threads.nthreads() == 2 || error("needs 2 threads, got \$(Threads.nthreads())")
+        x = constant(1.0; name="x")
+        inside = Threads.Atomic{Int}(0); finished = Threads.Atomic{Int}(0)
+        a_ops = Vector{Any}(undef, 400); b_ops = Vector{Any}(undef, 400); errors = String[]
+        function spin(flag, want)
+            while flag[] < want
+                GC.safepoint(); ccall(:jl_cpu_pause, Cvoid, ())
+            end
+        end
+        Threads.@threads for t in 1:2
+            try
+                if t == 1
+                    @gpu 1 begin
+                        inside[] = 1
+                        for i in 1:200; a_ops[i] = sin(x); end
+                        spin(finished, 1)               # still inside while thread 2 builds
+                    end
+                    @pywith tf.device(nd -> "/device:GPU:0") begin
+                        for i in 201:400; a_ops[i] = exp(x); end
+                    end
+                else
+                    spin(inside, 1)
+                    for i in 1:400; b_ops[i] = cos(x); end
+                    finished[] = 1
+                end
+            catch e
+                push!(errors, sprint(showerror, e))
+            end
+        end
+        println("ERRORS: ", length(errors), " ", join(errors, " | "))
+        println("A_GPU1: ", count(t -> t.device == "/device:GPU:1", a_ops[1:200]))
+        println("A_FN_GPU0: ", count(t -> t.device == "/device:GPU:0", a_ops[201:400]))
+        println("B_UNPINNED: ", count(t -> t.device == "", b_ops))
+        names = [t.name for t in vcat(a_ops, b_ops)]
+        println("UNIQUE: ", length(unique(names)) == 800)
+        s = Session()
+        println("RUN: ", run(s, b_ops[end] + a_ops[1] + a_ops[end]) ≈ cos(1.0) + sin(1.0) + exp(1.0))
+        println("AFTER: ", run(s, sin(x) * 2.0) ≈ 2sin(1.0))
+        """
+    ok, out = withenv(() -> child_julia(code), "JULIA_NUM_THREADS" => "2", "OXIFLOW_EMULATED_GPUS" => nothing, "CUDA_VISIBLE_DEVICES" => nothing)
+    @test ok
+    for line in ("ERRORS: 0 ", "A_GPU1: 200", "A_FN_GPU0: 200", "B_UNPINNED: 400", "UNIQUE: true", "RUN: true", "AFTER: true")
+        @test occursin(line, out)
+    end
+    ok && occursin("B_UNPINNED: 400", out) || println(out)
+end
