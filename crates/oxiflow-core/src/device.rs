@@ -472,12 +472,15 @@ impl DeviceSet {
             };
             let limits: Vec<u64> = match opts.virtual_devices_mb.get(k).filter(|v| !v.is_empty()) {
                 Some(mbs) => {
-                    let bytes = |m: u64| {
-                        m.checked_mul(1 << 20).ok_or_else(|| {
-                            OxiflowError::InvalidArgument(format!("virtual device memory_limit_mb {m} is too large (more than 2^44 MiB)"))
+                    let limits = mbs
+                        .iter()
+                        .map(|&m| {
+                            m.checked_mul(1 << 20).ok_or_else(|| {
+                                OxiflowError::InvalidArgument(format!("virtual device memory_limit_mb {m} is too large (more than 2^44 MiB)"))
+                            })
                         })
-                    };
-                    let want: u64 = mbs.iter().try_fold(0u64, |t, &m| bytes(m).map(|b| t.saturating_add(b)))?;
+                        .collect::<Result<Vec<u64>>>()?;
+                    let want = limits.iter().fold(0u64, |t, &b| t.saturating_add(b));
                     if want > total {
                         return Err(OxiflowError::InvalidArgument(format!(
                             "virtual devices of GPU {k} ask for {} MiB but the GPU has {} MiB",
@@ -485,7 +488,7 @@ impl DeviceSet {
                             total >> 20
                         )));
                     }
-                    mbs.iter().map(|&m| m << 20).collect()
+                    limits
                 }
                 None => vec![memory_limit(total, opts.per_process_gpu_memory_fraction)?],
             };

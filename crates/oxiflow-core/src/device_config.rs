@@ -100,6 +100,7 @@ pub fn emulated_gpu_uuid(index: usize) -> String {
 /// an entry ended the list early.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaVisible {
+    /// Physical GPU indices, in the variable's order.
     pub ids: Vec<usize>,
     /// Names the first entry that names no GPU, and says the rest is hidden.
     pub warning: Option<String>,

@@ -124,9 +124,11 @@ struct Derived {
 /// Outputs of at least this many bytes are checked before their kernel runs.
 const CHECK_MIN_BYTES: usize = 1 << 28;
 
-/// Bytes of a `dtype` tensor of `shape`, `None` when the size overflows `isize`.
+/// Bytes of a `dtype` tensor of `shape`, `None` when the size overflows `isize`
+/// ([`crate::strided::element_count`]'s limit).
 fn static_bytes(tt: &crate::graph::TensorType) -> Option<usize> {
-    tt.shape.dims().iter().try_fold(tt.dtype.size_of(), |b, &d| b.checked_mul(d)).filter(|&b| b <= isize::MAX as usize)
+    let size = tt.dtype.size_of();
+    crate::strided::element_count(tt.shape.dims(), size).ok().map(|n| n * size)
 }
 
 /// Fails before `node`'s kernel runs on `device` where one of its outputs cannot be

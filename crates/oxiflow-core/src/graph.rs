@@ -484,8 +484,7 @@ impl Graph {
         // TF's TensorShape refuses a shape whose element count overflows; a byte size over
         // isize::MAX could not be allocated either.
         for (k, tt) in outputs.iter().enumerate() {
-            let bytes = tt.shape.dims().iter().try_fold(tt.dtype.size_of(), |b, &d| b.checked_mul(d));
-            if bytes.is_none_or(|b| b > isize::MAX as usize) {
+            if crate::strided::element_count(tt.shape.dims(), tt.dtype.size_of()).is_err() {
                 return Err(OxiflowError::InvalidArgument(format!(
                     "{} '{name}': output {k} would have shape {} of {}, whose size in bytes overflows",
                     op.name, tt.shape, tt.dtype

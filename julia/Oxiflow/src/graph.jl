@@ -179,16 +179,15 @@ A `Const` node holding `value` (a number or an array; `Int` stays `Int64`, `1.0`
 (`constant(1; dtype=Float32)`; an inexact conversion is an `OxiflowError`). A `Tensor` is
 returned unchanged (or `cast` when `dtype` differs).
 """
-constant(value; dtype=nothing, name=nothing) = constant_in(get_default_graph(), value; dtype=dtype, name=name)
+function constant(value; dtype=nothing, name=nothing)
+    value isa Tensor && return (dtype === nothing || dtype == value.dtype) ? value : cast(value, dtype)
+    return constant_in(get_default_graph(), value; dtype=dtype, name=name)
+end
 
-# `constant` in graph `g`: helper constants go into the graph of the tensor they combine
-# with (TF builds an op in its inputs' graph), so `t + 1.0` works for a `t` built before
-# `reset_default_graph()`.
+# `constant` of a number or array in graph `g`: helper constants go into the graph of the
+# tensor they combine with (TF builds an op in its inputs' graph), so `t + 1.0` works for a
+# `t` built before `reset_default_graph()`.
 function constant_in(g::Graph, value; dtype=nothing, name=nothing)
-    if value isa Tensor
-        getfield(value, :graph) === g || invalid("constant: $(value.name) belongs to another graph")
-        return (dtype === nothing || dtype == value.dtype) ? value : cast(value, dtype)
-    end
     a = value_of_dtype(value, dtype, "constant")
     node = oxf_const(g, dtype_code(eltype(a)), Int64[size(a)...], a, name)
     return Tensor(g, node, 0)
