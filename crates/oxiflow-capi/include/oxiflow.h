@@ -62,8 +62,11 @@ typedef int32_t (*OxDeviceFn)(void *userdata, const struct OxNodeDef *node, cons
 // Julia `Array`), row-major when 0, or, when `strides` is not null, element
 // `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
 // strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
-// without first making it dense). `data`, `dims` and `strides` are read during the call
-// only: the engine copies the elements (one `memcpy` for a dense buffer).
+// without first making it dense). Every element must lie inside the `buffer_bytes` bytes
+// at `buffer` (the array's whole allocation, e.g. a view's parent array; `data` itself for
+// a dense array): a view whose dims or strides reach outside it is refused, not read.
+// `data`, `dims`, `strides` and the buffer are read during the call only: the engine
+// copies the elements (one `memcpy` for a dense buffer).
 typedef struct OxTensorView {
   int32_t dtype;
   int32_t ndims;
@@ -71,6 +74,8 @@ typedef struct OxTensorView {
   const void *data;
   int32_t col_major;
   const int64_t *strides;
+  const void *buffer;
+  size_t buffer_bytes;
 } OxTensorView;
 
 #ifdef __cplusplus
@@ -175,20 +180,23 @@ int32_t oxf_cuda_status(const char **out);
 // A new, empty graph. Never null.
 struct OxGraph *oxf_graph_new(void);
 
-// Frees a graph handle (sessions keep the graph alive on their own). Null is ignored.
-void oxf_graph_free(struct OxGraph *g);
+// Frees a graph handle (sessions keep the graph alive on their own). Null is ignored
+// (status 0); a handle freed already or never issued is status 3 and frees nothing.
+int32_t oxf_graph_free(struct OxGraph *g);
 
 // Number of nodes in the graph.
 int32_t oxf_graph_num_nodes(const struct OxGraph *g, int64_t *out);
 
 // `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+// dims, `data_bytes` bytes at `data`, which must be the elements' size exactly,
+// `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
 // used exactly, as in TF.
 int32_t oxf_const(struct OxGraph *g,
                   int32_t dtype,
                   int32_t ndims,
                   const int64_t *dims,
                   const void *data,
+                  size_t data_bytes,
                   int32_t col_major,
                   const char *name,
                   int64_t *out);
@@ -202,12 +210,14 @@ int32_t oxf_placeholder(struct OxGraph *g,
                         int64_t *out);
 
 // `tf.Variable(value; name, trainable)`: creates `<name>/initial_value`, `<name>`
-// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. `name` may be null.
+// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. The initial value is given as
+// to [`oxf_const`] (`data_bytes` exactly its size). `name` may be null.
 int32_t oxf_variable(struct OxGraph *g,
                      int32_t dtype,
                      int32_t ndims,
                      const int64_t *dims,
                      const void *data,
+                     size_t data_bytes,
                      int32_t col_major,
                      const char *name,
                      int32_t trainable,
@@ -355,8 +365,10 @@ int32_t oxf_session_graph_dot(const struct OxSession *s, const char **out);
 // Creates a session over graph `g` with options JSON (may be null).
 int32_t oxf_session_new(const struct OxGraph *g, const char *options_json, struct OxSession **out);
 
-// Frees a session and its variables. Null is ignored.
-void oxf_session_free(struct OxSession *s);
+// Frees a session and its variables (after a step another thread is running in it
+// ends). Null is ignored (status 0); a handle freed already or never issued is status 3
+// and frees nothing.
+int32_t oxf_session_free(struct OxSession *s);
 
 // Takes the session's log text since the last call (device mapping, placement lines).
 int32_t oxf_session_take_log(const struct OxSession *s, const char **out);
@@ -390,8 +402,9 @@ int32_t oxf_session_run(const struct OxSession *s,
                         int32_t trace,
                         struct OxRunResult **out);
 
-// Frees a run result. Null is ignored.
-void oxf_result_free(struct OxRunResult *r);
+// Frees a run result. Null is ignored (status 0); a handle freed already or never issued
+// is status 3 and frees nothing.
+int32_t oxf_result_free(struct OxRunResult *r);
 
 // Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`
 // (also after [`oxf_result_take`] handed it over).

@@ -1,5 +1,6 @@
 //! Graph building and inspection exports.
 
+use crate::handles::{Registry, GRAPH_KIND};
 use crate::{guard, opt_str, put, req_str, return_str, slice};
 use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::ops::{AttrValue, Attrs};
@@ -44,8 +45,12 @@ fn busy() -> OxiflowError {
     )
 }
 
-pub(crate) fn graph<'a>(g: *const OxGraph) -> Result<&'a OxGraph> {
-    unsafe { g.as_ref() }.ok_or_else(|| OxiflowError::InvalidArgument("null graph handle".into()))
+/// The live graphs (`handles.rs`: a handle is a number checked on every call).
+pub(crate) static GRAPHS: Registry<OxGraph> = Registry::new("OxGraph", GRAPH_KIND);
+
+/// The graph behind handle `g`; errors for a null, freed or foreign handle.
+pub(crate) fn graph(g: *const OxGraph) -> Result<Arc<OxGraph>> {
+    GRAPHS.get(g)
 }
 
 fn dtype(code: i32) -> Result<DType> {
@@ -59,17 +64,28 @@ pub(crate) fn dims_of(ndims: i32, dims: *const i64) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// The memory a C array argument may be read from: `bytes` bytes from `start`.
+#[derive(Clone, Copy)]
+pub(crate) struct Extent {
+    pub start: *const c_void,
+    pub bytes: usize,
+}
+
 /// Builds a host tensor from a C array (copied): dense in the order `col_major` gives when
 /// `strides` is null, else element `[i, j, ...]` at `data + i * strides[0] + j * strides[1]
-/// + ...` elements (`ndims` strides, possibly negative: a Julia view or transpose).
-pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, strides: *const i64) -> Result<Tensor> {
+/// + ...` elements (`ndims` strides, possibly negative: a Julia view or transpose). Every
+/// element must lie inside `extent` (the buffer the caller owns): an array whose dims or
+/// strides reach past it is refused (InvalidArgument naming both) instead of read.
+pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, strides: *const i64, extent: Extent) -> Result<Tensor> {
     let dt = dtype(code)?;
     let dims = dims_of(ndims, dims)?;
-    let n = oxiflow_core::strided::element_count(&dims, dt.size_of())?;
+    let es = dt.size_of();
+    let n = oxiflow_core::strided::element_count(&dims, es)?;
     if n > 0 && data.is_null() {
         return Err(OxiflowError::InvalidArgument("tensor data is null".into()));
     }
     if strides.is_null() {
+        check_extent(data, 0, (n * es) as isize, extent, &dims, dt)?;
         let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
         return unsafe { Tensor::from_raw(dt, &dims, data as *const u8, layout) };
     }
@@ -77,7 +93,58 @@ pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *cons
         .iter()
         .map(|&s| isize::try_from(s).map_err(|_| OxiflowError::InvalidArgument(format!("stride {s} out of range"))))
         .collect::<Result<Vec<_>>>()?;
+    if n > 0 {
+        // the lowest and highest element offsets (in elements) the strides reach
+        let too_far = || OxiflowError::InvalidArgument(format!("strides {strides:?} of dims {dims:?} reach outside any buffer"));
+        let (mut lo, mut hi) = (0isize, 0isize);
+        for (&d, &s) in dims.iter().zip(&strides) {
+            let reach = isize::try_from(d - 1).ok().and_then(|m| m.checked_mul(s)).ok_or_else(too_far)?;
+            if reach < 0 {
+                lo = lo.checked_add(reach).ok_or_else(too_far)?;
+            } else {
+                hi = hi.checked_add(reach).ok_or_else(too_far)?;
+            }
+        }
+        let es = es as isize;
+        let lo_b = lo.checked_mul(es).ok_or_else(too_far)?;
+        let hi_b = hi.checked_add(1).and_then(|h| h.checked_mul(es)).ok_or_else(too_far)?;
+        check_extent(data, lo_b, hi_b, extent, &dims, dt)?;
+    }
     unsafe { Tensor::from_raw_strided(dt, &dims, data as *const u8, &strides) }
+}
+
+/// Checks that bytes `data + lo .. data + hi` lie inside `extent` (nothing to check when
+/// the range is empty).
+fn check_extent(data: *const c_void, lo: isize, hi: isize, extent: Extent, dims: &[usize], dt: DType) -> Result<()> {
+    if hi <= lo {
+        return Ok(());
+    }
+    let (start, end) = (extent.start as usize, (extent.start as usize).checked_add(extent.bytes));
+    let (first, last) = ((data as usize).checked_add_signed(lo), (data as usize).checked_add_signed(hi));
+    let inside = matches!((first, last, end), (Some(f), Some(l), Some(e)) if !extent.start.is_null() && f >= start && l <= e);
+    if inside {
+        return Ok(());
+    }
+    Err(OxiflowError::InvalidArgument(format!(
+        "a {dt} array of dims {dims:?} needs bytes {lo}..{hi} from its first element, which lie outside the {} bytes of its buffer{}",
+        extent.bytes,
+        if extent.start.is_null() { " (null)" } else { "" }
+    )))
+}
+
+/// A dense C array of exactly `data_bytes` bytes (elements × element size; any other
+/// length is an InvalidArgument naming both).
+fn dense_from_c(dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, data_bytes: usize, col_major: i32) -> Result<Tensor> {
+    let t = tensor_from_c(dtype, ndims, dims, data, col_major, std::ptr::null(), Extent { start: data, bytes: data_bytes })?;
+    if t.num_bytes() != data_bytes {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "a {} array of dims {:?} has {} bytes, but {data_bytes} were given",
+            t.dtype(),
+            t.dims(),
+            t.num_bytes()
+        )));
+    }
+    Ok(t)
 }
 
 fn out_node(id: usize, out: *mut i64) -> Result<()> {
@@ -132,15 +199,14 @@ fn parse_attrs(json: Option<&str>) -> Result<Attrs> {
 /// A new, empty graph. Never null.
 #[no_mangle]
 pub extern "C" fn oxf_graph_new() -> *mut OxGraph {
-    Box::into_raw(Box::new(OxGraph { inner: Arc::new(RwLock::new(Graph::new())) }))
+    GRAPHS.insert(OxGraph { inner: Arc::new(RwLock::new(Graph::new())) })
 }
 
-/// Frees a graph handle (sessions keep the graph alive on their own). Null is ignored.
+/// Frees a graph handle (sessions keep the graph alive on their own). Null is ignored
+/// (status 0); a handle freed already or never issued is status 3 and frees nothing.
 #[no_mangle]
-pub extern "C" fn oxf_graph_free(g: *mut OxGraph) {
-    if !g.is_null() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(g) })));
-    }
+pub extern "C" fn oxf_graph_free(g: *mut OxGraph) -> i32 {
+    crate::handles::free(&GRAPHS, g)
 }
 
 /// Number of nodes in the graph.
@@ -150,15 +216,17 @@ pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
 }
 
 /// `tf.constant(value)`: a `Const` node holding a copy of the array (`dtype` code, `ndims`
-/// dims, `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
+/// dims, `data_bytes` bytes at `data`, which must be the elements' size exactly,
+/// `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
 /// used exactly, as in TF.
 #[no_mangle]
-pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
+pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, data_bytes: usize, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
-        let t = tensor_from_c(dtype, ndims, dims, data, col_major, std::ptr::null())?;
+        let t = dense_from_c(dtype, ndims, dims, data, data_bytes, col_major)?;
         let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        let mut gr = graph(g)?.write()?;
+        let gh = graph(g)?;
+        let mut gr = gh.write()?;
         // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
         match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
             Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
@@ -179,11 +247,12 @@ pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims:
 }
 
 /// `tf.Variable(value; name, trainable)`: creates `<name>/initial_value`, `<name>`
-/// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. `name` may be null.
+/// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. The initial value is given as
+/// to [`oxf_const`] (`data_bytes` exactly its size). `name` may be null.
 #[no_mangle]
-pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, name: *const c_char, trainable: i32, out: *mut i64) -> i32 {
+pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, data_bytes: usize, col_major: i32, name: *const c_char, trainable: i32, out: *mut i64) -> i32 {
     guard(|| {
-        let t = tensor_from_c(dtype, ndims, dims, data, col_major, std::ptr::null())?;
+        let t = dense_from_c(dtype, ndims, dims, data, data_bytes, col_major)?;
         let id = graph(g)?.write()?.variable(t, opt_str(name, "name")?, trainable != 0)?;
         out_node(id, out)
     })
@@ -198,7 +267,8 @@ pub extern "C" fn oxf_add_op(g: *mut OxGraph, op_type: *const c_char, input_node
         let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
         spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        let mut gr = graph(g)?.write()?;
+        let gh = graph(g)?;
+        let mut gr = gh.write()?;
         // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
         match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
             Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
@@ -215,7 +285,8 @@ pub extern "C" fn oxf_global_variables_initializer(g: *mut OxGraph, out: *mut i6
 }
 
 fn with_node<T>(g: *const OxGraph, node: i64, f: impl FnOnce(&Graph, &oxiflow_core::graph::Node) -> Result<T>) -> Result<T> {
-    let gr = graph(g)?.read()?;
+    let gh = graph(g)?;
+    let gr = gh.read()?;
     let n = gr.node(node_id(node)?)?;
     f(&gr, n)
 }
@@ -271,12 +342,17 @@ pub extern "C" fn oxf_node_by_name(g: *const OxGraph, name: *const c_char, out: 
 #[no_mangle]
 pub extern "C" fn oxf_output_type(g: *const OxGraph, node: i64, index: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
     guard(|| {
-        let gr = graph(g)?.read()?;
-        let tt = gr.output_type(Output::new(node_id(node)?, index.max(0) as usize))?;
+        let gh = graph(g)?;
+        let gr = gh.read()?;
+        let index = usize::try_from(index).map_err(|_| OxiflowError::InvalidArgument(format!("invalid output index {index}")))?;
+        let tt = gr.output_type(Output::new(node_id(node)?, index))?;
         put(dtype, tt.dtype.code())?;
         put(rank, tt.shape.rank() as i32)?;
         if tt.shape.rank() > max_dims.max(0) as usize {
             return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", tt.shape.rank())));
+        }
+        if tt.shape.rank() > 0 && dims.is_null() {
+            return Err(OxiflowError::InvalidArgument("null dims buffer".into()));
         }
         for (i, &d) in tt.shape.dims().iter().enumerate() {
             unsafe { *dims.add(i) = d as i64 };
@@ -425,7 +501,8 @@ pub extern "C" fn oxf_pop_name_scope(g: *mut OxGraph) -> i32 {
 pub extern "C" fn oxf_add_to_collection(g: *mut OxGraph, key: *const c_char, node: i64, index: i32) -> i32 {
     guard(|| {
         let key = req_str(key, "collection key")?;
-        let mut gr = graph(g)?.write()?;
+        let gh = graph(g)?;
+        let mut gr = gh.write()?;
         let o = Output::new(node_id(node)?, index.max(0) as usize);
         gr.output_type(o)?;
         gr.add_to_collection(key, o);
@@ -437,7 +514,8 @@ pub extern "C" fn oxf_add_to_collection(g: *mut OxGraph, key: *const c_char, nod
 #[no_mangle]
 pub extern "C" fn oxf_collection(g: *const OxGraph, key: *const c_char, out: *mut *const c_char) -> i32 {
     guard(|| {
-        let gr = graph(g)?.read()?;
+        let gh = graph(g)?;
+        let gr = gh.read()?;
         let lines: Vec<String> = gr.collection(req_str(key, "collection key")?).iter().map(|o| format!("{} {}", o.node, o.index)).collect();
         return_str(lines.join("\n"), out)
     })
@@ -468,7 +546,8 @@ pub extern "C" fn oxf_gradients(
         if !xs.is_empty() && (out_nodes.is_null() || out_indices.is_null()) {
             return Err(OxiflowError::InvalidArgument("null output arrays".into()));
         }
-        let mut gr = graph(g)?.write()?;
+        let gh = graph(g)?;
+        let mut gr = gh.write()?;
         let res = oxiflow_core::autodiff::gradients(&mut gr, &ys, &xs, gys.as_deref(), colocate != 0)?;
         for (i, r) in res.iter().enumerate() {
             unsafe {
@@ -487,7 +566,8 @@ pub extern "C" fn oxf_gradients(
 pub extern "C" fn oxf_push_control_dependencies(g: *mut OxGraph, nodes: *const i64, n: i32) -> i32 {
     guard(|| {
         let ids: Vec<usize> = slice(nodes, n as i64, "control dependencies")?.iter().map(|&d| node_id(d)).collect::<Result<_>>()?;
-        let mut gr = graph(g)?.write()?;
+        let gh = graph(g)?;
+        let mut gr = gh.write()?;
         for &id in &ids {
             gr.node(id)?;
         }

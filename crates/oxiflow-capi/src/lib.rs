@@ -8,8 +8,11 @@
 //!   message. A Rust panic is caught in every export and reported as `13`; it never
 //!   crosses the ABI. The unwinder is linked into the library (`build.rs` says why: the
 //!   shared one aborted under Julia 1.5).
-//! - handles (`OxGraph*`, `OxSession*`, `OxRunResult*`) are opaque and freed by their
-//!   `*_free` function;
+//! - handles (`OxGraph*`, `OxSession*`, `OxRunResult*`) are opaque numbers, not addresses,
+//!   checked on every call and freed by their `*_free` function: a freed, foreign or
+//!   made-up handle is status 3 naming it, never a read of freed memory (`handles.rs`);
+//! - arrays the library reads come with the size of the memory they lie in (`data_bytes`,
+//!   `OxTensorView.buffer_bytes`), and dims or strides reaching outside it are refused;
 //! - nodes are `int64_t` ids, tensors `(node, output index)`; dtypes are TF `DataType`
 //!   codes (`1` Float32, `2` Float64, `3` Int32, `9` Int64, `10` Bool, one byte each);
 //! - a `const char**` out-parameter receives a NUL-terminated string owned by the library,
@@ -28,6 +31,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod config;
 mod cuda;
 mod graph;
+mod handles;
 mod handover;
 mod optim;
 mod profile;

@@ -1,22 +1,36 @@
 //! Session, run results and device listing exports.
 
-use crate::graph::{graph, tensor_from_c};
+use crate::graph::{graph, tensor_from_c, Extent};
 use crate::{guard, opt_str, put, return_str, slice};
 use oxiflow_core::device::DeviceKind;
 use oxiflow_core::profile::StepStats;
 use oxiflow_core::{DType, Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
+use crate::handles::{Registry, RESULT_KIND, SESSION_KIND};
 use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex};
 
 /// A session handle (opaque to C). Holds the graph alive.
 pub struct OxSession {
     inner: Session,
 }
 
+impl std::ops::Deref for OxSession {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.inner
+    }
+}
+
 /// The tensors and step statistics of one run (opaque to C).
 pub struct OxRunResult {
-    values: Vec<Fetched>,
+    /// Locked: [`oxf_result_take`] replaces a value while other calls may read the result.
+    values: Mutex<Vec<Fetched>>,
     stats: Option<StepStats>,
 }
+
+/// The live sessions and run results (`handles.rs`).
+static SESSIONS: Registry<OxSession> = Registry::new("OxSession", SESSION_KIND);
+static RESULTS: Registry<OxRunResult> = Registry::new("OxRunResult", RESULT_KIND);
 
 /// One fetched value of a run result.
 enum Fetched {
@@ -31,8 +45,11 @@ enum Fetched {
 /// Julia `Array`), row-major when 0, or, when `strides` is not null, element
 /// `[i, j, ...]` at `data + i * strides[0] + j * strides[1] + ...` elements (`ndims`
 /// strides, possibly negative: a Julia view, transpose or `PermutedDimsArray`, copied
-/// without first making it dense). `data`, `dims` and `strides` are read during the call
-/// only: the engine copies the elements (one `memcpy` for a dense buffer).
+/// without first making it dense). Every element must lie inside the `buffer_bytes` bytes
+/// at `buffer` (the array's whole allocation, e.g. a view's parent array; `data` itself for
+/// a dense array): a view whose dims or strides reach outside it is refused, not read.
+/// `data`, `dims`, `strides` and the buffer are read during the call only: the engine
+/// copies the elements (one `memcpy` for a dense buffer).
 #[repr(C)]
 pub struct OxTensorView {
     pub dtype: i32,
@@ -41,6 +58,8 @@ pub struct OxTensorView {
     pub data: *const c_void,
     pub col_major: i32,
     pub strides: *const i64,
+    pub buffer: *const c_void,
+    pub buffer_bytes: usize,
 }
 
 /// Parses session options JSON over the process-wide defaults (`tf.config` calls):
@@ -103,22 +122,23 @@ pub extern "C" fn oxf_session_new(g: *const OxGraph, options_json: *const c_char
         let opts = parse_options(opt_str(options_json, "options")?)?;
         let s = Session::new(graph(g)?.inner.clone(), opts)?;
         oxiflow_core::process_config::mark_initialized();
-        put(out, Box::into_raw(Box::new(OxSession { inner: s })))
+        put(out, SESSIONS.insert(OxSession { inner: s }))
     })
 }
 
 use crate::graph::OxGraph;
 
-pub(crate) fn session<'a>(s: *const OxSession) -> Result<&'a Session> {
-    unsafe { s.as_ref() }.map(|s| &s.inner).ok_or_else(|| OxiflowError::InvalidArgument("null session handle".into()))
+/// The session behind handle `s`; errors for a null, freed or foreign handle.
+pub(crate) fn session(s: *const OxSession) -> Result<Arc<OxSession>> {
+    SESSIONS.get(s)
 }
 
-/// Frees a session and its variables. Null is ignored.
+/// Frees a session and its variables (after a step another thread is running in it
+/// ends). Null is ignored (status 0); a handle freed already or never issued is status 3
+/// and frees nothing.
 #[no_mangle]
-pub extern "C" fn oxf_session_free(s: *mut OxSession) {
-    if !s.is_null() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(s) })));
-    }
+pub extern "C" fn oxf_session_free(s: *mut OxSession) -> i32 {
+    crate::handles::free(&SESSIONS, s)
 }
 
 /// Takes the session's log text since the last call (device mapping, placement lines).
@@ -141,7 +161,7 @@ pub extern "C" fn oxf_session_assigned_device(s: *const OxSession, node: i64, ou
 /// accounted memory).
 #[no_mangle]
 pub extern "C" fn oxf_session_devices(s: *const OxSession, out: *mut *const c_char) -> i32 {
-    guard(|| return_str(device_lines(session(s)?), out))
+    guard(|| return_str(device_lines(&session(s)?.inner), out))
 }
 
 pub(crate) fn device_lines(s: &Session) -> String {
@@ -211,7 +231,7 @@ pub extern "C" fn oxf_session_run(
         let feeds = feed_outs
             .into_iter()
             .zip(views)
-            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major, v.strides)?)))
+            .map(|(o, v)| Ok((o, tensor_from_c(v.dtype, v.ndims, v.dims, v.data, v.col_major, v.strides, Extent { start: v.buffer, bytes: v.buffer_bytes })?)))
             .collect::<Result<Vec<_>>>()?;
         let fetches = out_of(slice(fetch_nodes, n_fetches as i64, "fetch nodes")?, slice(fetch_indices, n_fetches as i64, "fetch indices")?)?;
         let targets = slice(targets, n_targets as i64, "targets")?
@@ -219,32 +239,36 @@ pub extern "C" fn oxf_session_run(
             .map(|&t| usize::try_from(t).map_err(|_| OxiflowError::InvalidArgument(format!("invalid target node {t}"))))
             .collect::<Result<Vec<_>>>()?;
         let r = sess.run(&feeds, &fetches, &targets, trace != 0)?;
-        put(out, Box::into_raw(Box::new(OxRunResult { values: r.values.into_iter().map(Fetched::Held).collect(), stats: r.step_stats })))
+        put(out, RESULTS.insert(OxRunResult { values: Mutex::new(r.values.into_iter().map(Fetched::Held).collect()), stats: r.step_stats }))
     })
 }
 
-fn result<'a>(r: *const OxRunResult) -> Result<&'a OxRunResult> {
-    unsafe { r.as_ref() }.ok_or_else(|| OxiflowError::InvalidArgument("null result handle".into()))
+fn result(r: *const OxRunResult) -> Result<Arc<OxRunResult>> {
+    RESULTS.get(r)
 }
 
-fn fetched(r: *const OxRunResult, i: i32) -> Result<&'static Fetched> {
-    let r: &'static OxRunResult = result(r)?;
-    r.values.get(i.max(0) as usize).filter(|_| i >= 0).ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i}")))
+/// Calls `f` with fetched value `i` of result `r`, the result's values locked.
+fn with_fetched<T>(r: *const OxRunResult, i: i32, f: impl FnOnce(&mut Fetched) -> Result<T>) -> Result<T> {
+    let res = result(r)?;
+    let mut values = res.values.lock().unwrap_or_else(|p| p.into_inner());
+    let n = values.len();
+    let slot = usize::try_from(i).ok().and_then(|k| values.get_mut(k));
+    f(slot.ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i} (the result holds {n})")))?)
 }
 
-fn value(r: *const OxRunResult, i: i32) -> Result<&'static Tensor> {
-    match fetched(r, i)? {
-        Fetched::Held(t) => Ok(t),
+/// Calls `f` with fetched value `i` while the result still holds it.
+fn with_value<T>(r: *const OxRunResult, i: i32, f: impl FnOnce(&Tensor) -> Result<T>) -> Result<T> {
+    with_fetched(r, i, |v| match v {
+        Fetched::Held(t) => f(t),
         Fetched::Taken(..) => Err(OxiflowError::FailedPrecondition(format!("fetched value {i} was handed over by oxf_result_take"))),
-    }
+    })
 }
 
-/// Frees a run result. Null is ignored.
+/// Frees a run result. Null is ignored (status 0); a handle freed already or never issued
+/// is status 3 and frees nothing.
 #[no_mangle]
-pub extern "C" fn oxf_result_free(r: *mut OxRunResult) {
-    if !r.is_null() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(r) })));
-    }
+pub extern "C" fn oxf_result_free(r: *mut OxRunResult) -> i32 {
+    crate::handles::free(&RESULTS, r)
 }
 
 /// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of fetched value `i`
@@ -252,14 +276,19 @@ pub extern "C" fn oxf_result_free(r: *mut OxRunResult) {
 #[no_mangle]
 pub extern "C" fn oxf_result_type(r: *const OxRunResult, i: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
     guard(|| {
-        let (dt, d) = match fetched(r, i)? {
-            Fetched::Held(t) => (t.dtype(), t.dims()),
-            Fetched::Taken(dt, d) => (*dt, &d[..]),
-        };
+        let (dt, d) = with_fetched(r, i, |v| {
+            Ok(match v {
+                Fetched::Held(t) => (t.dtype(), t.dims().to_vec()),
+                Fetched::Taken(dt, d) => (*dt, d.clone()),
+            })
+        })?;
         put(dtype, dt.code())?;
         put(rank, d.len() as i32)?;
         if d.len() > max_dims.max(0) as usize {
             return Err(OxiflowError::InvalidArgument(format!("rank {} exceeds the {max_dims} dims given", d.len())));
+        }
+        if !d.is_empty() && dims.is_null() {
+            return Err(OxiflowError::InvalidArgument("null dims buffer".into()));
         }
         for (k, &n) in d.iter().enumerate() {
             unsafe { *dims.add(k) = n as i64 };
@@ -273,18 +302,19 @@ pub extern "C" fn oxf_result_type(r: *const OxRunResult, i: i32, dtype: *mut i32
 #[no_mangle]
 pub extern "C" fn oxf_result_copy(r: *const OxRunResult, i: i32, dst: *mut c_void, dst_bytes: usize, col_major: i32) -> i32 {
     guard(|| {
-        let t = value(r, i)?;
-        if dst_bytes != t.num_bytes() {
-            return Err(OxiflowError::InvalidArgument(format!("destination has {dst_bytes} bytes, value {i} needs {}", t.num_bytes())));
-        }
-        if t.num_bytes() > 0 {
-            if dst.is_null() {
-                return Err(OxiflowError::InvalidArgument("null destination".into()));
+        with_value(r, i, |t| {
+            if dst_bytes != t.num_bytes() {
+                return Err(OxiflowError::InvalidArgument(format!("destination has {dst_bytes} bytes, value {i} needs {}", t.num_bytes())));
             }
-            let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
-            unsafe { t.write_raw(dst as *mut u8, layout) };
-        }
-        Ok(())
+            if t.num_bytes() > 0 {
+                if dst.is_null() {
+                    return Err(OxiflowError::InvalidArgument("null destination".into()));
+                }
+                let layout = if col_major != 0 { Layout::ColumnMajor } else { Layout::RowMajor };
+                unsafe { t.write_raw(dst as *mut u8, layout) };
+            }
+            Ok(())
+        })
     })
 }
 
@@ -303,29 +333,35 @@ pub extern "C" fn oxf_result_copy(r: *const OxRunResult, i: i32, dst: *mut c_voi
 pub extern "C" fn oxf_result_take(r: *mut OxRunResult, i: i32, col_major: i32, out: *mut *mut c_void) -> i32 {
     guard(|| {
         put(out, std::ptr::null_mut())?;
-        let res = unsafe { r.as_mut() }.ok_or_else(|| OxiflowError::InvalidArgument("null result handle".into()))?;
-        let slot = res.values.get_mut(i.max(0) as usize).filter(|_| i >= 0).ok_or_else(|| OxiflowError::InvalidArgument(format!("no fetched value {i}")))?;
-        let (dtype, dims) = match &*slot {
-            Fetched::Held(t) if !crate::handover::CAN_HAND_OVER || t.is_empty() || t.is_device_resident() => return Ok(()),
-            Fetched::Held(t) => (t.dtype(), t.dims().to_vec()),
-            Fetched::Taken(..) => return Err(OxiflowError::FailedPrecondition(format!("fetched value {i} was handed over already"))),
-        };
-        match std::mem::replace(slot, Fetched::Taken(dtype, dims)) {
-            Fetched::Held(t) => put(out, crate::handover::into_malloc_buffer(t, col_major != 0)?),
-            Fetched::Taken(..) => Ok(()),
+        let taken = with_fetched(r, i, |slot| {
+            let (dtype, dims) = match &*slot {
+                Fetched::Held(t) if !crate::handover::CAN_HAND_OVER || t.is_empty() || t.is_device_resident() => return Ok(None),
+                Fetched::Held(t) => (t.dtype(), t.dims().to_vec()),
+                Fetched::Taken(..) => return Err(OxiflowError::FailedPrecondition(format!("fetched value {i} was handed over already"))),
+            };
+            match std::mem::replace(slot, Fetched::Taken(dtype, dims)) {
+                Fetched::Held(t) => Ok(Some(t)),
+                Fetched::Taken(..) => Ok(None),
+            }
+        })?;
+        // the copy (when one is needed) runs outside the result's lock
+        match taken {
+            Some(t) => put(out, crate::handover::into_malloc_buffer(t, col_major != 0)?),
+            None => Ok(()),
         }
     })
 }
 
-fn stats(r: *const OxRunResult) -> Result<&'static StepStats> {
-    let r: &'static OxRunResult = result(r)?;
-    r.stats.as_ref().ok_or_else(|| OxiflowError::FailedPrecondition("this run was not traced (use run_profile)".into()))
+/// Calls `f` with the step statistics of traced result `r`.
+fn with_stats<T>(r: *const OxRunResult, f: impl FnOnce(&StepStats) -> Result<T>) -> Result<T> {
+    let res = result(r)?;
+    f(res.stats.as_ref().ok_or_else(|| OxiflowError::FailedPrecondition("this run was not traced (use run_profile)".into()))?)
 }
 
 /// The traced step as TF timeline JSON (Chrome trace event format).
 #[no_mangle]
 pub extern "C" fn oxf_result_trace_json(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
-    guard(|| return_str(stats(r)?.chrome_trace_json(), out))
+    guard(|| return_str(with_stats(r, |st| Ok(st.chrome_trace_json()))?, out))
 }
 
 /// The traced step's events, one per line, tab-separated:
@@ -334,8 +370,7 @@ pub extern "C" fn oxf_result_trace_json(r: *const OxRunResult, out: *mut *const 
 #[no_mangle]
 pub extern "C" fn oxf_result_trace_events(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
     guard(|| {
-        let st = stats(r)?;
-        let lines: Vec<String> = st
+        let lines: Vec<String> = with_stats(r, |st| Ok(st
             .nodes
             .iter()
             .map(|n| {
@@ -345,7 +380,7 @@ pub extern "C" fn oxf_result_trace_events(r: *const OxRunResult, out: *mut *cons
                     None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", l.node_name, l.op, l.device, n.start_ns, n.end_ns, n.output_bytes),
                 }
             })
-            .collect();
+            .collect()))?;
         return_str(lines.join("\n"), out)
     })
 }

@@ -25,7 +25,7 @@ fn malformed_device_string_is_status_3_with_the_string_quoted() {
 fn bad_handles_and_unknown_ops_are_errors_not_crashes() {
     let mut n = 0i64;
     assert_eq!(oxf_graph_num_nodes(null(), &mut n), 3);
-    assert!(last_error().contains("null graph handle"));
+    assert!(last_error().contains("null OxGraph handle"), "{}", last_error());
     let g = oxf_graph_new();
     let op = CString::new("NoSuchOp").unwrap();
     assert_eq!(oxf_add_op(g, op.as_ptr(), null(), null(), 0, null(), null(), &mut n), 5);
@@ -58,7 +58,7 @@ fn a_column_major_feed_round_trips_through_a_run() {
     assert_eq!(oxf_session_new(g, null(), &mut s), 0);
     // Julia's [1 2 3; 4 5 6], column-major
     let data = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
-    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null() };
+    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null(), buffer: data.as_ptr() as *const _, buffer_bytes: 48 };
     let mut r = null_mut();
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r), 0);
     let mut out = [0.0f64; 6];
@@ -67,9 +67,9 @@ fn a_column_major_feed_round_trips_through_a_run() {
     assert_eq!(oxf_result_copy(r, 0, out.as_mut_ptr() as *mut _, 40, 1), 3, "a wrong buffer size is refused");
     let mut json = null();
     assert_eq!(oxf_result_trace_json(r, &mut json), 9, "an untraced run has no profile");
-    oxf_result_free(r);
-    oxf_session_free(s);
-    oxf_graph_free(g);
+    assert_eq!(oxf_result_free(r), 0);
+    assert_eq!(oxf_session_free(s), 0);
+    assert_eq!(oxf_graph_free(g), 0);
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn a_fetched_value_is_handed_over_once_and_keeps_its_type() {
     // a transposed view: element [i, j] at 2 i + j, i.e. row-major [[0, 1], [2, 3], [4, 5]]
     let data = [0i64, 1, 2, 3, 4, 5];
     let strides = [2i64, 1];
-    let view = OxTensorView { dtype: 9, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: strides.as_ptr() };
+    let view = OxTensorView { dtype: 9, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: strides.as_ptr(), buffer: data.as_ptr() as *const _, buffer_bytes: 48 };
     let mut r = null_mut();
     // fetched twice: the two values share one buffer, so the first is copied out
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y, y].as_ptr(), [0, 0].as_ptr(), 2, null(), 0, 0, &mut r), 0);
@@ -121,9 +121,78 @@ fn a_fetched_value_is_handed_over_once_and_keeps_its_type() {
     assert_eq!(unsafe { std::slice::from_raw_parts(buf as *const i64, 6) }, [0, 1, 2, 3, 4, 5], "row-major");
     unsafe { free(buf) };
     assert_eq!(oxf_result_take(r, 7, 1, &mut buf), 3);
-    oxf_result_free(r);
-    oxf_session_free(s);
-    oxf_graph_free(g);
+    assert_eq!(oxf_result_free(r), 0);
+    assert_eq!(oxf_session_free(s), 0);
+    assert_eq!(oxf_graph_free(g), 0);
+}
+
+#[test]
+fn freed_and_foreign_handles_are_errors_not_reads() {
+    let g = oxf_graph_new();
+    let mut s = null_mut();
+    assert_eq!(oxf_session_new(g, null(), &mut s), 0);
+    let mut n = 0i64;
+    // a graph handle where a session is expected, and the other way round
+    let mut log = null();
+    assert_eq!(oxf_session_take_log(g as *const OxSession, &mut log), 3);
+    assert!(last_error().contains("OxSession handle expected, got OxGraph handle"), "{}", last_error());
+    assert_eq!(oxf_graph_num_nodes(s as *const OxGraph, &mut n), 3);
+    // a number that was never a handle
+    assert_eq!(oxf_graph_num_nodes(0x1234_5670 as *const OxGraph, &mut n), 3);
+    assert!(last_error().contains("is not an OxGraph handle"), "{}", last_error());
+    // the session keeps its graph: freeing the graph handle first is fine
+    assert_eq!(oxf_graph_free(g), 0);
+    assert_eq!(oxf_graph_num_nodes(g, &mut n), 3, "use after free");
+    assert!(last_error().contains("freed already"), "{}", last_error());
+    assert_eq!(oxf_graph_free(g), 3, "double free");
+    assert!(last_error().contains("freed already"), "{}", last_error());
+    assert_eq!(oxf_session_take_log(s, &mut log), 0, "the session still works");
+    assert_eq!(oxf_session_free(s), 0);
+    assert_eq!(oxf_session_free(s), 3);
+    let mut r = null_mut();
+    assert_eq!(oxf_session_run(s, null(), null(), null(), 0, null(), null(), 0, null(), 0, 0, &mut r), 3);
+    assert_eq!(oxf_result_free(null_mut()), 0, "null is ignored");
+    assert_eq!(oxf_graph_free(null_mut()), 0);
+}
+
+#[test]
+fn arrays_are_read_only_inside_the_buffer_the_caller_gave() {
+    let g = oxf_graph_new();
+    let data = [1.0f64, 2.0, 3.0, 4.0];
+    let dims = [2i64, 2];
+    let mut c = 0i64;
+    // a Const of 4 Float64 given 24 bytes, or 40
+    assert_eq!(oxf_const(g, 2, 2, dims.as_ptr(), data.as_ptr() as *const _, 24, 1, null(), &mut c), 3);
+    assert!(last_error().contains("outside the 24 bytes"), "{}", last_error());
+    assert_eq!(oxf_const(g, 2, 2, dims.as_ptr(), data.as_ptr() as *const _, 40, 1, null(), &mut c), 3);
+    assert!(last_error().contains("has 32 bytes, but 40 were given"), "{}", last_error());
+    assert_eq!(oxf_variable(g, 2, 2, dims.as_ptr(), data.as_ptr() as *const _, 8, 1, null(), 1, &mut c), 3);
+    assert_eq!(oxf_const(g, 2, 2, dims.as_ptr(), data.as_ptr() as *const _, 32, 1, null(), &mut c), 0);
+    let mut p = 0i64;
+    assert_eq!(oxf_placeholder(g, 2, 2, dims.as_ptr(), null(), &mut p), 0);
+    let mut s = null_mut();
+    assert_eq!(oxf_session_new(g, null(), &mut s), 0);
+    let run = |view: &OxTensorView| {
+        let mut r = null_mut();
+        let st = oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), view, 1, [p].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r);
+        assert_eq!(oxf_result_free(r), 0);
+        st
+    };
+    let base = data.as_ptr() as *const std::ffi::c_void;
+    let view = |data: *const f64, strides: *const i64, bytes: usize| OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data as *const _, col_major: 1, strides, buffer: base, buffer_bytes: bytes };
+    assert_eq!(run(&view(data.as_ptr(), null(), 32)), 0);
+    assert_eq!(run(&view(data.as_ptr(), null(), 31)), 3, "one byte short");
+    assert_eq!(run(&view(data[1..].as_ptr(), null(), 32)), 3, "starts inside, ends past the buffer");
+    // strides [1, 2] fit, [1, 3] reach element 4, [-1, 2] reach element -1
+    assert_eq!(run(&view(data.as_ptr(), [1i64, 2].as_ptr(), 32)), 0);
+    assert_eq!(run(&view(data.as_ptr(), [1i64, 3].as_ptr(), 32)), 3);
+    assert!(last_error().contains("outside the 32 bytes"), "{}", last_error());
+    assert_eq!(run(&view(data.as_ptr(), [-1i64, 2].as_ptr(), 32)), 3);
+    assert_eq!(run(&view(data[1..].as_ptr(), [-1i64, 2].as_ptr(), 32)), 0, "a reversed view inside the buffer");
+    assert_eq!(run(&view(data.as_ptr(), [i64::MAX, 1].as_ptr(), 32)), 3, "a stride that overflows");
+    assert_eq!(run(&OxTensorView { buffer: null(), ..view(data.as_ptr(), null(), 32) }), 3, "no buffer given");
+    assert_eq!(oxf_session_free(s), 0);
+    assert_eq!(oxf_graph_free(g), 0);
 }
 
 extern "C" {

@@ -100,7 +100,8 @@ oxf_version() = unsafe_string(ccall(sym(:oxf_version), Cstring, ()))
 oxf_canonical_device(spec::AbstractString) = outstr(r -> ccall(sym(:oxf_canonical_device), Int32, (Cstring, Ref{Cstring}), spec, r))
 
 oxf_graph_new() = ccall(sym(:oxf_graph_new), Ptr{Cvoid}, ())
-oxf_graph_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_graph_free), Cvoid, (Ptr{Cvoid},), p)
+# The `*_free` calls return a status (3 for a handle freed already); finalizers ignore it.
+oxf_graph_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_graph_free), Int32, (Ptr{Cvoid},), p)
 function oxf_graph_num_nodes(g)
     r = Ref{Int64}(0)
     check(ccall(sym(:oxf_graph_num_nodes), Int32, (Ptr{Cvoid}, Ref{Int64}), g, r))
@@ -110,8 +111,8 @@ end
 function oxf_const(g, dtype::Int32, dims::Vector{Int64}, data, name)
     r = Ref{Int64}(-1)
     GC.@preserve data dims begin
-        check(ccall(sym(:oxf_const), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Int32, Cstring, Ref{Int64}),
-                    g, dtype, length(dims), dims, pointer(data), 1, cstr_or_null(name), r))
+        check(ccall(sym(:oxf_const), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Csize_t, Int32, Cstring, Ref{Int64}),
+                    g, dtype, length(dims), dims, pointer(data), sizeof(data), 1, cstr_or_null(name), r))
     end
     return r[]
 end
@@ -126,8 +127,8 @@ end
 function oxf_variable(g, dtype::Int32, dims::Vector{Int64}, data, name, trainable::Bool)
     r = Ref{Int64}(-1)
     GC.@preserve data dims begin
-        check(ccall(sym(:oxf_variable), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Int32, Cstring, Int32, Ref{Int64}),
-                    g, dtype, length(dims), dims, pointer(data), 1, cstr_or_null(name), Int32(trainable), r))
+        check(ccall(sym(:oxf_variable), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Ptr{Cvoid}, Csize_t, Int32, Cstring, Int32, Ref{Int64}),
+                    g, dtype, length(dims), dims, pointer(data), sizeof(data), 1, cstr_or_null(name), Int32(trainable), r))
     end
     return r[]
 end
@@ -204,7 +205,7 @@ function oxf_session_new(g, options_json::AbstractString)
     check(ccall(sym(:oxf_session_new), Int32, (Ptr{Cvoid}, Cstring, Ref{Ptr{Cvoid}}), g, options_json, r))
     return r[]
 end
-oxf_session_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_session_free), Cvoid, (Ptr{Cvoid},), p)
+oxf_session_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_session_free), Int32, (Ptr{Cvoid},), p)
 oxf_session_take_log(s) = outstr(r -> ccall(sym(:oxf_session_take_log), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
 oxf_session_assigned_device(s, node::Integer) = outstr(r -> ccall(sym(:oxf_session_assigned_device), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
 oxf_session_devices(s) = outstr(r -> ccall(sym(:oxf_session_devices), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
@@ -213,7 +214,9 @@ oxf_list_devices(options_json::AbstractString) = outstr(r -> ccall(sym(:oxf_list
 """
 Mirror of C `OxTensorView`: a feed value read in place during `oxf_session_run`. `strides`
 is null for a dense column-major `Array` (`col_major = 1`), else Julia's `strides` of the
-array in elements (a view, transpose or `PermutedDimsArray`).
+array in elements (a view, transpose or `PermutedDimsArray`). `buffer`/`buffer_bytes` are
+the `Array` the elements live in (the view's root parent): the engine refuses a view that
+reaches outside it.
 """
 struct OxTensorView
     dtype::Int32
@@ -222,6 +225,8 @@ struct OxTensorView
     data::Ptr{Cvoid}
     col_major::Int32
     strides::Ptr{Int64}
+    buffer::Ptr{Cvoid}
+    buffer_bytes::Csize_t
 end
 
 """
@@ -257,10 +262,19 @@ function tensor_view(a::AbstractArray{T,N}, dims::Vector{Int64}, strs::Vector{In
     append!(dims, size(a))
     dense = a isa Array
     dense || append!(strs, strides(a))
-    return OxTensorView(dtype_code(T), N, pointer(dims), pointer(a), 1, dense ? Ptr{Int64}(C_NULL) : pointer(strs))
+    root = root_array(a)
+    return OxTensorView(dtype_code(T), N, pointer(dims), pointer(a), 1, dense ? Ptr{Int64}(C_NULL) : pointer(strs),
+                        pointer(root), sizeof(root))
 end
 
-oxf_result_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_result_free), Cvoid, (Ptr{Cvoid},), p)
+# The array whose memory `a` (a view, reshape, transpose or permutation of views) reads:
+# its innermost parent.
+function root_array(a::AbstractArray)
+    p = parent(a)
+    return p === a ? a : root_array(p)
+end
+
+oxf_result_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_result_free), Int32, (Ptr{Cvoid},), p)
 
 function oxf_result_type(res, i::Integer)
     dt = Ref{Int32}(0); rank = Ref{Int32}(0); dims = zeros(Int64, MAX_RANK)

@@ -164,7 +164,9 @@ end
 # Arrays whose elements the engine can read through `pointer` and `strides` (in elements)
 # during the call: dense arrays, strided views and reshapes of them, and transposes and
 # permutations of those.
-readable_in_place(x::StridedArray) = isbitstype(eltype(x))
+# The engine checks every element against the root `Array`'s memory (`tensor_view`), so
+# arrays on other storage are collected.
+readable_in_place(x::StridedArray) = isbitstype(eltype(x)) && root_array(x) isa Array
 readable_in_place(x::PermutedDimsArray) = readable_in_place(parent(x))
 readable_in_place(x::Union{Transpose,Adjoint{<:Real}}) = readable_in_place(parent(x))
 readable_in_place(x) = false
