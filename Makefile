@@ -13,6 +13,8 @@
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
 #                 their profiles land)
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
+#   make fuzz     the property tests of every C export and of the device-string parser with
+#                 FUZZ_CASES cases each (default 1,000,000; `make test` runs 100,000)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
 #   make bench-gpu  on a machine with a GPU and Rust: crates/oxiflow-cuda/examples/gpu_bench.rs
 #                 and scripts/torch_bench.py (without Rust there: scripts/gpu-check.sh)
@@ -47,7 +49,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
+.PHONY: fuzz bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -80,6 +82,18 @@ test: setup build test-rust test-julia test-html test-examples test-seeds
 test-rust: nvrtc
 	$(CARGO) test --workspace --exclude oxiflow-cuda --release --all-targets
 	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
+
+# Property tests with hostile arguments (crates/oxiflow-capi/tests/abi_props_*.rs,
+# crates/oxiflow-core/tests/device_names.rs), many more cases than `make test` runs.
+FUZZ_CASES ?= 1000000
+FUZZ_TESTS := -p oxiflow-capi --test abi_props_config --test abi_props_graph --test abi_props_session -p oxiflow-core --test device_names
+fuzz:
+	@mkdir -p out; start=$$(date +%s); set +e; \
+	OXIFLOW_FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_TESTS) > out/fuzz.log 2>&1; rc=$$?; set -e; \
+	grep -E '^test |test result|minimal failing input' out/fuzz.log || true; \
+	n=$$(grep -c ' \.\.\. ok$$' out/fuzz.log || true); f=$$(grep -c ' \.\.\. FAILED$$' out/fuzz.log || true); \
+	echo "fuzz: $$n properties passed, $$f failed, $(FUZZ_CASES) cases each ($$((n * $(FUZZ_CASES))) passing cases), $$(( $$(date +%s) - start )) s; log: out/fuzz.log"; \
+	exit $$rc
 
 # The kernels' logic on the CPU (no GPU, no NVRTC): scripts/emulate-kernels.sh.
 test-kernels-emulated:

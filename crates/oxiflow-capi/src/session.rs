@@ -188,6 +188,8 @@ pub(crate) fn device_lines(s: &Session) -> String {
 pub extern "C" fn oxf_list_devices(options_json: *const c_char, out: *mut *const c_char) -> i32 {
     guard(|| {
         let mut opts = parse_options(opt_str(options_json, "options")?)?;
+        // the options are checked as given (as a session would), then no workers start
+        opts.check()?;
         opts.inter_op_threads = Some(1);
         let g = std::sync::Arc::new(std::sync::RwLock::new(oxiflow_core::Graph::new()));
         return_str(device_lines(&Session::new(g, opts)?), out)

@@ -174,14 +174,26 @@ pub struct LogicalDeviceConfiguration {
     pub memory_limit_mb: Option<u64>,
 }
 
+/// Most logical devices one physical device may be split into (a session's CPU-device
+/// bound, `MAX_CPU_DEVICES`).
+pub const MAX_LOGICAL_DEVICES: usize = crate::session::MAX_CPU_DEVICES;
+
 /// `tf.config.set_logical_device_configuration(device, configs)`: splits CPU:0 into
 /// `configs.len()` logical CPUs, or a GPU into one virtual GPU per entry, each with its
 /// memory limit. Errors (TF's): a GPU entry without `memory_limit`, a CPU entry with one,
-/// memory growth already set on the GPU, an empty list, the runtime already initialized.
+/// memory growth already set on the GPU, an empty list, more than [`MAX_LOGICAL_DEVICES`]
+/// entries, the runtime already initialized.
 pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceConfiguration]) -> Result<()> {
     let d = physical(device)?;
     if configs.is_empty() {
         return Err(OxiflowError::InvalidArgument(format!("set_logical_device_configuration: no logical devices given for {}", d.name)));
+    }
+    if configs.len() > MAX_LOGICAL_DEVICES {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "set_logical_device_configuration: {} logical devices asked of {}, at most {MAX_LOGICAL_DEVICES}",
+            configs.len(),
+            d.name
+        )));
     }
     with(|c| {
         check_not_initialized(c, "Virtual devices")?;

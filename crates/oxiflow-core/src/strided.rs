@@ -54,7 +54,20 @@ const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 /// against 8 ms with the advice, on the project's VM). A hint only: nothing changes where
 /// huge pages are off.
 pub fn buffer_for<T>(n: usize) -> Vec<T> {
-    let v: Vec<T> = Vec::with_capacity(n);
+    advise_huge_pages(Vec::with_capacity(n))
+}
+
+/// [`buffer_for`] that returns `None` where the host cannot give `n` elements (the caller
+/// reports it as an OOM error) instead of aborting the process.
+pub fn try_buffer_for<T>(n: usize) -> Option<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    Some(advise_huge_pages(v))
+}
+
+/// Advises the empty vector `v`'s capacity to use transparent huge pages when it is large.
+fn advise_huge_pages<T>(v: Vec<T>) -> Vec<T> {
+    let n = v.capacity();
     #[cfg(target_os = "linux")]
     {
         let bytes = n.saturating_mul(std::mem::size_of::<T>());

@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::shape::Shape;
-use crate::strided::{buffer_for, convert_strided, copy_strided, dense_strides, element_count, standard_copy};
+use crate::strided::{convert_strided, try_buffer_for, copy_strided, dense_strides, element_count, standard_copy};
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 
 /// A dense tensor, row-major (TensorFlow order). Cloning shares the buffer.
@@ -279,7 +279,15 @@ impl Tensor {
         // row-major when the source already is (a memcpy), else Julia's column-major
         let row_major = dims.len() > 1 && same_steps(dims, strides, &dense_strides(dims, false));
         unsafe fn gather<S: Copy + 'static, T: Element>(dims: &[usize], n: usize, src: *const S, strides: &[isize], row_major: bool, f: impl Fn(S) -> T + Copy) -> Result<Tensor> {
-            let mut v: Vec<T> = buffer_for(n);
+            // a zero stride makes a large tensor of a small buffer: its copy may not fit
+            let mut v: Vec<T> = try_buffer_for(n).ok_or_else(|| OxiflowError::OutOfMemory {
+                op: "copy of".into(),
+                node: "a fed or constant value".into(),
+                shape: crate::shape::Shape(dims.to_vec()).to_string(),
+                dtype: T::DTYPE.to_string(),
+                device: "/device:CPU:0".into(),
+                bytes: n.checked_mul(std::mem::size_of::<T>()),
+            })?;
             if n > 0 {
                 let dst = dense_strides(dims, !row_major);
                 if std::mem::size_of::<S>() == std::mem::size_of::<T>() && std::any::TypeId::of::<S>() == std::any::TypeId::of::<T>() {

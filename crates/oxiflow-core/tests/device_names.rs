@@ -1,7 +1,8 @@
 //! Property tests for device names (TF's `DeviceNameUtils` grammar,
 //! `device_name_utils.cc`): printing then parsing gives the same spec, the
 //! components may come in any order, canonical printing is idempotent, and no input string
-//! makes the parser panic.
+//! makes the parser panic. Each property runs `OXIFLOW_FUZZ_CASES` cases (100,000 by
+//! default; `make fuzz` runs more).
 
 use oxiflow_core::device_spec::{canonicalize, DeviceSpec};
 use proptest::prelude::*;
@@ -61,7 +62,14 @@ fn components(s: &DeviceSpec) -> Vec<String> {
     v
 }
 
+fn config() -> ProptestConfig {
+    let cases = std::env::var("OXIFLOW_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
 proptest! {
+    #![proptest_config(config())]
+
     #[test]
     fn print_then_parse_round_trips(s in spec()) {
         let printed = s.to_string();
