@@ -102,10 +102,10 @@ function hessian(f::Tensor, x::Tensor)
     g === nothing && return nothing
     ndims(x) == 0 && return something_or_zero(gradients(g, x), x)
     H = jacobian(g, x)
-    return H === nothing ? constant(zeros(x.dtype, length(x), length(x))) : H
+    return H === nothing ? constant_in(getfield(x, :graph), zeros(x.dtype, length(x), length(x))) : H
 end
 
-something_or_zero(t, like::Tensor) = t === nothing ? constant(zeros(like.dtype, size(like)...)) : t
+something_or_zero(t, like::Tensor) = t === nothing ? constant_in(getfield(like, :graph), zeros(like.dtype, size(like)...)) : t
 
 """
     hessian_vector(f, x, v)
@@ -133,7 +133,7 @@ Inputs `l` does not depend on count as zero.
 """
 function gradient_magnitude(l::Tensor, o)
     gs = filter(g -> g !== nothing, gradients(l, o isa Tensor ? [o] : collect(o)))
-    isempty(gs) && return constant(zero(l.dtype))
+    isempty(gs) && return constant_in(getfield(l, :graph), zero(l.dtype))
     return sqrt(add_n([sum(g^2) for g in gs]))
 end
 

@@ -188,6 +188,7 @@ end
 # tensor they combine with (TF builds an op in its inputs' graph), so `t + 1.0` works for a
 # `t` built before `reset_default_graph()`.
 function constant_in(g::Graph, value; dtype=nothing, name=nothing)
+    value isa Tensor && return value
     a = value_of_dtype(value, dtype, "constant")
     node = oxf_const(g, dtype_code(eltype(a)), Int64[size(a)...], a, name)
     return Tensor(g, node, 0)

@@ -148,7 +148,7 @@ respect to `logits` is `softmax(logits) - labels`. Float32/Float64 logits (a Jul
 becomes Float64); an `OxiflowError` when the shapes do not fit or a class is out of range.
 """
 function softmax_cross_entropy_with_logits(logits, labels)
-    lg = logits isa Tensor ? logits : constant(Float64.(logits))
+    lg = logits isa Tensor ? logits : labels isa Tensor ? constant_in(getfield(labels, :graph), Float64.(logits)) : constant(Float64.(logits))
     sparse = labels isa Tensor ? (labels.dtype in (Int32, Int64) && ndims(labels) == ndims(lg) - 1) :
              (labels isa AbstractArray{<:Integer} && ndims(labels) == ndims(lg) - 1)
     sparse || return dense_softmax_xent(labels, lg)
@@ -166,7 +166,7 @@ softmax_cross_entropy_with_logits(; labels, logits) = dense_softmax_xent(labels,
 
 # TF's dense softmax cross-entropy, labels first.
 function dense_softmax_xent(labels, logits)
-    lg = logits isa Tensor ? logits : constant(Float64.(logits))
+    lg = logits isa Tensor ? logits : labels isa Tensor ? constant_in(getfield(labels, :graph), Float64.(logits)) : constant(Float64.(logits))
     lg.dtype in (Float32, Float64) || invalid("softmax_cross_entropy_with_logits: logits must be Float32 or Float64, got $(lg.dtype)")
     ndims(lg) >= 1 || invalid("softmax_cross_entropy_with_logits: logits must have rank ≥ 1, got a scalar")
     lb = labels isa Tensor ? labels : as_tensor(labels, lg)
@@ -204,7 +204,7 @@ function sparse_softmax_cross_entropy_with_logits(labels, logits::Tensor)
     if labels isa Tensor
         labels.dtype in (Int32, Int64) || invalid("sparse_softmax_cross_entropy_with_logits: labels must be Int32/Int64, got $(labels.dtype)")
         size(labels) == (N,) || invalid("sparse_softmax_cross_entropy_with_logits: labels of shape $(size(labels)) do not match logits of shape $(size(logits))")
-        classes = constant(collect(labels.dtype, 0:C-1))
+        classes = constant_in(getfield(labels, :graph), collect(labels.dtype, 0:C-1))
         onehot = cast(add_op("Equal", [reshape(labels, [N, 1]), classes]), T)
     else
         length(labels) == N || invalid("sparse_softmax_cross_entropy_with_logits: $(length(labels)) labels for logits of shape $(size(logits))")

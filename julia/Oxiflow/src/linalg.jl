@@ -121,7 +121,7 @@ spd(A::AbstractMatrix) = spd(constant(A))
 function band_mask(A::Tensor, keep, fname)
     ndims(A) >= 2 || invalid("$fname: needs a matrix or a batch of matrices, got shape $(size(A))")
     m, n = size(A, ndims(A) - 1), size(A, ndims(A))
-    return constant(Bool[keep(i, j) for i in 1:m, j in 1:n])
+    return constant_in(getfield(A, :graph), Bool[keep(i, j) for i in 1:m, j in 1:n])
 end
 
 """
@@ -174,9 +174,10 @@ function vector(i, v, n::Integer)
         for (k, j) in enumerate(ii)
             1 <= j <= n || invalid("vector: index $j at position $k is outside 1:$n")
         end
-        constant(reshape(ii .- 1, length(ii), 1))
+        ix = reshape(ii .- 1, length(ii), 1)
+        v isa Tensor ? constant_in(getfield(v, :graph), ix) : constant(ix)
     end
-    vals = v isa Tensor ? v : constant(v)
+    vals = v isa Tensor ? v : constant_in(getfield(idx, :graph), v)
     ndims(vals) == 1 && length(vals) == size(idx, 1) ||
         invalid("vector: $(size(idx, 1)) indices but values of shape $(size(vals))")
     return add_op("ScatterNd", [idx, vals]; shape=[Int(n)])

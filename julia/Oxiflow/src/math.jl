@@ -112,7 +112,9 @@ function if_else(cond::Tensor, x, y)
     ty = as_tensor(y, tx)
     return add_op("SelectV2", [cond, tx, ty])
 end
-if_else(cond::AbstractArray{Bool}, x, y) = if_else(constant(collect(cond)), x, y)
+if_else(cond::AbstractArray{Bool}, x, y) =
+    if_else(x isa Tensor ? constant_in(getfield(x, :graph), collect(cond)) :
+            y isa Tensor ? constant_in(getfield(y, :graph), collect(cond)) : constant(collect(cond)), x, y)
 if_else(cond::Bool, x, y) = (b = cond ? x : y; b isa Function ? b() : as_tensor(b))
 
 # A + I, I - A, ... with LinearAlgebra's UniformScaling: a dense identity of the tensor's
@@ -120,7 +122,7 @@ if_else(cond::Bool, x, y) = (b = cond ? x : y; b isa Function ? b() : as_tensor(
 function identity_like(A::Tensor, J::UniformScaling, what)
     (ndims(A) == 2 && size(A, 1) == size(A, 2)) ||
         invalid("$what: UniformScaling needs a square matrix, got a tensor of shape $(size(A))")
-    return constant(Matrix{A.dtype}(J, size(A, 1), size(A, 2)))
+    return constant_in(getfield(A, :graph), Matrix{A.dtype}(J, size(A, 1), size(A, 2)))
 end
 Base.:+(A::Tensor, J::UniformScaling) = A + identity_like(A, J, "+")
 Base.:+(J::UniformScaling, A::Tensor) = identity_like(A, J, "+") + A

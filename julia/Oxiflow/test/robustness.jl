@@ -76,6 +76,8 @@ end
     p = placeholder(Float64; name="p")
     x = constant([1.0, 2.0]; name="x")
     y = 3.0 .* x
+    A = constant([1.0 2.0; 3.0 4.0]; name="A")
+    L = constant([1.0 0.0]; name="L")
     old_sess = Session()
     reset_default_graph()
     q = placeholder(Float64; name="q")
@@ -92,6 +94,12 @@ end
     @test getfield(z, :graph) === getfield(y, :graph)
     @test run(old_sess, z) == [4.0, 7.0]
     @test run(old_sess, y[[2]]) == [6.0]
+    @test run(old_sess, if_else([true, false], y, 0.0)) == [3.0, 0.0]
+    @test run(old_sess, Oxiflow.vector([2, 3], y, 3)) == [0.0, 3.0, 6.0]
+    @test run(old_sess, tril(A)) == [1.0 0.0; 3.0 4.0]
+    @test run(old_sess, A + LinearAlgebra.I) == [2.0 2.0; 3.0 5.0]
+    @test run(old_sess, Oxiflow.gradient_magnitude(sum(y), [p])) == 0.0     # no path: zero
+    @test run(old_sess, softmax_cross_entropy_with_logits([0.0 0.0], L)) ≈ [log(2.0)]
     # mixing graphs in one op or as a seed is an error naming the tensors
     @test_throws OxiflowError y + constant(1.0)
     e = try; gradients(y, x; grad_ys=constant([1.0, 1.0])); nothing; catch err; err; end
