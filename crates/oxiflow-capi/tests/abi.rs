@@ -195,6 +195,79 @@ fn arrays_are_read_only_inside_the_buffer_the_caller_gave() {
     assert_eq!(oxf_graph_free(g), 0);
 }
 
+#[test]
+fn threads_build_run_and_free_through_the_abi_at_once() {
+    // two threads add nodes to one graph while two others run steps in one session; then a
+    // session is freed while another thread runs steps in it: its step in flight ends
+    // normally, its next call is status 3, nothing crashes
+    let g = oxf_graph_new();
+    let dims = [4i64];
+    let mut p = 0i64;
+    assert_eq!(oxf_placeholder(g, 2, 1, dims.as_ptr(), null(), &mut p), 0);
+    let mut y = 0i64;
+    assert_eq!(oxf_add_op(g, CString::new("Square").unwrap().as_ptr(), [p].as_ptr(), [0].as_ptr(), 1, null(), null(), &mut y), 0);
+    let mut s = null_mut();
+    assert_eq!(oxf_session_new(g, null(), &mut s), 0);
+    let (gh, sh) = (g as usize, s as usize);
+    let run = move |k: f64| -> (i32, f64) {
+        let data = [k, 1.0, 2.0, 3.0];
+        let view = OxTensorView { dtype: 2, ndims: 1, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null(), buffer: data.as_ptr() as *const _, buffer_bytes: 32 };
+        let mut r = null_mut();
+        let st = oxf_session_run(sh as *const OxSession, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r);
+        let mut out = [0.0f64; 4];
+        if st == 0 {
+            assert_eq!(oxf_result_copy(r, 0, out.as_mut_ptr() as *mut _, 32, 1), 0);
+            assert_eq!(oxf_result_free(r), 0);
+        }
+        (st, out[0])
+    };
+    let builders: Vec<_> = (0..2)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let op = CString::new("Neg").unwrap();
+                for _ in 0..500 {
+                    let mut n = 0i64;
+                    assert_eq!(oxf_add_op(gh as *mut OxGraph, op.as_ptr(), [p].as_ptr(), [0].as_ptr(), 1, null(), null(), &mut n), 0, "builder {t}");
+                }
+            })
+        })
+        .collect();
+    let runners: Vec<_> = (0..2)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let k = (t * 1000 + i) as f64;
+                    assert_eq!(run(k), (0, k * k), "runner {t} step {i}: {}", last_error());
+                }
+            })
+        })
+        .collect();
+    for h in builders.into_iter().chain(runners) {
+        h.join().unwrap();
+    }
+    let mut n = 0i64;
+    assert_eq!(oxf_graph_num_nodes(g, &mut n), 0);
+    assert_eq!(n, 2 + 1000, "every node the builders added is there once");
+    let stepper = std::thread::spawn(move || {
+        let mut ok = 0;
+        loop {
+            match run(3.0) {
+                (0, v) => {
+                    assert_eq!(v, 9.0);
+                    ok += 1;
+                }
+                (3, _) => return ok,
+                (st, _) => panic!("status {st}: {}", last_error()),
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(oxf_session_free(s), 0);
+    let steps = stepper.join().unwrap();
+    assert!(steps > 0, "the stepper ran before the session was freed");
+    assert_eq!(oxf_graph_free(g), 0);
+}
+
 extern "C" {
     fn free(p: *mut std::ffi::c_void);
 }
