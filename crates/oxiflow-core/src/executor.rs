@@ -79,6 +79,16 @@ impl Plan {
     pub fn is_chain(&self) -> bool {
         self.derived.get_or_init(|| Derived::of(self)).chain
     }
+
+    /// `true` when an untraced run of the plan runs on the caller's thread: a chain
+    /// ([`Plan::is_chain`]), or a small plan, whose steps together cost less than handing
+    /// them to the pool and back (about 20 µs on the project's VM, where a run of
+    /// `constant(1.0) + 1`, two source steps, took 26 µs through the pool and 3 µs inline):
+    /// at most [`INLINE_MAX_STEPS`] op steps whose outputs' static sizes add up to at most
+    /// [`INLINE_MAX_BYTES`], and no copies between devices. The plan must be complete.
+    pub fn runs_inline(&self) -> bool {
+        self.derived.get_or_init(|| Derived::of(self)).inline
+    }
 }
 
 /// Reader count of a cell that must survive the run (it holds a fetch).
@@ -111,6 +121,8 @@ struct Derived {
     /// At most one step without predecessors and at most one successor per step: the
     /// steps can only run one after another ([`Plan::is_chain`]).
     chain: bool,
+    /// An untraced run runs on the caller's thread ([`Plan::runs_inline`]).
+    inline: bool,
     /// For each step, the step its outputs are handed to directly ([`NO_STEP`]: none).
     /// A step whose only successor has it as only predecessor and is the only reader of
     /// its outputs, through a single input, passes them on in the worker's hands: the
@@ -120,6 +132,12 @@ struct Derived {
     /// [`CHECK_MIN_BYTES`] (or overflow): [`check_outputs_fit`] runs before its kernel.
     large: Vec<bool>,
 }
+
+/// Most op steps of a small plan that runs on the caller's thread ([`Plan::runs_inline`]).
+pub const INLINE_MAX_STEPS: usize = 256;
+
+/// Most bytes all outputs of a small plan add up to ([`Plan::runs_inline`]).
+pub const INLINE_MAX_BYTES: usize = 64 << 10;
 
 /// Outputs of at least this many bytes are checked before their kernel runs.
 const CHECK_MIN_BYTES: usize = 1 << 28;
@@ -230,9 +248,20 @@ impl Derived {
                 StepKind::Copy { .. } => false,
             })
             .collect();
+        let chain = plan.steps.iter().filter(|s| s.pending == 0).count() <= 1 && plan.steps.iter().all(|s| s.successors.len() <= 1);
+        let small = plan.steps.len() <= INLINE_MAX_STEPS
+            && plan
+                .steps
+                .iter()
+                .try_fold(0usize, |total, step| match &step.kind {
+                    StepKind::Op(node) => node.outputs.iter().try_fold(total, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))),
+                    StepKind::Copy { .. } => None,
+                })
+                .is_some_and(|total| total <= INLINE_MAX_BYTES);
         Derived {
             large,
-            chain: plan.steps.iter().filter(|s| s.pending == 0).count() <= 1 && plan.steps.iter().all(|s| s.successors.len() <= 1),
+            chain,
+            inline: chain || small,
             direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),
@@ -633,8 +662,8 @@ pub struct Execution {
 
 /// Runs `plan` with `feeds` (one tensor per `plan.feed_slots`, already on its device).
 /// The first error raised by any step stops the run and is returned. Runs of one plan may
-/// overlap (each takes its own scratch arrays). An untraced run of a chain
-/// ([`Plan::is_chain`]) runs on the calling thread; others on `pool` (call it from one of
+/// overlap (each takes its own scratch arrays). An untraced run of a chain or a small
+/// plan ([`Plan::runs_inline`]) runs on the calling thread; others on `pool` (call it from one of
 /// `pool`'s workers, or it hands the run over to one).
 pub fn execute(
     plan: &Plan,
@@ -671,10 +700,11 @@ pub fn execute(
             .filter(|(_, d)| d.memory().is_none())
             .fold(0, |bits, (i, _)| bits | 1 << i),
     };
-    if derived.chain && !trace {
+    if derived.inline && !trace {
         // One step after another on the caller's thread: no hand-off to the pool and back
-        if let Some(&first) = derived.ready.first() {
-            ctx.run_from(first, None);
+        // (each root's chain, then the steps it made ready, in turn)
+        for &root in &derived.ready {
+            ctx.run_from(root, None);
         }
     } else if let Some((&first, rest)) = derived.ready.split_first() {
         let c = &ctx;
