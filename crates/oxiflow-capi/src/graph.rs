@@ -46,7 +46,7 @@ fn busy() -> OxiflowError {
 }
 
 /// The live graphs (`handles.rs`: a handle is a number checked on every call).
-pub(crate) static GRAPHS: Registry<OxGraph> = Registry::new("OxGraph", GRAPH_KIND);
+pub(crate) static GRAPHS: Registry<OxGraph> = Registry::new(GRAPH_KIND);
 
 /// The graph behind handle `g`; errors for a null, freed or foreign handle.
 pub(crate) fn graph(g: *const OxGraph) -> Result<Arc<OxGraph>> {

@@ -28,9 +28,8 @@ const KIND_BITS: u32 = 4;
 
 /// The live objects of one handle kind.
 pub(crate) struct Registry<T> {
-    /// The name of the handle type in error messages (`OxSession`).
-    name: &'static str,
-    /// The kind tag in the handle's low bits (distinct per registry, non-zero).
+    /// The kind tag in the handle's low bits (distinct per registry, non-zero); its name in
+    /// error messages is `KIND_NAMES[kind]`.
     kind: usize,
     live: Mutex<BTreeMap<usize, Arc<T>>>,
 }
@@ -39,9 +38,10 @@ pub(crate) struct Registry<T> {
 const KIND_NAMES: [&str; 4] = ["", "OxGraph", "OxSession", "OxRunResult"];
 
 impl<T> Registry<T> {
-    /// An empty registry for handles of kind `kind` (an index into the kind names).
-    pub(crate) const fn new(name: &'static str, kind: usize) -> Self {
-        Registry { name, kind, live: Mutex::new(BTreeMap::new()) }
+    /// An empty registry for handles of kind `kind` ([`GRAPH_KIND`], [`SESSION_KIND`],
+    /// [`RESULT_KIND`]).
+    pub(crate) const fn new(kind: usize) -> Self {
+        Registry { kind, live: Mutex::new(BTreeMap::new()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Arc<T>>> {
@@ -87,7 +87,7 @@ impl<T> Registry<T> {
 
     /// Why `h` names no live object of this kind.
     fn stale(&self, h: usize) -> OxiflowError {
-        let (name, kind, serial) = (self.name, h & ((1 << KIND_BITS) - 1), h >> KIND_BITS);
+        let (name, kind, serial) = (KIND_NAMES[self.kind], h & ((1 << KIND_BITS) - 1), h >> KIND_BITS);
         let issued = serial > 0 && serial < NEXT_SERIAL.load(Ordering::Relaxed);
         let msg = if h == 0 {
             format!("null {name} handle")
@@ -99,12 +99,6 @@ impl<T> Registry<T> {
             format!("{h:#x} is not an {name} handle")
         };
         OxiflowError::InvalidArgument(msg)
-    }
-
-    /// How many objects of this kind are live (tests).
-    #[allow(dead_code)]
-    pub(crate) fn live_count(&self) -> usize {
-        self.lock().len()
     }
 }
 
@@ -125,8 +119,8 @@ mod tests {
 
     #[test]
     fn freed_handles_are_never_reissued_and_say_so() {
-        static R: Registry<u32> = Registry::new("OxGraph", GRAPH_KIND);
-        static S: Registry<u32> = Registry::new("OxSession", SESSION_KIND);
+        static R: Registry<u32> = Registry::new(GRAPH_KIND);
+        static S: Registry<u32> = Registry::new(SESSION_KIND);
         let a = R.insert(7);
         assert_eq!(*R.get(a).unwrap(), 7);
         R.remove(a).unwrap();
@@ -148,7 +142,7 @@ mod tests {
 
     #[test]
     fn an_object_outlives_its_handle_while_a_call_holds_it() {
-        static R: Registry<Vec<u8>> = Registry::new("OxRunResult", RESULT_KIND);
+        static R: Registry<Vec<u8>> = Registry::new(RESULT_KIND);
         let h = R.insert(vec![1, 2, 3]);
         let held = R.get(h).unwrap();
         R.remove(h).unwrap();

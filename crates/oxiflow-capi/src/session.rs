@@ -1,11 +1,11 @@
 //! Session, run results and device listing exports.
 
 use crate::graph::{graph, tensor_from_c, Extent};
+use crate::handles::{Registry, RESULT_KIND, SESSION_KIND};
 use crate::{guard, opt_str, put, return_str, slice};
 use oxiflow_core::device::DeviceKind;
 use oxiflow_core::profile::StepStats;
 use oxiflow_core::{DType, Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
-use crate::handles::{Registry, RESULT_KIND, SESSION_KIND};
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
@@ -29,8 +29,8 @@ pub struct OxRunResult {
 }
 
 /// The live sessions and run results (`handles.rs`).
-static SESSIONS: Registry<OxSession> = Registry::new("OxSession", SESSION_KIND);
-static RESULTS: Registry<OxRunResult> = Registry::new("OxRunResult", RESULT_KIND);
+static SESSIONS: Registry<OxSession> = Registry::new(SESSION_KIND);
+static RESULTS: Registry<OxRunResult> = Registry::new(RESULT_KIND);
 
 /// One fetched value of a run result.
 enum Fetched {
