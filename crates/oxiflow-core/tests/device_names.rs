@@ -62,9 +62,15 @@ fn components(s: &DeviceSpec) -> Vec<String> {
     v
 }
 
+/// `OXIFLOW_FUZZ_CASES` cases; the seed is `OXIFLOW_FUZZ_SEED` (fixed when unset), as in
+/// oxiflow-capi's property tests.
 fn config() -> ProptestConfig {
     let cases = std::env::var("OXIFLOW_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    let seed = match std::env::var("OXIFLOW_FUZZ_SEED").ok().as_deref() {
+        None | Some("") => 0x0f1f_2026,
+        Some(v) => v.parse().unwrap_or_else(|_| panic!("OXIFLOW_FUZZ_SEED={v}: not a number")),
+    };
+    ProptestConfig { cases, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(seed), ..ProptestConfig::default() }
 }
 
 proptest! {

@@ -105,6 +105,18 @@ fn concat_pack_unpack_split() {
     assert!(e.contains("ConcatV2") && e.contains("[2,3]") && e.contains("[2,2]"), "{e}");
     let e = oxiflow_core::ops::shape_ops::split_v(&mut g, cat, &[2, 2], 1).unwrap_err().to_string();
     assert!(e.contains("SplitV") && e.contains("[2,5]"), "{e}");
+    // sizes whose sum wraps around to the dimension are refused, not split
+    let e = oxiflow_core::ops::shape_ops::split_v(&mut g, cat, &[i64::MAX, i64::MAX, 7], 1).unwrap_err().to_string();
+    assert!(e.contains("do not add up"), "{e}");
+    // unstacking a huge dimension is refused while building (it once aborted on allocating
+    // 2^40 output types); the graph keeps working
+    let n = g.len();
+    let big = g.placeholder(DType::Float64, &[1 << 40], None).unwrap();
+    let e = oxiflow_core::ops::shape_ops::unpack(&mut g, big, 0).unwrap_err().to_string();
+    assert!(e.contains("Unpack") && e.contains("1099511627776 outputs"), "{e}");
+    assert_eq!(g.len(), n + 1);
+    let un = oxiflow_core::ops::shape_ops::unpack(&mut g, st, 1).unwrap();
+    assert_eq!(eval1(&g, &[], un[0]).to_f64_vec(), va);
 }
 
 #[test]

@@ -4,15 +4,25 @@
 
 use oxiflow::*;
 use proptest::prelude::*;
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, RngSeed};
 use std::ffi::{c_char, CStr, CString};
 use std::ptr::null;
 
 /// Cases per property: `OXIFLOW_FUZZ_CASES`, 100,000 by default (`make test`); `make fuzz`
-/// asks for more.
+/// asks for more. The random generator's seed is `OXIFLOW_FUZZ_SEED` (`make fuzz` draws and
+/// prints a new one each time, so a failure can be replayed); unset, it is fixed, so that
+/// `make test` runs the same cases on every machine.
 pub fn config() -> Config {
     let cases = std::env::var("OXIFLOW_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    Config { cases, failure_persistence: None, ..Config::default() }
+    Config { cases, failure_persistence: None, rng_seed: RngSeed::Fixed(fuzz_seed()), ..Config::default() }
+}
+
+/// The seed `config` uses (see there).
+pub fn fuzz_seed() -> u64 {
+    match std::env::var("OXIFLOW_FUZZ_SEED").ok().as_deref() {
+        None | Some("") => 0x0f1f_2026,
+        Some(v) => v.parse().unwrap_or_else(|_| panic!("OXIFLOW_FUZZ_SEED={v}: not a number")),
+    }
 }
 
 pub fn last_error() -> String {

@@ -208,6 +208,11 @@ pub fn pack(g: &mut Graph, xs: &[Output], axis: i64) -> Result<Output> {
     g.op_spec(NodeSpec::new("Pack", xs).attr("axis", axis))
 }
 
+/// The most outputs an `Unpack` node may have (one per slice along its axis). TF sets no
+/// limit, but a graph node with millions of outputs is a mistake (a wrong axis or a huge
+/// placeholder dimension), and its output list would be allocated while building.
+pub const MAX_UNPACK_OUTPUTS: usize = 1 << 20;
+
 fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     if x.shape.rank() == 0 {
@@ -219,6 +224,13 @@ fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         if num != n as i64 {
             return Err(ctx.invalid(format!("num {num} does not match dimension {axis} of shape {} ({n})", x.shape)));
         }
+    }
+    // one output per slice: a dimension of 2^40 would ask for 2^40 output types
+    if n > MAX_UNPACK_OUTPUTS {
+        return Err(ctx.invalid(format!(
+            "unstacking dimension {axis} of shape {} would make {n} outputs, more than the {MAX_UNPACK_OUTPUTS} a node may have",
+            x.shape
+        )));
     }
     let mut dims = x.shape.0.clone();
     dims.remove(axis);
@@ -257,11 +269,13 @@ pub fn unpack(g: &mut Graph, x: Output, axis: i64) -> Result<Vec<Output>> {
 fn split_sizes(ctx: &InferCtx, dim: usize) -> Result<Vec<usize>> {
     let sizes = ctx.attrs.get_ints(ctx.op, "size_splits")?;
     let unknown = sizes.iter().filter(|&&s| s == -1).count();
-    let known: i64 = sizes.iter().filter(|&&s| s != -1).sum();
     let bad = |why: &str| ctx.invalid(format!("size_splits {sizes:?} {why} (dimension {dim} of shape {})", ctx.inputs[0].shape));
     if sizes.is_empty() || unknown > 1 || sizes.iter().any(|&s| s < -1) {
         return Err(bad("must be non-negative sizes, at most one of them -1"));
     }
+    // a wrapping sum could match the dimension by accident
+    let known = sizes.iter().filter(|&&s| s != -1).try_fold(0i64, |t, &s| t.checked_add(s));
+    let Some(known) = known else { return Err(bad("do not add up to the size of the split dimension")) };
     if (unknown == 0 && known != dim as i64) || (unknown == 1 && known > dim as i64) {
         return Err(bad("do not add up to the size of the split dimension"));
     }
