@@ -106,6 +106,96 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     pool(n).install(f)
 }
 
+/// Runs `f(0)`, ..., `f(chunks - 1)`, each once, on up to [`intra_op_threads`] threads: the
+/// calling thread and `threads - 1` helper jobs (on the calling worker's pool when it has
+/// that size, as [`install`], else the shared pool of that size). Every thread claims the
+/// next chunk from a shared counter until none is left, so the caller never waits for a
+/// helper to wake up: a helper that starts late takes what is left, or nothing (it then
+/// returns without touching `f`). The call returns when every chunk has run. This is
+/// Eigen's `ThreadPoolDevice::parallelFor` pattern (the caller runs blocks too) that TF's
+/// CPU kernels shard with; a Rayon `install` from a thread outside the pool handed all the
+/// work to pool threads that first had to wake, which on this project's 2-core VM made a
+/// 2-thread `Tanh` of 1M values slower than a 1-thread one (docs/performance.md).
+///
+/// A panic in `f` (on any thread) propagates to the caller once every chunk has ended.
+pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = intra_op_threads().min(chunks);
+    if threads <= 1 {
+        (0..chunks).for_each(f);
+        return;
+    }
+    type Job = dyn Fn(usize) + Sync;
+    struct Shared {
+        next: AtomicUsize,
+        done: AtomicUsize,
+        chunks: usize,
+        f: *const Job,
+        panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    }
+    // SAFETY: `f` is Sync and is only called for a claimed chunk index below `chunks`; the
+    // caller does not return (so `f` and what it borrows stay alive) until every claimed
+    // chunk has counted itself done.
+    unsafe impl Send for Shared {}
+    unsafe impl Sync for Shared {}
+    fn work(s: &Shared) {
+        loop {
+            let i = s.next.fetch_add(1, Ordering::Relaxed);
+            if i >= s.chunks {
+                return;
+            }
+            // SAFETY: see `Shared`: chunk i is claimed, so the caller is still waiting.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| unsafe { (*s.f)(i) })) {
+                s.panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(p);
+            }
+            s.done.fetch_add(1, Ordering::Release);
+        }
+    }
+    let f: *const (dyn Fn(usize) + Sync + '_) = &f;
+    // SAFETY: only the lifetime is erased; see `Shared`.
+    let f = unsafe { std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const Job>(f) };
+    let shared = Arc::new(Shared { next: AtomicUsize::new(0), done: AtomicUsize::new(0), chunks, f, panic: Mutex::new(None) });
+    let n = intra_op_threads();
+    let own_pool = rayon::current_thread_index().is_some() && rayon::current_num_threads() == n;
+    let shared_pool = if own_pool { None } else { Some(pool(n)) };
+    for _ in 1..threads {
+        let s = shared.clone();
+        let job = move || work(&s);
+        match &shared_pool {
+            Some(p) => p.spawn(job),
+            None => rayon::spawn(job),
+        }
+    }
+    work(&shared);
+    // the helpers' chunks still running: at most one chunk's time each
+    let mut spins = 0u32;
+    while shared.done.load(Ordering::Acquire) < chunks {
+        if spins < 128 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    let panic = shared.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(p) = panic {
+        resume_unwind(p);
+    }
+}
+
+/// [`parallel_for`] over owned work items (for example disjoint `&mut` chunks of an output):
+/// `f(item)` once for each, on up to [`intra_op_threads`] threads, the caller included.
+pub fn parallel_for_each<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync) {
+    let items: Vec<Mutex<Option<I>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    parallel_for(items.len(), |i| {
+        let item = items[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(item) = item {
+            f(item)
+        }
+    });
+}
+
 /// Test-only op `_IntraOpProbe` (no inputs, CPU only): an Int64 `[4]` tensor with what a
 /// kernel on its thread is given: [`intra_op_threads`], the `gemm` threads of a 512³
 /// `MatMul`, the size of the pool [`install`] runs it in, and 1 when that is the session's
@@ -143,6 +233,7 @@ pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
 mod tests {
     use super::*;
     use crate::{Graph, Session, SessionOptions};
+    use std::panic::AssertUnwindSafe;
     use std::sync::RwLock;
 
     #[test]
@@ -201,5 +292,57 @@ mod tests {
             let got = Session::new(g.clone(), o).unwrap().run(&[], &[p], &[], false).unwrap().values[0].to_f64_vec();
             assert_eq!(got, want, "intra={intra}"); // integer-valued: exact in any summation order
         }
+    }
+
+    /// Every chunk runs exactly once, on at most the intra-op count of threads, the calling
+    /// thread among them, whether the caller is outside any pool or a worker of a pool of
+    /// that size; a panic in a chunk reaches the caller after the others ran.
+    #[test]
+    fn parallel_for_runs_each_chunk_once_and_passes_panics_on() {
+        use std::collections::HashSet;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let check = |threads: usize| {
+            let counts: Vec<AtomicUsize> = (0..500).map(|_| AtomicUsize::new(0)).collect();
+            let seen = Mutex::new(HashSet::new());
+            parallel_for(counts.len(), |i| {
+                counts[i].fetch_add(1, Ordering::Relaxed);
+                seen.lock().unwrap().insert(std::thread::current().id());
+                std::hint::black_box((0..2000).sum::<u64>());
+            });
+            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1), "a chunk ran twice or never");
+            let seen = seen.into_inner().unwrap();
+            assert!(seen.len() <= threads, "{} threads for intra {threads}", seen.len());
+            seen.contains(&std::thread::current().id())
+        };
+        for threads in [1, 2, 3] {
+            // outside any pool: the caller and helpers of the shared pool of that size
+            let caller_ran = std::thread::spawn(move || with_intra_op_threads(threads, || check(threads))).join().unwrap();
+            assert!(caller_ran || threads > 1, "one thread: the caller runs everything");
+            // on a worker of a pool of that size
+            pool(threads).install(|| with_intra_op_threads(threads, || check(threads)));
+        }
+        let ran = AtomicUsize::new(0);
+        let r = std::thread::spawn(move || {
+            with_intra_op_threads(2, || {
+                std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    parallel_for(40, |i| {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                        assert!(i != 17, "chunk 17 failed");
+                    })
+                }))
+                .map_err(|p| p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default())
+                .map(|_| ran.load(Ordering::Relaxed))
+                .map_err(|e| (e, ran.load(Ordering::Relaxed)))
+            })
+        })
+        .join()
+        .unwrap();
+        let (msg, n) = r.expect_err("the panic of chunk 17 reaches the caller");
+        assert!(msg.contains("chunk 17 failed"), "{msg}");
+        assert_eq!(n, 40, "the other chunks still ran");
+        // items: each handed to exactly one call
+        let mut out = vec![0u32; 1000];
+        with_intra_op_threads(2, || parallel_for_each(out.chunks_mut(64).enumerate().collect(), |(k, c)| c.fill(k as u32 + 1)));
+        assert!(out.iter().enumerate().all(|(i, &v)| v == (i / 64) as u32 + 1));
     }
 }

@@ -178,23 +178,21 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: us
     }
     let step = len.div_ceil(blocks);
     let c = OutPtr(c);
-    crate::intra_op::install(|| {
-        use rayon::prelude::*;
-        (0..blocks).into_par_iter().for_each(|i| {
-            let (lo, hi) = (i * step, ((i + 1) * step).min(len));
-            if lo >= hi {
-                return;
+    // the calling thread runs blocks too (intra_op::parallel_for)
+    crate::intra_op::parallel_for(blocks, |i| {
+        let (lo, hi) = (i * step, ((i + 1) * step).min(len));
+        if lo >= hi {
+            return;
+        }
+        // SAFETY: block i reads rows lo..hi of a (or columns lo..hi of b) and writes the
+        // same rows (columns) of c, disjoint from every other block's.
+        unsafe {
+            if by_rows {
+                T::gemm(blas, hi - lo, n, k, Operand { ptr: a.at(lo, 0), ..a }, b, c.at(lo * n), n);
+            } else {
+                T::gemm(blas, m, hi - lo, k, a, Operand { ptr: b.at(0, lo), ..b }, c.at(lo), n);
             }
-            // SAFETY: block i reads rows lo..hi of a (or columns lo..hi of b) and writes the
-            // same rows (columns) of c, disjoint from every other block's.
-            unsafe {
-                if by_rows {
-                    T::gemm(blas, hi - lo, n, k, Operand { ptr: a.at(lo, 0), ..a }, b, c.at(lo * n), n);
-                } else {
-                    T::gemm(blas, m, hi - lo, k, a, Operand { ptr: b.at(0, lo), ..b }, c.at(lo), n);
-                }
-            }
-        });
+        }
     });
     true
 }

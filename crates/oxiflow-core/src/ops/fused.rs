@@ -22,7 +22,6 @@ use super::*;
 use crate::intra_op;
 use crate::tensor::Element;
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Unary functions of the instruction set.
@@ -523,7 +522,7 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             }
         }
         let (ins, pinned_in) = (&ins, &pinned_in);
-        intra_op::install(|| parts.par_iter_mut().for_each(|(lo, o)| run_range(p, ins, pinned_in, *lo, o, tile)));
+        intra_op::parallel_for_each(parts, |(lo, mut o)| run_range(p, ins, pinned_in, lo, &mut o, tile));
     } else {
         let mut o: Vec<&mut [T]> = outs.iter_mut().map(|v| &mut v[..]).collect();
         run_range(p, &ins, &pinned_in, 0, &mut o, tile);

@@ -66,8 +66,10 @@ fn reference(fun: Fun, x: f64) -> f64 {
 
 /// Runs both code paths (baseline and, where the CPU has it, FMA) on `xs`.
 fn both_paths_f32(fun: Fun, xs: &[f32]) -> Vec<Vec<f32>> {
-    let mut out = vec![vec![0.0; xs.len()]];
-    run_f32::<false>(fun, xs, &mut out[0]);
+    // the baseline loop writes into a NaN-filled buffer (a skipped element would show)
+    let mut base = vec![MaybeUninit::new(f32::NAN); xs.len()];
+    run_f32::<false>(fun, xs, &mut base);
+    let mut out = vec![base.iter().map(|v| unsafe { v.assume_init() }).collect::<Vec<f32>>()];
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         let mut d = vec![0.0; xs.len()];
@@ -77,8 +79,10 @@ fn both_paths_f32(fun: Fun, xs: &[f32]) -> Vec<Vec<f32>> {
     out
 }
 fn both_paths_f64(fun: Fun, xs: &[f64]) -> Vec<Vec<f64>> {
-    let mut out = vec![vec![0.0; xs.len()]];
-    run_f64::<false>(fun, xs, &mut out[0]);
+    // the baseline loop writes into a NaN-filled buffer (a skipped element would show)
+    let mut base = vec![MaybeUninit::new(f64::NAN); xs.len()];
+    run_f64::<false>(fun, xs, &mut base);
+    let mut out = vec![base.iter().map(|v| unsafe { v.assume_init() }).collect::<Vec<f64>>()];
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         let mut d = vec![0.0; xs.len()];
