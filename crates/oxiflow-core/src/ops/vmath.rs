@@ -127,7 +127,8 @@ fn exp_f64<const F: bool>(x: f64) -> f64 {
 
 #[inline(always)]
 fn log_f32<const F: bool>(x: f32) -> f32 {
-    const LN2: f32 = std::f32::consts::LN_2;
+    const LN2_HI: f32 = 0.693_359_375;
+    const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
     // Subnormals: scale into the normal range first.
     let sub = x < f32::MIN_POSITIVE;
     let xs = if sub { x * 8_388_608.0 } else { x }; // 2^23
@@ -137,17 +138,18 @@ fn log_f32<const F: bool>(x: f32) -> f32 {
     let big = m > std::f32::consts::SQRT_2;
     m = if big { m * 0.5 } else { m };
     e += big as i32;
+    // log(1 + f) = f - f^2/2 + f^3 P(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1), P the
+    // degree-8 minimax polynomial of Cephes' logf (Moshier): no division.
     let f = m - 1.0;
-    let s = f / (m + 1.0);
-    let z = s * s;
-    let mut p: f32 = 2.0 / 11.0;
-    p = madd32::<F>(p, z, 2.0 / 9.0);
-    p = madd32::<F>(p, z, 2.0 / 7.0);
-    p = madd32::<F>(p, z, 2.0 / 5.0);
-    p = madd32::<F>(p, z, 2.0 / 3.0);
-    // log(m) = 2s + s z p; with 2s = f - s f (exact algebra) the leading term is f.
-    let lm = madd32::<F>(s * z, p, f - s * f);
-    let r = madd32::<F>(e as f32, LN2, lm);
+    let z = f * f;
+    let mut p: f32 = 7.037_683_6e-2;
+    for c in [-1.151_461e-1, 1.167_699_9e-1, -1.242_014_1e-1, 1.424_932_3e-1, -1.666_805_8e-1, 2.000_071_4e-1, -2.499_999_4e-1, 3.333_333_1e-1] {
+        p = madd32::<F>(p, f, c);
+    }
+    // e ln 2 in two parts (LN2_HI = 0.693359375 has 9 significant bits: e LN2_HI is exact)
+    let ef = e as f32;
+    let y = madd32::<F>(f * z, p, madd32::<F>(ef, LN2_LO, -0.5 * z));
+    let r = madd32::<F>(ef, LN2_HI, f + y);
     let r = if x == f32::INFINITY { x } else { r };
     let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
     if x >= 0.0 {
