@@ -125,19 +125,20 @@ fn exp_f64<const F: bool>(x: f64) -> f64 {
     p * pow2_f64(int(h)) * pow2_f64(int(n - h))
 }
 
+/// `log(x)` for a positive normal finite `x` times `2^e_off` (`e_off` is 0, or -23 for a
+/// subnormal scaled up by [`log_f32`]); garbage for other `x`, which [`run_f32`] sends to
+/// [`log_f32`] in a second pass.
 #[inline(always)]
-fn log_f32<const F: bool>(x: f32) -> f32 {
+fn log_f32_normal<const F: bool>(x: f32, e_off: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_375;
     const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
-    // Subnormals: scale into the normal range first.
-    let sub = x < f32::MIN_POSITIVE;
-    let xs = if sub { x * 8_388_608.0 } else { x }; // 2^23
-    let bits = xs.to_bits();
-    let mut e = ((bits >> 23) & 0xff) as i32 - 127 - if sub { 23 } else { 0 };
-    let mut m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000); // [1, 2)
-    let big = m > std::f32::consts::SQRT_2;
-    m = if big { m * 0.5 } else { m };
-    e += big as i32;
+    // x = m 2^k with m in [sqrt(1/2), sqrt(2)), from the bits: subtracting the bits of
+    // sqrt(1/2) makes the exponent field k (arithmetic shift), and taking k out of the
+    // exponent leaves m. Integer operations only, no compare or select.
+    const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
+    let bits = x.to_bits();
+    let k = (bits.wrapping_sub(SQRT_HALF_BITS) as i32) >> 23;
+    let m = f32::from_bits(bits.wrapping_sub((k as u32) << 23));
     // log(1 + f) = f - f^2/2 + f^3 P(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1), P the
     // degree-8 minimax polynomial of Cephes' logf (Moshier): no division.
     let f = m - 1.0;
@@ -147,13 +148,29 @@ fn log_f32<const F: bool>(x: f32) -> f32 {
         p = madd32::<F>(p, f, c);
     }
     // e ln 2 in two parts (LN2_HI = 0.693359375 has 9 significant bits: e LN2_HI is exact)
-    let ef = e as f32;
+    let ef = k as f32 + e_off;
     let y = madd32::<F>(f * z, p, madd32::<F>(ef, LN2_LO, -0.5 * z));
-    let r = madd32::<F>(ef, LN2_HI, f + y);
-    let r = if x == f32::INFINITY { x } else { r };
-    let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
-    if x >= 0.0 {
-        r
+    madd32::<F>(ef, LN2_HI, f + y)
+}
+
+/// Whether [`log_f32_normal`] applies to `x` (positive, normal, finite; false for NaN).
+#[inline(always)]
+fn log_f32_is_normal(x: f32) -> bool {
+    x >= f32::MIN_POSITIVE && x < f32::INFINITY
+}
+
+/// `log(x)` for every `x`: subnormals scaled into the normal range, `log(0) = -inf`,
+/// `log(inf) = inf`, NaN below 0 and for NaN.
+#[inline(always)]
+fn log_f32<const F: bool>(x: f32) -> f32 {
+    if log_f32_is_normal(x) {
+        log_f32_normal::<F>(x, 0.0)
+    } else if x > 0.0 && x < f32::MIN_POSITIVE {
+        log_f32_normal::<F>(x * 8_388_608.0, -23.0) // 2^23
+    } else if x == 0.0 {
+        f32::NEG_INFINITY
+    } else if x == f32::INFINITY {
+        x
     } else {
         f32::NAN
     }
@@ -258,7 +275,19 @@ fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
     let it = dst.iter_mut().zip(src);
     match fun {
         Fun::Exp => it.for_each(|(d, &x)| *d = MaybeUninit::new(exp_f32::<F>(x))),
-        Fun::Log => it.for_each(|(d, &x)| *d = MaybeUninit::new(log_f32::<F>(x))),
+        Fun::Log => {
+            // the vector loop for positive normal numbers, then the rare others one by one
+            let mut others = false;
+            it.for_each(|(d, &x)| {
+                *d = MaybeUninit::new(log_f32_normal::<F>(x, 0.0));
+                others |= !log_f32_is_normal(x);
+            });
+            if others {
+                for (d, &x) in dst.iter_mut().zip(src).filter(|(_, &x)| !log_f32_is_normal(x)) {
+                    *d = MaybeUninit::new(log_f32::<F>(x));
+                }
+            }
+        }
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f32::<F>(x))),
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f32::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
