@@ -8,10 +8,13 @@
 //! threads: the session's own workers when the worker pool has that size (the default),
 //! else a Rayon pool of that size shared by all sessions with the same count (as TF shares
 //! its intra-op pool process-wide), so a kernel's parallelism does not depend on the worker
-//! pool's size. Today the parallel kernels are `MatMul` (the `gemm` crate, or OpenBLAS in
-//! blocks), the `faer`-based linear algebra (`MatrixInverse`, `MatrixDeterminant`,
-//! `MatrixSolve`, `MatrixSolveLs`, `BatchMatMulV2`), the SIMD unary ops from 16k elements
-//! (`ops/vmath.rs`) and large `_FusedElementwise` steps (`ops/fused.rs`).
+//! pool's size. Kernels that split their own work into chunks use [`parallel_for`]
+//! instead, where the calling thread runs chunks too. Today the parallel kernels are
+//! `MatMul` (the `gemm` crate in `install`, or OpenBLAS in blocks with `parallel_for`), the
+//! `faer`-based linear algebra (`MatrixInverse`, `MatrixDeterminant`, `MatrixSolve`,
+//! `MatrixSolveLs`, `BatchMatMulV2`; `install`), the SIMD unary ops from 16k elements
+//! (`ops/vmath.rs`) and large `_FusedElementwise` steps (`ops/fused.rs`; both
+//! `parallel_for`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
