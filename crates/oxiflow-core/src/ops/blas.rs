@@ -159,7 +159,8 @@ impl<T> OutPtr<T> {
 }
 
 /// `c = a @ b` (`m x k` by `k x n` into a row-major `m x n` buffer) with the BLAS, split
-/// into `threads` blocks on the intra-op pool when `threads > 1`. `false` when the shapes
+/// into `threads` blocks run by the calling thread and the intra-op pool
+/// ([`crate::intra_op::parallel_for`]) when `threads > 1`. `false` when the shapes
 /// exceed BLAS's 32-bit sizes (the caller uses another kernel).
 ///
 /// # Safety

@@ -1,8 +1,9 @@
 //! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`
 //! in `f32` and `f64`, written branch-free so that the compiler turns each slice loop into
 //! SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
-//! packet math and SLEEF's dispatchers do), and sharded over the intra-op pool for large
-//! tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise op by its cost).
+//! packet math and SLEEF's dispatchers do), and sharded over the intra-op threads, the
+//! calling one included, for large tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise
+//! op by its cost).
 //!
 //! The formulas are the textbook ones (Cody and Waite's range reduction):
 //! - `exp(x) = 2^n e^r`, `n = round(x / ln 2)`, `r = x - n ln 2` (`ln 2` split in a high
@@ -10,8 +11,11 @@
 //!   Taylor polynomial on `|r| <= ln 2 / 2` (degree 7 in f32, 13 in f64), `2^n` applied as two
 //!   exact powers of two so that results near overflow and in the subnormal range come out
 //!   right;
-//! - `log(x) = e ln 2 + log(m)`, `x = m 2^e` with `m` in `[sqrt(1/2), sqrt(2))`, and
+//! - `log(x) = e ln 2 + log(m)`, `x = m 2^e` with `m` in `[sqrt(1/2), sqrt(2))`; in f64
 //!   `log(m) = 2 atanh(s)`, `s = (m - 1)/(m + 1)`, by its odd series in `s` (`|s| < 0.172`);
+//!   in f32 `log(1 + f) = f - f^2/2 + f^3 P(f)`, `f = m - 1`, with Cephes' degree-8 minimax
+//!   `P` (no division), `e` and `m` split by integer operations, and zeros, negatives,
+//!   infinities, NaNs and subnormals fixed up in a second pass over the few that occur;
 //! - `tanh(x) = sign(x) u / (u + 2)`, `u = expm1(2|x|)` computed as `2^n expm1(r) + (2^n - 1)`
 //!   with the reduction of `exp` and the Taylor polynomial of `expm1(r)` (degree 8 in f32,
 //!   13 in f64): one polynomial and one division for every `|x|`, no cancellation near 0;
