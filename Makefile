@@ -88,16 +88,13 @@ test-rust: nvrtc
 # `make test` runs them with a fixed seed; `make fuzz` draws a new one each time and prints
 # it (replay a run: make fuzz FUZZ_SEED=<n>).
 FUZZ_CASES ?= 1000000
-ifndef FUZZ_SEED
-FUZZ_SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-endif
 FUZZ_TESTS := -p oxiflow-capi --test abi_props_config --test abi_props_graph --test abi_props_session -p oxiflow-core --test device_names
 fuzz:
-	@mkdir -p out; start=$$(date +%s); set +e; \
-	OXIFLOW_FUZZ_CASES=$(FUZZ_CASES) OXIFLOW_FUZZ_SEED=$(FUZZ_SEED) $(CARGO) test --release $(FUZZ_TESTS) > out/fuzz.log 2>&1; rc=$$?; set -e; \
+	@mkdir -p out; start=$$(date +%s); seed=$${FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; set +e; \
+	OXIFLOW_FUZZ_CASES=$(FUZZ_CASES) OXIFLOW_FUZZ_SEED=$$seed $(CARGO) test --release $(FUZZ_TESTS) > out/fuzz.log 2>&1; rc=$$?; set -e; \
 	grep -E '^test |test result|minimal failing input|memory allocation|signal:' out/fuzz.log || true; \
 	n=$$(grep -c ' \.\.\. ok$$' out/fuzz.log || true); f=$$(grep -c ' \.\.\. FAILED$$' out/fuzz.log || true); \
-	echo "fuzz: $$n properties passed, $$f failed, $(FUZZ_CASES) cases each ($$((n * $(FUZZ_CASES))) passing cases), seed $(FUZZ_SEED), $$(( $$(date +%s) - start )) s; log: out/fuzz.log"; \
+	echo "fuzz: $$n properties passed, $$f failed, $(FUZZ_CASES) cases each ($$((n * $(FUZZ_CASES))) passing cases), seed $$seed, $$(( $$(date +%s) - start )) s; log: out/fuzz.log"; \
 	exit $$rc
 
 # The kernels' logic on the CPU (no GPU, no NVRTC): scripts/emulate-kernels.sh.

@@ -103,10 +103,16 @@ fn pool(n: usize) -> Arc<rayon::ThreadPool> {
 /// the same cores (on 2 cores the MLP step ran 1.3-1.4x slower; docs/performance.md).
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let n = intra_op_threads();
-    if rayon::current_thread_index().is_some() && rayon::current_num_threads() == n {
+    if on_pool_of(n) {
         return f();
     }
     pool(n).install(f)
+}
+
+/// Whether this thread is a worker of a Rayon pool of `n` threads (a kernel's parallel part
+/// then runs in that pool rather than in the shared one).
+fn on_pool_of(n: usize) -> bool {
+    rayon::current_thread_index().is_some() && rayon::current_num_threads() == n
 }
 
 /// Runs `f(0)`, ..., `f(chunks - 1)`, each once, on up to [`intra_op_threads`] threads: the
@@ -124,7 +130,8 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let threads = intra_op_threads().min(chunks);
+    let n = intra_op_threads();
+    let threads = n.min(chunks);
     if threads <= 1 {
         (0..chunks).for_each(f);
         return;
@@ -159,9 +166,7 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     // SAFETY: only the lifetime is erased; see `Shared`.
     let f = unsafe { std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const Job>(f) };
     let shared = Arc::new(Shared { next: AtomicUsize::new(0), done: AtomicUsize::new(0), chunks, f, panic: Mutex::new(None) });
-    let n = intra_op_threads();
-    let own_pool = rayon::current_thread_index().is_some() && rayon::current_num_threads() == n;
-    let shared_pool = if own_pool { None } else { Some(pool(n)) };
+    let shared_pool = if on_pool_of(n) { None } else { Some(pool(n)) };
     for _ in 1..threads {
         let s = shared.clone();
         let job = move || work(&s);
