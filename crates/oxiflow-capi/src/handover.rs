@@ -4,8 +4,10 @@
 //!
 //! Why this is sound:
 //! - Every Rust allocation in this library comes from C's `malloc`: the global allocator
-//!   below is `std::alloc::System`, which on Unix is `malloc` (or `posix_memalign` for
-//!   alignments above 16, never needed by tensor elements), both released by `free`. A
+//!   below is [`CachingMalloc`], which takes every block from `std::alloc::System` (on Unix
+//!   `malloc`, or `posix_memalign` for alignments above 16, never needed by tensor
+//!   elements), both released by `free`, and keeps freed large blocks for reuse; a kept
+//!   block is handed out once, and one handed over is never kept again. A
 //!   second `#[global_allocator]` anywhere in the library is a compile error, so this
 //!   cannot change silently. Other platforms hand nothing over (the caller copies).
 //! - A buffer is handed over only when the tensor holds the only reference to it
@@ -16,16 +18,19 @@
 //!   in the requested order; otherwise the elements are copied into a new `malloc`ed
 //!   buffer (tiled, [`oxiflow_core::strided`]) and that one is handed over.
 
+#[cfg(unix)]
+use oxiflow_core::host_alloc::CachingMalloc;
 use oxiflow_core::strided::{buffer_for, copy_strided, dense_strides};
 use oxiflow_core::tensor::{Element, Tensor};
 use oxiflow_core::{OxiflowError, Result};
 use std::ffi::c_void;
 
-/// The system allocator (C's `malloc` on Unix), named so that handed-over buffers can be
-/// released with `free`; see the module docs.
+/// C's `malloc` with freed large blocks kept for reuse (the next step's tensors of the same
+/// size take them instead of faulting fresh pages in); handed-over buffers can still be
+/// released with `free`. See the module docs and [`oxiflow_core::host_alloc`].
 #[cfg(unix)]
 #[global_allocator]
-static MALLOC: std::alloc::System = std::alloc::System;
+static MALLOC: CachingMalloc = CachingMalloc;
 
 /// `true` where handed-over buffers can be released with C's `free`.
 pub(crate) const CAN_HAND_OVER: bool = cfg!(unix);
@@ -129,5 +134,20 @@ mod tests {
         let b = Tensor::from_vec(&[3], vec![true, false, true], Layout::RowMajor).unwrap();
         assert_eq!(take_back::<u8>(into_malloc_buffer(b, true).unwrap(), 3), vec![1, 0, 1]);
         assert!(into_malloc_buffer(Tensor::full(&[0, 2], 1.0f32), true).is_err());
+    }
+
+    #[test]
+    fn large_buffers_from_the_reuse_cache_are_released_by_c_free() {
+        // 512 KiB: above the cache's threshold, so freeing the first keeps its block and the
+        // later tensors of that size may take it; glibc's free aborts on a foreign pointer.
+        let n = 1 << 16;
+        for k in 0..4 {
+            drop(Tensor::from_vec(&[n], vec![1.0f64; n], Layout::RowMajor).unwrap());
+            let t = Tensor::from_vec(&[n], vec![k as f64; n], Layout::RowMajor).unwrap();
+            let data = t.array::<f64>().unwrap().as_ptr();
+            let p = into_malloc_buffer(t, false).unwrap();
+            assert_eq!(p as *const f64, data, "handed over without a copy");
+            assert!(take_back::<f64>(p, n).iter().all(|&x| x == k as f64));
+        }
     }
 }

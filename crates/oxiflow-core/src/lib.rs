@@ -21,6 +21,7 @@ pub mod fusion;
 pub mod gpu_provider;
 pub mod graph;
 pub mod graphviz;
+pub mod host_alloc;
 pub mod intra_op;
 pub mod ops;
 pub mod placer;

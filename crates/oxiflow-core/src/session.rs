@@ -133,6 +133,7 @@ impl Session {
     /// `visible_device_list` entry, bad memory options, a thread pool that cannot start.
     pub fn new(graph: Arc<RwLock<Graph>>, options: SessionOptions) -> Result<Session> {
         options.check()?;
+        crate::host_alloc::configure_from_env()?;
         let present = match options.emulated_gpus {
             Some(n) => n,
             None => emulated_gpus_from_env()?,
