@@ -266,6 +266,28 @@ mod tests {
         }
     }
 
+    /// A plan too wide for the caller's thread runs on the session's workers, except with
+    /// a one-thread worker pool: then on the caller's thread, which the pool's one worker
+    /// would run it like (one step at a time), without the hand-off.
+    #[test]
+    fn a_one_thread_pool_runs_any_plan_on_the_callers_thread() {
+        let mut g = Graph::new();
+        let probes = [g.op("_IntraOpProbe", &[]).unwrap(), g.op("_IntraOpProbe", &[]).unwrap()];
+        // two roots and 128 KiB of outputs: neither a chain nor a small plan
+        let big = g.constant(crate::Tensor::from_vec(&[1 << 14], vec![1.0f64; 1 << 14], crate::Layout::RowMajor).unwrap()).unwrap();
+        let neg = g.op("Neg", &[big]).unwrap();
+        let g = Arc::new(RwLock::new(g));
+        for (inter, want_own) in [(1, 0.0), (2, 1.0)] {
+            let o = SessionOptions { inter_op_threads: Some(inter), intra_op_threads: Some(inter), emulated_gpus: Some(0), ..Default::default() };
+            let s = Session::new(g.clone(), o).unwrap();
+            let out = s.run(&[], &[probes[0], probes[1], neg], &[], false).unwrap();
+            for v in &out.values[..2] {
+                assert_eq!(v.to_f64_vec()[3], want_own, "inter={inter}: 1 = ran on a session worker");
+            }
+            assert_eq!(out.values[2].to_f64_vec(), vec![-1.0; 1 << 14]);
+        }
+    }
+
     #[test]
     fn the_thread_tag_decides_and_zero_means_all_cores() {
         let all = default_intra_op_threads();
