@@ -130,7 +130,8 @@ impl Session {
     /// worker pool. With `log_device_placement`, the log starts with TF's `Device mapping:`
     /// block.
     /// Errors: a bad `OXIFLOW_EMULATED_GPUS`, an invalid `CUDA_VISIBLE_DEVICES` or
-    /// `visible_device_list` entry, bad memory options, a thread pool that cannot start.
+    /// `visible_device_list` entry, bad memory options, a thread pool that cannot start, an
+    /// `OXIFLOW_HOST_CACHE_MB` that is not a whole number ([`crate::host_alloc`]).
     pub fn new(graph: Arc<RwLock<Graph>>, options: SessionOptions) -> Result<Session> {
         options.check()?;
         crate::host_alloc::configure_from_env()?;
