@@ -131,6 +131,24 @@ impl CachingMalloc {
         }
     }
 
+    /// A block for `layout`, its first `layout.size()` bytes zeroed when `zeroed`: from
+    /// `System` when small or when no kept block fits, else a kept one.
+    unsafe fn allocate(layout: Layout, zeroed: bool) -> *mut u8 {
+        let fresh = |l: Layout| if zeroed { System.alloc_zeroed(l) } else { System.alloc(l) };
+        if !is_large(&layout) {
+            return fresh(layout);
+        }
+        let Some(r) = rounded(layout) else { return std::ptr::null_mut() };
+        let p = Self::take(r);
+        if p.is_null() {
+            return fresh(r);
+        }
+        if zeroed {
+            std::ptr::write_bytes(p, 0, layout.size());
+        }
+        p
+    }
+
     /// Keeps `ptr` (allocated with the rounded `layout`) or frees it; frees the oldest kept
     /// blocks when the table is full.
     unsafe fn give(ptr: *mut u8, layout: Layout) {
@@ -176,30 +194,11 @@ impl CachingMalloc {
 // alone until `take` gives it to exactly one caller.
 unsafe impl GlobalAlloc for CachingMalloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !is_large(&layout) {
-            return System.alloc(layout);
-        }
-        let Some(r) = rounded(layout) else { return std::ptr::null_mut() };
-        let p = Self::take(r);
-        if p.is_null() {
-            System.alloc(r)
-        } else {
-            p
-        }
+        Self::allocate(layout, false)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !is_large(&layout) {
-            return System.alloc_zeroed(layout);
-        }
-        let Some(r) = rounded(layout) else { return std::ptr::null_mut() };
-        let p = Self::take(r);
-        if p.is_null() {
-            System.alloc_zeroed(r)
-        } else {
-            std::ptr::write_bytes(p, 0, layout.size());
-            p
-        }
+        Self::allocate(layout, true)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
