@@ -62,9 +62,8 @@ pub extern "C" fn oxf_set_memory_fraction(f: f64) -> i32 {
 pub extern "C" fn oxf_set_logical_device_configuration(device: *const c_char, memory_limit_mb: *const i64, n: i64) -> i32 {
     guard(|| {
         let name = req_str(device, "device")?;
-        if n > pc::MAX_LOGICAL_DEVICES as i64 {
-            return Err(OxiflowError::InvalidArgument(format!("set_logical_device_configuration: {n} logical devices asked of {name}, at most {}", pc::MAX_LOGICAL_DEVICES)));
-        }
+        // before the list of `n` entries is built
+        pc::check_logical_device_count(usize::try_from(n).unwrap_or(0), name)?;
         let limits: Vec<Option<u64>> =
             if memory_limit_mb.is_null() { vec![None; n.max(0) as usize] } else { slice(memory_limit_mb, n, "memory_limit_mb")?.iter().map(|&m| u64::try_from(m).ok()).collect() };
         let configs: Vec<pc::LogicalDeviceConfiguration> = limits.into_iter().map(|m| pc::LogicalDeviceConfiguration { memory_limit_mb: m }).collect();

@@ -178,6 +178,17 @@ pub struct LogicalDeviceConfiguration {
 /// bound, `MAX_CPU_DEVICES`).
 pub const MAX_LOGICAL_DEVICES: usize = crate::session::MAX_CPU_DEVICES;
 
+/// Refuses more than [`MAX_LOGICAL_DEVICES`] logical devices for `device` (an
+/// `InvalidArgument` naming both); callers that build the list from a count check it first.
+pub fn check_logical_device_count(count: usize, device: &str) -> Result<()> {
+    if count > MAX_LOGICAL_DEVICES {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "set_logical_device_configuration: {count} logical devices asked of {device}, at most {MAX_LOGICAL_DEVICES}"
+        )));
+    }
+    Ok(())
+}
+
 /// `tf.config.set_logical_device_configuration(device, configs)`: splits CPU:0 into
 /// `configs.len()` logical CPUs, or a GPU into one virtual GPU per entry, each with its
 /// memory limit. Errors (TF's): a GPU entry without `memory_limit`, a CPU entry with one,
@@ -188,13 +199,7 @@ pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceCo
     if configs.is_empty() {
         return Err(OxiflowError::InvalidArgument(format!("set_logical_device_configuration: no logical devices given for {}", d.name)));
     }
-    if configs.len() > MAX_LOGICAL_DEVICES {
-        return Err(OxiflowError::InvalidArgument(format!(
-            "set_logical_device_configuration: {} logical devices asked of {}, at most {MAX_LOGICAL_DEVICES}",
-            configs.len(),
-            d.name
-        )));
-    }
+    check_logical_device_count(configs.len(), &d.name)?;
     with(|c| {
         check_not_initialized(c, "Virtual devices")?;
         if d.device_type == "CPU" {

@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::shape::Shape;
-use crate::strided::{convert_strided, try_buffer_for, copy_strided, dense_strides, element_count, standard_copy};
+use crate::strided::{convert_strided, copy_strided, dense_strides, element_count, standard_copy, try_buffer_for};
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 
 /// A dense tensor, row-major (TensorFlow order). Cloning shares the buffer.
