@@ -276,7 +276,7 @@ extern "C" {
 fn too_many_logical_devices_are_refused_before_any_list_is_built() {
     // a count of i64::MAX with no limits array: the list of entries is never allocated
     let cpu = CString::new("/physical_device:CPU:0").unwrap();
-    let st = unsafe { oxf_set_logical_device_configuration(cpu.as_ptr(), null(), i64::MAX) };
+    let st = oxf_set_logical_device_configuration(cpu.as_ptr(), null(), i64::MAX);
     assert_eq!(st, 3, "InvalidArgument");
     let e = last_error();
     assert!(e.contains("logical devices asked of /physical_device:CPU:0, at most 256"), "{e}");
