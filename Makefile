@@ -5,7 +5,8 @@
 #   make setup    install Julia 1.5.3 (Debian bullseye package) when `julia` is missing,
 #                 chromium + graphviz (profile checks) when missing, NVRTC (pip wheel
 #                 nvidia-cuda-nvrtc 13.0.88, unpacked into .deps/nvrtc) for the kernel compile
-#                 check, and an empty local Julia registry in the depot when it has none
+#                 check, OpenBLAS (pip wheel scipy-openblas32, unpacked into .deps/openblas) for
+#                 MatMul, and an empty local Julia registry in the depot when it has none
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
 #   make test     Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
@@ -56,6 +57,7 @@ all: build
 setup: nvrtc
 	bash scripts/install-julia.sh
 	bash scripts/install-tools.sh
+	bash scripts/install-openblas.sh
 	$(JULIA) --startup-file=no scripts/julia-local-registry.jl
 
 nvrtc:

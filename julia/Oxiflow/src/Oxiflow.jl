@@ -53,6 +53,7 @@ include("tf_compat.jl")
 include("replicas.jl")
 
 function __init__()
+    select_blas_library()
     load_library()
     DEVICE_FN_TRAMPOLINE[] = @cfunction(_device_fn_trampoline, Int32, (Ptr{Cvoid}, Ptr{OxNodeDef}, Ptr{Cstring}))
     DEFAULT_GRAPH[] = Graph()

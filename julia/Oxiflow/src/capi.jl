@@ -33,6 +33,22 @@ function libpath()
     return normpath(joinpath(@__DIR__, "..", "..", "..", "target", "release", LIBNAME))
 end
 
+"""
+    select_blas_library()
+
+Points `ENV["OXIFLOW_BLAS_LIB"]`, which the engine reads when `MatMul` first runs, at the
+OpenBLAS build `make setup` unpacks into the repository's `.deps/openblas` (pip's
+`scipy-openblas32`, the OpenBLAS NumPy and SciPy ship; newer than Debian's and faster on
+small and skinny products), when that file exists and the variable is unset. Otherwise the
+engine searches as its docs say (Debian's `libopenblas.so.0`, then the `gemm` crate).
+"""
+function select_blas_library()
+    haskey(ENV, "OXIFLOW_BLAS_LIB") && return nothing
+    p = normpath(joinpath(@__DIR__, "..", "..", "..", ".deps", "openblas", "scipy_openblas32", "lib", "libscipy_openblas.so"))
+    isfile(p) && (ENV["OXIFLOW_BLAS_LIB"] = p)
+    return nothing
+end
+
 function load_library()
     p = libpath()
     if !isfile(p)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the OpenBLAS build that NumPy and SciPy ship (the pip wheel scipy-openblas32:
+# OpenBLAS with the LP64 cblas interface, every symbol prefixed `scipy_`) into
+# .deps/openblas when it is missing, unpacked, no pip environment touched:
+#
+#   .deps/openblas/scipy_openblas32/lib/libscipy_openblas.so
+#
+# MatMul's CPU kernel loads it at run time (crates/oxiflow-core/src/ops/blas.rs); the Julia
+# package points OXIFLOW_BLAS_LIB at it when the variable is unset. It is newer than
+# Debian's libopenblas0 (0.3.21 on bullseye) and faster on the products of small and
+# skinny matrices that training steps make (docs/performance.md has the figures). Without
+# it the kernel uses Debian's OpenBLAS, and without that the `gemm` crate.
+# Offline: OXIFLOW_OPENBLAS_WHEEL=/path/to/scipy_openblas32-*.whl installs that file.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSION="${OPENBLAS_WHEEL_VERSION:-0.3.34.481.3}"
+PYTHON="${PYTHON:-python3}"
+DEST="$ROOT/.deps/openblas"
+LIB="$DEST/scipy_openblas32/lib/libscipy_openblas.so"
+STAMP="$DEST/scipy_openblas32-$VERSION.dist-info"
+
+if [ -f "$LIB" ] && [ -d "$STAMP" ]; then
+  exit 0
+fi
+echo "oxiflow setup: installing OpenBLAS (pip wheel scipy-openblas32 $VERSION) into .deps/openblas"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp" "$DEST.partial"' EXIT
+if [ -n "${OXIFLOW_OPENBLAS_WHEEL:-}" ]; then
+  cp "$OXIFLOW_OPENBLAS_WHEEL" "$tmp/"
+else
+  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: "scipy-openblas32==$VERSION" -d "$tmp"
+fi
+wheel="$(ls "$tmp"/scipy_openblas32-*.whl | head -n 1)"
+rm -rf "$DEST.partial"
+mkdir -p "$DEST.partial"
+"$PYTHON" -m zipfile -e "$wheel" "$DEST.partial"
+if [ ! -f "$DEST.partial/scipy_openblas32/lib/libscipy_openblas.so" ]; then
+  echo "oxiflow setup: $wheel has no scipy_openblas32/lib/libscipy_openblas.so" >&2
+  exit 1
+fi
+rm -rf "$DEST"
+mv "$DEST.partial" "$DEST"
+echo "oxiflow setup: OpenBLAS in $DEST/scipy_openblas32/lib"
