@@ -11,9 +11,10 @@
 
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::vmath;
+pub(crate) use super::zip::{broadcast_view, zip2, zip2_par};
 use super::*;
 use crate::tensor::Element;
-use ndarray::{ArcArray, ArrayViewD, IxDyn, ShapeBuilder, Zip};
+use ndarray::{ArcArray, IxDyn, ShapeBuilder, Zip};
 
 /// Arithmetic of the numeric element types: IEEE for floats, two's-complement wrapping for
 /// ints (TF's CPU kernels wrap too).
@@ -129,106 +130,6 @@ floor_float!(f64);
 floor_int!(i32);
 floor_int!(i64);
 
-/// A view of `a` broadcast to `dims`; an error naming the node when impossible.
-pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArrayViewD<'a, T>> {
-    a.broadcast(IxDyn(dims))
-        .ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
-}
-
-/// Broadcasting elementwise map of two arrays to the node's output shape.
-///
-/// Contiguous operands take slice loops that the compiler vectorizes: equal shapes, one
-/// operand with a single element, and one operand broadcast along leading axes (a bias row)
-/// or trailing axes (a column); any other layout goes through `ndarray`'s broadcasting
-/// `Zip`. The result is the same either way.
-pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
-    ctx: &KernelCtx,
-    a: &ArcArray<A, IxDyn>,
-    b: &ArcArray<B, IxDyn>,
-    mut f: impl FnMut(A, B) -> O,
-) -> Result<ArcArray<O, IxDyn>> {
-    let dims = ctx.node.outputs[0].shape.dims();
-    if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
-        let out = if a.shape() == dims {
-            zip_contiguous(sa, sb, broadcast_kind(b.shape(), dims), &mut f)
-        } else if b.shape() == dims {
-            zip_contiguous(sb, sa, broadcast_kind(a.shape(), dims), &mut |y, x| f(x, y))
-        } else {
-            None
-        };
-        if let Some(v) = out {
-            return ArcArray::from_shape_vec(IxDyn(dims), v).map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))));
-        }
-    }
-    let (av, bv) = (broadcast_view(ctx, a, dims)?, broadcast_view(ctx, b, dims)?);
-    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)).into_shared())
-}
-
-/// How an operand of shape `small` broadcasts against the full shape `dims`, when each of
-/// its elements pairs with a regular run of the full operand's row-major elements.
-#[derive(Clone, Copy)]
-enum Bcast {
-    /// Same number of elements (equal shapes up to leading 1s).
-    Same,
-    /// `small` equals a suffix of `dims` (leading axes broadcast): element `i` of the full
-    /// operand pairs with `small[i % len]`.
-    Rows,
-    /// `small` equals a prefix of `dims` followed by 1s (trailing axes broadcast): element
-    /// `i` pairs with `small[i / (n / len)]`.
-    Cols,
-}
-
-fn broadcast_kind(small: &[usize], dims: &[usize]) -> Option<Bcast> {
-    if small.len() > dims.len() {
-        return None;
-    }
-    let mut padded = vec![1; dims.len() - small.len()];
-    padded.extend_from_slice(small);
-    if padded == dims {
-        return Some(Bcast::Same);
-    }
-    let lead = padded.iter().take_while(|&&d| d == 1).count();
-    if padded[lead..] == dims[lead..] {
-        return Some(Bcast::Rows);
-    }
-    let trail = padded.iter().rev().take_while(|&&d| d == 1).count();
-    let k = dims.len() - trail;
-    (padded[..k] == dims[..k]).then_some(Bcast::Cols)
-}
-
-/// `f(full[i], small[j(i)])` over the full operand for the broadcast kinds of [`Bcast`].
-fn zip_contiguous<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Option<Bcast>, f: &mut impl FnMut(A, B) -> O) -> Option<Vec<O>> {
-    let n = full.len();
-    if n == 0 {
-        return Some(Vec::new());
-    }
-    if small.len() == 1 {
-        let y = small[0];
-        return Some(full.iter().map(|&x| f(x, y)).collect());
-    }
-    if small.is_empty() || n % small.len() != 0 {
-        return None;
-    }
-    match kind? {
-        Bcast::Same => Some(full.iter().zip(small).map(|(&x, &y)| f(x, y)).collect()),
-        Bcast::Rows => {
-            let mut v = Vec::with_capacity(n);
-            for row in full.chunks_exact(small.len()) {
-                v.extend(row.iter().zip(small).map(|(&x, &y)| f(x, y)));
-            }
-            Some(v)
-        }
-        Bcast::Cols => {
-            let run = n / small.len();
-            let mut v = Vec::with_capacity(n);
-            for (block, &y) in full.chunks_exact(run).zip(small) {
-                v.extend(block.iter().map(|&x| f(x, y)));
-            }
-            Some(v)
-        }
-    }
-}
-
 fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     let types: Vec<String> = ctx.inputs.iter().map(|t| t.dtype().to_string()).collect();
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
@@ -324,17 +225,17 @@ macro_rules! map_numeric {
 macro_rules! zip_numeric {
     ($ctx:expr, $f:ident, numeric) => {
         Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
-            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f::<f32>)?),
-            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f::<f64>)?),
-            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip2($ctx, a, b, $f::<i32>)?),
-            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip2($ctx, a, b, $f::<i64>)?),
+            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2_par($ctx, a, b, $f::<f32>)?),
+            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2_par($ctx, a, b, $f::<f64>)?),
+            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip2_par($ctx, a, b, $f::<i32>)?),
+            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip2_par($ctx, a, b, $f::<i64>)?),
             _ => return Err(no_kernel($ctx)),
         }])
     };
     ($ctx:expr, $f:expr, float) => {
         Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
-            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2($ctx, a, b, $f)?),
-            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2($ctx, a, b, $f)?),
+            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2_par($ctx, a, b, $f)?),
+            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2_par($ctx, a, b, $f)?),
             _ => return Err(no_kernel($ctx)),
         }])
     };

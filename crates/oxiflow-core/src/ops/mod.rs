@@ -25,6 +25,7 @@ pub mod linalg;
 pub mod random;
 pub mod training;
 pub(crate) mod vmath;
+pub(crate) mod zip;
 pub mod blas;
 pub mod fused;
 

@@ -312,7 +312,7 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_fma() -> bool {
+pub(crate) fn has_fma() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| {

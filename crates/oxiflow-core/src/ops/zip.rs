@@ -1,0 +1,332 @@
+//! Broadcasting elementwise maps of two tensors: the loops under the binary kernels (`Add`,
+//! `Sub`, `Mul`, `RealDiv`, `Maximum`, `Minimum`, the comparisons).
+//!
+//! [`zip2`] takes any function and any layouts. [`zip2_par`], the path of the arithmetic and
+//! comparison kernels, handles the common cases faster: when both operands lie in one memory
+//! order (row-major, or column-major as Julia's arrays and the products of two of them are)
+//! and the broadcast pairs each element of the smaller operand with a regular run of the
+//! full one's (equal shapes, a single element, a bias row, a column), or both are matrices of
+//! one shape in opposite orders (read tile by tile, the second one transposed), it maps the elements
+//! in memory order with a loop compiled twice (baseline x86-64 and AVX2, picked at run time
+//! as [`super::vmath`] does), sharded over the intra-op threads above [`SHARD_MIN`]
+//! elements, as TF's Eigen `ThreadPoolDevice` shards a cwise op by its cost. Every other case
+//! goes to [`zip2`]. Both apply the same element function and the compiler never contracts a
+//! product and a sum into an FMA, so the result has the same bits on either path.
+
+use super::*;
+use crate::intra_op;
+use ndarray::{ArcArray, ArrayViewD, IxDyn, ShapeBuilder, Zip};
+use std::mem::MaybeUninit;
+
+/// Elements below which a binary kernel stays on its own thread. A binary op moves three
+/// values per element and computes little, so it takes more elements than `Tanh` to pay
+/// for the hand-off (a 256x256 `Mul` in f32, 65536 elements, took about 20 us on one
+/// thread of the project's VM).
+const SHARD_MIN: usize = 1 << 15;
+
+/// A view of `a` broadcast to `dims`; an error naming the node when impossible.
+pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArrayViewD<'a, T>> {
+    a.broadcast(IxDyn(dims))
+        .ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
+}
+
+/// Broadcasting elementwise map of two arrays to the node's output shape.
+///
+/// Contiguous operands take slice loops that the compiler vectorizes: equal shapes, one
+/// operand with a single element, and one operand broadcast along leading axes (a bias row)
+/// or trailing axes (a column); any other layout goes through `ndarray`'s broadcasting
+/// `Zip`. The result is the same either way.
+pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
+    ctx: &KernelCtx,
+    a: &ArcArray<A, IxDyn>,
+    b: &ArcArray<B, IxDyn>,
+    mut f: impl FnMut(A, B) -> O,
+) -> Result<ArcArray<O, IxDyn>> {
+    let dims = ctx.node.outputs[0].shape.dims();
+    if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
+        let out = if a.shape() == dims {
+            zip_contiguous(sa, sb, broadcast_kind(b.shape(), dims), &mut f)
+        } else if b.shape() == dims {
+            zip_contiguous(sb, sa, broadcast_kind(a.shape(), dims), &mut |y, x| f(x, y))
+        } else {
+            None
+        };
+        if let Some(v) = out {
+            return ArcArray::from_shape_vec(IxDyn(dims), v).map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))));
+        }
+    }
+    let (av, bv) = (broadcast_view(ctx, a, dims)?, broadcast_view(ctx, b, dims)?);
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)).into_shared())
+}
+
+/// How an operand of shape `small` broadcasts against the full shape `dims`, when each of
+/// its elements pairs with a regular run of the full operand's row-major elements.
+#[derive(Clone, Copy)]
+enum Bcast {
+    /// Same number of elements (equal shapes up to leading 1s).
+    Same,
+    /// `small` equals a suffix of `dims` (leading axes broadcast): element `i` of the full
+    /// operand pairs with `small[i % len]`.
+    Rows,
+    /// `small` equals a prefix of `dims` followed by 1s (trailing axes broadcast): element
+    /// `i` pairs with `small[i / (n / len)]`.
+    Cols,
+}
+
+fn broadcast_kind(small: &[usize], dims: &[usize]) -> Option<Bcast> {
+    if small.len() > dims.len() {
+        return None;
+    }
+    let mut padded = vec![1; dims.len() - small.len()];
+    padded.extend_from_slice(small);
+    if padded == dims {
+        return Some(Bcast::Same);
+    }
+    let lead = padded.iter().take_while(|&&d| d == 1).count();
+    if padded[lead..] == dims[lead..] {
+        return Some(Bcast::Rows);
+    }
+    let trail = padded.iter().rev().take_while(|&&d| d == 1).count();
+    let k = dims.len() - trail;
+    (padded[..k] == dims[..k]).then_some(Bcast::Cols)
+}
+
+/// `f(full[i], small[j(i)])` over the full operand for the broadcast kinds of [`Bcast`].
+fn zip_contiguous<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Option<Bcast>, f: &mut impl FnMut(A, B) -> O) -> Option<Vec<O>> {
+    let n = full.len();
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    if small.len() == 1 {
+        let y = small[0];
+        return Some(full.iter().map(|&x| f(x, y)).collect());
+    }
+    if small.is_empty() || n % small.len() != 0 {
+        return None;
+    }
+    match kind? {
+        Bcast::Same => Some(full.iter().zip(small).map(|(&x, &y)| f(x, y)).collect()),
+        Bcast::Rows => {
+            let mut v = Vec::with_capacity(n);
+            for row in full.chunks_exact(small.len()) {
+                v.extend(row.iter().zip(small).map(|(&x, &y)| f(x, y)));
+            }
+            Some(v)
+        }
+        Bcast::Cols => {
+            let run = n / small.len();
+            let mut v = Vec::with_capacity(n);
+            for (block, &y) in full.chunks_exact(run).zip(small) {
+                v.extend(block.iter().map(|&x| f(x, y)));
+            }
+            Some(v)
+        }
+    }
+}
+
+
+/// `f(a, b)` elementwise with broadcasting, as [`zip2`], through the memory-order, SIMD and
+/// sharded path described in the module docs where the layouts allow. The output is
+/// column-major when the full-size operand is (so a chain of ops on Julia's arrays keeps
+/// their order and a fetch needs no transpose), else row-major.
+pub(crate) fn zip2_par<A, B, O>(
+    ctx: &KernelCtx,
+    a: &ArcArray<A, IxDyn>,
+    b: &ArcArray<B, IxDyn>,
+    f: impl Fn(A, B) -> O + Sync + Copy,
+) -> Result<ArcArray<O, IxDyn>>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    O: Copy + Send + Clone,
+{
+    let dims = ctx.node.outputs[0].shape.dims();
+    let mapped = if a.shape() == dims {
+        pairing(a, b, dims).map(|(full, small, kind, fortran)| (zip_par(full, small, kind, f), fortran))
+    } else if b.shape() == dims {
+        pairing(b, a, dims).map(|(full, small, kind, fortran)| (zip_par(full, small, kind, move |y, x| f(x, y)), fortran))
+    } else {
+        None
+    };
+    let Some((v, fortran)) = mapped else { return zip2(ctx, a, b, f) };
+    let shaped = if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), v) } else { ArcArray::from_shape_vec(IxDyn(dims), v) };
+    shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))))
+}
+
+/// How the elements of the two operands pair up in memory order ([`zip_par`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pairing {
+    /// The small operand has one element.
+    Scalar,
+    /// Element `i` with element `i`.
+    Same,
+    /// Element `i` with `small[i % small.len()]`.
+    Rows,
+    /// Element `i` with `small[i / run]`.
+    Cols { run: usize },
+    /// Two matrices of one shape in opposite memory orders: in the full one's order a
+    /// `rows x cols` row-major matrix, whose element `(r, c)` pairs with `small[c * rows + r]`
+    /// (visited in tiles, so both operands are read a cache line at a time).
+    Transposed { rows: usize, cols: usize },
+}
+
+/// Rows and columns of a tile of [`Pairing::Transposed`].
+const TILE_ROWS: usize = 32;
+const TILE_COLS: usize = 64;
+
+/// The full operand's elements in memory order, the small one's in the same order, how they
+/// pair, and whether that order is column-major; `None` when the layouts do not allow it
+/// (the caller then takes [`zip2`]). `full` has the output's shape `dims`.
+fn pairing<'a, A, B>(full: &'a ArcArray<A, IxDyn>, small: &'a ArcArray<B, IxDyn>, dims: &[usize]) -> Option<(&'a [A], &'a [B], Pairing, bool)> {
+    if small.ndim() > dims.len() || full.is_empty() {
+        return None;
+    }
+    let (fs, fortran) = match full.as_slice() {
+        Some(s) => (s, false),
+        None if full.t().is_standard_layout() => (full.as_slice_memory_order()?, true),
+        None => return None,
+    };
+    if small.len() == 1 {
+        return Some((fs, small.as_slice_memory_order()?, Pairing::Scalar, fortran));
+    }
+    // a matrix of the same shape in the other order: read transposed, tile by tile
+    if small.shape() == dims && dims.len() == 2 {
+        let other = if fortran { small.as_slice() } else { small.as_slice_memory_order().filter(|_| small.t().is_standard_layout()) };
+        if let Some(ss) = other {
+            let (rows, cols) = if fortran { (dims[1], dims[0]) } else { (dims[0], dims[1]) };
+            return Some((fs, ss, Pairing::Transposed { rows, cols }, fortran));
+        }
+    }
+    // otherwise the small operand's elements must lie in the same order as the full one's
+    let ss = match fortran {
+        true if small.t().is_standard_layout() => small.as_slice_memory_order()?,
+        true => return None,
+        false => small.as_slice()?,
+    };
+    let mut padded = vec![1; dims.len() - small.ndim()];
+    padded.extend_from_slice(small.shape());
+    let kind = if fortran {
+        let rev = |v: &[usize]| v.iter().rev().copied().collect::<Vec<_>>();
+        broadcast_kind(&rev(&padded), &rev(dims))?
+    } else {
+        broadcast_kind(&padded, dims)?
+    };
+    if ss.is_empty() || fs.len() % ss.len() != 0 {
+        return None;
+    }
+    let pairing = match kind {
+        Bcast::Same => Pairing::Same,
+        Bcast::Rows => Pairing::Rows,
+        Bcast::Cols => Pairing::Cols { run: fs.len() / ss.len() },
+    };
+    Some((fs, ss, pairing, fortran))
+}
+
+/// `f(full[i], small[j(i)])` for every `i`, `j` as `kind` says, in a new vector: on the
+/// calling thread below [`SHARD_MIN`] elements or with one intra-op thread, else in chunks
+/// (about four a thread, each a whole number of the pairing's runs) over the intra-op
+/// threads, the caller included ([`intra_op::parallel_for_each`]).
+fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[B], kind: Pairing, f: impl Fn(A, B) -> O + Sync + Copy) -> Vec<O> {
+    let n = full.len();
+    let mut out = crate::strided::buffer_for::<O>(n);
+    let dst = &mut out.spare_capacity_mut()[..n];
+    let threads = intra_op::intra_op_threads();
+    if threads <= 1 || n < SHARD_MIN {
+        run(full, small, kind, 0, dst, f);
+    } else {
+        let unit = match kind {
+            Pairing::Rows => small.len(),
+            Pairing::Cols { run } => run,
+            Pairing::Transposed { cols, .. } => cols * TILE_ROWS,
+            Pairing::Scalar | Pairing::Same => 64,
+        };
+        let chunk = n.div_ceil(4 * threads).max(SHARD_MIN / 2).next_multiple_of(unit.max(1));
+        let items: Vec<(usize, &mut [MaybeUninit<O>])> = dst.chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
+        intra_op::parallel_for_each(items, |(start, d)| run(full, small, kind, start, d, f));
+    }
+    // SAFETY: `run` wrote each of the first n elements (every chunk covers whole runs).
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// Fills `dst` with elements `start..start + dst.len()` of the map (see [`zip_par`]): with
+/// the AVX2 build of the loop where the CPU has it, else the baseline one.
+fn run<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+    #[cfg(target_arch = "x86_64")]
+    if super::vmath::has_fma() {
+        #[target_feature(enable = "avx2")]
+        unsafe fn fast<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+            body(full, small, kind, start, dst, f)
+        }
+        // SAFETY: the CPU has AVX2 (checked by has_fma).
+        return unsafe { fast(full, small, kind, start, dst, f) };
+    }
+    body(full, small, kind, start, dst, f)
+}
+
+/// The loop of [`run`]. `start` and `dst.len()` are whole numbers of the pairing's runs
+/// (or reach the end of `full`), so every element of `dst` is written.
+#[inline(always)]
+fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+    let full = &full[start..start + dst.len()];
+    match kind {
+        Pairing::Scalar => {
+            let y = small[0];
+            dst.iter_mut().zip(full).for_each(|(d, &x)| {
+                d.write(f(x, y));
+            });
+        }
+        Pairing::Same => {
+            let small = &small[start..start + dst.len()];
+            dst.iter_mut().zip(full).zip(small).for_each(|((d, &x), &y)| {
+                d.write(f(x, y));
+            });
+        }
+        Pairing::Rows => {
+            debug_assert!(start % small.len() == 0 && dst.len() % small.len() == 0);
+            for (drow, row) in dst.chunks_exact_mut(small.len()).zip(full.chunks_exact(small.len())) {
+                drow.iter_mut().zip(row).zip(small).for_each(|((d, &x), &y)| {
+                    d.write(f(x, y));
+                });
+            }
+        }
+        Pairing::Transposed { rows, cols } => {
+            debug_assert!(start % cols == 0 && dst.len() % cols == 0);
+            let (r0, nrows) = (start / cols, dst.len() / cols);
+            // one tile of `small`, transposed (tile row r at r * TILE_COLS): read a column
+            // run at a time, then zipped row by row with `full` as the other pairings are
+            let mut tile = vec![small[0]; TILE_ROWS * TILE_COLS];
+            for tr in (0..nrows).step_by(TILE_ROWS) {
+                let th = (tr + TILE_ROWS).min(nrows) - tr;
+                for tc in (0..cols).step_by(TILE_COLS) {
+                    let tw = (tc + TILE_COLS).min(cols) - tc;
+                    for c in 0..tw {
+                        let col = &small[(tc + c) * rows + r0 + tr..][..th];
+                        for (r, &v) in col.iter().enumerate() {
+                            tile[r * TILE_COLS + c] = v;
+                        }
+                    }
+                    for r in 0..th {
+                        let o = (tr + r) * cols + tc;
+                        let trow = &tile[r * TILE_COLS..r * TILE_COLS + tw];
+                        dst[o..o + tw].iter_mut().zip(&full[o..o + tw]).zip(trow).for_each(|((d, &x), &y)| {
+                            d.write(f(x, y));
+                        });
+                    }
+                }
+            }
+        }
+        Pairing::Cols { run } => {
+            debug_assert!(start % run == 0);
+            for ((dblk, blk), &y) in dst.chunks_mut(run).zip(full.chunks(run)).zip(&small[start / run..]) {
+                dblk.iter_mut().zip(blk).for_each(|(d, &x)| {
+                    d.write(f(x, y));
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "zip_tests.rs"]
+mod tests;
