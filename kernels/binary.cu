@@ -78,6 +78,10 @@ struct FloorMod {
 };
 struct Maximum { template <typename T> __device__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };
 struct Minimum { template <typename T> __device__ T operator()(T a, T b) const { return (a < b || a != a) ? a : b; } };
+// TanhGrad(y, dy) = dy * (1 - y*y), SigmoidGrad(y, dy) = dy * y * (1 - y) (Eigen's
+// scalar_tanh_gradient_op / scalar_sigmoid_gradient_op); operands of one shape.
+struct TanhGrad    { template <typename T> __device__ T operator()(T y, T dy) const { return dy * (T(1) - y * y); } };
+struct SigmoidGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * y * (T(1) - y); } };
 
 struct Equal        { template <typename T> __device__ bool operator()(T a, T b) const { return a == b; } };
 struct Greater      { template <typename T> __device__ bool operator()(T a, T b) const { return a > b; } };
@@ -146,6 +150,8 @@ BINARY(maximum, Maximum)
 BINARY(minimum, Minimum)
 BINARY(floor_div, FloorDiv)
 BINARY(floor_mod, FloorMod)
+BINARY(tanh_grad, TanhGrad)
+BINARY(sigmoid_grad, SigmoidGrad)
 COMPARE(equal, Equal)
 COMPARE(greater, Greater)
 COMPARE(greater_equal, GreaterEqual)

@@ -105,6 +105,11 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
                     op => g.op(op, &[a, b]).unwrap(),
                 }
             }
+            8 if rng.below(3) == 0 => {
+                // the activation gradients take two operands of one shape
+                let (y, dy) = (pick(&mut rng, &full), pick(&mut rng, &full));
+                g.op(if rng.below(2) == 0 { "TanhGrad" } else { "SigmoidGrad" }, &[y, dy]).unwrap()
+            }
             8 => {
                 let xs: Vec<Output> = (0..3).map(|_| pick(&mut rng, &full)).collect();
                 g.op("AddN", &xs).unwrap()

@@ -419,6 +419,14 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
             check(g, &mut f, op, &[], &[other, nan]);
         }
     }
+    // the activation gradients: (y, dy) of one shape
+    for op in ["TanhGrad", "SigmoidGrad"] {
+        for d in FLOATS {
+            for dims in [&[][..], &[1000], &[64, 33]] {
+                check(g, &mut f, op, &[], &[rng.tensor(d, dims, -1.0, 1.0), rng.tensor(d, dims, -3.0, 3.0)]);
+            }
+        }
+    }
     for d in [DType::Float32, DType::Float64, DType::Bool] {
         for (c, x, y) in [(&[3, 4][..], &[3, 4][..], &[3, 4][..]), (&[4], &[3, 1], &[]), (&[2, 1, 5], &[1, 3, 1], &[3, 5])] {
             let (c, x, y) = (rng.tensor(DType::Bool, c, 0.0, 1.0), rng.tensor(d, x, -3.0, 3.0), rng.tensor(d, y, -3.0, 3.0));

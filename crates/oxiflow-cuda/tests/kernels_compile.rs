@@ -139,7 +139,7 @@ fn launcher_args(entry: &str) -> Option<Vec<usize>> {
     ];
     let binary = [
         "add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "equal", "greater", "greater_equal", "less", "less_equal",
-        "floor_div", "floor_mod",
+        "floor_div", "floor_mod", "tanh_grad", "sigmoid_grad",
     ];
     let reductions = ["sum", "mean", "max", "min", "prod", "arg_max", "arg_min"];
     Some(match base {

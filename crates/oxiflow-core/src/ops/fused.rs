@@ -50,6 +50,10 @@ pub(crate) enum Fn2 {
     Max,
     Min,
     Pow,
+    /// `TanhGrad(y, dy)`.
+    TanhGrad,
+    /// `SigmoidGrad(y, dy)`.
+    SigmoidGrad,
 }
 
 /// Where an instruction reads an operand: a register, or a full-size external input at the
@@ -172,6 +176,8 @@ impl ProgramBuilder {
             "Maximum" => bin(Fn2::Max),
             "Minimum" => bin(Fn2::Min),
             "Pow" => bin(Fn2::Pow),
+            "TanhGrad" => bin(Fn2::TanhGrad),
+            "SigmoidGrad" => bin(Fn2::SigmoidGrad),
             "OnesLike" | "ZerosLike" if args.len() == 1 => return Some(self.constant(if op == "OnesLike" { 1.0 } else { 0.0 })),
             // `AddN`'s kernel adds left to right: ((x0 + x1) + x2) + ...
             "AddN" => {
@@ -405,6 +411,9 @@ fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
         Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
         // floats: `Some(powf)`, as `Pow`'s kernel
         Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
+        // the kernels' formulas (activation_grad.rs), operation for operation
+        Fn2::TanhGrad => map2(a, b, d, |y, dy| T::mul(dy, T::sub(T::from_f64(1.0), T::mul(y, y)))),
+        Fn2::SigmoidGrad => map2(a, b, d, |y, dy| T::mul(T::mul(dy, y), T::sub(T::from_f64(1.0), y))),
     }
 }
 
@@ -572,7 +581,7 @@ pub fn fusable(op: &str) -> bool {
     matches!(
         op,
         "Neg" | "Square" | "Sin" | "Cos" | "Tan" | "Abs" | "Floor" | "Exp" | "Log" | "Tanh" | "Sigmoid" | "Sqrt" | "Relu" | "Add" | "Sub" | "Mul"
-            | "RealDiv" | "Maximum" | "Minimum" | "Pow" | "OnesLike" | "ZerosLike" | "AddN"
+            | "RealDiv" | "Maximum" | "Minimum" | "Pow" | "TanhGrad" | "SigmoidGrad" | "OnesLike" | "ZerosLike" | "AddN"
     )
 }
 

@@ -594,14 +594,10 @@ fn grad_log(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
     Ok(vec![Some(g.op("RealDiv", &[dy, node.inputs[0]])?)])
 }
 
-/// TF `_TanhGrad` (`TanhGrad` kernel, built from primitives): `dy * (1 - y^2)`.
+/// TF `_TanhGrad`: `TanhGrad(y, dy) = dy * (1 - y^2)` ([`super::activation_grad`]).
 fn grad_tanh(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
-    let y = y0(node);
-    let y2 = g.op("Square", &[y])?;
-    let one = scalar_of(g, y, 1.0)?;
-    let d = g.op("Sub", &[one, y2])?;
-    Ok(vec![Some(g.op("Mul", &[dy, d])?)])
+    Ok(vec![Some(g.op("TanhGrad", &[y0(node), dy])?)])
 }
 
 /// TF `_SqrtGrad` (`SqrtGrad` kernel, built from primitives): `dy * 0.5 / y`.

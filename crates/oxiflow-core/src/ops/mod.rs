@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::LazyLock;
 
+pub mod activation_grad;
 pub mod array;
 pub(crate) mod grad_util;
 pub mod index;
@@ -398,6 +399,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     shape_ops::register(&mut r);
     index::register(&mut r);
     nn::register(&mut r);
+    activation_grad::register(&mut r);
     reduce::register(&mut r);
     linalg::register(&mut r);
     random::register(&mut r);

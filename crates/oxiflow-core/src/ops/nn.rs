@@ -4,14 +4,15 @@
 //! gradients as `math_grad.py` / `nn_grad.py`).
 //!
 //! TF computes the gradients of the activations with fused kernels (`ReluGrad`,
-//! `SigmoidGrad`, `EluGrad`, ...). Here each gradient is the same formula built from
-//! differentiable primitives (`SelectV2`, `Mul`, comparisons), so second derivatives work.
+//! `SigmoidGrad`, `EluGrad`, ...). `Sigmoid`'s (and `Tanh`'s) is that kernel here too
+//! (`activation_grad.rs`); the others are the same formula built from differentiable
+//! primitives (`SelectV2`, `Mul`, comparisons). Second derivatives work for all.
 //! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
 //! comparisons also take `Int32`/`Int64`.
 
 use super::array::reduce_sum;
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
-use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2, Arith};
+use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2_par, Arith};
 use super::vmath;
 use super::*;
 use crate::graph::NodeSpec;
@@ -200,10 +201,10 @@ mod num_like {
 macro_rules! zip_num {
     ($ctx:expr, $f:ident, $wrap:ident) => {
         Ok(smallvec![match (&$ctx.inputs[0], &$ctx.inputs[1]) {
-            (Tensor::F32(a), Tensor::F32(b)) => $wrap(zip2($ctx, a, b, $f::<f32>)?),
-            (Tensor::F64(a), Tensor::F64(b)) => $wrap(zip2($ctx, a, b, $f::<f64>)?),
-            (Tensor::I32(a), Tensor::I32(b)) => $wrap(zip2($ctx, a, b, $f::<i32>)?),
-            (Tensor::I64(a), Tensor::I64(b)) => $wrap(zip2($ctx, a, b, $f::<i64>)?),
+            (Tensor::F32(a), Tensor::F32(b)) => $wrap(zip2_par($ctx, a, b, $f::<f32>)?),
+            (Tensor::F64(a), Tensor::F64(b)) => $wrap(zip2_par($ctx, a, b, $f::<f64>)?),
+            (Tensor::I32(a), Tensor::I32(b)) => $wrap(zip2_par($ctx, a, b, $f::<i32>)?),
+            (Tensor::I64(a), Tensor::I64(b)) => $wrap(zip2_par($ctx, a, b, $f::<i64>)?),
             (a, b) => return Err($ctx.error(format!("no kernel for dtypes {} and {}", a.dtype(), b.dtype()))),
         }])
     };
@@ -285,14 +286,10 @@ fn grad_tan(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
     Ok(vec![Some(g.op("RealDiv", &[dy, c2])?)])
 }
 
-/// TF `_SigmoidGrad` (`SigmoidGrad` kernel): `dy * y * (1 - y)`.
+/// TF `_SigmoidGrad`: `SigmoidGrad(y, dy) = dy * y * (1 - y)` ([`super::activation_grad`]).
 fn grad_sigmoid(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
-    let y = y0(node);
-    let one = scalar_of(g, y, 1.0)?;
-    let omy = g.op("Sub", &[one, y])?;
-    let t = g.op("Mul", &[y, omy])?;
-    Ok(vec![Some(g.op("Mul", &[dy, t])?)])
+    Ok(vec![Some(g.op("SigmoidGrad", &[y0(node), dy])?)])
 }
 
 /// TF `_ReluGrad` (`ReluGrad(dy, y)`): `dy` where `y > 0`, else 0.

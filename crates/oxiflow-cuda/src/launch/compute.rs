@@ -22,7 +22,7 @@ pub fn launcher(op: &str) -> Option<Launcher> {
         "OnesLike" | "ZerosLike" => fill_like,
         "Cast" => cast,
         "Add" | "Sub" | "Mul" | "RealDiv" | "Pow" | "Maximum" | "Minimum" | "Equal" | "Greater" | "GreaterEqual"
-        | "Less" | "LessEqual" | "FloorDiv" | "FloorMod" => binary,
+        | "Less" | "LessEqual" | "FloorDiv" | "FloorMod" | "TanhGrad" | "SigmoidGrad" => binary,
         "SelectV2" => select_v2,
         "BroadcastTo" => broadcast_to,
         "AddN" => add_n,
