@@ -81,11 +81,15 @@ impl Plan {
     }
 
     /// `true` when an untraced run of the plan runs on the caller's thread: a chain
-    /// ([`Plan::is_chain`]), or a small plan, whose steps together cost less than handing
+    /// ([`Plan::is_chain`]); a small plan, whose steps together cost less than handing
     /// them to the pool and back (about 20 µs on the project's VM, where a run of
     /// `constant(1.0) + 1`, two source steps, took 26 µs through the pool and 3 µs inline):
     /// at most [`INLINE_MAX_STEPS`] op steps whose outputs' static sizes add up to at most
-    /// [`INLINE_MAX_BYTES`], and no copies between devices. The plan must be complete.
+    /// [`INLINE_MAX_BYTES`], and no copies between devices; or a plan with one expensive
+    /// step among inexpensive ones ([`crate::ops::OpDef::inexpensive`]: variable reads,
+    /// constants), where no two steps can usefully run at once (a 256³ `MatMul` of two
+    /// variables from Julia: 134 GFLOP/s through the pool, 150 on the caller). The plan
+    /// must be complete.
     pub fn runs_inline(&self) -> bool {
         self.derived.get_or_init(|| Derived::of(self)).inline
     }
@@ -268,10 +272,12 @@ impl Derived {
                     StepKind::Copy { .. } => None,
                 })
                 .is_some_and(|total| total <= INLINE_MAX_BYTES);
+        // copies count as expensive: each moves a whole tensor
+        let expensive = plan.steps.iter().filter(|s| !matches!(&s.kind, StepKind::Op(n) if n.op.inexpensive)).count();
         Derived {
             large,
             chain,
-            inline: chain || small,
+            inline: chain || small || expensive <= 1,
             direct,
             pending: plan.steps.iter().map(|s| s.pending).collect(),
             ready: (0..plan.steps.len()).filter(|&i| plan.steps[i].pending == 0).collect(),

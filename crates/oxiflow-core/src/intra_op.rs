@@ -234,6 +234,7 @@ pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
         gpu: GpuSupport::None,
         grad: None,
         stateful: true,
+        inexpensive: false,
     });
 }
 
@@ -286,6 +287,28 @@ mod tests {
             }
             assert_eq!(out.values[2].to_f64_vec(), vec![-1.0; 1 << 14]);
         }
+    }
+
+    /// One expensive step among inexpensive ones (constants, variable reads: nothing two
+    /// threads could share) runs on the caller's thread whatever the pool; a second
+    /// expensive step sends the run to the session's workers.
+    #[test]
+    fn one_expensive_step_among_variable_reads_runs_on_the_callers_thread() {
+        let mut g = Graph::new();
+        let probe = g.op("_IntraOpProbe", &[]).unwrap();
+        let big = g.constant(crate::Tensor::from_vec(&[1 << 14], vec![2.0f64; 1 << 14], crate::Layout::RowMajor).unwrap()).unwrap();
+        let read = g.op("Identity", &[big]).unwrap();
+        let neg = g.op("Neg", &[big]).unwrap();
+        let g = Arc::new(RwLock::new(g));
+        let o = SessionOptions { inter_op_threads: Some(2), intra_op_threads: Some(2), emulated_gpus: Some(0), ..Default::default() };
+        let s = Session::new(g, o).unwrap();
+        // probe + Const + Identity (128 KiB each, two roots): neither a chain nor small
+        let out = s.run(&[], &[probe, read], &[], false).unwrap();
+        assert_eq!(out.values[0].to_f64_vec()[3], 0.0, "on the caller, not a session worker");
+        assert_eq!(out.values[1].to_f64_vec(), vec![2.0; 1 << 14]);
+        let out = s.run(&[], &[probe, read, neg], &[], false).unwrap();
+        assert_eq!(out.values[0].to_f64_vec()[3], 1.0, "two expensive steps: on a session worker");
+        assert_eq!(out.values[2].to_f64_vec(), vec![-2.0; 1 << 14]);
     }
 
     #[test]

@@ -574,6 +574,7 @@ pub static FUSED_ELEMENTWISE: OpDef = OpDef {
     gpu: GpuSupport::None,
     grad: None,
     stateful: false,
+    inexpensive: false,
 };
 
 /// Whether `op` is one the pass may fuse (float dtypes only; the caller checks those).

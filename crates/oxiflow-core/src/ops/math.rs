@@ -637,7 +637,7 @@ pub(crate) fn def(
     gpu: GpuSupport,
     grad: Option<GradFn>,
 ) -> OpDef {
-    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad, stateful: false }
+    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad, stateful: false, inexpensive: false }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -344,6 +344,11 @@ pub struct OpDef {
     pub grad: Option<GradFn>,
     /// Reads or writes session state (variables, feeds); never folded or deduplicated.
     pub stateful: bool,
+    /// The kernel hands on a stored tensor or a reference, whatever its size (`Const`,
+    /// `VariableV2`, `Identity`, `NoOp`): TF's `OpKernel::IsExpensive() == false`. A plan
+    /// whose other steps are one expensive step runs on the caller's thread
+    /// ([`crate::executor::Plan::runs_inline`]).
+    pub inexpensive: bool,
 }
 
 impl OpDef {

@@ -98,6 +98,7 @@ pub(crate) fn register(r: &mut Registry) {
         gpu: GPU_FLOATS,
         grad: None,
         stateful: true,
+        inexpensive: false,
     };
     r.add(random("RandomStandardNormal", kernel_normal));
     r.add(random("RandomUniform", kernel_uniform));

@@ -80,15 +80,16 @@ pub(crate) fn register(r: &mut Registry) {
         gpu: GpuSupport::Any,
         grad: None,
         stateful: false,
+        inexpensive: false,
     };
-    r.add(base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const));
-    r.add(OpDef { stateful: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) });
+    r.add(OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) });
+    r.add(OpDef { stateful: true, inexpensive: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) });
     r.add(OpDef {
         grad: Some(grad_placeholder_with_default),
         ..base("PlaceholderWithDefault", "PlaceholderWithDefault", Arity::Fixed(1), infer_same, kernel_identity)
     });
-    r.add(OpDef { stateful: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) });
+    r.add(OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) });
     r.add(OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) });
-    r.add(OpDef { grad: Some(grad_identity), ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
-    r.add(base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop));
+    r.add(OpDef { grad: Some(grad_identity), inexpensive: true, ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
+    r.add(OpDef { inexpensive: true, ..base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop) });
 }

@@ -376,6 +376,7 @@ pub(crate) fn register(r: &mut Registry) {
         gpu,
         grad: None,
         stateful: true,
+        inexpensive: false,
     };
     let apply = |name, arity, refs, infer, kernel| apply_on(name, arity, refs, infer, kernel, GPU_FLOATS);
     r.add(apply("ApplyGradientDescent", 3, &[0], infer_gd, kernel_gd));
