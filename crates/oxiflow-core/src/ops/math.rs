@@ -1,11 +1,11 @@
 //! Elementwise math: `Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Square`, `Pow`, `Sin`, `Cos`,
-//! `Exp`, `Log`, `Tanh`, `Sqrt`, `AddN`, `Greater`, `SelectV2`, `Floor`, `FloorDiv`,
+//! `Exp`, `Log`, `Tanh`, `Sqrt`, `AddN`, `SelectV2`, `Floor`, `FloorDiv`,
 //! `FloorMod` (TF's `math_ops` / `gen_math_ops`, gradients as in `math_grad.py`). `MatMul`
 //! lives in `matmul.rs`.
 //!
 //! Binary ops broadcast NumPy-style; their gradients are summed back to each operand's
 //! static shape with [`sum_to_shape`]. Float ops take `Float32`/`Float64`; `Add`, `Sub`,
-//! `Mul`, `Neg`, `Square`, `Pow`, `AddN`, `Greater`, `FloorDiv`, `FloorMod` also take
+//! `Mul`, `Neg`, `Square`, `Pow`, `AddN`, `FloorDiv`, `FloorMod` also take
 //! `Int32`/`Int64` (wrapping arithmetic, as TF's CPU kernels; an integer division by zero is
 //! an error). Gradients are built only from differentiable ops.
 
@@ -271,11 +271,6 @@ fn infer_binary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(out)
 }
 
-fn infer_greater(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let out = infer_binary_numeric(ctx)?;
-    Ok(vec![TensorType::new(DType::Bool, out[0].shape.clone())])
-}
-
 /// `SelectV2(cond, x, y)`: `cond` Bool, `x` and `y` one dtype, all three broadcast together.
 fn infer_select(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (c, x, y) = (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]);
@@ -366,19 +361,6 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Outputs> {
         (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(go(ctx, a, b)?),
         _ => return Err(no_kernel(ctx)),
     }])
-}
-
-fn kernel_greater(ctx: &KernelCtx) -> Result<Outputs> {
-    fn gt<T: Arith>(a: T, b: T) -> bool {
-        a > b
-    }
-    Ok(smallvec![Tensor::Bool(match (&ctx.inputs[0], &ctx.inputs[1]) {
-        (Tensor::F32(a), Tensor::F32(b)) => zip2(ctx, a, b, gt::<f32>)?,
-        (Tensor::F64(a), Tensor::F64(b)) => zip2(ctx, a, b, gt::<f64>)?,
-        (Tensor::I32(a), Tensor::I32(b)) => zip2(ctx, a, b, gt::<i32>)?,
-        (Tensor::I64(a), Tensor::I64(b)) => zip2(ctx, a, b, gt::<i64>)?,
-        _ => return Err(no_kernel(ctx)),
-    })])
 }
 
 fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {
@@ -625,7 +607,6 @@ fn grad_floor_mod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
 // ---------------------------------------------------------------- registration
 
 /// GPU kernels of comparisons and selects: float operands, Bool condition or result.
-const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
 
 /// A stateless op with no reference inputs.
 pub(crate) fn def(
@@ -665,6 +646,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(binary("FloorMod", "FloorMod", infer_binary_numeric, kernel_floor_mod, Some(grad_floor_mod)));
 
     r.add(def("AddN", "AddN", Arity::AtLeast(1), infer_addn, kernel_addn, GPU_FLOATS, Some(grad_addn)));
-    r.add(def("Greater", "Greater", Arity::Fixed(2), infer_greater, kernel_greater, GPU_FLOATS_BOOL, None));
     r.add(def("SelectV2", "SelectV2", Arity::Fixed(3), infer_select, kernel_select, GPU_FLOATS_BOOL, Some(grad_select)));
 }

@@ -431,6 +431,10 @@ pub fn registered() -> Vec<&'static str> {
 /// Float dtypes: the usual GPU kernel set of math ops.
 pub const GPU_FLOATS: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64]);
 
+/// GPU kernels of comparisons (float operands, Bool result) and `SelectV2` (Bool or float
+/// values): TF registers float GPU kernels for them.
+pub const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
+
 /// Shape function of unary elementwise float ops: output = input.
 pub fn infer_unary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     ctx.require_float(ctx.inputs[0].dtype)?;

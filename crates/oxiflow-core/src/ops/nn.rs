@@ -1,6 +1,6 @@
 //! Elementwise activations, comparisons and binary extrema: `Abs`, `Sign`, `Tan`, `Sigmoid`,
 //! `Relu`, `Relu6`, `LeakyRelu`, `Elu`, `Selu`, `Softplus`, `Softsign`, `Softmax`, `Maximum`,
-//! `Minimum`, `Less`, `LessEqual`, `GreaterEqual`, `Equal` (TF's `math_ops`, `nn_ops`;
+//! `Minimum`, `Greater`, `Less`, `LessEqual`, `GreaterEqual`, `Equal` (TF's `math_ops`, `nn_ops`;
 //! gradients as `math_grad.py` / `nn_grad.py`).
 //!
 //! TF computes the gradients of the activations with fused kernels (`ReluGrad`,
@@ -234,6 +234,9 @@ pub(crate) fn minimum<T: Arith>(a: T, b: T) -> T {
 fn less<T: Arith>(a: T, b: T) -> bool {
     a < b
 }
+fn greater<T: Arith>(a: T, b: T) -> bool {
+    a > b
+}
 fn less_equal<T: Arith>(a: T, b: T) -> bool {
     a <= b
 }
@@ -252,6 +255,9 @@ fn kernel_minimum(ctx: &KernelCtx) -> Result<Outputs> {
 }
 fn kernel_less(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, less, wrap_bool)
+}
+fn kernel_greater(ctx: &KernelCtx) -> Result<Outputs> {
+    zip_num!(ctx, greater, wrap_bool)
 }
 fn kernel_less_equal(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, less_equal, wrap_bool)
@@ -397,9 +403,6 @@ fn grad_minimum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
 
 // ---------------------------------------------------------------- registration
 
-/// GPU kernels of comparisons: numeric operands, Bool result (TF registers float GPU kernels).
-const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
-
 /// Adds `LeakyRelu(x)` with slope `alpha` for negative inputs (TF's `tf.nn.leaky_relu`).
 pub fn leaky_relu(g: &mut Graph, x: Output, alpha: f64) -> Result<Output> {
     g.op_spec(NodeSpec::new("LeakyRelu", &[x]).attr("alpha", alpha))
@@ -425,6 +428,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("Maximum", "Maximum", two, infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
     r.add(def("Minimum", "Minimum", two, infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
     // TF: comparisons are not differentiable (no registered gradient).
+    r.add(def("Greater", "Greater", two, infer_compare, kernel_greater, GPU_FLOATS_BOOL, None));
     r.add(def("Less", "Less", two, infer_compare, kernel_less, GPU_FLOATS_BOOL, None));
     r.add(def("LessEqual", "LessEqual", two, infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None));
     r.add(def("GreaterEqual", "GreaterEqual", two, infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None));
