@@ -1,17 +1,18 @@
-//! Shape and type ops: `Reshape`, `BroadcastTo`, `Sum`, `Cast`, `OnesLike`, `ZerosLike`
-//! (TF's `array_ops` / `math_ops.reduce_sum` / `math_ops.cast`, gradients as in
-//! `array_grad.py` and `math_grad.py`), and [`sum_to_shape`], which reduces a broadcast
-//! gradient back to an operand's shape.
+//! Shape and type ops: `Reshape`, `BroadcastTo`, `Cast`, `OnesLike`, `ZerosLike` (TF's
+//! `array_ops` / `math_ops.cast`, gradients as in `array_grad.py` and `math_grad.py`), and
+//! [`sum_to_shape`], which reduces a broadcast gradient back to an operand's shape with
+//! `Sum` (in `reduce.rs`).
 //!
 //! Shapes are static: `Reshape` and `BroadcastTo` take the target shape as an attr
 //! (`AttrValue::Shape`), not as a tensor input as TF does.
 
-use super::math::{def, require_numeric, Arith};
+use super::math::def;
+use super::reduce::reduce_sum;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
 use crate::with_array;
-use ndarray::{ArcArray, Axis, IxDyn};
+use ndarray::{ArcArray, IxDyn};
 
 // ---------------------------------------------------------------- graph-building helpers
 
@@ -19,12 +20,6 @@ use ndarray::{ArcArray, Axis, IxDyn};
 /// shapes) when the element counts differ; the graph is then unchanged.
 pub fn reshape(g: &mut Graph, x: Output, shape: &Shape) -> Result<Output> {
     g.op_spec(NodeSpec::new("Reshape", &[x]).attr("shape", AttrValue::Shape(shape.0.clone())))
-}
-
-/// Adds `Sum(x)` over `axes` (0-based, negatives count from the end; empty = all axes),
-/// keeping reduced axes as size 1 when `keep_dims` (TF's `tf.reduce_sum`). Numeric dtypes.
-pub fn reduce_sum(g: &mut Graph, x: Output, axes: &[i64], keep_dims: bool) -> Result<Output> {
-    g.op_spec(NodeSpec::new("Sum", &[x]).attr("axis", axes.to_vec()).attr("keep_dims", keep_dims))
 }
 
 /// Sums `grad`, whose static shape must be a broadcast of `target` (NumPy rules), down to
@@ -69,7 +64,7 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 
 /// `a` with new dimensions (same element count), sharing the buffer when `a` is
 /// standard-layout.
-fn reshape_array<T: Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
+pub(crate) fn reshape_array<T: Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
     let r = if a.is_standard_layout() {
         a.clone().into_shape_with_order(IxDyn(dims))
     } else {
@@ -115,92 +110,6 @@ fn grad_broadcast_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Re
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let shape = g.shape_of(node.inputs[0])?;
     Ok(vec![Some(sum_to_shape(g, dy, &shape)?)])
-}
-
-// ---------------------------------------------------------------- Sum
-
-/// The reduced axes of a reduction (`Sum`, `Mean`, `Max`, ...; `op` names it in errors) over
-/// a rank-`rank` input: attr `axis` normalized (negatives from the end), sorted,
-/// deduplicated; absent or empty means every axis.
-pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
-    let raw = match attrs.get("axis") {
-        None => Vec::new(),
-        Some(_) => attrs.get_ints(op, "axis").map_err(|e| e.to_string())?,
-    };
-    if raw.is_empty() {
-        return Ok((0..rank).collect());
-    }
-    let r = rank as i64;
-    let mut axes = raw
-        .iter()
-        .map(|&a| if (-r..r).contains(&a) { Ok(((a + r) % r) as usize) } else { Err(format!("axis {a} is out of range for an input of rank {rank}")) })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    axes.sort_unstable();
-    axes.dedup();
-    Ok(axes)
-}
-
-fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let x = &ctx.inputs[0];
-    require_numeric(ctx, x.dtype)?;
-    let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
-    let keep = ctx.attrs.get_bool_or("Sum", "keep_dims", false)?;
-    let dims = x
-        .shape
-        .dims()
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
-            (false, _) => Some(d),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect();
-    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
-}
-
-fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
-        let axes = reduce_axes("Sum", &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
-        if let Some((v, layout)) = super::reduce::sum_blocked(a, &axes) {
-            return Tensor::from_vec(ctx.node.outputs[0].shape.dims(), v, layout).map_err(|e| ctx.error(e.to_string()));
-        }
-        let fold = |acc: &T, x: &T| T::add(*acc, *x);
-        let mut out: Option<ndarray::ArrayD<T>> = None;
-        for &ax in axes.iter().rev() {
-            out = Some(match &out {
-                Some(o) => o.fold_axis(Axis(ax), T::zero(), fold),
-                None => a.fold_axis(Axis(ax), T::zero(), fold),
-            });
-        }
-        let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
-        Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
-    }
-    Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) => go(ctx, a)?,
-        Tensor::F64(a) => go(ctx, a)?,
-        Tensor::I32(a) => go(ctx, a)?,
-        Tensor::I64(a) => go(ctx, a)?,
-        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
-        Tensor::Device(d) => crate::tensor::device_resident(d),
-    }])
-}
-
-/// TF `_SumGrad`: `dy` reshaped to the input's rank (reduced axes of size 1), then
-/// broadcast to the input's shape (`BroadcastTo` where TF uses `Tile`).
-fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
-    let Some(dy) = grads[0] else { return Ok(vec![None]) };
-    let in_shape = g.shape_of(node.inputs[0])?;
-    let axes = reduce_axes("Sum", &node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
-    let kept = Shape(in_shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect());
-    let mut out = dy;
-    if g.shape_of(out)? != kept {
-        out = reshape(g, out, &kept)?;
-    }
-    if kept != in_shape {
-        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
-    }
-    Ok(vec![Some(out)])
 }
 
 // ---------------------------------------------------------------- Cast
@@ -272,7 +181,6 @@ pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     r.add(def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape)));
     r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)));
-    r.add(def("Sum", "Sum", one, infer_sum, kernel_sum, GPU_FLOATS, Some(grad_sum)));
     r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)));
     // TF: ops.NotDifferentiable("OnesLike"), ("ZerosLike").
     r.add(def("OnesLike", "OnesLike", one, infer_same, kernel_ones_like, GPU_FLOATS, None));

@@ -10,7 +10,7 @@
 //! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
 //! comparisons also take `Int32`/`Int64`.
 
-use super::array::reduce_sum;
+use super::reduce::reduce_sum;
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2_par, Arith};
 use super::vmath;

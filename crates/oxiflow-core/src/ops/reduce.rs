@@ -1,6 +1,5 @@
-//! Reductions: `Mean`, `Prod`, `Max`, `Min` (TF's `tf.reduce_mean/prod/max/min`) and
-//! `ArgMax`, `ArgMin` (`tf.argmax/argmin`); gradients as `math_grad.py`. `Sum` lives in
-//! `array.rs`.
+//! Reductions: `Sum`, `Mean`, `Prod`, `Max`, `Min` (TF's `tf.reduce_sum/mean/prod/max/min`)
+//! and `ArgMax`, `ArgMin` (`tf.argmax/argmin`); gradients as `math_grad.py`.
 //!
 //! Axes are attributes, as for `Sum`: attr `axis` (0-based ints, negatives count from the
 //! end; absent or empty means every axis, the convention `Sum` already has) and bool attr
@@ -8,12 +7,102 @@
 //! and attr `output_type` (`Int64` by default, or `Int32`), and return 0-based indices of
 //! the first extremum.
 
-use super::array::reduce_axes;
+use super::array::{reshape, reshape_array};
 use super::grad_util::{need_dy, y0};
 use super::math::{def, require_numeric, Arith};
 use super::*;
 use crate::graph::NodeSpec;
 use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
+
+/// Adds `Sum(x)` over `axes` (0-based, negatives count from the end; empty = all axes),
+/// keeping reduced axes as size 1 when `keep_dims` (TF's `tf.reduce_sum`). Numeric dtypes.
+pub fn reduce_sum(g: &mut Graph, x: Output, axes: &[i64], keep_dims: bool) -> Result<Output> {
+    g.op_spec(NodeSpec::new("Sum", &[x]).attr("axis", axes.to_vec()).attr("keep_dims", keep_dims))
+}
+
+/// The reduced axes of a reduction (`Sum`, `Mean`, `Max`, ...; `op` names it in errors) over
+/// a rank-`rank` input: attr `axis` normalized (negatives from the end), sorted,
+/// deduplicated; absent or empty means every axis.
+pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::Result<Vec<usize>, String> {
+    let raw = match attrs.get("axis") {
+        None => Vec::new(),
+        Some(_) => attrs.get_ints(op, "axis").map_err(|e| e.to_string())?,
+    };
+    if raw.is_empty() {
+        return Ok((0..rank).collect());
+    }
+    let r = rank as i64;
+    let mut axes = raw
+        .iter()
+        .map(|&a| if (-r..r).contains(&a) { Ok(((a + r) % r) as usize) } else { Err(format!("axis {a} is out of range for an input of rank {rank}")) })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    Ok(axes)
+}
+
+fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    require_numeric(ctx, x.dtype)?;
+    let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
+    let keep = ctx.attrs.get_bool_or("Sum", "keep_dims", false)?;
+    let dims = x
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
+}
+
+fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
+        let axes = reduce_axes("Sum", &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
+        if let Some((v, layout)) = sum_blocked(a, &axes) {
+            return Tensor::from_vec(ctx.node.outputs[0].shape.dims(), v, layout).map_err(|e| ctx.error(e.to_string()));
+        }
+        let fold = |acc: &T, x: &T| T::add(*acc, *x);
+        let mut out: Option<ndarray::ArrayD<T>> = None;
+        for &ax in axes.iter().rev() {
+            out = Some(match &out {
+                Some(o) => o.fold_axis(Axis(ax), T::zero(), fold),
+                None => a.fold_axis(Axis(ax), T::zero(), fold),
+            });
+        }
+        let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
+        Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
+    }
+    Ok(smallvec![match &ctx.inputs[0] {
+        Tensor::F32(a) => go(ctx, a)?,
+        Tensor::F64(a) => go(ctx, a)?,
+        Tensor::I32(a) => go(ctx, a)?,
+        Tensor::I64(a) => go(ctx, a)?,
+        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
+        Tensor::Device(d) => crate::tensor::device_resident(d),
+    }])
+}
+
+/// TF `_SumGrad`: `dy` reshaped to the input's rank (reduced axes of size 1), then
+/// broadcast to the input's shape (`BroadcastTo` where TF uses `Tile`).
+fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let in_shape = g.shape_of(node.inputs[0])?;
+    let axes = reduce_axes("Sum", &node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
+    let kept = Shape(in_shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect());
+    let mut out = dy;
+    if g.shape_of(out)? != kept {
+        out = reshape(g, out, &kept)?;
+    }
+    if kept != in_shape {
+        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
+    }
+    Ok(vec![Some(out)])
+}
 
 /// The input's dims with the reduced axes set to 1 (`keep_dims` shape).
 fn kept_shape(shape: &Shape, axes: &[usize]) -> Shape {
@@ -202,7 +291,7 @@ fn broadcast_back(g: &mut Graph, t: Output, in_shape: &Shape, axes: &[usize]) ->
     let kept = kept_shape(in_shape, axes);
     let mut out = t;
     if g.shape_of(out)? != kept {
-        out = super::array::reshape(g, out, &kept)?;
+        out = reshape(g, out, &kept)?;
     }
     if &kept != in_shape {
         out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
@@ -244,7 +333,7 @@ fn grad_prod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let prod_nz = reduce(g, "Prod", x_safe, &ax, true)?;
     let dt = g.dtype_of(x)?;
     let zf = g.op_spec(NodeSpec::new("Cast", &[is_zero]).attr("DstT", dt))?;
-    let zc = super::array::reduce_sum(g, zf, &ax, true)?;
+    let zc = reduce_sum(g, zf, &ax, true)?;
     let no_zero = g.op("Equal", &[zc, zero])?;
     let one_zero = g.op("Equal", &[zc, one])?;
     let others_nz = g.op("RealDiv", &[prod_nz, x_safe])?;
@@ -263,7 +352,7 @@ fn grad_min_max(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
     let kept = kept_shape(&in_shape, &axes);
     let reshape_kept = |g: &mut Graph, t: Output| -> Result<Output> {
         if g.shape_of(t)? != kept {
-            super::array::reshape(g, t, &kept)
+            reshape(g, t, &kept)
         } else {
             Ok(t)
         }
@@ -274,7 +363,7 @@ fn grad_min_max(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
     let dt = g.dtype_of(x)?;
     let ind = g.op_spec(NodeSpec::new("Cast", &[eq]).attr("DstT", dt))?;
     let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
-    let num = super::array::reduce_sum(g, ind, &ax, true)?;
+    let num = reduce_sum(g, ind, &ax, true)?;
     let share = g.op("RealDiv", &[ind, num])?;
     Ok(vec![Some(g.op("Mul", &[share, dyk])?)])
 }
@@ -350,6 +439,7 @@ pub fn reduce(g: &mut Graph, op: &str, x: Output, axes: &[i64], keep_dims: bool)
 
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
+    r.add(def("Sum", "Sum", one, infer_sum, kernel_sum, GPU_FLOATS, Some(grad_sum)));
     r.add(def("Mean", "Mean", one, infer_reduce, kernel_mean, GPU_FLOATS, Some(grad_mean)));
     r.add(def("Prod", "Prod", one, infer_reduce, kernel_prod, GPU_FLOATS, Some(grad_prod)));
     r.add(def("Max", "Max", one, infer_reduce, kernel_max, GPU_FLOATS, Some(grad_min_max)));

@@ -380,7 +380,7 @@ fn grad_tile(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let split: Vec<usize> = in_shape.0.iter().zip(&m).flat_map(|(&d, &k)| [k as usize, d]).collect();
     let r = reshape_to(g, dy, &Shape(split))?;
     let axes: Vec<i64> = (0..in_shape.rank() as i64).map(|i| 2 * i).collect();
-    Ok(vec![Some(super::array::reduce_sum(g, r, &axes, false)?)])
+    Ok(vec![Some(super::reduce::reduce_sum(g, r, &axes, false)?)])
 }
 
 // ---------------------------------------------------------------- ReverseV2
