@@ -21,21 +21,7 @@ if [ -f "$LIBDIR/libnvrtc.so.13" ] && [ -d "$STAMP" ]; then
   exit 0
 fi
 echo "oxiflow setup: installing NVRTC $VERSION (pip wheel nvidia-cuda-nvrtc) into .deps/nvrtc"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp" "$DEST.partial"' EXIT
-if [ -n "${OXIFLOW_NVRTC_WHEEL:-}" ]; then
-  cp "$OXIFLOW_NVRTC_WHEEL" "$tmp/"
-else
-  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: "nvidia-cuda-nvrtc==$VERSION" -d "$tmp"
-fi
-wheel="$(ls "$tmp"/nvidia_cuda_nvrtc-*.whl | head -n 1)"
-rm -rf "$DEST.partial"
-mkdir -p "$DEST.partial"
-"$PYTHON" -m zipfile -e "$wheel" "$DEST.partial"
-if [ ! -f "$DEST.partial/nvidia/cu13/lib/libnvrtc.so.13" ]; then
-  echo "oxiflow setup: $wheel has no nvidia/cu13/lib/libnvrtc.so.13" >&2
-  exit 1
-fi
-rm -rf "$DEST"
-mv "$DEST.partial" "$DEST"
+# shellcheck source=scripts/unpack-wheel.sh
+source "$ROOT/scripts/unpack-wheel.sh"
+unpack_wheel nvidia-cuda-nvrtc "$VERSION" "$DEST" nvidia/cu13/lib/libnvrtc.so.13 "${OXIFLOW_NVRTC_WHEEL:-}"
 echo "oxiflow setup: NVRTC in $LIBDIR"

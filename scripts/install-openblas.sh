@@ -23,21 +23,7 @@ if [ -f "$LIB" ] && [ -d "$STAMP" ]; then
   exit 0
 fi
 echo "oxiflow setup: installing OpenBLAS (pip wheel scipy-openblas32 $VERSION) into .deps/openblas"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp" "$DEST.partial"' EXIT
-if [ -n "${OXIFLOW_OPENBLAS_WHEEL:-}" ]; then
-  cp "$OXIFLOW_OPENBLAS_WHEEL" "$tmp/"
-else
-  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: "scipy-openblas32==$VERSION" -d "$tmp"
-fi
-wheel="$(ls "$tmp"/scipy_openblas32-*.whl | head -n 1)"
-rm -rf "$DEST.partial"
-mkdir -p "$DEST.partial"
-"$PYTHON" -m zipfile -e "$wheel" "$DEST.partial"
-if [ ! -f "$DEST.partial/scipy_openblas32/lib/libscipy_openblas.so" ]; then
-  echo "oxiflow setup: $wheel has no scipy_openblas32/lib/libscipy_openblas.so" >&2
-  exit 1
-fi
-rm -rf "$DEST"
-mv "$DEST.partial" "$DEST"
+# shellcheck source=scripts/unpack-wheel.sh
+source "$ROOT/scripts/unpack-wheel.sh"
+unpack_wheel scipy-openblas32 "$VERSION" "$DEST" scipy_openblas32/lib/libscipy_openblas.so "${OXIFLOW_OPENBLAS_WHEEL:-}"
 echo "oxiflow setup: OpenBLAS in $DEST/scipy_openblas32/lib"

@@ -403,14 +403,7 @@ fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Outputs> {
     }
     let k = *ctx.inputs[0].dims().last().unwrap_or(&0);
     let idx = index_values(&ctx.inputs[0]);
-    Ok(smallvec![match &ctx.inputs[1] {
-        Tensor::F32(a) => go(ctx, a, &idx, k)?,
-        Tensor::F64(a) => go(ctx, a, &idx, k)?,
-        Tensor::I32(a) => go(ctx, a, &idx, k)?,
-        Tensor::I64(a) => go(ctx, a, &idx, k)?,
-        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
-        Tensor::Device(d) => crate::tensor::device_resident(d),
-    }])
+    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[1], |a| go(ctx, a, &idx, k)?)])
 }
 
 /// TF `_ScatterNdGrad`: `GatherNd(dy, indices)` for the updates; no gradient for indices.

@@ -295,6 +295,25 @@ impl KernelCtx<'_> {
     }
 }
 
+/// `body` with `a` bound to the array of a numeric host tensor `t` (`Float32`, `Float64`,
+/// `Int32`, `Int64`; `body` is typically a call of a generic function, instantiated for each
+/// type); a `Bool` tensor makes the kernel return "no kernel for dtype Bool", a
+/// device-resident one is passed to [`crate::tensor::device_resident`]. Use inside a kernel
+/// returning `Result`.
+macro_rules! for_numeric {
+    ($ctx:expr, $t:expr, |$a:ident| $body:expr) => {
+        match $t {
+            Tensor::F32($a) => $body,
+            Tensor::F64($a) => $body,
+            Tensor::I32($a) => $body,
+            Tensor::I64($a) => $body,
+            Tensor::Bool(_) => return Err($ctx.error("no kernel for dtype Bool")),
+            Tensor::Device(d) => crate::tensor::device_resident(d),
+        }
+    };
+}
+pub(crate) use for_numeric;
+
 /// Shape function: output types from input types and attrs.
 pub type InferFn = fn(&InferCtx) -> Result<Vec<TensorType>>;
 /// A kernel's outputs, one tensor per node output, in order. One output (most ops) is

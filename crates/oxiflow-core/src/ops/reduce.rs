@@ -77,14 +77,7 @@ fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
         let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
         Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
     }
-    Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) => go(ctx, a)?,
-        Tensor::F64(a) => go(ctx, a)?,
-        Tensor::I32(a) => go(ctx, a)?,
-        Tensor::I64(a) => go(ctx, a)?,
-        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
-        Tensor::Device(d) => crate::tensor::device_resident(d),
-    }])
+    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| go(ctx, a)?)])
 }
 
 /// TF `_SumGrad`: `dy` reshaped to the input's rank (reduced axes of size 1), then
@@ -422,14 +415,7 @@ fn kernel_arg(ctx: &KernelCtx) -> Result<Outputs> {
             _ => Tensor::I64(idx.into_shared()),
         })
     }
-    Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) => go(ctx, a)?,
-        Tensor::F64(a) => go(ctx, a)?,
-        Tensor::I32(a) => go(ctx, a)?,
-        Tensor::I64(a) => go(ctx, a)?,
-        Tensor::Bool(_) => return Err(ctx.error("no kernel for dtype Bool")),
-        Tensor::Device(d) => crate::tensor::device_resident(d),
-    }])
+    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| go(ctx, a)?)])
 }
 
 /// Adds a reduction `op` (`Sum`, `Mean`, `Prod`, `Max`, `Min`) of `x` over `axes`.
