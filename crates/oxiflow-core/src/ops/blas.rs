@@ -40,8 +40,8 @@ pub(crate) struct Blas {
     pub name: String,
 }
 
-/// Symbol prefixes tried, in order: none (the reference OpenBLAS, Debian's
-/// `libopenblas.so.0`) and `scipy_`, which the `scipy-openblas32` build (the OpenBLAS that
+/// Symbol prefixes tried, in order: none (the plain cblas names of an OpenBLAS build such
+/// as Debian's `libopenblas.so.0`) and `scipy_`, which the `scipy-openblas32` build (the OpenBLAS that
 /// NumPy and SciPy ship, with the same LP64 `cblas.h` interface) puts before every name.
 const PREFIXES: [&str; 2] = ["", "scipy_"];
 
