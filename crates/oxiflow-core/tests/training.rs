@@ -394,6 +394,30 @@ fn a_session_updates_variables_in_place_and_a_tensor_read_before_keeps_its_value
 }
 
 #[test]
+fn a_large_gradient_descent_update_matches_its_rule_on_any_thread_count_and_layout() {
+    // 300x257 = 77100 elements: the update is sharded over the intra-op threads
+    let (x0, gr) = (rand_vec(300 * 257, 11, -1.0, 1.0), rand_vec(300 * 257, 12, -1.0, 1.0));
+    let want: Vec<f64> = x0.iter().zip(&gr).map(|(x, d)| x - 0.25 * d).collect();
+    let col = |v: &[f64]| Tensor::from_vec(&[300, 257], (0..v.len()).map(|k| v[(k % 300) * 257 + k / 300]).collect::<Vec<_>>(), Layout::ColumnMajor).unwrap();
+    for intra in [1, 2, 3] {
+        for (x, d) in [(t64(&[300, 257], x0.clone()), t64(&[300, 257], gr.clone())), (col(&x0), col(&gr)), (col(&x0), t64(&[300, 257], gr.clone()))] {
+            let mut g = Graph::new();
+            let v = vars(&mut g, &[x]);
+            let delta = g.constant(d).unwrap();
+            let lr = g.scalar(DType::Float64, 0.25).unwrap();
+            let up = g.op("ApplyGradientDescent", &[v[0], lr, delta]).unwrap();
+            let init = g.global_variables_initializer().unwrap();
+            let o = SessionOptions { emulated_gpus: Some(0), intra_op_threads: Some(intra), ..Default::default() };
+            let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
+            s.run(&[], &[], &[init], false).unwrap();
+            s.run(&[], &[], &[up.node], false).unwrap();
+            let got = s.run(&[], &[v[0]], &[], false).unwrap().values.remove(0);
+            assert_eq!(got.to_f64_vec(), want, "{intra} intra-op threads");
+        }
+    }
+}
+
+#[test]
 fn a_variable_takes_its_gradients_layout_once_and_then_updates_in_place() {
     // Variables from Julia arrays are column-major, MatMul gradients row-major (and the
     // other way round): the values follow the rule either way.

@@ -225,13 +225,39 @@ macro_rules! by_dtype {
     };
 }
 
+/// Elements above which [`update_with`] shards its loop over the intra-op threads.
+const UPDATE_SHARD_MIN: usize = 1 << 15;
+
+/// `var[i] = f(var[i], delta[i])` over two arrays of one shape. When both have the same
+/// strides and are contiguous (`update_refs` gives the variable its gradient's layout), the
+/// loop runs over the two buffers in memory order, in chunks over the intra-op threads above
+/// [`UPDATE_SHARD_MIN`] elements (the caller included); otherwise through `ndarray`'s `Zip`.
+/// The same `f` for every element either way, so the results are the same bits.
+fn update_with<T: Real + Send + Sync>(var: &mut ArrayViewMutD<T>, delta: &ArcArray<T, IxDyn>, f: impl Fn(T, T) -> T + Sync + Copy) {
+    let same_order = var.strides() == delta.strides();
+    if let (true, Some(d)) = (same_order, delta.as_slice_memory_order()) {
+        if let Some(v) = var.as_slice_memory_order_mut() {
+            let threads = crate::intra_op::intra_op_threads();
+            if threads <= 1 || v.len() < UPDATE_SHARD_MIN {
+                v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d));
+            } else {
+                let chunk = v.len().div_ceil(4 * threads).max(UPDATE_SHARD_MIN / 2);
+                let items: Vec<(&mut [T], &[T])> = v.chunks_mut(chunk).zip(d.chunks(chunk)).collect();
+                crate::intra_op::parallel_for_each(items, |(v, d)| v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)));
+            }
+            return;
+        }
+    }
+    Zip::from(var).and(delta).for_each(|v, &d| *v = f(*v, d));
+}
+
 fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let alpha = scalar::<T>(ctx, 0)?;
         let delta = full::<T>(ctx, 1)?;
         update_refs::<T>(ctx, 1, delta, |refs| {
             if let [var] = refs {
-                Zip::from(var).and(delta).for_each(|v, &d| *v = *v - alpha * d);
+                update_with(var, delta, move |v, d| v - alpha * d);
             }
         })
     }
