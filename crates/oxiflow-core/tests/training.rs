@@ -393,6 +393,22 @@ fn a_session_updates_variables_in_place_and_a_tensor_read_before_keeps_its_value
     assert_eq!(got, want, "in place and assigned updates give the same bits");
 }
 
+/// A session (CPU only, `intra` intra-op threads; `None`: the default) over a variable
+/// initialised to `x` and `ApplyGradientDescent(var, lr, d)`, its initializer already run;
+/// returns the session, the variable and the update's node.
+fn gd_session(x: Tensor, d: Tensor, lr: f64, intra: Option<usize>) -> (Session, Output, oxiflow_core::NodeId) {
+    let mut g = Graph::new();
+    let v = vars(&mut g, &[x]);
+    let delta = g.constant(d).unwrap();
+    let lr = g.scalar(DType::Float64, lr).unwrap();
+    let up = g.op("ApplyGradientDescent", &[v[0], lr, delta]).unwrap();
+    let init = g.global_variables_initializer().unwrap();
+    let o = SessionOptions { emulated_gpus: Some(0), intra_op_threads: intra, ..Default::default() };
+    let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
+    s.run(&[], &[], &[init], false).unwrap();
+    (s, v[0], up.node)
+}
+
 #[test]
 fn a_large_gradient_descent_update_matches_its_rule_on_any_thread_count_and_layout() {
     // 300x257 = 77100 elements: the update is sharded over the intra-op threads
@@ -401,17 +417,9 @@ fn a_large_gradient_descent_update_matches_its_rule_on_any_thread_count_and_layo
     let col = |v: &[f64]| Tensor::from_vec(&[300, 257], (0..v.len()).map(|k| v[(k % 300) * 257 + k / 300]).collect::<Vec<_>>(), Layout::ColumnMajor).unwrap();
     for intra in [1, 2, 3] {
         for (x, d) in [(t64(&[300, 257], x0.clone()), t64(&[300, 257], gr.clone())), (col(&x0), col(&gr)), (col(&x0), t64(&[300, 257], gr.clone()))] {
-            let mut g = Graph::new();
-            let v = vars(&mut g, &[x]);
-            let delta = g.constant(d).unwrap();
-            let lr = g.scalar(DType::Float64, 0.25).unwrap();
-            let up = g.op("ApplyGradientDescent", &[v[0], lr, delta]).unwrap();
-            let init = g.global_variables_initializer().unwrap();
-            let o = SessionOptions { emulated_gpus: Some(0), intra_op_threads: Some(intra), ..Default::default() };
-            let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
-            s.run(&[], &[], &[init], false).unwrap();
-            s.run(&[], &[], &[up.node], false).unwrap();
-            let got = s.run(&[], &[v[0]], &[], false).unwrap().values.remove(0);
+            let (s, v, up) = gd_session(x, d, 0.25, Some(intra));
+            s.run(&[], &[], &[up], false).unwrap();
+            let got = s.run(&[], &[v], &[], false).unwrap().values.remove(0);
             assert_eq!(got.to_f64_vec(), want, "{intra} intra-op threads");
         }
     }
@@ -425,18 +433,11 @@ fn a_variable_takes_its_gradients_layout_once_and_then_updates_in_place() {
     let col = |v: &[f64]| Tensor::from_vec(&[3, 4], (0..12).map(|k| v[(k % 3) * 4 + k / 3]).collect::<Vec<_>>(), Layout::ColumnMajor).unwrap();
     for (x, d) in [(col(&x0), t64(&[3, 4], gr.clone())), (t64(&[3, 4], x0.clone()), col(&gr))] {
         assert_eq!((x.to_f64_vec(), d.to_f64_vec()), (x0.clone(), gr.clone()));
-        let mut g = Graph::new();
-        let v = vars(&mut g, &[x]);
-        let delta = g.constant(d).unwrap();
-        let lr = g.scalar(DType::Float64, 0.5).unwrap();
-        let up = g.op("ApplyGradientDescent", &[v[0], lr, delta]).unwrap();
-        let init = g.global_variables_initializer().unwrap();
-        let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
-        s.run(&[], &[], &[init], false).unwrap();
-        s.run(&[], &[], &[up.node], false).unwrap();
-        let at = buffer(&s.run(&[], &[v[0]], &[], false).unwrap().values[0]);
-        s.run(&[], &[], &[up.node], false).unwrap();
-        let got = s.run(&[], &[v[0]], &[], false).unwrap().values.remove(0);
+        let (s, v, up) = gd_session(x, d, 0.5, None);
+        s.run(&[], &[], &[up], false).unwrap();
+        let at = buffer(&s.run(&[], &[v], &[], false).unwrap().values[0]);
+        s.run(&[], &[], &[up], false).unwrap();
+        let got = s.run(&[], &[v], &[], false).unwrap().values.remove(0);
         assert_eq!(buffer(&got), at, "the second update is in place");
         let want: Vec<f64> = x0.iter().zip(&gr).map(|(x, d)| x - 0.5 * d - 0.5 * d).collect();
         assert_eq!(got.to_f64_vec(), want);

@@ -1,17 +1,18 @@
 //! Broadcasting elementwise maps of two tensors: the loops under the binary kernels (`Add`,
 //! `Sub`, `Mul`, `RealDiv`, `Maximum`, `Minimum`, the comparisons).
 //!
-//! [`zip2`] takes any function and any layouts. [`zip2_par`], the path of the arithmetic and
-//! comparison kernels, handles the common cases faster: when both operands lie in one memory
+//! Both take any layouts. [`zip2`] accepts any `FnMut` and runs on the calling thread;
+//! [`zip2_par`], the path of the arithmetic and comparison kernels, needs a `Fn + Sync` and
+//! shards over the intra-op threads above [`SHARD_MIN`] elements, as TF's Eigen
+//! `ThreadPoolDevice` shards a cwise op by its cost. When both operands lie in one memory
 //! order (row-major, or column-major as Julia's arrays and the products of two of them are)
 //! and the broadcast pairs each element of the smaller operand with a regular run of the
-//! full one's (equal shapes, a single element, a bias row, a column), or both are matrices of
-//! one shape in opposite orders (read tile by tile, the second one transposed), it maps the elements
-//! in memory order with a loop compiled twice (baseline x86-64 and AVX2, picked at run time
-//! as [`super::vmath`] does), sharded over the intra-op threads above [`SHARD_MIN`]
-//! elements, as TF's Eigen `ThreadPoolDevice` shards a cwise op by its cost. Every other case
-//! goes to [`zip2`]. Both apply the same element function and the compiler never contracts a
-//! product and a sum into an FMA, so the result has the same bits on either path.
+//! full one's (equal shapes, a single element, a bias row, a column), or both are matrices
+//! of one shape in opposite orders (read tile by tile, the second one transposed), they map
+//! the elements in memory order with a loop compiled twice (baseline x86-64 and AVX2, picked
+//! at run time as [`super::vmath`] does); every other case goes through `ndarray`'s `Zip`.
+//! The element function is the same on every path and the compiler never contracts a
+//! product and a sum into an FMA, so the result has the same bits on either.
 
 use super::*;
 use crate::intra_op;
@@ -30,12 +31,11 @@ pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, 
         .ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
 }
 
-/// Broadcasting elementwise map of two arrays to the node's output shape.
-///
-/// Contiguous operands take slice loops that the compiler vectorizes: equal shapes, one
-/// operand with a single element, and one operand broadcast along leading axes (a bias row)
-/// or trailing axes (a column); any other layout goes through `ndarray`'s broadcasting
-/// `Zip`. The result is the same either way.
+/// Broadcasting elementwise map of two arrays to the node's output shape, on the calling
+/// thread, for any `FnMut` (kernels that record an error while mapping, as `Pow` and
+/// `FloorMod` do). Operands the memory-order loops of [`zip2_par`] can pair take them
+/// (serially); any other layout goes through `ndarray`'s broadcasting `Zip`. The result is
+/// the same either way.
 pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
     ctx: &KernelCtx,
     a: &ArcArray<A, IxDyn>,
@@ -43,87 +43,54 @@ pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
     mut f: impl FnMut(A, B) -> O,
 ) -> Result<ArcArray<O, IxDyn>> {
     let dims = ctx.node.outputs[0].shape.dims();
-    if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
-        let out = if a.shape() == dims {
-            zip_contiguous(sa, sb, broadcast_kind(b.shape(), dims), &mut f)
-        } else if b.shape() == dims {
-            zip_contiguous(sb, sa, broadcast_kind(a.shape(), dims), &mut |y, x| f(x, y))
-        } else {
-            None
-        };
-        if let Some(v) = out {
-            return ArcArray::from_shape_vec(IxDyn(dims), v).map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))));
-        }
+    let mapped = if a.shape() == dims {
+        pairing(a, b, dims).map(|(full, small, kind, fortran)| (map_serial(full, small, kind, &mut f), fortran))
+    } else if b.shape() == dims {
+        pairing(b, a, dims).map(|(full, small, kind, fortran)| (map_serial(full, small, kind, |y, x| f(x, y)), fortran))
+    } else {
+        None
+    };
+    if let Some((v, fortran)) = mapped {
+        return shaped(ctx, dims, v, fortran);
     }
     let (av, bv) = (broadcast_view(ctx, a, dims)?, broadcast_view(ctx, b, dims)?);
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)).into_shared())
 }
 
-/// How an operand of shape `small` broadcasts against the full shape `dims`, when each of
-/// its elements pairs with a regular run of the full operand's row-major elements.
-#[derive(Clone, Copy)]
-enum Bcast {
-    /// Same number of elements (equal shapes up to leading 1s).
-    Same,
-    /// `small` equals a suffix of `dims` (leading axes broadcast): element `i` of the full
-    /// operand pairs with `small[i % len]`.
-    Rows,
-    /// `small` equals a prefix of `dims` followed by 1s (trailing axes broadcast): element
-    /// `i` pairs with `small[i / (n / len)]`.
-    Cols,
+/// `f(full[i], small[j(i)])` for every `i` on the calling thread ([`zip_par`]'s map
+/// without the sharding).
+fn map_serial<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, f: impl FnMut(A, B) -> O) -> Vec<O> {
+    let mut out = crate::strided::buffer_for::<O>(full.len());
+    run(full, small, kind, 0, &mut out.spare_capacity_mut()[..full.len()], f);
+    // SAFETY: `run` wrote each of the first full.len() elements.
+    unsafe { out.set_len(full.len()) };
+    out
 }
 
-fn broadcast_kind(small: &[usize], dims: &[usize]) -> Option<Bcast> {
-    if small.len() > dims.len() {
-        return None;
-    }
-    let mut padded = vec![1; dims.len() - small.len()];
-    padded.extend_from_slice(small);
+/// How an operand whose shape, padded with leading 1s, is `padded` broadcasts against the
+/// full shape `dims` (same length), when each of its elements pairs with a regular run of
+/// the full operand's row-major elements: [`Pairing::Same`], [`Pairing::Rows`] (a suffix of
+/// `dims`: leading axes broadcast) or [`Pairing::Cols`] (a prefix followed by 1s: trailing
+/// axes broadcast).
+fn broadcast_kind(padded: &[usize], dims: &[usize]) -> Option<Pairing> {
     if padded == dims {
-        return Some(Bcast::Same);
+        return Some(Pairing::Same);
     }
     let lead = padded.iter().take_while(|&&d| d == 1).count();
     if padded[lead..] == dims[lead..] {
-        return Some(Bcast::Rows);
+        return Some(Pairing::Rows);
     }
     let trail = padded.iter().rev().take_while(|&&d| d == 1).count();
     let k = dims.len() - trail;
-    (padded[..k] == dims[..k]).then_some(Bcast::Cols)
+    (padded[..k] == dims[..k]).then(|| Pairing::Cols { run: dims[k..].iter().product() })
 }
 
-/// `f(full[i], small[j(i)])` over the full operand for the broadcast kinds of [`Bcast`].
-fn zip_contiguous<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Option<Bcast>, f: &mut impl FnMut(A, B) -> O) -> Option<Vec<O>> {
-    let n = full.len();
-    if n == 0 {
-        return Some(Vec::new());
-    }
-    if small.len() == 1 {
-        let y = small[0];
-        return Some(full.iter().map(|&x| f(x, y)).collect());
-    }
-    if small.is_empty() || n % small.len() != 0 {
-        return None;
-    }
-    match kind? {
-        Bcast::Same => Some(full.iter().zip(small).map(|(&x, &y)| f(x, y)).collect()),
-        Bcast::Rows => {
-            let mut v = Vec::with_capacity(n);
-            for row in full.chunks_exact(small.len()) {
-                v.extend(row.iter().zip(small).map(|(&x, &y)| f(x, y)));
-            }
-            Some(v)
-        }
-        Bcast::Cols => {
-            let run = n / small.len();
-            let mut v = Vec::with_capacity(n);
-            for (block, &y) in full.chunks_exact(run).zip(small) {
-                v.extend(block.iter().map(|&x| f(x, y)));
-            }
-            Some(v)
-        }
-    }
+/// `v` (the map's elements in memory order) as an array of shape `dims`, column-major when
+/// `fortran`.
+fn shaped<O>(ctx: &KernelCtx, dims: &[usize], v: Vec<O>, fortran: bool) -> Result<ArcArray<O, IxDyn>> {
+    let shaped = if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), v) } else { ArcArray::from_shape_vec(IxDyn(dims), v) };
+    shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))))
 }
-
 
 /// `f(a, b)` elementwise with broadcasting, as [`zip2`], through the memory-order, SIMD and
 /// sharded path described in the module docs where the layouts allow. The output is
@@ -148,9 +115,10 @@ where
     } else {
         None
     };
-    let Some((v, fortran)) = mapped else { return zip2(ctx, a, b, f) };
-    let shaped = if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), v) } else { ArcArray::from_shape_vec(IxDyn(dims), v) };
-    shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", Shape(dims.to_vec()))))
+    match mapped {
+        Some((v, fortran)) => shaped(ctx, dims, v, fortran),
+        None => zip2(ctx, a, b, f),
+    }
 }
 
 /// How the elements of the two operands pair up in memory order ([`zip_par`]).
@@ -214,36 +182,29 @@ fn pairing<'a, A, B>(full: &'a ArcArray<A, IxDyn>, small: &'a ArcArray<B, IxDyn>
     if ss.is_empty() || fs.len() % ss.len() != 0 {
         return None;
     }
-    let pairing = match kind {
-        Bcast::Same => Pairing::Same,
-        Bcast::Rows => Pairing::Rows,
-        Bcast::Cols => Pairing::Cols { run: fs.len() / ss.len() },
-    };
-    Some((fs, ss, pairing, fortran))
+    Some((fs, ss, kind, fortran))
 }
 
 /// `f(full[i], small[j(i)])` for every `i`, `j` as `kind` says, in a new vector: on the
-/// calling thread below [`SHARD_MIN`] elements or with one intra-op thread, else in chunks
+/// calling thread ([`map_serial`]) below [`SHARD_MIN`] elements or with one intra-op thread, else in chunks
 /// (about four a thread, each a whole number of the pairing's runs) over the intra-op
 /// threads, the caller included ([`intra_op::parallel_for_each`]).
 fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[B], kind: Pairing, f: impl Fn(A, B) -> O + Sync + Copy) -> Vec<O> {
     let n = full.len();
-    let mut out = crate::strided::buffer_for::<O>(n);
-    let dst = &mut out.spare_capacity_mut()[..n];
     let threads = intra_op::intra_op_threads();
     if threads <= 1 || n < SHARD_MIN {
-        run(full, small, kind, 0, dst, f);
-    } else {
-        let unit = match kind {
-            Pairing::Rows => small.len(),
-            Pairing::Cols { run } => run,
-            Pairing::Transposed { cols, .. } => cols * TILE_ROWS,
-            Pairing::Scalar | Pairing::Same => 64,
-        };
-        let chunk = n.div_ceil(4 * threads).max(SHARD_MIN / 2).next_multiple_of(unit.max(1));
-        let items: Vec<(usize, &mut [MaybeUninit<O>])> = dst.chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
-        intra_op::parallel_for_each(items, |(start, d)| run(full, small, kind, start, d, f));
+        return map_serial(full, small, kind, f);
     }
+    let mut out = crate::strided::buffer_for::<O>(n);
+    let unit = match kind {
+        Pairing::Rows => small.len(),
+        Pairing::Cols { run } => run,
+        Pairing::Transposed { cols, .. } => cols * TILE_ROWS,
+        Pairing::Scalar | Pairing::Same => 64,
+    };
+    let chunk = n.div_ceil(4 * threads).max(SHARD_MIN / 2).next_multiple_of(unit.max(1));
+    let items: Vec<(usize, &mut [MaybeUninit<O>])> = out.spare_capacity_mut()[..n].chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
+    intra_op::parallel_for_each(items, |(start, d)| run(full, small, kind, start, d, f));
     // SAFETY: `run` wrote each of the first n elements (every chunk covers whole runs).
     unsafe { out.set_len(n) };
     out
@@ -251,11 +212,11 @@ fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[
 
 /// Fills `dst` with elements `start..start + dst.len()` of the map (see [`zip_par`]): with
 /// the AVX2 build of the loop where the CPU has it, else the baseline one.
-fn run<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+fn run<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl FnMut(A, B) -> O) {
     #[cfg(target_arch = "x86_64")]
     if super::vmath::has_fma() {
         #[target_feature(enable = "avx2")]
-        unsafe fn fast<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+        unsafe fn fast<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl FnMut(A, B) -> O) {
             body(full, small, kind, start, dst, f)
         }
         // SAFETY: the CPU has AVX2 (checked by has_fma).
@@ -267,7 +228,7 @@ fn run<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize
 /// The loop of [`run`]. `start` and `dst.len()` are whole numbers of the pairing's runs
 /// (or reach the end of `full`), so every element of `dst` is written.
 #[inline(always)]
-fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl Fn(A, B) -> O) {
+fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], mut f: impl FnMut(A, B) -> O) {
     let full = &full[start..start + dst.len()];
     match kind {
         Pairing::Scalar => {
