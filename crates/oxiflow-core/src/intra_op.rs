@@ -192,6 +192,17 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// How long the chunks of an `n`-element loop sharded over the intra-op threads should be:
+/// `None` when it should stay on the calling thread (one intra-op thread, or fewer than
+/// `min` elements, the size below which the hand-off costs more than it saves), else about
+/// four chunks a thread, at least `min / 2` elements each, so that a helper that starts late
+/// still gets a share. Callers round it up to a whole number of their own units and run
+/// the chunks with [`parallel_for_each`].
+pub fn shard_len(n: usize, min: usize) -> Option<usize> {
+    let threads = intra_op_threads();
+    (threads > 1 && n >= min).then(|| n.div_ceil(4 * threads).max(min / 2).max(1))
+}
+
 /// [`parallel_for`] over owned work items (for example disjoint `&mut` chunks of an output):
 /// `f(item)` once for each, on up to [`intra_op_threads`] threads, the caller included.
 pub fn parallel_for_each<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync) {

@@ -364,9 +364,9 @@ pub struct OpDef {
     /// Reads or writes session state (variables, feeds); never folded or deduplicated.
     pub stateful: bool,
     /// The kernel hands on a stored tensor or a reference, whatever its size (`Const`,
-    /// `VariableV2`, `Identity`, `NoOp`): TF's `OpKernel::IsExpensive() == false`. A plan
-    /// whose other steps are one expensive step runs on the caller's thread
-    /// ([`crate::executor::Plan::runs_inline`]).
+    /// `VariableV2`, `Identity`, `NoOp`, `Placeholder`): TF's `OpKernel::IsExpensive() ==
+    /// false`. A plan in which at most one step is not inexpensive runs on the caller's
+    /// thread ([`crate::executor::Plan::runs_inline`]).
     pub inexpensive: bool,
 }
 

@@ -237,13 +237,12 @@ fn update_with<T: Real + Send + Sync>(var: &mut ArrayViewMutD<T>, delta: &ArcArr
     let same_order = var.strides() == delta.strides();
     if let (true, Some(d)) = (same_order, delta.as_slice_memory_order()) {
         if let Some(v) = var.as_slice_memory_order_mut() {
-            let threads = crate::intra_op::intra_op_threads();
-            if threads <= 1 || v.len() < UPDATE_SHARD_MIN {
-                v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d));
-            } else {
-                let chunk = v.len().div_ceil(4 * threads).max(UPDATE_SHARD_MIN / 2);
-                let items: Vec<(&mut [T], &[T])> = v.chunks_mut(chunk).zip(d.chunks(chunk)).collect();
-                crate::intra_op::parallel_for_each(items, |(v, d)| v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)));
+            match crate::intra_op::shard_len(v.len(), UPDATE_SHARD_MIN) {
+                None => v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)),
+                Some(chunk) => {
+                    let items: Vec<(&mut [T], &[T])> = v.chunks_mut(chunk).zip(d.chunks(chunk)).collect();
+                    crate::intra_op::parallel_for_each(items, |(v, d)| v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)));
+                }
             }
             return;
         }

@@ -354,16 +354,15 @@ vfloat!(f64, run_f64);
 
 /// `dst[i] = fun(src[i])` (equal lengths), sharded over the intra-op threads
 /// ([`intra_op::parallel_for_each`], the calling thread included) when there are at least
-/// [`SHARD_MIN`] elements and the kernel may use more than one thread: about four chunks a
-/// thread, so that a helper that starts late still gets a share.
+/// [`SHARD_MIN`] elements and the kernel may use more than one thread, in chunks of
+/// [`intra_op::shard_len`] elements.
 pub(crate) fn apply<T: VFloat>(fun: Fun, src: &[T], dst: &mut [MaybeUninit<T>]) {
     debug_assert_eq!(src.len(), dst.len());
-    let threads = intra_op::intra_op_threads();
-    if threads <= 1 || src.len() < SHARD_MIN {
+    let Some(chunk) = intra_op::shard_len(src.len(), SHARD_MIN) else {
         T::run_uninit(fun, src, dst);
         return;
-    }
-    let chunk = src.len().div_ceil(4 * threads).max(SHARD_MIN / 2).next_multiple_of(64);
+    };
+    let chunk = chunk.next_multiple_of(64);
     intra_op::parallel_for_each(dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect(), |(d, s)| T::run_uninit(fun, s, d));
 }
 

@@ -191,10 +191,9 @@ fn pairing<'a, A, B>(full: &'a ArcArray<A, IxDyn>, small: &'a ArcArray<B, IxDyn>
 /// threads, the caller included ([`intra_op::parallel_for_each`]).
 fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[B], kind: Pairing, f: impl Fn(A, B) -> O + Sync + Copy) -> Vec<O> {
     let n = full.len();
-    let threads = intra_op::intra_op_threads();
-    if threads <= 1 || n < SHARD_MIN {
+    let Some(chunk) = intra_op::shard_len(n, SHARD_MIN) else {
         return map_serial(full, small, kind, f);
-    }
+    };
     let mut out = crate::strided::buffer_for::<O>(n);
     let unit = match kind {
         Pairing::Rows => small.len(),
@@ -202,7 +201,7 @@ fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[
         Pairing::Transposed { cols, .. } => cols * TILE_ROWS,
         Pairing::Scalar | Pairing::Same => 64,
     };
-    let chunk = n.div_ceil(4 * threads).max(SHARD_MIN / 2).next_multiple_of(unit.max(1));
+    let chunk = chunk.next_multiple_of(unit.max(1));
     let items: Vec<(usize, &mut [MaybeUninit<O>])> = out.spare_capacity_mut()[..n].chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
     intra_op::parallel_for_each(items, |(start, d)| run(full, small, kind, start, d, f));
     // SAFETY: `run` wrote each of the first n elements (every chunk covers whole runs).
