@@ -11,6 +11,7 @@
 //! `_SigmoidGradGrad`).
 
 use super::grad_util::{need_dy, scalar_of};
+use super::fused::FusedFloat;
 use super::math::{def, zip2_par};
 use super::*;
 
@@ -30,18 +31,17 @@ fn infer_activation_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![y.clone()])
 }
 
-macro_rules! element_fns {
-    ($t:ty, $tanh:ident, $sigmoid:ident) => {
-        fn $tanh(y: $t, dy: $t) -> $t {
-            dy * (1.0 - y * y)
-        }
-        fn $sigmoid(y: $t, dy: $t) -> $t {
-            dy * y * (1.0 - y)
-        }
-    };
+/// `TanhGrad`'s element function, `dy * (1 - y * y)`; the fused interpreter
+/// (`fused.rs`) calls it too, so a fused and an unfused run give the same bits.
+pub(crate) fn tanh_grad<T: FusedFloat>(y: T, dy: T) -> T {
+    T::mul(dy, T::sub(T::from_f64(1.0), T::mul(y, y)))
 }
-element_fns!(f32, tanh_grad_f32, sigmoid_grad_f32);
-element_fns!(f64, tanh_grad_f64, sigmoid_grad_f64);
+
+/// `SigmoidGrad`'s element function, `dy * y * (1 - y)` (as [`tanh_grad`], shared with the
+/// fused interpreter).
+pub(crate) fn sigmoid_grad<T: FusedFloat>(y: T, dy: T) -> T {
+    T::mul(T::mul(dy, y), T::sub(T::from_f64(1.0), y))
+}
 
 /// `f(y, dy)` elementwise for `Float32` and `Float64` operands (the functions are generic
 /// parameters, not pointers, so the loops inline and vectorize them).
@@ -58,11 +58,11 @@ fn map_pair(
 }
 
 fn kernel_tanh_grad(ctx: &KernelCtx) -> Result<Outputs> {
-    map_pair(ctx, tanh_grad_f32, tanh_grad_f64)
+    map_pair(ctx, tanh_grad::<f32>, tanh_grad::<f64>)
 }
 
 fn kernel_sigmoid_grad(ctx: &KernelCtx) -> Result<Outputs> {
-    map_pair(ctx, sigmoid_grad_f32, sigmoid_grad_f64)
+    map_pair(ctx, sigmoid_grad::<f32>, sigmoid_grad::<f64>)
 }
 
 /// TF `_TanhGradGrad`: for `out = dy (1 - y^2)` and incoming `g`: `d/dy = g * -2 * dy * y`,

@@ -411,9 +411,8 @@ fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
         Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
         // floats: `Some(powf)`, as `Pow`'s kernel
         Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
-        // the kernels' formulas (activation_grad.rs), operation for operation
-        Fn2::TanhGrad => map2(a, b, d, |y, dy| T::mul(dy, T::sub(T::from_f64(1.0), T::mul(y, y)))),
-        Fn2::SigmoidGrad => map2(a, b, d, |y, dy| T::mul(T::mul(dy, y), T::sub(T::from_f64(1.0), y))),
+        Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
+        Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
     }
 }
 
