@@ -41,8 +41,6 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", dir.display());
             println!("cargo:rustc-link-lib=static=gcc_eh");
         }
-        None => println!(
-            "cargo:warning={cc} has no libgcc_eh.a: liboxiflow.so uses libgcc_s's unwinder, and a panic inside it may abort a Julia 1.5 process"
-        ),
+        None => println!("cargo:warning={cc} has no libgcc_eh.a: liboxiflow.so uses libgcc_s's unwinder, and a panic inside it may abort a Julia 1.5 process"),
     }
 }

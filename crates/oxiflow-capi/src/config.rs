@@ -64,8 +64,11 @@ pub extern "C" fn oxf_set_logical_device_configuration(device: *const c_char, me
         let name = req_str(device, "device")?;
         // before the list of `n` entries is built
         pc::check_logical_device_count(usize::try_from(n).unwrap_or(0), name)?;
-        let limits: Vec<Option<u64>> =
-            if memory_limit_mb.is_null() { vec![None; n.max(0) as usize] } else { slice(memory_limit_mb, n, "memory_limit_mb")?.iter().map(|&m| u64::try_from(m).ok()).collect() };
+        let limits: Vec<Option<u64>> = if memory_limit_mb.is_null() {
+            vec![None; n.max(0) as usize]
+        } else {
+            slice(memory_limit_mb, n, "memory_limit_mb")?.iter().map(|&m| u64::try_from(m).ok()).collect()
+        };
         let configs: Vec<pc::LogicalDeviceConfiguration> = limits.into_iter().map(|m| pc::LogicalDeviceConfiguration { memory_limit_mb: m }).collect();
         pc::set_logical_device_configuration(name, &configs)
     })
@@ -92,8 +95,7 @@ pub extern "C" fn oxf_list_physical_devices(out: *mut *const c_char) -> i32 {
 }
 
 fn physical_lines(devices: &[pc::PhysicalDevice]) -> String {
-    let lines: Vec<String> =
-        devices.iter().map(|d| format!("{}\t{}\t{}\t{}", d.name, d.device_type, d.physical, d.uuid.as_deref().unwrap_or(""))).collect();
+    let lines: Vec<String> = devices.iter().map(|d| format!("{}\t{}\t{}\t{}", d.name, d.device_type, d.physical, d.uuid.as_deref().unwrap_or(""))).collect();
     lines.join("\n")
 }
 

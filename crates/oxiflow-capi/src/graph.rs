@@ -4,7 +4,7 @@ use crate::handles::{Registry, GRAPH_KIND};
 use crate::{guard, opt_str, put, req_str, return_str, slice};
 use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::ops::{AttrValue, Attrs};
-use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, OxiflowError, Output, Result, Tensor};
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, OxiflowError, Result, Tensor};
 use std::ffi::{c_char, c_void, CString};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -40,9 +40,7 @@ impl OxGraph {
 }
 
 fn busy() -> OxiflowError {
-    OxiflowError::FailedPrecondition(
-        "the graph is busy: a device function may not build or inspect the graph (it receives a NodeDef instead)".into(),
-    )
+    OxiflowError::FailedPrecondition("the graph is busy: a device function may not build or inspect the graph (it receives a NodeDef instead)".into())
 }
 
 /// The live graphs (`handles.rs`: a handle is a number checked on every call).
@@ -76,7 +74,15 @@ pub(crate) struct Extent {
 /// + ...` elements (`ndims` strides, possibly negative: a Julia view or transpose). Every
 /// element must lie inside `extent` (the buffer the caller owns): an array whose dims or
 /// strides reach past it is refused (InvalidArgument naming both) instead of read.
-pub(crate) fn tensor_from_c(code: i32, ndims: i32, dims: *const i64, data: *const c_void, col_major: i32, strides: *const i64, extent: Extent) -> Result<Tensor> {
+pub(crate) fn tensor_from_c(
+    code: i32,
+    ndims: i32,
+    dims: *const i64,
+    data: *const c_void,
+    col_major: i32,
+    strides: *const i64,
+    extent: Extent,
+) -> Result<Tensor> {
     let dt = dtype(code)?;
     let dims = dims_of(ndims, dims)?;
     let es = dt.size_of();
@@ -158,7 +164,12 @@ fn node_id(n: i64) -> Result<usize> {
 fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec<Output>> {
     let ns = slice(nodes, n as i64, what)?;
     let is = slice(idx, n as i64, what)?;
-    ns.iter().zip(is).map(|(&a, &b)| Ok(Output::new(node_id(a)?, usize::try_from(b).map_err(|_| OxiflowError::InvalidArgument(format!("{what}: invalid output index {b}")))?))).collect()
+    ns.iter()
+        .zip(is)
+        .map(|(&a, &b)| {
+            Ok(Output::new(node_id(a)?, usize::try_from(b).map_err(|_| OxiflowError::InvalidArgument(format!("{what}: invalid output index {b}")))?))
+        })
+        .collect()
 }
 
 /// Parses the attrs JSON object: booleans, integers, floats, strings (`dtype`-like keys
@@ -166,8 +177,7 @@ fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec
 fn parse_attrs(json: Option<&str>) -> Result<Attrs> {
     let mut attrs = Attrs::new();
     let Some(text) = json.filter(|s| !s.trim().is_empty()) else { return Ok(attrs) };
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("attrs are not valid JSON ({e}): {text}")))?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("attrs are not valid JSON ({e}): {text}")))?;
     let obj = v.as_object().ok_or_else(|| OxiflowError::InvalidArgument(format!("attrs must be a JSON object: {text}")))?;
     for (k, v) in obj {
         let bad = || OxiflowError::InvalidArgument(format!("attr '{k}' has an unsupported value {v}"));
@@ -220,7 +230,17 @@ pub extern "C" fn oxf_graph_num_nodes(g: *const OxGraph, out: *mut i64) -> i32 {
 /// `col_major` layout). `name` may be null (default `Const`); one ending in `/` is
 /// used exactly, as in TF.
 #[no_mangle]
-pub extern "C" fn oxf_const(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, data_bytes: usize, col_major: i32, name: *const c_char, out: *mut i64) -> i32 {
+pub extern "C" fn oxf_const(
+    g: *mut OxGraph,
+    dtype: i32,
+    ndims: i32,
+    dims: *const i64,
+    data: *const c_void,
+    data_bytes: usize,
+    col_major: i32,
+    name: *const c_char,
+    out: *mut i64,
+) -> i32 {
     guard(|| {
         let t = dense_from_c(dtype, ndims, dims, data, data_bytes, col_major)?;
         let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
@@ -250,7 +270,18 @@ pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims:
 /// (`VariableV2`, returned), `<name>/Assign`, `<name>/read`. The initial value is given as
 /// to [`oxf_const`] (`data_bytes` exactly its size). `name` may be null.
 #[no_mangle]
-pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, data: *const c_void, data_bytes: usize, col_major: i32, name: *const c_char, trainable: i32, out: *mut i64) -> i32 {
+pub extern "C" fn oxf_variable(
+    g: *mut OxGraph,
+    dtype: i32,
+    ndims: i32,
+    dims: *const i64,
+    data: *const c_void,
+    data_bytes: usize,
+    col_major: i32,
+    name: *const c_char,
+    trainable: i32,
+    out: *mut i64,
+) -> i32 {
     guard(|| {
         let t = dense_from_c(dtype, ndims, dims, data, data_bytes, col_major)?;
         let id = graph(g)?.write()?.variable(t, opt_str(name, "name")?, trainable != 0)?;
@@ -262,7 +293,16 @@ pub extern "C" fn oxf_variable(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *c
 /// JSON object (may be null) and an optional name (made unique in the current name scope;
 /// a name ending in `/` is used exactly, as in TF). Errors name the op, node and shapes.
 #[no_mangle]
-pub extern "C" fn oxf_add_op(g: *mut OxGraph, op_type: *const c_char, input_nodes: *const i64, input_indices: *const i32, n_inputs: i32, attrs_json: *const c_char, name: *const c_char, out: *mut i64) -> i32 {
+pub extern "C" fn oxf_add_op(
+    g: *mut OxGraph,
+    op_type: *const c_char,
+    input_nodes: *const i64,
+    input_indices: *const i32,
+    n_inputs: i32,
+    attrs_json: *const c_char,
+    name: *const c_char,
+    out: *mut i64,
+) -> i32 {
     guard(|| {
         let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
         spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;

@@ -71,11 +71,7 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
             e.code()
         }
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "unknown panic".into());
             set_error(&OxiflowError::Internal(format!("Oxiflow panicked: {msg}")));
             13
         }
@@ -105,10 +101,7 @@ pub(crate) fn opt_str<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str
     if p.is_null() {
         return Ok(None);
     }
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map(Some)
-        .map_err(|_| OxiflowError::InvalidArgument(format!("{what} is not valid UTF-8")))
+    unsafe { CStr::from_ptr(p) }.to_str().map(Some).map_err(|_| OxiflowError::InvalidArgument(format!("{what} is not valid UTF-8")))
 }
 
 /// Reads a required string argument.

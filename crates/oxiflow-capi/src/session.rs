@@ -5,7 +5,7 @@ use crate::handles::{Registry, RESULT_KIND, SESSION_KIND};
 use crate::{guard, opt_str, put, return_str, slice};
 use oxiflow_core::device::DeviceKind;
 use oxiflow_core::profile::StepStats;
-use oxiflow_core::{DType, Layout, OxiflowError, Output, Result, Session, SessionOptions, Tensor};
+use oxiflow_core::{DType, Layout, Output, OxiflowError, Result, Session, SessionOptions, Tensor};
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
@@ -372,17 +372,19 @@ pub extern "C" fn oxf_result_trace_json(r: *const OxRunResult, out: *mut *const 
 #[no_mangle]
 pub extern "C" fn oxf_result_trace_events(r: *const OxRunResult, out: *mut *const c_char) -> i32 {
     guard(|| {
-        let lines: Vec<String> = with_stats(r, |st| Ok(st
-            .nodes
-            .iter()
-            .map(|n| {
-                let l = st.label(n);
-                match &l.copy {
-                    Some(c) => format!("copy\t{}\t{}\t{}\t{}\t{}\t{}", c.tensor, c.from, c.to, n.start_ns, n.end_ns, n.output_bytes),
-                    None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", l.node_name, l.op, l.device, n.start_ns, n.end_ns, n.output_bytes),
-                }
-            })
-            .collect()))?;
+        let lines: Vec<String> = with_stats(r, |st| {
+            Ok(st
+                .nodes
+                .iter()
+                .map(|n| {
+                    let l = st.label(n);
+                    match &l.copy {
+                        Some(c) => format!("copy\t{}\t{}\t{}\t{}\t{}\t{}", c.tensor, c.from, c.to, n.start_ns, n.end_ns, n.output_bytes),
+                        None => format!("op\t{}\t{}\t{}\t{}\t{}\t{}", l.node_name, l.op, l.device, n.start_ns, n.end_ns, n.output_bytes),
+                    }
+                })
+                .collect())
+        })?;
         return_str(lines.join("\n"), out)
     })
 }

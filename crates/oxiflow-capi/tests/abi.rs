@@ -58,7 +58,16 @@ fn a_column_major_feed_round_trips_through_a_run() {
     assert_eq!(oxf_session_new(g, null(), &mut s), 0);
     // Julia's [1 2 3; 4 5 6], column-major
     let data = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0];
-    let view = OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null(), buffer: data.as_ptr() as *const _, buffer_bytes: 48 };
+    let view = OxTensorView {
+        dtype: 2,
+        ndims: 2,
+        dims: dims.as_ptr(),
+        data: data.as_ptr() as *const _,
+        col_major: 1,
+        strides: null(),
+        buffer: data.as_ptr() as *const _,
+        buffer_bytes: 48,
+    };
     let mut r = null_mut();
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r), 0);
     let mut out = [0.0f64; 6];
@@ -99,7 +108,16 @@ fn a_fetched_value_is_handed_over_once_and_keeps_its_type() {
     // a transposed view: element [i, j] at 2 i + j, i.e. row-major [[0, 1], [2, 3], [4, 5]]
     let data = [0i64, 1, 2, 3, 4, 5];
     let strides = [2i64, 1];
-    let view = OxTensorView { dtype: 9, ndims: 2, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: strides.as_ptr(), buffer: data.as_ptr() as *const _, buffer_bytes: 48 };
+    let view = OxTensorView {
+        dtype: 9,
+        ndims: 2,
+        dims: dims.as_ptr(),
+        data: data.as_ptr() as *const _,
+        col_major: 1,
+        strides: strides.as_ptr(),
+        buffer: data.as_ptr() as *const _,
+        buffer_bytes: 48,
+    };
     let mut r = null_mut();
     // fetched twice: the two values share one buffer, so the first is copied out
     assert_eq!(oxf_session_run(s, [p].as_ptr(), [0].as_ptr(), &view, 1, [y, y].as_ptr(), [0, 0].as_ptr(), 2, null(), 0, 0, &mut r), 0);
@@ -179,7 +197,16 @@ fn arrays_are_read_only_inside_the_buffer_the_caller_gave() {
         st
     };
     let base = data.as_ptr() as *const std::ffi::c_void;
-    let view = |data: *const f64, strides: *const i64, bytes: usize| OxTensorView { dtype: 2, ndims: 2, dims: dims.as_ptr(), data: data as *const _, col_major: 1, strides, buffer: base, buffer_bytes: bytes };
+    let view = |data: *const f64, strides: *const i64, bytes: usize| OxTensorView {
+        dtype: 2,
+        ndims: 2,
+        dims: dims.as_ptr(),
+        data: data as *const _,
+        col_major: 1,
+        strides,
+        buffer: base,
+        buffer_bytes: bytes,
+    };
     assert_eq!(run(&view(data.as_ptr(), null(), 32)), 0);
     assert_eq!(run(&view(data.as_ptr(), null(), 31)), 3, "one byte short");
     assert_eq!(run(&view(data[1..].as_ptr(), null(), 32)), 3, "starts inside, ends past the buffer");
@@ -211,7 +238,16 @@ fn threads_build_run_and_free_through_the_abi_at_once() {
     let (gh, sh) = (g as usize, s as usize);
     let run = move |k: f64| -> (i32, f64) {
         let data = [k, 1.0, 2.0, 3.0];
-        let view = OxTensorView { dtype: 2, ndims: 1, dims: dims.as_ptr(), data: data.as_ptr() as *const _, col_major: 1, strides: null(), buffer: data.as_ptr() as *const _, buffer_bytes: 32 };
+        let view = OxTensorView {
+            dtype: 2,
+            ndims: 1,
+            dims: dims.as_ptr(),
+            data: data.as_ptr() as *const _,
+            col_major: 1,
+            strides: null(),
+            buffer: data.as_ptr() as *const _,
+            buffer_bytes: 32,
+        };
         let mut r = null_mut();
         let st = oxf_session_run(sh as *const OxSession, [p].as_ptr(), [0].as_ptr(), &view, 1, [y].as_ptr(), [0].as_ptr(), 1, null(), 0, 0, &mut r);
         let mut out = [0.0f64; 4];

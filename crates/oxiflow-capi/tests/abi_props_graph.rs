@@ -77,8 +77,29 @@ fn op_type() -> impl Strategy<Value = CArg> {
 }
 
 const ATTR_KEYS: &[&str] = &[
-    "T", "dtype", "DstT", "SrcT", "shape", "N", "axis", "num_split", "transpose_a", "transpose_b", "keep_dims", "value",
-    "seed", "seed2", "Tidx", "perm", "num", "begin_mask", "paddings", "container", "shared_name", "use_locking", "alpha",
+    "T",
+    "dtype",
+    "DstT",
+    "SrcT",
+    "shape",
+    "N",
+    "axis",
+    "num_split",
+    "transpose_a",
+    "transpose_b",
+    "keep_dims",
+    "value",
+    "seed",
+    "seed2",
+    "Tidx",
+    "perm",
+    "num",
+    "begin_mask",
+    "paddings",
+    "container",
+    "shared_name",
+    "use_locking",
+    "alpha",
 ];
 
 const NAME_WORDS: &[&str] = &["x", "v", "Sin", "a/b", "a/", "scope/", "a:b", "", "_x", "Add_1", "v/read", "-x", ".", "a b"];

@@ -58,8 +58,16 @@ thread_local! {
 }
 
 const OPTION_KEYS: &[&str] = &[
-    "allow_soft_placement", "log_device_placement", "CPU", "GPU", "inter_op_threads", "intra_op_threads", "emulated_gpus",
-    "fusion", "gpu_options", "no_such_option",
+    "allow_soft_placement",
+    "log_device_placement",
+    "CPU",
+    "GPU",
+    "inter_op_threads",
+    "intra_op_threads",
+    "emulated_gpus",
+    "fusion",
+    "gpu_options",
+    "no_such_option",
 ];
 
 /// Options that would start many threads or devices are left to the bounds tests

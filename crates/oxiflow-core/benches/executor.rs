@@ -30,12 +30,8 @@ fn bench_executor(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("executor");
     group.throughput(Throughput::Elements(CHAIN_LEN as u64));
-    group.bench_function("chain_10k/untraced", |b| {
-        b.iter(|| black_box(sess.run(&[(x, feed.clone())], &[y], &[], false).expect("run")))
-    });
-    group.bench_function("chain_10k/traced", |b| {
-        b.iter(|| black_box(sess.run(&[(x, feed.clone())], &[y], &[], true).expect("traced run")))
-    });
+    group.bench_function("chain_10k/untraced", |b| b.iter(|| black_box(sess.run(&[(x, feed.clone())], &[y], &[], false).expect("run"))));
+    group.bench_function("chain_10k/traced", |b| b.iter(|| black_box(sess.run(&[(x, feed.clone())], &[y], &[], true).expect("traced run"))));
     group.finish();
 }
 

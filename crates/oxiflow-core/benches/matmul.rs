@@ -55,9 +55,7 @@ fn bench_matmul(c: &mut Criterion) {
             } else {
                 group.measurement_time(Duration::from_secs(3));
             }
-            group.bench_function(format!("{dtype}/{n}"), |bch| {
-                bch.iter(|| black_box(evaluate(&g, &[], &[p], &[], &state).expect("evaluate")))
-            });
+            group.bench_function(format!("{dtype}/{n}"), |bch| bch.iter(|| black_box(evaluate(&g, &[], &[p], &[], &state).expect("evaluate"))));
         }
     }
     group.finish();

@@ -30,9 +30,8 @@ fn bench_placement(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("placement");
     group.throughput(Throughput::Elements(g.len() as u64));
-    group.bench_function(format!("place_{}_nodes/1cpu_2gpu", g.len()), |b| {
-        b.iter(|| black_box(place(&g, &nodes, &devices, false, &fixed).expect("placement")))
-    });
+    group
+        .bench_function(format!("place_{}_nodes/1cpu_2gpu", g.len()), |b| b.iter(|| black_box(place(&g, &nodes, &devices, false, &fixed).expect("placement"))));
     group.finish();
 }
 

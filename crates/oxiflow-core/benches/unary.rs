@@ -39,9 +39,7 @@ fn bench_unary(c: &mut Criterion) {
             let sess = Session::new(Arc::new(RwLock::new(g)), opts).expect("session");
             for (op, &y) in OPS.iter().zip(&ys) {
                 sess.run(&[], &[y], &[], false).expect("first run");
-                group.bench_function(format!("{op}/{dtype}/intra{intra}"), |b| {
-                    b.iter(|| black_box(sess.run(&[], &[y], &[], false).expect("run")))
-                });
+                group.bench_function(format!("{op}/{dtype}/intra{intra}"), |b| b.iter(|| black_box(sess.run(&[], &[y], &[], false).expect("run"))));
             }
         }
     }

@@ -9,34 +9,14 @@ fn main() {
         let op = lookup(name).expect("registered op");
         match op.gpu {
             GpuSupport::None => none.push(name),
-            GpuSupport::Types(ts) => some
-                .entry(
-                    ts.iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )
-                .or_default()
-                .push(name),
+            GpuSupport::Types(ts) => some.entry(ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")).or_default().push(name),
             GpuSupport::Any => {}
         }
     }
     none.sort();
-    println!(
-        "no GPU kernel: {}",
-        none.iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    println!("no GPU kernel: {}", none.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
     for (ts, mut ops) in some {
         ops.sort();
-        println!(
-            "GPU kernel for {ts} only: {}",
-            ops.iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("GPU kernel for {ts} only: {}", ops.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
     }
 }

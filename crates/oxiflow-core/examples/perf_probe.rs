@@ -28,9 +28,7 @@ fn env_or(k: &str, default: usize) -> usize {
 /// CPU time of all this process's threads, in ns (0 where /proc has no schedstat).
 fn cpu_ns() -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum()
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("schedstat")).ok()).filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok()).sum()
 }
 
 /// Times `f` `reps` times; each sample is divided by `per`.

@@ -37,13 +37,7 @@ use rustc_hash::FxHashMap;
 /// gradient and is not marked not-differentiable (TF's `LookupError: No gradient defined for
 /// operation '<name>' (op type: <Op>)`, here `NotFound`). On error the graph is as it was:
 /// the nodes built so far are removed, and the name and colocation scopes are restored.
-pub fn gradients(
-    g: &mut Graph,
-    ys: &[Output],
-    xs: &[Output],
-    grad_ys: Option<&[Output]>,
-    colocate: bool,
-) -> Result<Vec<Option<Output>>> {
+pub fn gradients(g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[Output]>, colocate: bool) -> Result<Vec<Option<Output>>> {
     for &o in ys.iter().chain(xs) {
         g.output_type(o)?;
     }
@@ -65,18 +59,31 @@ pub fn gradients(
 /// `Floor`, whose registered gradient `_FloorGrad` returns `None`).
 /// Any other op without a gradient function on a differentiated float path is an error.
 pub const NOT_DIFFERENTIABLE: &[&str] = &[
-    "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "ArgMax", "ArgMin", "OnesLike", "ZerosLike",
-    "RandomStandardNormal", "RandomUniform", "StopGradient", "Assign", "NoOp", "Const", "Placeholder",
-    "PlaceholderWithDefault", "VariableV2", "Floor", "FloorDiv",
+    "Less",
+    "LessEqual",
+    "Greater",
+    "GreaterEqual",
+    "Equal",
+    "ArgMax",
+    "ArgMin",
+    "OnesLike",
+    "ZerosLike",
+    "RandomStandardNormal",
+    "RandomUniform",
+    "StopGradient",
+    "Assign",
+    "NoOp",
+    "Const",
+    "Placeholder",
+    "PlaceholderWithDefault",
+    "VariableV2",
+    "Floor",
+    "FloorDiv",
 ];
 
 fn check_grad_ys(g: &Graph, ys: &[Output], grad_ys: &[Output]) -> Result<()> {
     if grad_ys.len() != ys.len() {
-        return Err(OxiflowError::InvalidArgument(format!(
-            "gradients: passed {} grad_ys for {} ys",
-            grad_ys.len(),
-            ys.len()
-        )));
+        return Err(OxiflowError::InvalidArgument(format!("gradients: passed {} grad_ys for {} ys", grad_ys.len(), ys.len())));
     }
     for (&y, &gy) in ys.iter().zip(grad_ys) {
         let (ty, tg) = (g.output_type(y)?, g.output_type(gy)?);
@@ -117,9 +124,7 @@ impl Backprop {
         for (i, &y) in ys.iter().enumerate() {
             let gy = match grad_ys {
                 Some(gys) => gys[i],
-                None => colocated(g, self.colocate, y.node, |g| {
-                    g.op_spec(NodeSpec::new("OnesLike", &[y]).name(format!("grad_ys_{i}")))
-                })?,
+                None => colocated(g, self.colocate, y.node, |g| g.op_spec(NodeSpec::new("OnesLike", &[y]).name(format!("grad_ys_{i}"))))?,
             };
             self.grads.entry(y).or_default().push(gy);
         }
@@ -152,21 +157,21 @@ impl Backprop {
     /// gradient function in `<name>_grad`, recording the gradients of its inputs.
     fn backprop_node(&mut self, g: &mut Graph, node: &Node, between: &[bool], xs: &[Output]) -> Result<()> {
         colocated(g, self.colocate, node.id, |g| {
-            let out_grads: Vec<Option<Output>> =
-                (0..node.outputs.len()).map(|i| self.aggregate(g, Output::new(node.id, i))).collect::<Result<_>>()?;
+            let out_grads: Vec<Option<Output>> = (0..node.outputs.len()).map(|i| self.aggregate(g, Output::new(node.id, i))).collect::<Result<_>>()?;
             let differentiable = node.op.grad.is_some() && node.outputs.iter().all(|t| t.dtype.is_float());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
             let is_x = xs.iter().any(|x| x.node == node.id);
             let stop = is_x && !node.inputs.iter().any(|i| between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
                 let float_out = node.outputs.iter().all(|t| t.dtype.is_float());
-                if node.op.grad.is_none() && float_out && !stop && !node.inputs.is_empty() && out_grads.iter().any(Option::is_some)
+                if node.op.grad.is_none()
+                    && float_out
+                    && !stop
+                    && !node.inputs.is_empty()
+                    && out_grads.iter().any(Option::is_some)
                     && !NOT_DIFFERENTIABLE.contains(&node.op.name)
                 {
-                    return Err(OxiflowError::NotFound(format!(
-                        "No gradient defined for operation '{}' (op type: {})",
-                        node.name, node.op.name
-                    )));
+                    return Err(OxiflowError::NotFound(format!("No gradient defined for operation '{}' (op type: {})", node.name, node.op.name)));
                 }
                 return Ok(());
             }
@@ -218,9 +223,11 @@ fn between_nodes(g: &Graph, ys: &[Output], xs: &[Output]) -> Vec<bool> {
         if reached[n.id] {
             continue;
         }
-        reached[n.id] = n.inputs.iter().enumerate().any(|(i, inp)| {
-            !n.op.ref_inputs.contains(&i) && reached[inp.node] && nodes[inp.node].outputs[inp.index].dtype.is_float()
-        });
+        reached[n.id] = n
+            .inputs
+            .iter()
+            .enumerate()
+            .any(|(i, inp)| !n.op.ref_inputs.contains(&i) && reached[inp.node] && nodes[inp.node].outputs[inp.index].dtype.is_float());
     }
     let mut between = vec![false; nodes.len()];
     let mut stack: Vec<usize> = ys.iter().map(|y| y.node).filter(|&n| reached[n]).collect();

@@ -205,15 +205,7 @@ impl CpuDevice {
     /// `/job:localhost/replica:0/task:0/device:CPU:<id>`.
     pub fn new(id: u32) -> CpuDevice {
         let spec = DeviceSpec::local("CPU", id);
-        CpuDevice {
-            attrs: DeviceAttributes {
-                name: spec.to_string(),
-                spec,
-                device_type: "CPU".into(),
-                kind: DeviceKind::Cpu,
-                description: String::new(),
-            },
-        }
+        CpuDevice { attrs: DeviceAttributes { name: spec.to_string(), spec, device_type: "CPU".into(), kind: DeviceKind::Cpu, description: String::new() } }
     }
 }
 
@@ -291,15 +283,10 @@ impl Device for EmulatedGpu {
         let ok = match n.op.gpu {
             GpuSupport::Any => true,
             GpuSupport::None => false,
-            GpuSupport::Types(ts) => {
-                ctx.inputs.iter().all(|t| ts.contains(&t.dtype())) && n.outputs.iter().all(|t| ts.contains(&t.dtype))
-            }
+            GpuSupport::Types(ts) => ctx.inputs.iter().all(|t| ts.contains(&t.dtype())) && n.outputs.iter().all(|t| ts.contains(&t.dtype)),
         };
         if !ok {
-            return Err(OxiflowError::Internal(format!(
-                "{} '{}' has no GPU kernel but was run on {}",
-                n.op.name, n.name, self.attrs.name
-            )));
+            return Err(OxiflowError::Internal(format!("{} '{}' has no GPU kernel but was run on {}", n.op.name, n.name, self.attrs.name)));
         }
         let outs = (n.op.kernel)(ctx)?;
         self.memory.allocate(&outs)?;
@@ -354,9 +341,7 @@ pub fn emulated_gpus_from_env() -> Result<usize> {
         Ok(s) if s.trim().is_empty() => Ok(0),
         Ok(s) => match s.trim().parse::<usize>() {
             Ok(n) if n <= 64 => Ok(n),
-            _ => Err(OxiflowError::InvalidArgument(format!(
-                "{EMULATED_GPUS_ENV}='{s}': expected a number of GPUs between 0 and 64"
-            ))),
+            _ => Err(OxiflowError::InvalidArgument(format!("{EMULATED_GPUS_ENV}='{s}': expected a number of GPUs between 0 and 64"))),
         },
     }
 }
@@ -454,9 +439,7 @@ impl DeviceSet {
         };
         let has_virtual = opts.virtual_devices_mb.iter().any(|v| !v.is_empty());
         if has_virtual && opts.per_process_gpu_memory_fraction.is_some() {
-            return Err(OxiflowError::InvalidArgument(
-                "per_process_gpu_memory_fraction cannot be combined with virtual devices (memory_limit_mb)".into(),
-            ));
+            return Err(OxiflowError::InvalidArgument("per_process_gpu_memory_fraction cannot be combined with virtual devices (memory_limit_mb)".into()));
         }
         let growth = match std::env::var("TF_FORCE_GPU_ALLOW_GROWTH").ok().as_deref() {
             Some("true") => true,
@@ -475,9 +458,8 @@ impl DeviceSet {
                     let limits = mbs
                         .iter()
                         .map(|&m| {
-                            m.checked_mul(1 << 20).ok_or_else(|| {
-                                OxiflowError::InvalidArgument(format!("virtual device memory_limit_mb {m} is too large (more than 2^44 MiB)"))
-                            })
+                            m.checked_mul(1 << 20)
+                                .ok_or_else(|| OxiflowError::InvalidArgument(format!("virtual device memory_limit_mb {m} is too large (more than 2^44 MiB)")))
                         })
                         .collect::<Result<Vec<u64>>>()?;
                     let want = limits.iter().fold(0u64, |t, &b| t.saturating_add(b));

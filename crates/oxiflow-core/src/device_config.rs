@@ -38,10 +38,7 @@ fn parse_ids(list: &str, what: &str, count: usize, quote: &dyn Fn(&str) -> Strin
         };
         let checked = id.and_then(|id| {
             if id >= count {
-                Err(OxiflowError::InvalidArgument(format!(
-                    "'{what}' listed an invalid GPU id '{id}' but visible device count is {count}. {}",
-                    quote(list)
-                )))
+                Err(OxiflowError::InvalidArgument(format!("'{what}' listed an invalid GPU id '{id}' but visible device count is {count}. {}", quote(list))))
             } else if ids.contains(&id) {
                 Err(OxiflowError::InvalidArgument(format!("{what} contained a duplicate entry: {}", quote(list))))
             } else {
@@ -129,7 +126,8 @@ pub fn cuda_visible_devices_among(value: Option<&str>, uuids: &[String]) -> Cuda
         Some(v) => {
             let (ids, err) = parse_ids(v, CUDA_VISIBLE_DEVICES, uuids.len(), &|l| format!("{CUDA_VISIBLE_DEVICES}={l}"), Some(uuids));
             let warning = err.map(|e| {
-                let shown = if ids.is_empty() { "no GPU is visible".to_string() } else { format!("only the {} GPU(s) listed before it are visible", ids.len()) };
+                let shown =
+                    if ids.is_empty() { "no GPU is visible".to_string() } else { format!("only the {} GPU(s) listed before it are visible", ids.len()) };
                 format!("{e} As CUDA does, the list ends there: {shown}.")
             });
             CudaVisible { ids, warning }
@@ -198,14 +196,7 @@ pub struct MemoryStats {
 impl MemoryAccount {
     /// An account for `device` (its full name, used in errors) with `limit` bytes.
     pub fn new(device: impl Into<String>, limit: u64, allow_growth: bool) -> MemoryAccount {
-        MemoryAccount {
-            device: device.into(),
-            limit,
-            allow_growth,
-            in_use: AtomicU64::new(0),
-            peak: AtomicU64::new(0),
-            reserved: AtomicU64::new(0),
-        }
+        MemoryAccount { device: device.into(), limit, allow_growth, in_use: AtomicU64::new(0), peak: AtomicU64::new(0), reserved: AtomicU64::new(0) }
     }
 
     /// Records an allocation of `bytes`. Over the limit: `ResourceExhausted` naming the
@@ -339,7 +330,10 @@ mod tests {
         assert_eq!(ok(cuda_visible_devices_among(Some(" GPU-ab , 1"), &["GPU-abc".into(), "GPU-def".into()])), vec![0, 1]);
         // unknown UUID: named, with the known ones
         let e = warn(cuda_visible_devices(Some("0,GPU-00000000-0000-4000-8000-000000000000"), 3));
-        assert!(e.contains("'GPU-00000000-0000-4000-8000-000000000000' is not the UUID") && e.contains(&u[1]) && e.contains("CUDA_VISIBLE_DEVICES=0,GPU-"), "{e}");
+        assert!(
+            e.contains("'GPU-00000000-0000-4000-8000-000000000000' is not the UUID") && e.contains(&u[1]) && e.contains("CUDA_VISIBLE_DEVICES=0,GPU-"),
+            "{e}"
+        );
         // ambiguous prefix: which GPUs it matches
         let e = warn(cuda_visible_devices_among(Some("GPU-ab"), &["GPU-abc".into(), "GPU-abd".into(), "GPU-x".into()]));
         assert!(e.contains("'GPU-ab' is ambiguous") && e.contains("GPUs 0, 1 (GPU-abc, GPU-abd)"), "{e}");
@@ -389,7 +383,10 @@ mod tests {
         let e = a.allocate(7 << 20).unwrap_err();
         assert!(matches!(e, OxiflowError::ResourceExhausted { .. }));
         let msg = e.to_string();
-        assert!(msg.contains("/device:GPU:0") && msg.contains(&format!("{} bytes", 7u64 << 20)) && msg.contains(&format!("{} bytes in use", 4u64 << 20)), "{msg}");
+        assert!(
+            msg.contains("/device:GPU:0") && msg.contains(&format!("{} bytes", 7u64 << 20)) && msg.contains(&format!("{} bytes in use", 4u64 << 20)),
+            "{msg}"
+        );
         a.free(3 << 20);
         assert_eq!(a.stats(), MemoryStats { bytes_in_use: 1 << 20, peak_bytes_in_use: 4 << 20, bytes_limit: 10 << 20, bytes_reserved: 6 << 20 });
         let b = MemoryAccount::new("/device:GPU:1", 10 << 20, false);

@@ -55,13 +55,7 @@ fn canonical_type(t: &str) -> String {
 impl DeviceSpec {
     /// A fully specified local device `/job:localhost/replica:0/task:0/device:TYPE:ID`.
     pub fn local(device_type: &str, id: u32) -> DeviceSpec {
-        DeviceSpec {
-            job: Some(LOCAL_JOB.into()),
-            replica: Some(0),
-            task: Some(0),
-            device_type: Some(canonical_type(device_type)),
-            id: Some(id),
-        }
+        DeviceSpec { job: Some(LOCAL_JOB.into()), replica: Some(0), task: Some(0), device_type: Some(canonical_type(device_type)), id: Some(id) }
     }
 
     /// Parses a device string. Errors (`MalformedDevice`) quote the string and say which part
@@ -78,11 +72,7 @@ impl DeviceSpec {
             let known = |t: &str| matches!(t.to_ascii_uppercase().as_str(), "CPU" | "GPU" | "TPU");
             return match parts.as_slice() {
                 [t] if known(t) => Ok(DeviceSpec { device_type: Some(canonical_type(t)), ..d }),
-                [t, id] if known(t) => Ok(DeviceSpec {
-                    device_type: Some(canonical_type(t)),
-                    id: parse_num(spec, "device id", id)?,
-                    ..d
-                }),
+                [t, id] if known(t) => Ok(DeviceSpec { device_type: Some(canonical_type(t)), id: parse_num(spec, "device id", id)?, ..d }),
                 _ => Err(bad(spec, "expected '/job:J/replica:R/task:T/device:TYPE:ID' or a local name such as 'GPU:0'")),
             };
         }
@@ -189,11 +179,7 @@ impl DeviceSpec {
     /// `soft`, where a type conflict clears type and id and an id conflict clears the id.
     pub fn merge_constraint(&self, other: &DeviceSpec, soft: bool) -> Result<DeviceSpec> {
         let mut m = self.clone();
-        let conflict = |what: &str| {
-            OxiflowError::InvalidArgument(format!(
-                "Cannot merge devices with incompatible {what}: '{self}' and '{other}'"
-            ))
-        };
+        let conflict = |what: &str| OxiflowError::InvalidArgument(format!("Cannot merge devices with incompatible {what}: '{self}' and '{other}'"));
         macro_rules! strict {
             ($f:ident, $what:expr) => {
                 match (&m.$f, &other.$f) {
@@ -291,10 +277,7 @@ mod tests {
         assert_eq!(c(""), "");
         assert_eq!(c("/device:GPU:*"), "/device:GPU:*");
         assert_eq!(c("/gpu:*/job:*/replica:4"), "/replica:4/device:GPU:*");
-        assert_eq!(
-            c("/job:localhost/replica:0/task:0/device:CPU:0"),
-            "/job:localhost/replica:0/task:0/device:CPU:0"
-        );
+        assert_eq!(c("/job:localhost/replica:0/task:0/device:CPU:0"), "/job:localhost/replica:0/task:0/device:CPU:0");
         assert_eq!(c("/task:0/job:localhost/device:cpu:3"), "/job:localhost/task:0/device:CPU:3");
     }
     #[test]

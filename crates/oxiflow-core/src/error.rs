@@ -82,8 +82,13 @@ impl OxiflowError {
     pub fn code(&self) -> i32 {
         use OxiflowError::*;
         match self {
-            MalformedDevice { .. } | ShapeMismatch { .. } | DTypeMismatch { .. } | Placement { .. }
-            | DeviceFunction { .. } | Feed { .. } | InvalidArgument(_) => 3,
+            MalformedDevice { .. }
+            | ShapeMismatch { .. }
+            | DTypeMismatch { .. }
+            | Placement { .. }
+            | DeviceFunction { .. }
+            | Feed { .. }
+            | InvalidArgument(_) => 3,
             NotFound(_) => 5,
             ResourceExhausted { .. } | OutOfMemory { .. } => 8,
             Uninitialized { .. } | FailedPrecondition(_) => 9,

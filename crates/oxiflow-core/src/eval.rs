@@ -56,13 +56,7 @@ pub fn needed_nodes(graph: &Graph, fetches: &[Output], targets: &[NodeId], fed: 
 }
 
 /// Evaluates `fetches` after running `targets`, with `feeds` replacing outputs.
-pub fn evaluate(
-    graph: &Graph,
-    feeds: &[(Output, Tensor)],
-    fetches: &[Output],
-    targets: &[NodeId],
-    state: &dyn StateAccess,
-) -> Result<Vec<Tensor>> {
+pub fn evaluate(graph: &Graph, feeds: &[(Output, Tensor)], fetches: &[Output], targets: &[NodeId], state: &dyn StateAccess) -> Result<Vec<Tensor>> {
     let mut values: HashMap<Output, Tensor> = feeds.iter().cloned().collect();
     let fed: HashSet<Output> = values.keys().copied().collect();
     for id in needed_nodes(graph, fetches, targets, &fed)? {
@@ -79,8 +73,5 @@ pub fn evaluate(
             values.entry(Output::new(id, i)).or_insert(t);
         }
     }
-    fetches
-        .iter()
-        .map(|f| values.get(f).cloned().ok_or_else(|| OxiflowError::Internal(format!("fetch {f:?} not computed"))))
-        .collect()
+    fetches.iter().map(|f| values.get(f).cloned().ok_or_else(|| OxiflowError::Internal(format!("fetch {f:?} not computed")))).collect()
 }

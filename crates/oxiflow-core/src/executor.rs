@@ -244,11 +244,7 @@ impl Derived {
             .iter()
             .enumerate()
             .map(|(s, step)| match step.successors[..] {
-                [n] if readers[s] == 1
-                    && plan.steps[n].pending == 1
-                    && plan.steps[n].inputs.len() == 1
-                    && cell_of(plan.steps[n].inputs[0]) == Some(s) =>
-                {
+                [n] if readers[s] == 1 && plan.steps[n].pending == 1 && plan.steps[n].inputs.len() == 1 && cell_of(plan.steps[n].inputs[0]) == Some(s) => {
                     n as u32
                 }
                 _ => NO_STEP,
@@ -258,7 +254,9 @@ impl Derived {
             .steps
             .iter()
             .map(|step| match &step.kind {
-                StepKind::Op(node) => node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).is_none_or(|t| t >= CHECK_MIN_BYTES),
+                StepKind::Op(node) => {
+                    node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).is_none_or(|t| t >= CHECK_MIN_BYTES)
+                }
                 StepKind::Copy { .. } => false,
             })
             .collect();
@@ -583,15 +581,10 @@ impl RunCtx<'_> {
             if let Err(p) = run {
                 let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
                 match &self.plan.steps[current.get()].kind {
-                    StepKind::Op(node) => self.fail(OxiflowError::Internal(format!(
-                        "kernel of {} '{}' panicked: {}",
-                        node.op.name,
-                        node.name,
-                        msg.unwrap_or_default()
-                    ))),
-                    StepKind::Copy { tensor, .. } => {
-                        self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default())))
+                    StepKind::Op(node) => {
+                        self.fail(OxiflowError::Internal(format!("kernel of {} '{}' panicked: {}", node.op.name, node.name, msg.unwrap_or_default())))
                     }
+                    StepKind::Copy { tensor, .. } => self.fail(OxiflowError::Internal(format!("copy of '{tensor}' panicked: {}", msg.unwrap_or_default()))),
                 }
                 return;
             }
@@ -682,14 +675,7 @@ pub struct Execution {
 /// plan, or any plan with a one-thread pool ([`Plan::runs_on_caller`]), runs on the calling
 /// thread; others on `pool` (call it from one of `pool`'s workers, or it hands the run over
 /// to one).
-pub fn execute(
-    plan: &Plan,
-    devices: &DeviceSet,
-    feeds: Vec<Tensor>,
-    state: &dyn StateAccess,
-    pool: &rayon::ThreadPool,
-    trace: bool,
-) -> Result<Execution> {
+pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn StateAccess, pool: &rayon::ThreadPool, trace: bool) -> Result<Execution> {
     let derived = plan.derived.get_or_init(|| Derived::of(plan));
     let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
     scratch.reset(derived);
@@ -709,13 +695,7 @@ pub fn execute(
         error: Mutex::new(None),
         clock: StepClock::start(),
         trace,
-        direct: devices
-            .devices
-            .iter()
-            .take(64)
-            .enumerate()
-            .filter(|(_, d)| d.memory().is_none())
-            .fold(0, |bits, (i, _)| bits | 1 << i),
+        direct: devices.devices.iter().take(64).enumerate().filter(|(_, d)| d.memory().is_none()).fold(0, |bits, (i, _)| bits | 1 << i),
     };
     if plan.runs_on_caller(pool.current_num_threads()) && !trace {
         // One step after another on the caller's thread: no hand-off to the pool and back
@@ -742,9 +722,7 @@ pub fn execute(
             .iter()
             .map(|&(slot, _)| {
                 // SAFETY: every step has finished (the scope has ended).
-                unsafe { scratch.get(derived, slot) }
-                    .cloned()
-                    .map_err(|_| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
+                unsafe { scratch.get(derived, slot) }.cloned().map_err(|_| OxiflowError::Internal(format!("fetch slot {slot} was not computed")))
             })
             .collect::<Result<Vec<_>>>(),
     };

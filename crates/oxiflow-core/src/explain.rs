@@ -157,11 +157,7 @@ pub fn explain_node(
     for (node, target, msg) in dropped {
         if *node == id || *target == id {
             let other = if *node == id { *target } else { *node };
-            text.push_str(&format!(
-                "\n  note: the colocation of {} with {} was dropped under soft placement: {msg}",
-                n.name,
-                graph.nodes()[other].name
-            ));
+            text.push_str(&format!("\n  note: the colocation of {} with {} was dropped under soft placement: {msg}", n.name, graph.nodes()[other].name));
         }
     }
     Ok(text)

@@ -4,9 +4,9 @@
 //! name the replaced ops.
 
 use super::*;
+use crate::ops::fused::{Fn1, ProgramBuilder};
 use crate::session::{Session, SessionOptions};
 use crate::tensor::{Layout, Tensor};
-use crate::ops::fused::{Fn1, ProgramBuilder};
 use std::sync::{Arc, RwLock};
 
 /// xorshift64*: deterministic choices.
@@ -82,7 +82,7 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
             0..=3 => {
                 let x = pick(&mut rng, &full);
                 let op = UNARY[rng.below(UNARY.len())];
-                            g.op(op, &[x]).unwrap()
+                g.op(op, &[x]).unwrap()
             }
             4 => {
                 let x = pick(&mut rng, &full);
@@ -341,7 +341,6 @@ fn a_long_chain_needs_few_registers() {
     assert_eq!(p.num_instrs(), 1000);
     assert!(p.num_regs() <= 2, "{} registers", p.num_regs());
 }
-
 
 #[test]
 fn by_default_only_small_tensors_fuse() {

@@ -191,13 +191,8 @@ fn thread_key() -> u64 {
 }
 
 /// No scope open (a thread that has not opened any).
-static NO_SCOPES: Scopes = Scopes {
-    name_scopes: Vec::new(),
-    device_stack: Vec::new(),
-    colocation_stack: Vec::new(),
-    colocation_device_depth: Vec::new(),
-    control_stack: Vec::new(),
-};
+static NO_SCOPES: Scopes =
+    Scopes { name_scopes: Vec::new(), device_stack: Vec::new(), colocation_stack: Vec::new(), colocation_device_depth: Vec::new(), control_stack: Vec::new() };
 
 /// A dataflow graph under construction. Nodes are never removed; a failed `add_node`
 /// leaves the graph as it was.
@@ -220,7 +215,6 @@ pub struct Graph {
     /// Nodes whose requested device a device function decided (for `explain_placement`).
     by_device_function: FxHashSet<NodeId>,
 }
-
 
 /// TF's rule for a node name a user gives (`ops.py`'s `_VALID_OP_NAME_REGEX`, with `_` also
 /// allowed first, as Oxiflow's own helper nodes use it): not empty, first a letter, digit,
@@ -272,9 +266,7 @@ impl Graph {
     /// Static type of an output; `NotFound` when the output does not exist.
     pub fn output_type(&self, o: Output) -> Result<&TensorType> {
         let n = self.node(o.node)?;
-        n.outputs.get(o.index).ok_or_else(|| {
-            OxiflowError::NotFound(format!("node '{}' ({}) has no output {}", n.name, n.op.name, o.index))
-        })
+        n.outputs.get(o.index).ok_or_else(|| OxiflowError::NotFound(format!("node '{}' ({}) has no output {}", n.name, n.op.name, o.index)))
     }
 
     /// TF tensor name of an output (`Sin:0`).
@@ -466,10 +458,7 @@ impl Graph {
         for (i, inp) in inputs.iter_mut().enumerate() {
             let src = self.node(inp.node)?;
             if inp.index >= src.outputs.len() {
-                return Err(OxiflowError::InvalidArgument(format!(
-                    "{} input {i}: node '{}' has no output {}",
-                    op.name, src.name, inp.index
-                )));
+                return Err(OxiflowError::InvalidArgument(format!("{} input {i}: node '{}' has no output {}", op.name, src.name, inp.index)));
             }
             if src.op.name == "VariableV2" && !op.ref_inputs.contains(&i) {
                 if let Some(v) = self.variable_info(src.id) {
@@ -478,8 +467,7 @@ impl Graph {
             }
         }
         op.check_arity(&name, inputs.len())?;
-        let input_types: Vec<TensorType> =
-            inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
+        let input_types: Vec<TensorType> = inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
         let outputs = (op.infer)(&InferCtx { op: op.name, node: &name, inputs: &input_types, attrs: &spec.attrs })?;
         // TF's TensorShape refuses a shape whose element count overflows; a byte size over
         // isize::MAX could not be allocated either.
@@ -545,11 +533,7 @@ impl Graph {
                 DeviceScope::Reset => break,
                 DeviceScope::Function(f) => {
                     let def = self.node_def_of(node, &device);
-                    let out = f.call(&def).map_err(|msg| OxiflowError::DeviceFunction {
-                        node: node.name.clone(),
-                        op: node.op.name.to_string(),
-                        msg,
-                    })?;
+                    let out = f.call(&def).map_err(|msg| OxiflowError::DeviceFunction { node: node.name.clone(), op: node.op.name.to_string(), msg })?;
                     device = DeviceSpec::parse(&out).map_err(|e| OxiflowError::DeviceFunction {
                         node: node.name.clone(),
                         op: node.op.name.to_string(),
@@ -583,7 +567,11 @@ impl Graph {
                 .iter()
                 .map(|o| {
                     let n = &self.nodes[o.node];
-                    if o.index == 0 { n.name.clone() } else { n.tensor_name(o.index) }
+                    if o.index == 0 {
+                        n.name.clone()
+                    } else {
+                        n.tensor_name(o.index)
+                    }
                 })
                 .chain(node.control_inputs.iter().map(|&c| format!("^{}", self.nodes[c].name)))
                 .collect(),
@@ -621,18 +609,9 @@ impl Graph {
         let built = (|| -> Result<VariableInfo> {
             let dtype = value.dtype();
             let shape = value.shape();
-            let init = self.add_node_full(
-                NodeSpec::new("Const", &[]).attr("value", value).attr("dtype", dtype),
-                format!("{base}/initial_value"),
-            )?;
-            let var = self.add_node_full(
-                NodeSpec::new("VariableV2", &[]).attr("dtype", dtype).attr("shape", ops::AttrValue::Shape(shape.0)),
-                base.clone(),
-            )?;
-            let initializer = self.add_node_full(
-                NodeSpec::new("Assign", &[Output::new(var, 0), Output::new(init, 0)]),
-                format!("{base}/Assign"),
-            )?;
+            let init = self.add_node_full(NodeSpec::new("Const", &[]).attr("value", value).attr("dtype", dtype), format!("{base}/initial_value"))?;
+            let var = self.add_node_full(NodeSpec::new("VariableV2", &[]).attr("dtype", dtype).attr("shape", ops::AttrValue::Shape(shape.0)), base.clone())?;
+            let initializer = self.add_node_full(NodeSpec::new("Assign", &[Output::new(var, 0), Output::new(init, 0)]), format!("{base}/Assign"))?;
             self.push_colocation(var, true)?;
             let read = self.add_node_full(NodeSpec::new("Identity", &[Output::new(var, 0)]), format!("{base}/read"));
             self.pop_colocation();

@@ -53,7 +53,13 @@ pub fn graph_dot(graph: &Graph, placed: &HashMap<NodeId, String>) -> String {
             let tensor = if o.index == 0 { src.name.clone() } else { graph.tensor_name(*o) };
             if cross {
                 let bytes = src.outputs.get(o.index).map(|t| t.shape.num_elements() * t.dtype.size_of()).unwrap_or(0);
-                let _ = writeln!(out, "  {} -> {} [style=dashed, color=\"#c0392b\", penwidth=1.5, label={}];", quote(&src.name), quote(&n.name), quote(&format!("copy {tensor}\n{bytes} B")));
+                let _ = writeln!(
+                    out,
+                    "  {} -> {} [style=dashed, color=\"#c0392b\", penwidth=1.5, label={}];",
+                    quote(&src.name),
+                    quote(&n.name),
+                    quote(&format!("copy {tensor}\n{bytes} B"))
+                );
             } else {
                 let _ = writeln!(out, "  {} -> {};", quote(&src.name), quote(&n.name));
             }

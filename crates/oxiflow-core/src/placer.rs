@@ -17,8 +17,8 @@
 
 use crate::device::DeviceSet;
 use crate::device_spec::DeviceSpec;
-use crate::error::{OxiflowError, Result};
 use crate::dtype::DType;
+use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -79,11 +79,7 @@ impl<'a> Placer<'a> {
             let a = devices.devices[i].attributes();
             (types.iter().position(|t| *t == a.device_type), a.spec.id)
         });
-        let device_type_index = devices
-            .devices
-            .iter()
-            .map(|d| types.iter().position(|t| *t == d.attributes().device_type).unwrap_or(31))
-            .collect();
+        let device_type_index = devices.devices.iter().map(|d| types.iter().position(|t| *t == d.attributes().device_type).unwrap_or(31)).collect();
         Placer {
             graph,
             devices,
@@ -184,10 +180,7 @@ impl<'a> Placer<'a> {
         };
         let types = ga.types & gb.types;
         if types == 0 {
-            return Err(format!(
-                "{} because no device type supports both of those nodes and the other nodes colocated with them.",
-                prefix()
-            ));
+            return Err(format!("{} because no device type supports both of those nodes and the other nodes colocated with them.", prefix()));
         }
         if let Some(d) = pinned.filter(|&d| types & (1 << self.device_type_index[d]) == 0) {
             return Err(format!(
@@ -208,19 +201,11 @@ impl<'a> Placer<'a> {
     /// The group's candidate devices, best first (an iterator: placing a node needs only
     /// the first, a generator also asks whether its consumers' device is one).
     fn candidates<'s>(&'s self, g: &'s Group) -> impl Iterator<Item = usize> + 's {
-        let fits = move |req: &DeviceSpec, i: usize| {
-            req.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0
-        };
+        let fits = move |req: &DeviceSpec, i: usize| req.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0;
         let strict = self.strict(g);
         let relaxed = (g.pinned.is_none() && !strict && self.soft).then(|| g.request.without_type_and_id());
         let pinned = g.pinned.into_iter();
-        let listed = self.order.iter().copied().filter(move |&i| {
-            if strict {
-                fits(&g.request, i)
-            } else {
-                relaxed.as_ref().is_some_and(|r| fits(r, i))
-            }
-        });
+        let listed = self.order.iter().copied().filter(move |&i| if strict { fits(&g.request, i) } else { relaxed.as_ref().is_some_and(|r| fits(r, i)) });
         pinned.chain(listed.take_while(move |_| g.pinned.is_none()))
     }
 
@@ -228,9 +213,7 @@ impl<'a> Placer<'a> {
     /// member (else only soft placement finds candidates).
     fn strict(&self, g: &Group) -> bool {
         g.pinned.is_none()
-            && self.order.iter().any(|&i| {
-                g.request.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0
-            })
+            && self.order.iter().any(|&i| g.request.matches(&self.devices.devices[i].attributes().spec) && g.types & (1 << self.device_type_index[i]) != 0)
     }
 
     /// The error TF gives when a group has no candidate (`GetDevicesForNode`).
@@ -338,14 +321,7 @@ pub fn place_explained(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, sof
 
 type ExplainOut<'x> = (&'x mut ExplainLog, &'x mut Option<HashMap<NodeId, Decision>>);
 
-fn place_impl(
-    graph: &Graph,
-    nodes: &[NodeId],
-    devices: &DeviceSet,
-    soft: bool,
-    fixed: &Assignment,
-    mut explain: Option<ExplainOut<'_>>,
-) -> Result<Assignment> {
+fn place_impl(graph: &Graph, nodes: &[NodeId], devices: &DeviceSet, soft: bool, fixed: &Assignment, mut explain: Option<ExplainOut<'_>>) -> Result<Assignment> {
     if devices.devices.is_empty() {
         return Err(OxiflowError::FailedPrecondition("No devices are registered".into()));
     }

@@ -134,10 +134,7 @@ pub fn set_memory_growth(device: &str, on: bool) -> Result<()> {
     }
     with(|c| {
         if c.virtual_gpus.contains_key(&d.index) {
-            return Err(OxiflowError::InvalidArgument(format!(
-                "Cannot set memory growth on device when virtual devices configured ({})",
-                d.name
-            )));
+            return Err(OxiflowError::InvalidArgument(format!("Cannot set memory growth on device when virtual devices configured ({})", d.name)));
         }
         check_not_initialized(c, "Physical devices")?;
         c.memory_growth.insert(d.index, on);
@@ -216,10 +213,7 @@ pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceCo
                 }
             }
             if c.memory_growth.get(&d.index).copied().unwrap_or(false) {
-                return Err(OxiflowError::InvalidArgument(format!(
-                    "Cannot set memory growth on device when virtual devices configured ({})",
-                    d.name
-                )));
+                return Err(OxiflowError::InvalidArgument(format!("Cannot set memory growth on device when virtual devices configured ({})", d.name)));
             }
             c.virtual_gpus.insert(d.index, limits);
         }

@@ -96,8 +96,7 @@ pub fn copy_direction(from: &str, to: &str) -> &'static str {
 }
 
 /// Lane (`tid`) of the `<device> Memcpy` process for each copy direction, and its name.
-const COPY_LANES: [(&str, &str); 4] =
-    [("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"), ("HtoH", "host to host")];
+const COPY_LANES: [(&str, &str); 4] = [("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"), ("HtoH", "host to host")];
 
 impl StepStats {
     /// The names of `n`'s step.
@@ -110,10 +109,10 @@ impl StepStats {
 
     /// Number and bytes of cross-device copies (`_Recv` steps).
     pub fn copies(&self) -> CopySummary {
-        self.nodes.iter().filter(|n| self.label(n).copy.is_some()).fold(CopySummary::default(), |s, n| CopySummary {
-            count: s.count + 1,
-            bytes: s.bytes + n.output_bytes,
-        })
+        self.nodes
+            .iter()
+            .filter(|n| self.label(n).copy.is_some())
+            .fold(CopySummary::default(), |s, n| CopySummary { count: s.count + 1, bytes: s.bytes + n.output_bytes })
     }
 
     /// The trace as TF's `Timeline.generate_chrome_trace_format(show_dataflow=True)` lays it

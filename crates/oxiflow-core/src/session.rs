@@ -195,17 +195,15 @@ impl Session {
     /// `GPU:0`): bytes in use, peak, limit, reserved. CPUs have no accounted memory.
     /// Errors: an unknown device, a device without an account.
     pub fn memory_stats(&self, device: &str) -> Result<MemoryStats> {
-        let spec = crate::device_spec::DeviceSpec::parse(device.trim())
-            .or_else(|_| crate::device_spec::DeviceSpec::parse(&format!("/device:{}", device.trim())))?;
-        let d = self
-            .devices
-            .devices
-            .iter()
-            .find(|d| spec.matches(&d.attributes().spec) && spec.device_type.is_some() && spec.id.is_some())
-            .ok_or_else(|| OxiflowError::InvalidArgument(format!("unknown device '{device}': the session's devices are [ {} ]", self.devices.sorted_names().join(", "))))?;
-        d.memory().map(|m| m.stats()).ok_or_else(|| {
-            OxiflowError::InvalidArgument(format!("{} has no memory account (only GPUs, real or emulated, have one)", d.attributes().name))
-        })
+        let spec =
+            crate::device_spec::DeviceSpec::parse(device.trim()).or_else(|_| crate::device_spec::DeviceSpec::parse(&format!("/device:{}", device.trim())))?;
+        let d =
+            self.devices.devices.iter().find(|d| spec.matches(&d.attributes().spec) && spec.device_type.is_some() && spec.id.is_some()).ok_or_else(|| {
+                OxiflowError::InvalidArgument(format!("unknown device '{device}': the session's devices are [ {} ]", self.devices.sorted_names().join(", ")))
+            })?;
+        d.memory()
+            .map(|m| m.stats())
+            .ok_or_else(|| OxiflowError::InvalidArgument(format!("{} has no memory account (only GPUs, real or emulated, have one)", d.attributes().name)))
     }
 
     /// The options the session was created with.
@@ -391,7 +389,8 @@ impl Session {
         for (s, (node, inputs, _, _)) in units.iter().enumerate() {
             let dev = plan.steps[s].device;
             for inp in inputs {
-                let (src_slot, src_dev) = *home.get(inp).ok_or_else(|| OxiflowError::Internal(format!("plan: no producer of {}", tf_input_name(graph, *inp))))?;
+                let (src_slot, src_dev) =
+                    *home.get(inp).ok_or_else(|| OxiflowError::Internal(format!("plan: no producer of {}", tf_input_name(graph, *inp))))?;
                 let slot = if src_dev == dev {
                     if let Some(&p) = producer.get(&src_slot) {
                         edges.insert((p, s));
@@ -536,11 +535,8 @@ impl Session {
                 }
             }
         }
-        let recording: Vec<usize> = if trace {
-            (0..self.devices.devices.len()).filter(|&d| self.devices.devices[d].memory().is_some()).collect()
-        } else {
-            Vec::new()
-        };
+        let recording: Vec<usize> =
+            if trace { (0..self.devices.devices.len()).filter(|&d| self.devices.devices[d].memory().is_some()).collect() } else { Vec::new() };
         for &d in &recording {
             if let Some(m) = self.devices.devices[d].memory() {
                 m.start_recording();

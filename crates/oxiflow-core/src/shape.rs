@@ -48,9 +48,7 @@ impl Shape {
     /// gradient must be summed over to get back to `self` (TF's `BroadcastGradientArgs`).
     pub fn broadcast_axes(&self, out: &Shape) -> Vec<usize> {
         let lead = out.rank() - self.rank();
-        (0..out.rank())
-            .filter(|&i| i < lead || (self.0[i - lead] == 1 && out.0[i] != 1))
-            .collect()
+        (0..out.rank()).filter(|&i| i < lead || (self.0[i - lead] == 1 && out.0[i] != 1)).collect()
     }
 }
 

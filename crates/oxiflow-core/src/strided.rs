@@ -139,7 +139,14 @@ pub unsafe fn copy_strided<T: Copy>(dims: &[usize], src: *const T, src_strides: 
 ///
 /// # Safety
 /// As for [`copy_strided`].
-pub unsafe fn convert_strided<S: Copy, D: Copy>(dims: &[usize], src: *const S, src_strides: &[isize], dst: *mut D, dst_strides: &[isize], f: impl Fn(S) -> D + Copy) {
+pub unsafe fn convert_strided<S: Copy, D: Copy>(
+    dims: &[usize],
+    src: *const S,
+    src_strides: &[isize],
+    dst: *mut D,
+    dst_strides: &[isize],
+    f: impl Fn(S) -> D + Copy,
+) {
     copy_impl::<S, D, _, false>(dims, src, src_strides, dst, dst_strides, f)
 }
 

@@ -233,12 +233,7 @@ impl Tensor {
     pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>, layout: Layout) -> Result<Tensor> {
         let n: usize = dims.iter().product();
         if data.len() != n {
-            return Err(OxiflowError::InvalidArgument(format!(
-                "tensor of shape {} needs {} elements, got {}",
-                Shape(dims.to_vec()),
-                n,
-                data.len()
-            )));
+            return Err(OxiflowError::InvalidArgument(format!("tensor of shape {} needs {} elements, got {}", Shape(dims.to_vec()), n, data.len())));
         }
         let a = match layout {
             Layout::RowMajor => ndarray::ArrayD::from_shape_vec(IxDyn(dims), data),
@@ -278,7 +273,14 @@ impl Tensor {
         let n = element_count(dims, dtype.size_of())?;
         // row-major when the source already is (a memcpy), else Julia's column-major
         let row_major = dims.len() > 1 && same_steps(dims, strides, &dense_strides(dims, false));
-        unsafe fn gather<S: Copy + 'static, T: Element>(dims: &[usize], n: usize, src: *const S, strides: &[isize], row_major: bool, f: impl Fn(S) -> T + Copy) -> Result<Tensor> {
+        unsafe fn gather<S: Copy + 'static, T: Element>(
+            dims: &[usize],
+            n: usize,
+            src: *const S,
+            strides: &[isize],
+            row_major: bool,
+            f: impl Fn(S) -> T + Copy,
+        ) -> Result<Tensor> {
             // a zero stride makes a large tensor of a small buffer: its copy may not fit
             let mut v: Vec<T> = try_buffer_for(n).ok_or_else(|| OxiflowError::OutOfMemory {
                 op: "copy of".into(),
@@ -352,9 +354,7 @@ impl Tensor {
 
     /// Borrow as an array of `T`; errors naming both dtypes when they differ.
     pub fn array<T: Element>(&self) -> Result<&ArcArray<T, IxDyn>> {
-        T::view(self).ok_or_else(|| {
-            OxiflowError::Internal(format!("expected a {} tensor, got {}", T::DTYPE, self.dtype()))
-        })
+        T::view(self).ok_or_else(|| OxiflowError::Internal(format!("expected a {} tensor, got {}", T::DTYPE, self.dtype())))
     }
 
     /// Element-wise equality of dtype, shape and values (tests).

@@ -35,10 +35,7 @@ fn values_follow_the_formulas_in_both_dtypes_and_layouts() {
                 let y32 = g.op_spec(oxiflow_core::NodeSpec::new("Cast", &[y]).attr("DstT", DType::Float32)).unwrap();
                 let dy32 = g.op_spec(oxiflow_core::NodeSpec::new("Cast", &[dy]).attr("DstT", DType::Float32)).unwrap();
                 let out32 = g.op(op, &[y32, dy32]).unwrap();
-                let feeds = [
-                    (y, Tensor::from_vec(dims, mem(&yv), layout).unwrap()),
-                    (dy, Tensor::from_vec(dims, mem(&dyv), layout).unwrap()),
-                ];
+                let feeds = [(y, Tensor::from_vec(dims, mem(&yv), layout).unwrap()), (dy, Tensor::from_vec(dims, mem(&dyv), layout).unwrap())];
                 let got = eval(&g, &feeds, &[out, out32]).unwrap();
                 assert_eq!(got[0].dtype(), DType::Float64);
                 assert_eq!(got[1].dtype(), DType::Float32);

@@ -206,7 +206,11 @@ fn scopes_are_restored_when_a_gradient_fails() {
     let y = g.op("Exp", &[x]).unwrap();
     // A device function that refuses gradient ops makes the backward pass fail half-way.
     let refuse = |n: &oxiflow_core::graph::NodeDef| -> Result<String, String> {
-        if n.name.contains("_grad/") { Err("no gradients here".into()) } else { Ok(String::new()) }
+        if n.name.contains("_grad/") {
+            Err("no gradients here".into())
+        } else {
+            Ok(String::new())
+        }
     };
     g.push_device(DeviceScope::Function(Arc::new(refuse)));
     let err = gradients(&mut g, &[y], &[x], None, false).unwrap_err();

@@ -360,9 +360,7 @@ fn linalg_gradients_match_finite_differences() {
     let a = t64(&[3, 3], well_conditioned(3, 30));
     let b = rand_t(&[3, 2], 31, -1.0, 1.0);
     check_grads(std::slice::from_ref(&a), op1("MatrixInverse"));
-    check_grads_with(std::slice::from_ref(&a), 1e-6, 1e-6, |g, xs| {
-        g.op_spec(NodeSpec::new("MatrixInverse", &[xs[0]]).attr("adjoint", true))
-    });
+    check_grads_with(std::slice::from_ref(&a), 1e-6, 1e-6, |g, xs| g.op_spec(NodeSpec::new("MatrixInverse", &[xs[0]]).attr("adjoint", true)));
     check_grads(std::slice::from_ref(&a), op1("MatrixDeterminant"));
     check_grads(&[a.clone(), b.clone()], op2("MatrixSolve"));
     check_grads(&[a.clone(), b.clone()], |g, xs| g.op_spec(NodeSpec::new("MatrixSolve", &[xs[0], xs[1]]).attr("adjoint", true)));
@@ -378,9 +376,7 @@ fn linalg_gradients_match_finite_differences() {
     for (adj_x, adj_y) in [(false, false), (true, false), (false, true), (true, true)] {
         let x = rand_t(&[2, 3, 3], 40, -1.0, 1.0);
         let y = rand_t(&[3, 3], 41, -1.0, 1.0);
-        check_grads(&[x, y], move |g, xs| {
-            g.op_spec(NodeSpec::new("BatchMatMulV2", &[xs[0], xs[1]]).attr("adj_x", adj_x).attr("adj_y", adj_y))
-        });
+        check_grads(&[x, y], move |g, xs| g.op_spec(NodeSpec::new("BatchMatMulV2", &[xs[0], xs[1]]).attr("adj_x", adj_x).attr("adj_y", adj_y)));
     }
 }
 
@@ -407,9 +403,7 @@ fn second_derivatives_of_the_dense_ops() {
 
 fn random_graph(op: &str, seed: i64, seed2: i64, n: usize) -> (Arc<RwLock<Graph>>, Output) {
     let mut g = Graph::new();
-    let r = g
-        .op_spec(NodeSpec::new(op, &[]).attr("shape", AttrValue::Shape(vec![n])).attr("seed", seed).attr("seed2", seed2))
-        .unwrap();
+    let r = g.op_spec(NodeSpec::new(op, &[]).attr("shape", AttrValue::Shape(vec![n])).attr("seed", seed).attr("seed2", seed2)).unwrap();
     (Arc::new(RwLock::new(g)), r)
 }
 
@@ -447,10 +441,7 @@ fn seeded_random_ops_repeat_across_sessions_and_vary_across_runs() {
     let s2 = Session::new(g, SessionOptions::default()).unwrap();
     assert_ne!(run1(&s1, r), run1(&s2, r));
     let mut g = Graph::new();
-    let e = g
-        .op_spec(NodeSpec::new("RandomUniform", &[]).attr("shape", AttrValue::Shape(vec![2])).attr("dtype", DType::Int64))
-        .unwrap_err()
-        .to_string();
+    let e = g.op_spec(NodeSpec::new("RandomUniform", &[]).attr("shape", AttrValue::Shape(vec![2])).attr("dtype", DType::Int64)).unwrap_err().to_string();
     assert!(e.contains("RandomUniform") && e.contains("Int64"), "{e}");
 }
 

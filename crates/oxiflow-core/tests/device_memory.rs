@@ -286,11 +286,7 @@ fn traced_runs_carry_a_memory_counter_per_gpu() {
     assert_eq!(gpu.last(), Some(&0));
     let trace = stats.chrome_trace();
     let events = trace["traceEvents"].as_array().unwrap();
-    let tensors_pid = events
-        .iter()
-        .find(|e| e["ph"] == "M" && e["args"]["name"] == format!("{GPU0} Tensors"))
-        .map(|e| e["pid"].clone())
-        .unwrap();
+    let tensors_pid = events.iter().find(|e| e["ph"] == "M" && e["args"]["name"] == format!("{GPU0} Tensors")).map(|e| e["pid"].clone()).unwrap();
     let counters: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "C").collect();
     assert!(!counters.is_empty() && counters.iter().all(|e| e["pid"] == tensors_pid && e["name"] == "Memory"));
     let summary = ProfileSummary::from_trace(&trace).unwrap();

@@ -17,9 +17,7 @@ fn device_type() -> impl Strategy<Value = String> {
         Just("CPU".to_string()),
         Just("GPU".to_string()),
         Just("TPU".to_string()),
-        ident().prop_filter("not a case variant of cpu/gpu/tpu", |t| {
-            !matches!(t.to_ascii_uppercase().as_str(), "CPU" | "GPU" | "TPU")
-        }),
+        ident().prop_filter("not a case variant of cpu/gpu/tpu", |t| { !matches!(t.to_ascii_uppercase().as_str(), "CPU" | "GPU" | "TPU") }),
     ]
 }
 

@@ -129,8 +129,7 @@ fn traced_steps_have_ordered_non_empty_intervals() {
 }
 
 /// Unary ops of the chains below and their Rust f64 oracle.
-const UNARY: [(&str, fn(f64) -> f64); 5] =
-    [("Sin", f64::sin), ("Cos", f64::cos), ("Tanh", f64::tanh), ("Exp", f64::exp), ("Neg", |v| -v)];
+const UNARY: [(&str, fn(f64) -> f64); 5] = [("Sin", f64::sin), ("Cos", f64::cos), ("Tanh", f64::tanh), ("Exp", f64::exp), ("Neg", |v| -v)];
 
 #[test]
 fn handed_over_chains_keep_fetched_shared_and_unread_outputs_right() {
@@ -161,7 +160,10 @@ fn handed_over_chains_keep_fetched_shared_and_unread_outputs_right() {
             let e = vec![c[12], c[4], -c[7], vv[1].sin().cos().tanh()];
             // Tanh and Exp are vectorized (a few ulp from the libm oracle).
             let got = values(&out.values);
-            assert!(got.len() == e.len() && got.iter().zip(&e).all(|(g, w)| (g - w).abs() <= 1e-14 * w.abs().max(1.0)), "gpus={gpus} run {k}: {got:?} vs {e:?}");
+            assert!(
+                got.len() == e.len() && got.iter().zip(&e).all(|(g, w)| (g - w).abs() <= 1e-14 * w.abs().max(1.0)),
+                "gpus={gpus} run {k}: {got:?} vs {e:?}"
+            );
         }
     }
 }
@@ -220,7 +222,11 @@ fn cpu_steps_hand_over_in_a_gpu_session_and_gpu_memory_is_still_accounted() {
             let want = xv.sin().cos().sin().sin().cos().tanh().exp();
             // Tanh and Exp are the vectorized kernels on the 1000-vector: within a few ulp of libm.
             let got = out.values[0].to_f64_vec();
-            assert!(got.len() == n.max(1) && got.iter().all(|g| (g - want).abs() <= 4.0 * f64::EPSILON * want), "dims {dims:?} run {k}: {:?} vs {want}", &got[..1]);
+            assert!(
+                got.len() == n.max(1) && got.iter().all(|g| (g - want).abs() <= 4.0 * f64::EPSILON * want),
+                "dims {dims:?} run {k}: {:?} vs {want}",
+                &got[..1]
+            );
             let m = sess.memory_stats("GPU:0").unwrap();
             assert_eq!(m.bytes_in_use, 0, "dims {dims:?}: everything on the GPU is freed");
             // the copied-in input and Sin's output, then Sin's and Cos's outputs
@@ -250,7 +256,10 @@ fn untraced_chains_run_on_the_callers_threads_concurrently_and_leave_no_thread_t
                     let out = sess.run(&[(x, Tensor::scalar(v))], &[y, s], &[], k % 50 == 0).unwrap();
                     // Exp is vectorized: a few ulp from libm's
                     let (got, want) = (values(&out.values), [v.sin().cos().exp(), v.sin()]);
-                    assert!(got.len() == 2 && got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 4.0 * f64::EPSILON * w.abs()), "thread {t} run {k}: {got:?} vs {want:?}");
+                    assert!(
+                        got.len() == 2 && got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 4.0 * f64::EPSILON * w.abs()),
+                        "thread {t} run {k}: {got:?} vs {want:?}"
+                    );
                 }
             });
         }

@@ -84,11 +84,7 @@ fn floats_match_the_oracle_with_broadcasting_in_both_precisions() {
     for (k, (sa, sb)) in shapes.iter().enumerate() {
         let a = rand_vec(sa.iter().product(), 10 + k as u64, -20.0, 20.0);
         // divisors of both signs, |y| >= 0.5
-        let b: Vec<f64> = rand_vec(sb.iter().product(), 20 + k as u64, 0.5, 6.0)
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| if i % 2 == 0 { -v } else { v })
-            .collect();
+        let b: Vec<f64> = rand_vec(sb.iter().product(), 20 + k as u64, 0.5, 6.0).iter().enumerate().map(|(i, &v)| if i % 2 == 0 { -v } else { v }).collect();
         let (dims, want_div) = naive_broadcast(&a, sa, &b, sb, |x, y| (x / y).floor());
         let (_, want_mod) = naive_broadcast(&a, sa, &b, sb, py_fmod);
         let got = binary("FloorDiv", t64(sa, a.clone()), t64(sb, b.clone())).unwrap();
@@ -102,8 +98,7 @@ fn floats_match_the_oracle_with_broadcasting_in_both_precisions() {
             assert!(r.abs() < y.abs(), "element {i}: |{r}| >= |{y}|");
         }
         // Float32: the oracle on the rounded operands, computed in f64
-        let (a32, b32): (Vec<f64>, Vec<f64>) =
-            (a.iter().map(|&v| v as f32 as f64).collect(), b.iter().map(|&v| v as f32 as f64).collect());
+        let (a32, b32): (Vec<f64>, Vec<f64>) = (a.iter().map(|&v| v as f32 as f64).collect(), b.iter().map(|&v| v as f32 as f64).collect());
         let got = binary("FloorMod", t32(sa, a.clone()), t32(sb, b.clone())).unwrap();
         assert_eq!(got.dtype(), DType::Float32);
         assert_close(&got.to_f64_vec(), &naive_broadcast(&a32, sa, &b32, sb, py_fmod).1, 1e-5, "FloorMod f32");
@@ -177,8 +172,7 @@ fn bad_operands_fail_at_construction_naming_the_op() {
 /// or `None` for this seed.
 fn away_from_jumps(sa: &[usize], sb: &[usize], seed: u64) -> Option<(Tensor, Tensor)> {
     let a = rand_vec(sa.iter().product(), seed, -5.0, 5.0);
-    let b: Vec<f64> =
-        rand_vec(sb.iter().product(), seed + 1, 0.7, 2.0).iter().enumerate().map(|(i, &v)| if i % 2 == 1 { -v } else { v }).collect();
+    let b: Vec<f64> = rand_vec(sb.iter().product(), seed + 1, 0.7, 2.0).iter().enumerate().map(|(i, &v)| if i % 2 == 1 { -v } else { v }).collect();
     let (_, q) = naive_broadcast(&a, sa, &b, sb, |x, y| x / y);
     q.iter().all(|v| (0.05..0.95).contains(&(v - v.floor()))).then(|| (t64(sa, a), t64(sb, b)))
 }

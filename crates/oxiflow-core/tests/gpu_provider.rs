@@ -86,10 +86,14 @@ impl Device for FakeGpu {
         for (i, t) in ctx.inputs.iter().enumerate() {
             assert!(t.is_device_resident(), "input {i} of {} reached {} in host memory", ctx.node.name, self.attrs.name);
         }
-        let host: Vec<Tensor> = ctx.inputs.iter().map(|t| match t {
-            Tensor::Device(d) => d.buffer.as_any().downcast_ref::<FakeBuffer>().unwrap().host.clone(),
-            _ => unreachable!(),
-        }).collect();
+        let host: Vec<Tensor> = ctx
+            .inputs
+            .iter()
+            .map(|t| match t {
+                Tensor::Device(d) => d.buffer.as_any().downcast_ref::<FakeBuffer>().unwrap().host.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
         let outs = (ctx.node.op.kernel)(&KernelCtx { node: ctx.node, inputs: &host, state: ctx.state })?;
         if let Some(t) = self.timed.lock().unwrap().as_mut() {
             t.push(ctx.node.name.clone());
@@ -101,11 +105,7 @@ impl Device for FakeGpu {
     }
     fn take_kernel_times(&self) -> Vec<KernelTime> {
         let names = self.timed.lock().unwrap().take().unwrap_or_default();
-        names
-            .into_iter()
-            .enumerate()
-            .map(|(i, node)| KernelTime { node, start_ns: T0 + 1000 * i as u64, end_ns: T0 + 1000 * i as u64 + 500 })
-            .collect()
+        names.into_iter().enumerate().map(|(i, node)| KernelTime { node, start_ns: T0 + 1000 * i as u64, end_ns: T0 + 1000 * i as u64 + 500 }).collect()
     }
     fn copy_from(&self, t: &Tensor, _src: &dyn Device) -> Result<Tensor> {
         UPLOADS.fetch_add(1, Ordering::Relaxed);
@@ -193,10 +193,14 @@ fn seed_000_runs_with_device_resident_tensors() {
     sess.run(&[], &[], &[init], false).unwrap();
     let before = (DOWNLOADS.load(Ordering::Relaxed), UPLOADS.load(Ordering::Relaxed));
     let out = sess.run(&[], &[b, c, grad], &[], true).unwrap();
-    let v: Vec<f64> = out.values.iter().map(|t| {
-        assert!(!t.is_device_resident(), "fetches come back in host memory");
-        t.to_f64_vec()[0]
-    }).collect();
+    let v: Vec<f64> = out
+        .values
+        .iter()
+        .map(|t| {
+            assert!(!t.is_device_resident(), "fetches come back in host memory");
+            t.to_f64_vec()[0]
+        })
+        .collect();
     let x = 1.0f64;
     assert!((v[0] - x.sin()).abs() < 1e-15);
     assert!((v[1] - x.sin().cos()).abs() < 1e-15);

@@ -29,8 +29,7 @@ fn unary_gradients() {
 
 #[test]
 fn broadcasting_binary_gradients() {
-    let shapes: [(&[usize], &[usize]); 6] =
-        [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[3], &[2, 3]), (&[2, 1], &[1, 4]), (&[], &[2, 3]), (&[2, 3], &[])];
+    let shapes: [(&[usize], &[usize]); 6] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[3], &[2, 3]), (&[2, 1], &[1, 4]), (&[], &[2, 3]), (&[2, 3], &[])];
     for (k, (sa, sb)) in shapes.iter().enumerate() {
         let a = rand_t(sa, 10 + k as u64, 0.5, 2.0);
         let b = rand_t(sb, 20 + k as u64, 0.5, 2.0);
@@ -62,9 +61,7 @@ fn matmul_gradients_for_every_transpose() {
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
         let a = if ta { rand_t(&[4, 3], 31, -1.0, 1.0) } else { rand_t(&[3, 4], 31, -1.0, 1.0) };
         let b = if tb { rand_t(&[5, 4], 32, -1.0, 1.0) } else { rand_t(&[4, 5], 32, -1.0, 1.0) };
-        check_grads(&[a, b], move |g, xs| {
-            g.op_spec(NodeSpec::new("MatMul", &[xs[0], xs[1]]).attr("transpose_a", ta).attr("transpose_b", tb))
-        });
+        check_grads(&[a, b], move |g, xs| g.op_spec(NodeSpec::new("MatMul", &[xs[0], xs[1]]).attr("transpose_a", ta).attr("transpose_b", tb)));
     }
 }
 

@@ -177,7 +177,12 @@ fn kernel_availability() {
         b
     };
     check("int Add unconstrained", int_add(""), G1, &[("add", On("CPU:0")), ("i", On("CPU:0"))]);
-    check("int Add on GPU", int_add("/gpu:0"), G1, &[("add", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))]);
+    check(
+        "int Add on GPU",
+        int_add("/gpu:0"),
+        G1,
+        &[("add", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))],
+    );
     check("int Add on GPU, soft", int_add("/gpu:0"), G1S, &[("add", On("CPU:0"))]);
     check("int Add on CPU", int_add("/cpu:0"), G1, &[("add", On("CPU:0"))]);
 
@@ -236,7 +241,12 @@ fn scopes() {
     b.devfn(var_on_cpu);
     b.var("v", 1.0);
     b.op("s", "Sin", &["v"]);
-    check("device function: variables on CPU, the rest on GPU", b, G1, &[("v", On("CPU:0")), ("v/read", On("CPU:0")), ("v/Assign", On("CPU:0")), ("s", On("GPU:0"))]);
+    check(
+        "device function: variables on CPU, the rest on GPU",
+        b,
+        G1,
+        &[("v", On("CPU:0")), ("v/read", On("CPU:0")), ("v/Assign", On("CPU:0")), ("s", On("GPU:0"))],
+    );
 
     fn gpu1(_: &NodeDef) -> Result<String, String> {
         Ok("/gpu:1".into())
@@ -381,7 +391,12 @@ fn colocation() {
     };
     // the group's types are intersected (CPU only), then the GPU request cannot be met
     // (cg.cc MergeSupportedDevices, GetDevicesForNode)
-    check("colocating an int op with a GPU float op", types(), G1, &[("add", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))]);
+    check(
+        "colocating an int op with a GPU float op",
+        types(),
+        G1,
+        &[("add", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))],
+    );
     check("the same with soft placement: the whole group moves to CPU", types(), G1S, &[("add", On("CPU:0")), ("s", On("CPU:0"))]);
 
     // ignore_existing drops outer colocation requests
@@ -422,7 +437,12 @@ fn generators() {
     b.pop();
     b.op("w", "Add", &["s", "t"]);
     // placing `w` places s, t and k together (one run would)
-    check("a constant with consumers on two devices takes the first candidate", b, G2, &[("w", On("GPU:0")), ("s", On("GPU:1")), ("t", On("CPU:0")), ("k", On("GPU:0"))]);
+    check(
+        "a constant with consumers on two devices takes the first candidate",
+        b,
+        G2,
+        &[("w", On("GPU:0")), ("s", On("GPU:1")), ("t", On("CPU:0")), ("k", On("GPU:0"))],
+    );
 
     let mut b = B::new();
     let p = b.g.placeholder(DType::Float64, &[], Some("p")).unwrap();
@@ -456,13 +476,8 @@ fn gradient_colocation() {
         b.pop();
         let gr = gradients(&mut b.g, &[s], &[p], None, colocate).unwrap();
         assert!(gr[0].is_some());
-        let grad_ops: Vec<String> = b
-            .g
-            .nodes()
-            .iter()
-            .filter(|n| n.name.starts_with("gradients/s_grad/") && n.op.name != "Const")
-            .map(|n| n.name.clone())
-            .collect();
+        let grad_ops: Vec<String> =
+            b.g.nodes().iter().filter(|n| n.name.starts_with("gradients/s_grad/") && n.op.name != "Const").map(|n| n.name.clone()).collect();
         assert!(!grad_ops.is_empty());
         let names: Vec<&'static str> = grad_ops.into_iter().map(|s| &*Box::leak(s.into_boxed_str())).collect();
         let want_all: Vec<(&str, Want)> = names.iter().map(|n| (*n, On(want))).collect();

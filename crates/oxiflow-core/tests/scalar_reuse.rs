@@ -124,10 +124,7 @@ fn scalar_chains_match_the_ndarray_path_bitwise_and_libm_closely() {
             let vec_in = [x0, x0 + 0.5, x0 * 0.25];
             let (fs, fv) = match dtype {
                 DType::Float64 => (Tensor::scalar(x0), Tensor::from_vec(&[3], vec_in.to_vec(), Layout::RowMajor).unwrap()),
-                _ => (
-                    Tensor::scalar(x0 as f32),
-                    Tensor::from_vec(&[3], vec_in.iter().map(|&v| v as f32).collect(), Layout::RowMajor).unwrap(),
-                ),
+                _ => (Tensor::scalar(x0 as f32), Tensor::from_vec(&[3], vec_in.iter().map(|&v| v as f32).collect(), Layout::RowMajor).unwrap()),
             };
             let out = sess.run(&[(xs, fs), (xv, fv)], &[ys, yv], &[], k % 2 == 1).unwrap();
             let (s, v) = (out.values[0].to_f64_vec(), out.values[1].to_f64_vec());

@@ -14,11 +14,7 @@ fn opts(gpus: usize) -> SessionOptions {
 
 /// Seed 000's `assign_to_device("/device:GPU:0")`.
 fn assign_to_device(node: &NodeDef) -> Result<String, String> {
-    Ok(if ["Variable", "VariableV2", "AutoReloadVariable"].contains(&node.op.as_str()) {
-        "/device:CPU:0".into()
-    } else {
-        "/device:GPU:0".into()
-    })
+    Ok(if ["Variable", "VariableV2", "AutoReloadVariable"].contains(&node.op.as_str()) { "/device:CPU:0".into() } else { "/device:GPU:0".into() })
 }
 
 fn seed_graph() -> (Arc<RwLock<Graph>>, Output, Output, Output) {

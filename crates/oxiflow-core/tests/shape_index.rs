@@ -176,10 +176,8 @@ fn numpy_range(d: i64, b: Option<i64>, e: Option<i64>, s: i64) -> Vec<usize> {
     } else {
         (b.map_or(d - 1, |b| norm(b).clamp(-1, d - 1)), e.map_or(-1, |e| norm(e).clamp(-1, d - 1)))
     };
-    let mut ix: Vec<usize> = (0..d)
-        .filter(|&i| (i - start) % s == 0 && if s > 0 { i >= start && i < stop } else { i <= start && i > stop })
-        .map(|i| i as usize)
-        .collect();
+    let mut ix: Vec<usize> =
+        (0..d).filter(|&i| (i - start) % s == 0 && if s > 0 { i >= start && i < stop } else { i <= start && i > stop }).map(|i| i as usize).collect();
     if s < 0 {
         ix.reverse();
     }
@@ -374,10 +372,7 @@ fn default_names_follow_tf_python() {
     let p = g.op_spec(node("Pack", &[x, x])).unwrap();
     let s = strided_slice(&mut g, x, &[0, 0], &[1, 2], &[1, 1], 0, 0, 1).unwrap();
     let ga = g.op("GatherV2", &[x, i]).unwrap();
-    assert_eq!(
-        [name(&g, t), name(&g, c), name(&g, p), name(&g, s), name(&g, ga)],
-        ["transpose", "concat", "stack", "strided_slice", "GatherV2"]
-    );
+    assert_eq!([name(&g, t), name(&g, c), name(&g, p), name(&g, s), name(&g, ga)], ["transpose", "concat", "stack", "strided_slice", "GatherV2"]);
 }
 
 /// The same layout and indexing graph on CPU and on an emulated GPU: the ops are placed on
@@ -403,7 +398,6 @@ fn emulated_gpu_runs_them_with_the_same_values() {
     for o in [t, s, ga, tl] {
         assert_eq!(sess.assigned_device(o.node).unwrap(), GPU0);
     }
-    let grad_ops: Vec<String> =
-        g.read().unwrap().nodes().iter().filter(|n| n.name.starts_with("gradients/")).map(|n| n.op.name.to_string()).collect();
+    let grad_ops: Vec<String> = g.read().unwrap().nodes().iter().filter(|n| n.name.starts_with("gradients/")).map(|n| n.op.name.to_string()).collect();
     assert!(grad_ops.iter().any(|o| o == "ScatterNd") && grad_ops.iter().any(|o| o == "StridedSliceGrad"), "{grad_ops:?}");
 }

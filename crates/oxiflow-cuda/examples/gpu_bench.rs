@@ -79,10 +79,14 @@ impl Scratch for NoScratch {
 /// Times `op` on fresh buffers of the node's shapes through its launcher.
 fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::cublas::CudaBlas>, g: &Graph, out: Output, reps: usize) -> f64 {
     let node = g.node(out.node).unwrap();
-    let ins: Vec<Buf> = node.inputs.iter().map(|i| {
-        let t = g.output_type(*i).unwrap();
-        buf(stream, t.dtype, t.shape.dims())
-    }).collect();
+    let ins: Vec<Buf> = node
+        .inputs
+        .iter()
+        .map(|i| {
+            let t = g.output_type(*i).unwrap();
+            buf(stream, t.dtype, t.shape.dims())
+        })
+        .collect();
     let outs: Vec<Buf> = node.outputs.iter().map(|t| buf(stream, t.dtype, t.shape.dims())).collect();
     let f = launcher(node.op.name).expect("launcher");
     let function = |e: &str| lib.function(e);

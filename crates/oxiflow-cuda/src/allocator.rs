@@ -161,12 +161,8 @@ impl Allocator {
 
     /// Gives every region with no live block back to the driver; `true` if any was.
     fn release_free_regions(&self, s: &mut State) -> bool {
-        let empty: Vec<(u64, u64)> = s
-            .regions
-            .iter()
-            .filter(|(&p, &sz)| s.chunks.get(&p).is_some_and(|c| c.free && c.size == sz))
-            .map(|(&p, &sz)| (p, sz))
-            .collect();
+        let empty: Vec<(u64, u64)> =
+            s.regions.iter().filter(|(&p, &sz)| s.chunks.get(&p).is_some_and(|c| c.free && c.size == sz)).map(|(&p, &sz)| (p, sz)).collect();
         for &(p, sz) in &empty {
             s.chunks.remove(&p);
             s.free.remove(&(sz, p));

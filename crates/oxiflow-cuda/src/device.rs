@@ -351,7 +351,11 @@ impl CudaDevice {
             }
             "Reshape" | "Squeeze" | "ExpandDims" => {
                 let Tensor::Device(d) = &ctx.inputs[0] else { unreachable!("made resident first") };
-                oxiflow_core::ops::smallvec![Tensor::Device(DeviceTensor { dtype: d.dtype, dims: node.outputs[0].shape.dims().to_vec(), buffer: d.buffer.clone() })]
+                oxiflow_core::ops::smallvec![Tensor::Device(DeviceTensor {
+                    dtype: d.dtype,
+                    dims: node.outputs[0].shape.dims().to_vec(),
+                    buffer: d.buffer.clone()
+                })]
             }
             // Placeholder, PlaceholderWithDefault, VariableV2, Assign, Identity, StopGradient,
             // NoOp: their CPU kernels only move tensors, never read the data.
@@ -366,17 +370,20 @@ impl CudaDevice {
     fn launched(&self, ctx: &KernelCtx) -> Result<Outputs> {
         let node = ctx.node;
         let f = launch::launcher(node.op.name).ok_or_else(|| {
-            CudaError::Unsupported(format!("{} '{}' has no CUDA kernel on {} (docs/gpu.md lists the ops that have one)", node.op.name, node.name, self.attrs.name))
+            CudaError::Unsupported(format!(
+                "{} '{}' has no CUDA kernel on {} (docs/gpu.md lists the ops that have one)",
+                node.op.name, node.name, self.attrs.name
+            ))
         })?;
         // reference inputs (variables and slots of Apply* ops): updated on copies
         let mut refs = Vec::with_capacity(node.op.ref_inputs.len());
         for &r in node.op.ref_inputs {
             let var = node.inputs[r].node;
             // the CPU kernels' error (training.rs `read_ref`)
-            let v = ctx.state.read_variable(var).ok_or_else(|| OxiflowError::Uninitialized {
-                variable: format!("node {var} (input {r} of {})", node.name),
-                node: node.name.clone(),
-            })?;
+            let v = ctx
+                .state
+                .read_variable(var)
+                .ok_or_else(|| OxiflowError::Uninitialized { variable: format!("node {var} (input {r} of {})", node.name), node: node.name.clone() })?;
             refs.push((var, self.device_copy(&self.resident(&v)?)?));
         }
         let mut args: Vec<DevArg> = refs.iter().map(|(_, t)| Self::arg(t)).collect();
@@ -457,9 +464,6 @@ impl Device for CudaDevice {
     fn take_kernel_times(&self) -> Vec<KernelTime> {
         let Some(t) = self.timing.lock().unwrap_or_else(|p| p.into_inner()).take() else { return Vec::new() };
         let at = |e: &CudaEvent| t.anchor.elapsed_ms(e).ok().map(|ms| t.anchor_ns + (ms.max(0.0) as f64 * 1e6) as u64);
-        t.kernels
-            .iter()
-            .filter_map(|(node, s, e)| Some(KernelTime { node: node.clone(), start_ns: at(s)?, end_ns: at(e)? }))
-            .collect()
+        t.kernels.iter().filter_map(|(node, s, e)| Some(KernelTime { node: node.clone(), start_ns: at(s)?, end_ns: at(e)? })).collect()
     }
 }

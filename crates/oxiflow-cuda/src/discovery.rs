@@ -68,10 +68,7 @@ pub fn format_uuid(b: &[u8; 16]) -> String {
 /// TF's physical device description for `Device mapping:` and the creation log:
 /// `device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:19:00.0, compute capability: 9.0`.
 pub fn describe(ordinal: usize, g: &PhysicalGpu) -> String {
-    format!(
-        "device: {ordinal}, name: {}, pci bus id: {}, compute capability: {}.{}",
-        g.name, g.pci_bus_id, g.compute_capability.0, g.compute_capability.1
-    )
+    format!("device: {ordinal}, name: {}, pci bus id: {}, compute capability: {}.{}", g.name, g.pci_bus_id, g.compute_capability.0, g.compute_capability.1)
 }
 
 #[cfg(test)]

@@ -53,12 +53,9 @@ pub type CudaResult<T> = std::result::Result<T, CudaError>;
 impl From<CudaError> for OxiflowError {
     fn from(e: CudaError) -> OxiflowError {
         match e {
-            CudaError::OutOfMemory { device, requested, in_use, limit } => OxiflowError::ResourceExhausted {
-                device,
-                requested: requested as usize,
-                in_use: in_use as usize,
-                limit: limit as usize,
-            },
+            CudaError::OutOfMemory { device, requested, in_use, limit } => {
+                OxiflowError::ResourceExhausted { device, requested: requested as usize, in_use: in_use as usize, limit: limit as usize }
+            }
             CudaError::Unsupported(m) => OxiflowError::Unimplemented(m),
             CudaError::NoDriver(m) => OxiflowError::FailedPrecondition(format!("no CUDA driver: {m}")),
             other => OxiflowError::Internal(other.to_string()),

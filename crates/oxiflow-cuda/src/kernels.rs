@@ -78,9 +78,7 @@ pub fn compile_ptx(file: &KernelFile, arch: &str) -> CudaResult<String> {
     let opts = cudarc::nvrtc::CompileOptions { options, name: Some(file.name.to_string()), ..Default::default() };
     match cudarc::nvrtc::compile_ptx_with_opts(file.source, opts) {
         Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => {
-            Err(nvrtc_error(file.name, arch, log.to_string_lossy().into_owned()))
-        }
+        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(nvrtc_error(file.name, arch, log.to_string_lossy().into_owned())),
         Err(e) => Err(nvrtc_error(file.name, arch, format!("{e:?}"))),
     }
 }
@@ -205,9 +203,8 @@ impl KernelLibrary {
             for e in ptx_entries(&ptx) {
                 entries.insert(e, i);
             }
-            let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-                .map_err(|e| driver_error(ctx, &format!("cuModuleLoadData(kernels/{})", file.name), e))?;
+            let module =
+                ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| driver_error(ctx, &format!("cuModuleLoadData(kernels/{})", file.name), e))?;
             modules.push(module);
         }
         Ok(KernelLibrary { arch: arch.to_string(), ordinal: ctx.ordinal(), modules, entries, functions: Mutex::new(HashMap::new()) })
@@ -242,11 +239,7 @@ impl KernelLibrary {
         }
         let Some(&i) = self.entries.get(entry) else {
             let files: Vec<&str> = KERNEL_FILES.iter().map(|f| f.name).collect();
-            return Err(CudaError::Unsupported(format!(
-                "no CUDA kernel entry '{entry}' in kernels/ ({}; {})",
-                files.join(", "),
-                self.arch
-            )));
+            return Err(CudaError::Unsupported(format!("no CUDA kernel entry '{entry}' in kernels/ ({}; {})", files.join(", "), self.arch)));
         };
         let f = self.modules[i].load_function(entry).map_err(|e| CudaError::Driver {
             device: format!("GPU:{}", self.ordinal),
@@ -281,9 +274,7 @@ pub fn entry_dtypes(op: &str, gpu: GpuSupport) -> Vec<DType> {
     match gpu {
         GpuSupport::None => vec![],
         GpuSupport::Any => DType::ALL.to_vec(),
-        GpuSupport::Types(ts) => {
-            ts.iter().copied().filter(|&d| !(d == DType::Bool && COMPARISONS.contains(&op))).collect()
-        }
+        GpuSupport::Types(ts) => ts.iter().copied().filter(|&d| !(d == DType::Bool && COMPARISONS.contains(&op))).collect(),
     }
 }
 
@@ -316,11 +307,7 @@ pub fn required_entries() -> Vec<RequiredEntry> {
 
 /// Ops with a GPU kernel flag that need a launcher (every one but [`DEVICE_HANDLED`]).
 pub fn ops_needing_launchers() -> Vec<&'static str> {
-    registered()
-        .into_iter()
-        .filter(|op| !DEVICE_HANDLED.contains(op))
-        .filter(|op| lookup(op).is_ok_and(|d| !matches!(d.gpu, GpuSupport::None)))
-        .collect()
+    registered().into_iter().filter(|op| !DEVICE_HANDLED.contains(op)).filter(|op| lookup(op).is_ok_and(|d| !matches!(d.gpu, GpuSupport::None))).collect()
 }
 
 #[cfg(test)]

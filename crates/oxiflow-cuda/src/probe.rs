@@ -130,7 +130,11 @@ pub fn nvrtc_status() -> &'static LibStatus {
             let f = unsafe { lib.get::<Version>(b"nvrtcVersion\0") }.map_err(|e| e.to_string())?;
             let (mut major, mut minor) = (0, 0);
             let rc = unsafe { f(&mut major, &mut minor) };
-            if rc == 0 { Ok((major, minor)) } else { Err(format!("nvrtcVersion returned {rc}")) }
+            if rc == 0 {
+                Ok((major, minor))
+            } else {
+                Err(format!("nvrtcVersion returned {rc}"))
+            }
         })
     })
 }
@@ -141,11 +145,7 @@ fn preload_builtins(nvrtc: &std::path::Path) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     let mut names: Vec<std::path::PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libnvrtc-builtins.so"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so")))
         .collect();
     names.sort();
     for p in names {
@@ -173,18 +173,18 @@ pub fn cublas_status() -> &'static LibStatus {
             let f = unsafe { lib.get::<Prop>(b"cublasGetProperty\0") }.map_err(|e| e.to_string())?;
             let (mut major, mut minor) = (0, 0);
             let (a, b) = unsafe { (f(0, &mut major), f(1, &mut minor)) };
-            if a == 0 && b == 0 { Ok((major, minor)) } else { Err(format!("cublasGetProperty returned {a}/{b}")) }
+            if a == 0 && b == 0 {
+                Ok((major, minor))
+            } else {
+                Err(format!("cublasGetProperty returned {a}/{b}"))
+            }
         })
     })
 }
 
 /// Tries each library in turn; the first that loads, exports `symbol` and answers
 /// `version` wins and stays loaded. Never panics.
-pub fn probe_lib(
-    names: &[String],
-    symbol: &str,
-    version: impl Fn(&libloading::Library) -> Result<(i32, i32), String>,
-) -> LibStatus {
+pub fn probe_lib(names: &[String], symbol: &str, version: impl Fn(&libloading::Library) -> Result<(i32, i32), String>) -> LibStatus {
     let mut tried = Vec::new();
     let sym = format!("{symbol}\0");
     for name in names {

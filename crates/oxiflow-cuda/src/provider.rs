@@ -27,10 +27,7 @@ impl CudaProvider {
         let mut found = discover();
         if !found.gpus.is_empty() {
             if let crate::probe::LibStatus::Absent { reason } = crate::probe::nvrtc_status() {
-                found.reason = Some(format!(
-                    "{} GPU(s) found but not used: NVRTC, which builds their kernels, is unavailable ({reason})",
-                    found.gpus.len()
-                ));
+                found.reason = Some(format!("{} GPU(s) found but not used: NVRTC, which builds their kernels, is unavailable ({reason})", found.gpus.len()));
                 found.gpus.clear();
             }
         }

@@ -115,10 +115,8 @@ impl Gpu {
         // Outputs start as 0xAB bytes, so an element the kernel fails to write shows.
         let sizes: Vec<usize> = node.outputs.iter().map(|t| t.shape.num_elements() * t.dtype.size_of()).collect();
         let outs: Vec<CudaSlice<u8>> = sizes.iter().map(|&n| self.upload(&vec![0xAB; n])).collect();
-        let in_args: Vec<DevArg> =
-            ins.iter().zip(&case.inputs).map(|(b, t)| DevArg { ptr: self.ptr(b), dtype: t.dtype(), dims: t.dims().to_vec() }).collect();
-        let out_args: Vec<DevArg> =
-            outs.iter().zip(&node.outputs).map(|(b, t)| DevArg { ptr: self.ptr(b), dtype: t.dtype, dims: t.shape.0.clone() }).collect();
+        let in_args: Vec<DevArg> = ins.iter().zip(&case.inputs).map(|(b, t)| DevArg { ptr: self.ptr(b), dtype: t.dtype(), dims: t.dims().to_vec() }).collect();
+        let out_args: Vec<DevArg> = outs.iter().zip(&node.outputs).map(|(b, t)| DevArg { ptr: self.ptr(b), dtype: t.dtype, dims: t.shape.0.clone() }).collect();
         let function = |name: &str| self.function(name);
         let stream = self.stream.clone();
         let scratch = move |n: usize| -> CudaResult<Box<dyn Scratch>> {

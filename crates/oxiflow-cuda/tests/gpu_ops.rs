@@ -184,12 +184,7 @@ impl StateAccess for State {
 
 /// The CPU kernel's outputs; reference inputs are read from `state`.
 fn run_cpu(node: &Node, inputs: &[Tensor], state: &State) -> Vec<Tensor> {
-    let data: Vec<Tensor> = inputs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !node.op.ref_inputs.contains(i))
-        .map(|(_, t)| t.clone())
-        .collect();
+    let data: Vec<Tensor> = inputs.iter().enumerate().filter(|(i, _)| !node.op.ref_inputs.contains(i)).map(|(_, t)| t.clone()).collect();
     let out = (node.op.kernel)(&KernelCtx { node, inputs: &data, state }).unwrap_or_else(|e| panic!("CPU kernel of {}: {e}", node.name));
     out.into_iter().collect()
 }
@@ -267,18 +262,18 @@ fn check(g: Option<&Gpu>, failures: &mut Vec<String>, op: &str, attrs: &[(&str, 
     for (k, v) in attrs {
         spec = spec.attr(k, v.clone());
     }
-    let what = format!("{op}{:?} on {:?}", attrs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(), inputs.iter().map(|t| (t.dtype(), t.dims().to_vec())).collect::<Vec<_>>());
+    let what = format!(
+        "{op}{:?} on {:?}",
+        attrs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        inputs.iter().map(|t| (t.dtype(), t.dims().to_vec())).collect::<Vec<_>>()
+    );
     let out = match graph.op_spec(spec) {
         Ok(o) => o,
         Err(e) => return failures.push(format!("{what}: graph: {e}")),
     };
     let node = graph.node(out.node).unwrap();
     let f32_in = inputs.iter().any(|t| t.dtype() == DType::Float32);
-    let cpu = if f32_in && matches!(op, "Sum" | "Mean" | "Prod") {
-        cpu_in_f64(op, attrs, inputs)
-    } else {
-        run_cpu(node, inputs, &State::default())
-    };
+    let cpu = if f32_in && matches!(op, "Sum" | "Mean" | "Prod") { cpu_in_f64(op, attrs, inputs) } else { run_cpu(node, inputs, &State::default()) };
     let Some(g) = g else { return };
     match run_gpu(g, node, inputs) {
         Err(e) => failures.push(format!("{what}: GPU: {e}")),
@@ -322,11 +317,27 @@ fn unary_ops_match_the_cpu() {
     let mut f = Vec::new();
     let mut rng = Rng(1);
     let ops: &[(&str, f64, f64)] = &[
-        ("Abs", -3.0, 3.0), ("Cos", -3.0, 3.0), ("Elu", -3.0, 3.0), ("Exp", -10.0, 10.0), ("Log", 0.01, 100.0),
-        ("Neg", -3.0, 3.0), ("Relu", -3.0, 3.0), ("Relu6", -3.0, 9.0), ("Selu", -3.0, 3.0), ("Sigmoid", -50.0, 50.0),
-        ("Sign", -3.0, 3.0), ("Sin", -3.0, 3.0), ("Softplus", -50.0, 50.0), ("Softsign", -3.0, 3.0),
-        ("Sqrt", 0.0, 100.0), ("Square", -3.0, 3.0), ("Tan", -1.2, 1.2), ("Tanh", -5.0, 5.0), ("Floor", -30.0, 30.0),
-        ("OnesLike", -1.0, 1.0), ("ZerosLike", -1.0, 1.0),
+        ("Abs", -3.0, 3.0),
+        ("Cos", -3.0, 3.0),
+        ("Elu", -3.0, 3.0),
+        ("Exp", -10.0, 10.0),
+        ("Log", 0.01, 100.0),
+        ("Neg", -3.0, 3.0),
+        ("Relu", -3.0, 3.0),
+        ("Relu6", -3.0, 9.0),
+        ("Selu", -3.0, 3.0),
+        ("Sigmoid", -50.0, 50.0),
+        ("Sign", -3.0, 3.0),
+        ("Sin", -3.0, 3.0),
+        ("Softplus", -50.0, 50.0),
+        ("Softsign", -3.0, 3.0),
+        ("Sqrt", 0.0, 100.0),
+        ("Square", -3.0, 3.0),
+        ("Tan", -1.2, 1.2),
+        ("Tanh", -5.0, 5.0),
+        ("Floor", -30.0, 30.0),
+        ("OnesLike", -1.0, 1.0),
+        ("ZerosLike", -1.0, 1.0),
     ];
     for &(op, lo, hi) in ops {
         for d in FLOATS {
@@ -391,21 +402,14 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
     let mut rng = Rng(3);
-    let ops = [
-        "Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Greater", "GreaterEqual", "Less", "LessEqual", "FloorDiv",
-        "FloorMod",
-    ];
+    let ops = ["Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Greater", "GreaterEqual", "Less", "LessEqual", "FloorDiv", "FloorMod"];
     for op in ops {
         for d in FLOATS {
             for &(a, b) in SHAPE_PAIRS {
                 let (lo, hi) = if op == "Pow" { (0.1, 3.0) } else { (-3.0, 3.0) };
                 // Comparisons and extrema need ties: values on a coarse grid for them.
                 let coarse = !matches!(op, "Add" | "Sub" | "Mul" | "RealDiv" | "Pow" | "FloorDiv" | "FloorMod");
-                let (x, y) = if coarse {
-                    (rng.coarse(d, a), rng.coarse(d, b))
-                } else {
-                    (rng.tensor(d, a, lo, hi), rng.tensor(d, b, lo, hi))
-                };
+                let (x, y) = if coarse { (rng.coarse(d, a), rng.coarse(d, b)) } else { (rng.tensor(d, a, lo, hi), rng.tensor(d, b, lo, hi)) };
                 check(g, &mut f, op, &[], &[x, y]);
             }
             // NaN propagation of Maximum/Minimum and IEEE comparisons
@@ -444,11 +448,13 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
         // FloorDiv/FloorMod at mixed signs, exact multiples, zero divisors (inf, NaN) and -0
         let x = [-7.0, 7.0, -7.0, 7.0, 6.0, -6.0, 0.0, 5.5, 1.0, -1.0, -0.0, 1e30];
         let y = [3.0, -3.0, -3.0, 3.0, 3.0, 3.0, 4.0, -7.0, 0.0, 0.0, 2.0, 3.0];
-        let mk = |v: &[f64]| match d {
-            DType::Float32 => Tensor::from_vec(&[v.len()], v.iter().map(|&x| x as f32).collect(), Layout::RowMajor),
-            _ => Tensor::from_vec(&[v.len()], v.to_vec(), Layout::RowMajor),
-        }
-        .unwrap();
+        let mk = |v: &[f64]| {
+            match d {
+                DType::Float32 => Tensor::from_vec(&[v.len()], v.iter().map(|&x| x as f32).collect(), Layout::RowMajor),
+                _ => Tensor::from_vec(&[v.len()], v.to_vec(), Layout::RowMajor),
+            }
+            .unwrap()
+        };
         for op in ["FloorDiv", "FloorMod"] {
             check(g, &mut f, op, &[], &[mk(&x), mk(&y)]);
         }
@@ -561,12 +567,32 @@ fn check_training_attr(g: Option<&Gpu>, f: &mut Vec<String>, op: &str, attr: (&s
     check_training_with(g, f, op, Some(attr), vars, others, order)
 }
 
-fn check_training_with(g: Option<&Gpu>, f: &mut Vec<String>, op: &str, attr: Option<(&str, bool)>, vars: &[Tensor], others: &[Tensor], order: &[Result<usize, usize>]) {
+fn check_training_with(
+    g: Option<&Gpu>,
+    f: &mut Vec<String>,
+    op: &str,
+    attr: Option<(&str, bool)>,
+    vars: &[Tensor],
+    others: &[Tensor],
+    order: &[Result<usize, usize>],
+) {
     let mut graph = Graph::new();
     let var_ids: Vec<NodeId> = vars.iter().map(|t| graph.variable(t.clone(), None, true).unwrap()).collect();
     let phs: Vec<Output> = others.iter().map(|t| graph.placeholder(t.dtype(), t.dims(), None).unwrap()).collect();
-    let ins: Vec<Output> = order.iter().map(|o| match *o { Ok(i) => Output::new(var_ids[i], 0), Err(j) => phs[j] }).collect();
-    let inputs: Vec<Tensor> = order.iter().map(|o| match *o { Ok(i) => vars[i].clone(), Err(j) => others[j].clone() }).collect();
+    let ins: Vec<Output> = order
+        .iter()
+        .map(|o| match *o {
+            Ok(i) => Output::new(var_ids[i], 0),
+            Err(j) => phs[j],
+        })
+        .collect();
+    let inputs: Vec<Tensor> = order
+        .iter()
+        .map(|o| match *o {
+            Ok(i) => vars[i].clone(),
+            Err(j) => others[j].clone(),
+        })
+        .collect();
     let mut spec = NodeSpec::new(op, &ins);
     if let Some((k, v)) = attr {
         spec = spec.attr(k, v);
@@ -614,7 +640,15 @@ fn training_updates_match_the_cpu() {
         check_training(g, &mut f, "ApplyGradientDescent", None, std::slice::from_ref(&var), &[s(0.1), grad.clone()], &[Ok(0), Err(0), Err(1)]);
         for nest in [false, true] {
             let accum = rng.tensor(d, &dims, 0.0, 1.0);
-            check_training(g, &mut f, "ApplyMomentum", Some(nest), &[var.clone(), accum], &[s(0.1), grad.clone(), s(0.9)], &[Ok(0), Ok(1), Err(0), Err(1), Err(2)]);
+            check_training(
+                g,
+                &mut f,
+                "ApplyMomentum",
+                Some(nest),
+                &[var.clone(), accum],
+                &[s(0.1), grad.clone(), s(0.9)],
+                &[Ok(0), Ok(1), Err(0), Err(1), Err(2)],
+            );
             let (m, v) = (rng.tensor(d, &dims, -0.1, 0.1), rng.tensor(d, &dims, 0.0, 0.1));
             let hyper = [s(0.9f64.powi(3)), s(0.999f64.powi(3)), s(0.01), s(0.9), s(0.999), s(1e-8), grad.clone()];
             let order = [Ok(0), Ok(1), Ok(2), Err(0), Err(1), Err(2), Err(3), Err(4), Err(5), Err(6)];

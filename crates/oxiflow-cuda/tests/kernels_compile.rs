@@ -8,9 +8,9 @@
 //! saying how to get it, because a kernel that does not compile must fail CI.
 
 use oxiflow_cuda::kernels::{cached_ptx_in, compile_ptx, ops_needing_launchers, ptx_entries, required_entries, KERNEL_FILES};
-use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
 use oxiflow_cuda::launch;
 use oxiflow_cuda::launch::meta::{BcastMeta, Ptrs8, RedMeta};
+use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock};
 
@@ -134,12 +134,26 @@ fn launcher_args(entry: &str) -> Option<Vec<usize>> {
     let base = entry.rsplit_once('_').map(|(b, _)| b).unwrap_or(entry);
     let base = base.trim_end_matches("_f32").trim_end_matches("_f64").trim_end_matches("_i32").trim_end_matches("_i64");
     let unary = [
-        "abs", "cos", "elu", "exp", "log", "neg", "relu", "relu6", "selu", "sigmoid", "sign", "sin", "softplus", "softsign", "sqrt",
-        "square", "tan", "tanh", "floor",
+        "abs", "cos", "elu", "exp", "log", "neg", "relu", "relu6", "selu", "sigmoid", "sign", "sin", "softplus", "softsign", "sqrt", "square", "tan", "tanh",
+        "floor",
     ];
     let binary = [
-        "add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "equal", "greater", "greater_equal", "less", "less_equal",
-        "floor_div", "floor_mod", "tanh_grad", "sigmoid_grad",
+        "add",
+        "sub",
+        "mul",
+        "real_div",
+        "pow",
+        "maximum",
+        "minimum",
+        "equal",
+        "greater",
+        "greater_equal",
+        "less",
+        "less_equal",
+        "floor_div",
+        "floor_mod",
+        "tanh_grad",
+        "sigmoid_grad",
     ];
     let reductions = ["sum", "mean", "max", "min", "prod", "arg_max", "arg_min"];
     Some(match base {

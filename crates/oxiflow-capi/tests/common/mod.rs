@@ -84,9 +84,26 @@ pub fn c_arg(words: &'static [&'static str]) -> impl Strategy<Value = CArg> {
 
 /// Device strings, good and bad.
 pub const DEVICE_WORDS: &[&str] = &[
-    "/device:CPU:0", "/cpu:0", "/gpu:0", "/device:GPU:1", "GPU:0", "CPU:0", "/job:localhost/replica:0/task:0/device:CPU:0",
-    "/job:localhost", "/device:GPU:*", "/physical_device:GPU:0", "/physical_device:CPU:0", "/device:XLA_CPU:0", "/device:CPU:-1",
-    "", "/", "//", "/device:", "gpu", "/replica:99999999999999999999", "/task:x",
+    "/device:CPU:0",
+    "/cpu:0",
+    "/gpu:0",
+    "/device:GPU:1",
+    "GPU:0",
+    "CPU:0",
+    "/job:localhost/replica:0/task:0/device:CPU:0",
+    "/job:localhost",
+    "/device:GPU:*",
+    "/physical_device:GPU:0",
+    "/physical_device:CPU:0",
+    "/device:XLA_CPU:0",
+    "/device:CPU:-1",
+    "",
+    "/",
+    "//",
+    "/device:",
+    "gpu",
+    "/replica:99999999999999999999",
+    "/task:x",
 ];
 
 /// JSON texts, good and bad, for options and attrs.

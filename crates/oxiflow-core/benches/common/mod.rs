@@ -75,9 +75,5 @@ pub fn strand_graph(nodes: usize) -> Graph {
 
 /// Small, bounded sampling so `make bench` finishes in minutes on a 2-core machine.
 pub fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args()
+    Criterion::default().sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).configure_from_args()
 }

@@ -10,8 +10,8 @@
 //! operands, so second derivatives of `Tanh` and `Sigmoid` work (TF's `_TanhGradGrad` and
 //! `_SigmoidGradGrad`).
 
-use super::grad_util::{need_dy, scalar_of};
 use super::fused::FusedFloat;
+use super::grad_util::{need_dy, scalar_of};
 use super::math::{def, zip2_par};
 use super::*;
 
@@ -45,11 +45,7 @@ pub(crate) fn sigmoid_grad<T: FusedFloat>(y: T, dy: T) -> T {
 
 /// `f(y, dy)` elementwise for `Float32` and `Float64` operands (the functions are generic
 /// parameters, not pointers, so the loops inline and vectorize them).
-fn map_pair(
-    ctx: &KernelCtx,
-    f32f: impl Fn(f32, f32) -> f32 + Sync + Copy,
-    f64f: impl Fn(f64, f64) -> f64 + Sync + Copy,
-) -> Result<Outputs> {
+fn map_pair(ctx: &KernelCtx, f32f: impl Fn(f32, f32) -> f32 + Sync + Copy, f64f: impl Fn(f64, f64) -> f64 + Sync + Copy) -> Result<Outputs> {
     Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
         (Tensor::F32(y), Tensor::F32(dy)) => Tensor::F32(zip2_par(ctx, y, dy, f32f)?),
         (Tensor::F64(y), Tensor::F64(dy)) => Tensor::F64(zip2_par(ctx, y, dy, f64f)?),

@@ -182,11 +182,7 @@ impl ProgramBuilder {
             // `AddN`'s kernel adds left to right: ((x0 + x1) + x2) + ...
             "AddN" => {
                 let (&first, rest) = args.split_first()?;
-                return Some(if rest.is_empty() {
-                    self.unary(Fn1::Identity, first)
-                } else {
-                    rest.iter().fold(first, |acc, &x| self.binary(Fn2::Add, acc, x))
-                });
+                return Some(if rest.is_empty() { self.unary(Fn1::Identity, first) } else { rest.iter().fold(first, |acc, &x| self.binary(Fn2::Add, acc, x)) });
             }
             _ => return None,
         };
@@ -580,8 +576,31 @@ pub static FUSED_ELEMENTWISE: OpDef = OpDef {
 pub fn fusable(op: &str) -> bool {
     matches!(
         op,
-        "Neg" | "Square" | "Sin" | "Cos" | "Tan" | "Abs" | "Floor" | "Exp" | "Log" | "Tanh" | "Sigmoid" | "Sqrt" | "Relu" | "Add" | "Sub" | "Mul"
-            | "RealDiv" | "Maximum" | "Minimum" | "Pow" | "TanhGrad" | "SigmoidGrad" | "OnesLike" | "ZerosLike" | "AddN"
+        "Neg"
+            | "Square"
+            | "Sin"
+            | "Cos"
+            | "Tan"
+            | "Abs"
+            | "Floor"
+            | "Exp"
+            | "Log"
+            | "Tanh"
+            | "Sigmoid"
+            | "Sqrt"
+            | "Relu"
+            | "Add"
+            | "Sub"
+            | "Mul"
+            | "RealDiv"
+            | "Maximum"
+            | "Minimum"
+            | "Pow"
+            | "TanhGrad"
+            | "SigmoidGrad"
+            | "OnesLike"
+            | "ZerosLike"
+            | "AddN"
     )
 }
 

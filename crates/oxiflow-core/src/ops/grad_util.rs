@@ -32,4 +32,3 @@ pub(crate) fn to_input_shape(g: &mut Graph, node: &Node, dy: Output, i: usize) -
     let shape = g.shape_of(node.inputs[i])?;
     sum_to_shape(g, dy, &shape)
 }
-

@@ -72,9 +72,7 @@ pub fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result
     }
     let rank = shape.rank();
     if begin.len() != rank || end.len() != rank || strides.len() != rank {
-        return Err(format!(
-            "begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape}"
-        ));
+        return Err(format!("begin {begin:?}, end {end:?} and strides {strides:?} must each have one entry per dimension of shape {shape}"));
     }
     (0..rank)
         .map(|i| {
@@ -94,10 +92,7 @@ pub fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result
             let (b, e) = if s > 0 {
                 (if bm >> i & 1 == 1 { 0 } else { norm(begin[i]).clamp(0, d) }, if em >> i & 1 == 1 { d } else { norm(end[i]).clamp(0, d) })
             } else {
-                (
-                    if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) },
-                    if em >> i & 1 == 1 { -1 } else { norm(end[i]).clamp(-1, d - 1) },
-                )
+                (if bm >> i & 1 == 1 { d - 1 } else { norm(begin[i]).clamp(-1, d - 1) }, if em >> i & 1 == 1 { -1 } else { norm(end[i]).clamp(-1, d - 1) })
             };
             let span = if s > 0 { e - b } else { b - e };
             let len = if span > 0 { ((span + s.abs() - 1) / s.abs()) as usize } else { 0 };
@@ -266,8 +261,7 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
                 out.extend_from_slice(&src[at..at + inner]);
             }
         }
-        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out)
-            .map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out).map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
         Ok(T::wrap(arr.into_shared()))
     }
     let idx = index_values(&ctx.inputs[1]);
@@ -319,10 +313,7 @@ fn nd_offsets(ctx: &KernelCtx, idx: &[i64], k: usize, dims: &[usize]) -> Result<
             let mut off = 0usize;
             for (j, (&v, &d)) in c.iter().zip(dims).enumerate() {
                 if !(0..d as i64).contains(&v) {
-                    return Err(ctx.error(format!(
-                        "indices[{row},{j}] = {v} does not index into shape {} (dimension {j} has size {d})",
-                        Shape(dims.to_vec())
-                    )));
+                    return Err(ctx.error(format!("indices[{row},{j}] = {v} does not index into shape {} (dimension {j} has size {d})", Shape(dims.to_vec()))));
                 }
                 off = off * d + v as usize;
             }
@@ -352,8 +343,7 @@ fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Outputs> {
         for o in offs {
             out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
         }
-        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out)
-            .map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out).map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
         Ok(T::wrap(arr.into_shared()))
     }
     let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
@@ -420,15 +410,7 @@ pub(crate) fn register(r: &mut Registry) {
     let two = Arity::Fixed(2);
     let any = GpuSupport::Any;
     r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)));
-    r.add(def(
-        "StridedSliceGrad",
-        "StridedSliceGrad",
-        one,
-        infer_strided_slice_grad,
-        kernel_strided_slice_grad,
-        any,
-        Some(grad_strided_slice_grad),
-    ));
+    r.add(def("StridedSliceGrad", "StridedSliceGrad", one, infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad)));
     r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)));
     r.add(def("GatherNd", "GatherNd", two, infer_gather_nd, kernel_gather_nd, GPU_NUMERIC, Some(grad_gather_nd)));
     r.add(def("ScatterNd", "ScatterNd", two, infer_scatter_nd, kernel_scatter_nd, GPU_NUMERIC, Some(grad_scatter_nd)));

@@ -11,8 +11,8 @@
 //! GPU linear solvers need cuSOLVER; Oxiflow keeps factorizations on the CPU).
 
 use super::array::sum_to_shape;
-use super::math::def;
 use super::grad_util::{need_dy, y0};
+use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
 use faer::linalg::solvers::DenseSolveCore;
@@ -163,10 +163,7 @@ fn infer_svd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let a = &ctx.inputs[0];
     let (b, m, n) = matrix_dims(ctx, a, "Input")?;
     if !ctx.attrs.get_bool_or(ctx.op, "compute_uv", true)? || ctx.attrs.get_bool_or(ctx.op, "full_matrices", false)? {
-        return Err(ctx.invalid(format!(
-            "only compute_uv=true, full_matrices=false is supported (input shape {})",
-            a.shape
-        )));
+        return Err(ctx.invalid(format!("only compute_uv=true, full_matrices=false is supported (input shape {})", a.shape)));
     }
     let p = m.min(n);
     let with = |tail: &[usize]| TensorType::new(a.dtype, Shape(b.iter().chain(tail).copied().collect()));
@@ -260,11 +257,8 @@ fn kernel_diag(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
     let k = *a.shape().last().unwrap_or(&0);
     let flat: Vec<f64> = a.iter().copied().collect();
-    let mats: Vec<Mat<f64>> = flat
-        .chunks(k.max(1))
-        .take(flat.len().checked_div(k).unwrap_or(0))
-        .map(|c| Mat::from_fn(k, k, |i, j| if i == j { c[i] } else { 0.0 }))
-        .collect();
+    let mats: Vec<Mat<f64>> =
+        flat.chunks(k.max(1)).take(flat.len().checked_div(k).unwrap_or(0)).map(|c| Mat::from_fn(k, k, |i, j| if i == j { c[i] } else { 0.0 })).collect();
     Ok(smallvec![from_f64(ctx, stack(ctx.node.outputs[0].shape.dims(), &mats)?)])
 }
 
@@ -313,9 +307,7 @@ fn kernel_svd(ctx: &KernelCtx) -> Result<Outputs> {
             v_all.extend(std::iter::repeat_n(f64::NAN, n * p));
             continue;
         }
-        let svd = mat
-            .thin_svd()
-            .map_err(|e| ctx.error(format!("the SVD did not converge ({e:?}; input shape {})", ctx.inputs[0].shape())))?;
+        let svd = mat.thin_svd().map_err(|e| ctx.error(format!("the SVD did not converge ({e:?}; input shape {})", ctx.inputs[0].shape())))?;
         let (u, v, sv) = (svd.U(), svd.V(), svd.S().column_vector());
         s_all.extend((0..p).map(|i| sv[i]));
         u_all.extend((0..m).flat_map(|i| (0..p).map(move |j| u[(i, j)])));

@@ -66,7 +66,11 @@ macro_rules! arith_int {
                 a.wrapping_neg()
             }
             fn pow(a: Self, b: Self) -> Option<Self> {
-                if b < 0 { None } else { Some(a.wrapping_pow(u32::try_from(b).unwrap_or(u32::MAX))) }
+                if b < 0 {
+                    None
+                } else {
+                    Some(a.wrapping_pow(u32::try_from(b).unwrap_or(u32::MAX)))
+                }
             }
         }
     };
@@ -280,10 +284,8 @@ fn infer_select(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     if x.dtype != y.dtype {
         return Err(ctx.dtype_error(x.dtype, y.dtype, " (both branches must have the same dtype)"));
     }
-    let xy = Shape::broadcast(&x.shape, &y.shape)
-        .ok_or_else(|| ctx.shape_error(&x.shape, &y.shape, " (branches not broadcastable)"))?;
-    let shape = Shape::broadcast(&c.shape, &xy)
-        .ok_or_else(|| ctx.shape_error(&c.shape, &xy, " (condition not broadcastable with the branches)"))?;
+    let xy = Shape::broadcast(&x.shape, &y.shape).ok_or_else(|| ctx.shape_error(&x.shape, &y.shape, " (branches not broadcastable)"))?;
+    let shape = Shape::broadcast(&c.shape, &xy).ok_or_else(|| ctx.shape_error(&c.shape, &xy, " (condition not broadcastable with the branches)"))?;
     Ok(vec![TensorType::new(x.dtype, shape)])
 }
 
@@ -414,11 +416,7 @@ fn floor_binary(ctx: &KernelCtx, modulo: bool) -> Result<Outputs> {
             })
         })?;
         if by_zero {
-            return Err(ctx.error(format!(
-                "Integer division by zero (operands of shapes {} and {})",
-                Shape(a.shape().to_vec()),
-                Shape(b.shape().to_vec())
-            )));
+            return Err(ctx.error(format!("Integer division by zero (operands of shapes {} and {})", Shape(a.shape().to_vec()), Shape(b.shape().to_vec()))));
         }
         Ok(out)
     }

@@ -16,7 +16,7 @@ use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, ArcArray, Ix2, IxDyn, ShapeBuilder};
+use ndarray::{ArcArray, Array2, ArrayView2, ArrayViewMut2, Ix2, IxDyn, ShapeBuilder};
 
 /// Products with `m*n*k` below this run single-threaded (thread start-up would dominate).
 const PARALLEL_THRESHOLD: usize = 64 * 64 * 64;
@@ -39,11 +39,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (m, k1) = if ta { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
     let (k2, n) = if tb { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
     if k1 != k2 {
-        return Err(ctx.shape_error(
-            &a.shape,
-            &b.shape,
-            format!(" (MatMul inner dimensions differ: {k1} vs {k2}; transpose_a={ta}, transpose_b={tb})"),
-        ));
+        return Err(ctx.shape_error(&a.shape, &b.shape, format!(" (MatMul inner dimensions differ: {k1} vs {k2}; transpose_a={ta}, transpose_b={tb})")));
     }
     Ok(vec![TensorType::new(a.dtype, Shape(vec![m, n]))])
 }
@@ -138,27 +134,7 @@ fn gemm_into<T: Element>(mut dst: ArrayViewMut2<T>, a: ArrayView2<T>, b: ArrayVi
     // uniquely borrowed buffer that aliases neither input. read_dst = false: dst is
     // only written (beta = 1: dst = a @ b).
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            ds[1],
-            ds[0],
-            false,
-            a.as_ptr(),
-            as_[1],
-            as_[0],
-            b.as_ptr(),
-            bs[1],
-            bs[0],
-            zero,
-            one,
-            false,
-            false,
-            false,
-            par,
-        );
+        gemm::gemm(m, n, k, dst.as_mut_ptr(), ds[1], ds[0], false, a.as_ptr(), as_[1], as_[0], b.as_ptr(), bs[1], bs[0], zero, one, false, false, false, par);
     }
 }
 
@@ -166,9 +142,7 @@ fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element + BlasFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
         let (ta, tb) = transposes(&ctx.node.attrs)?;
         fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
-            x.view()
-                .into_dimensionality::<Ix2>()
-                .map_err(|_| ctx.error(format!("needs rank-2 operands, got {}", Shape(x.shape().to_vec()))))
+            x.view().into_dimensionality::<Ix2>().map_err(|_| ctx.error(format!("needs rank-2 operands, got {}", Shape(x.shape().to_vec()))))
         }
         let (mut a2, mut b2) = (rank2(ctx, a)?, rank2(ctx, b)?);
         if ta {

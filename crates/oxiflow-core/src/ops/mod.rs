@@ -14,21 +14,21 @@ use std::sync::LazyLock;
 
 pub mod activation_grad;
 pub mod array;
+pub mod blas;
+pub mod fused;
 pub(crate) mod grad_util;
 pub mod index;
+pub mod linalg;
 pub mod math;
 pub mod matmul;
+pub mod nn;
+pub mod random;
+pub mod reduce;
 pub mod shape_ops;
 pub mod state;
-pub mod nn;
-pub mod reduce;
-pub mod linalg;
-pub mod random;
 pub mod training;
 pub(crate) mod vmath;
 pub(crate) mod zip;
-pub mod blas;
-pub mod fused;
 
 /// An attribute value (TF's `AttrValue`).
 #[derive(Clone, Debug)]
@@ -189,23 +189,11 @@ pub struct InferCtx<'a> {
 impl InferCtx<'_> {
     /// A `ShapeMismatch` error for this node.
     pub fn shape_error(&self, lhs: &Shape, rhs: &Shape, detail: impl Into<String>) -> OxiflowError {
-        OxiflowError::ShapeMismatch {
-            op: self.op.to_string(),
-            node: self.node.to_string(),
-            lhs: lhs.clone(),
-            rhs: rhs.clone(),
-            detail: detail.into(),
-        }
+        OxiflowError::ShapeMismatch { op: self.op.to_string(), node: self.node.to_string(), lhs: lhs.clone(), rhs: rhs.clone(), detail: detail.into() }
     }
     /// A `DTypeMismatch` error for this node.
     pub fn dtype_error(&self, expected: DType, got: DType, detail: impl Into<String>) -> OxiflowError {
-        OxiflowError::DTypeMismatch {
-            op: self.op.to_string(),
-            node: self.node.to_string(),
-            expected,
-            got,
-            detail: detail.into(),
-        }
+        OxiflowError::DTypeMismatch { op: self.op.to_string(), node: self.node.to_string(), expected, got, detail: detail.into() }
     }
     /// An `InvalidArgument` error naming this op and node.
     pub fn invalid(&self, msg: impl fmt::Display) -> OxiflowError {
@@ -435,9 +423,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
 
 /// The op named `name`; `NotFound` (TF's text: `Op type not registered`) otherwise.
 pub fn lookup(name: &str) -> Result<&'static OpDef> {
-    REGISTRY
-        .get(name)
-        .ok_or_else(|| OxiflowError::NotFound(format!("Op type not registered '{name}' in binary running Oxiflow")))
+    REGISTRY.get(name).ok_or_else(|| OxiflowError::NotFound(format!("Op type not registered '{name}' in binary running Oxiflow")))
 }
 
 /// Names of all registered ops, sorted.
@@ -471,8 +457,7 @@ pub fn infer_binary_broadcast(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     if a.dtype != b.dtype {
         return Err(ctx.dtype_error(a.dtype, b.dtype, " (both operands must have the same dtype)"));
     }
-    let shape = Shape::broadcast(&a.shape, &b.shape)
-        .ok_or_else(|| ctx.shape_error(&a.shape, &b.shape, " (not broadcastable)"))?;
+    let shape = Shape::broadcast(&a.shape, &b.shape).ok_or_else(|| ctx.shape_error(&a.shape, &b.shape, " (not broadcastable)"))?;
     Ok(vec![TensorType::new(a.dtype, shape)])
 }
 

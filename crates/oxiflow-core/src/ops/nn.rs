@@ -10,9 +10,9 @@
 //! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
 //! comparisons also take `Int32`/`Int64`.
 
-use super::reduce::reduce_sum;
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2_par, Arith};
+use super::reduce::reduce_sum;
 use super::vmath;
 use super::*;
 use crate::graph::NodeSpec;
@@ -104,10 +104,18 @@ fn kernel_sigmoid(ctx: &KernelCtx) -> Result<Outputs> {
 /// `Relu`: `max(x, 0)`; NaN stays NaN.
 fn kernel_relu(ctx: &KernelCtx) -> Result<Outputs> {
     fn r32(x: f32) -> f32 {
-        if x > 0.0 || x.is_nan() { x } else { 0.0 }
+        if x > 0.0 || x.is_nan() {
+            x
+        } else {
+            0.0
+        }
     }
     fn r64(x: f64) -> f64 {
-        if x > 0.0 || x.is_nan() { x } else { 0.0 }
+        if x > 0.0 || x.is_nan() {
+            x
+        } else {
+            0.0
+        }
     }
     map_vfun(ctx, vmath::Fun::Relu, r32, r64)
 }
@@ -136,7 +144,11 @@ fn kernel_elu(ctx: &KernelCtx) -> Result<Outputs> {
 const SELU_ALPHA: f64 = 1.6732632423543772848170429916717;
 const SELU_SCALE: f64 = 1.0507009873554804934193349852946;
 fn selu64(x: f64) -> f64 {
-    if x > 0.0 { SELU_SCALE * x } else { SELU_SCALE * SELU_ALPHA * x.exp_m1() }
+    if x > 0.0 {
+        SELU_SCALE * x
+    } else {
+        SELU_SCALE * SELU_ALPHA * x.exp_m1()
+    }
 }
 fn kernel_selu(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| selu64(x as f64) as f32, selu64)
@@ -223,13 +235,21 @@ fn wrap_bool(a: ArcArray<bool, IxDyn>) -> Tensor {
 pub(crate) fn maximum<T: Arith>(a: T, b: T) -> T {
     #[allow(clippy::eq_op)]
     let a_nan = a != a;
-    if a > b || a_nan { a } else { b }
+    if a > b || a_nan {
+        a
+    } else {
+        b
+    }
 }
 /// `Minimum`'s element function (NaN as in [`maximum`]).
 pub(crate) fn minimum<T: Arith>(a: T, b: T) -> T {
     #[allow(clippy::eq_op)]
     let a_nan = a != a;
-    if a < b || a_nan { a } else { b }
+    if a < b || a_nan {
+        a
+    } else {
+        b
+    }
 }
 fn less<T: Arith>(a: T, b: T) -> bool {
     a < b

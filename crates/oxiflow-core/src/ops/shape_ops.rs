@@ -227,10 +227,9 @@ fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     // one output per slice: a dimension of 2^40 would ask for 2^40 output types
     if n > MAX_UNPACK_OUTPUTS {
-        return Err(ctx.invalid(format!(
-            "unstacking dimension {axis} of shape {} would make {n} outputs, more than the {MAX_UNPACK_OUTPUTS} a node may have",
-            x.shape
-        )));
+        return Err(
+            ctx.invalid(format!("unstacking dimension {axis} of shape {} would make {n} outputs, more than the {MAX_UNPACK_OUTPUTS} a node may have", x.shape))
+        );
     }
     let mut dims = x.shape.0.clone();
     dims.remove(axis);
@@ -477,19 +476,10 @@ fn infer_squeeze(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let axes = listed.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
     for &a in &axes {
         if x.shape.0[a] != 1 {
-            return Err(
-                ctx.invalid(format!("can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})", x.shape.0[a], x.shape))
-            );
+            return Err(ctx.invalid(format!("can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})", x.shape.0[a], x.shape)));
         }
     }
-    let dims = x
-        .shape
-        .0
-        .iter()
-        .enumerate()
-        .filter(|&(i, &d)| if axes.is_empty() { d != 1 } else { !axes.contains(&i) })
-        .map(|(_, &d)| d)
-        .collect();
+    let dims = x.shape.0.iter().enumerate().filter(|&(i, &d)| if axes.is_empty() { d != 1 } else { !axes.contains(&i) }).map(|(_, &d)| d).collect();
     Ok(vec![TensorType::new(x.dtype, Shape(dims))])
 }
 

@@ -136,9 +136,9 @@ fn exp_f64<const F: bool>(x: f64) -> f64 {
 fn log_f32_normal<const F: bool>(x: f32, e_off: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_375;
     const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
-    // x = m 2^k with m in [sqrt(1/2), sqrt(2)), from the bits: subtracting the bits of
-    // sqrt(1/2) makes the exponent field k (arithmetic shift), and taking k out of the
-    // exponent leaves m. Integer operations only, no compare or select.
+                                         // x = m 2^k with m in [sqrt(1/2), sqrt(2)), from the bits: subtracting the bits of
+                                         // sqrt(1/2) makes the exponent field k (arithmetic shift), and taking k out of the
+                                         // exponent leaves m. Integer operations only, no compare or select.
     const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
     let bits = x.to_bits();
     let k = (bits.wrapping_sub(SQRT_HALF_BITS) as i32) >> 23;
@@ -295,7 +295,15 @@ fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f32::<F>(x))),
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f32::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
-        Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 { x } else if x.is_nan() { x } else { 0.0 })),
+        Fun::Relu => it.for_each(|(d, &x)| {
+            *d = MaybeUninit::new(if x > 0.0 {
+                x
+            } else if x.is_nan() {
+                x
+            } else {
+                0.0
+            })
+        }),
     }
 }
 #[inline(always)]
@@ -307,7 +315,15 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f64::<F>(x))),
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f64::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
-        Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 { x } else if x.is_nan() { x } else { 0.0 })),
+        Fun::Relu => it.for_each(|(d, &x)| {
+            *d = MaybeUninit::new(if x > 0.0 {
+                x
+            } else if x.is_nan() {
+                x
+            } else {
+                0.0
+            })
+        }),
     }
 }
 
@@ -315,9 +331,7 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
 pub(crate) fn has_fma() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        std::env::var_os("OXIFLOW_NO_FMA").is_none() && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-    })
+    *HAS.get_or_init(|| std::env::var_os("OXIFLOW_NO_FMA").is_none() && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
 /// Element types with a vectorized unary loop.

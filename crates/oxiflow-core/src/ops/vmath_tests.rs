@@ -209,7 +209,6 @@ fn the_sharded_path_gives_the_same_elements_as_one_thread() {
     }
 }
 
-
 /// Zeros, negatives, infinities, NaNs and subnormals scattered among ordinary values give
 /// what they give alone (`Log` computes ordinary values in a vector loop and fixes the
 /// others up in a second pass).

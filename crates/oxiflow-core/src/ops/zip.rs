@@ -27,8 +27,7 @@ const SHARD_MIN: usize = 1 << 15;
 
 /// A view of `a` broadcast to `dims`; an error naming the node when impossible.
 pub(crate) fn broadcast_view<'a, T>(ctx: &KernelCtx, a: &'a ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArrayViewD<'a, T>> {
-    a.broadcast(IxDyn(dims))
-        .ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
+    a.broadcast(IxDyn(dims)).ok_or_else(|| ctx.error(format!("cannot broadcast {} to {}", Shape(a.shape().to_vec()), Shape(dims.to_vec()))))
 }
 
 /// Broadcasting elementwise map of two arrays to the node's output shape, on the calling

@@ -20,7 +20,11 @@ fn with_ctx<R>(dims: &[usize], f: impl FnOnce(&KernelCtx) -> R) -> R {
 fn array(dims: &[usize], fortran: bool, seed: f64) -> ArcArray<f64, IxDyn> {
     let n: usize = dims.iter().product();
     let v: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.37 + seed) * 1.7).sin()).collect();
-    if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), v).unwrap() } else { ArcArray::from_shape_vec(IxDyn(dims), v).unwrap() }
+    if fortran {
+        ArcArray::from_shape_vec(IxDyn(dims).f(), v).unwrap()
+    } else {
+        ArcArray::from_shape_vec(IxDyn(dims), v).unwrap()
+    }
 }
 
 /// `a[idx] - 2 b[idx']` by the broadcasting rule, element by element.

@@ -112,7 +112,7 @@ impl ProfileSummary {
         top.sort_by(|a, b| b.dur_us.total_cmp(&a.dur_us).then_with(|| a.name.cmp(&b.name)));
         top.truncate(10);
         let copies: Vec<_> = t.events.iter().filter(|e| e.copy.is_some()).collect();
-        Ok(ProfileSummary { span_us, devices, top_ops: top, copies: copies.len(), copy_bytes: copies.iter().map(|e| e.bytes).sum(), })
+        Ok(ProfileSummary { span_us, devices, top_ops: top, copies: copies.len(), copy_bytes: copies.iter().map(|e| e.bytes).sum() })
     }
 
     /// The summary as aligned text tables (what `profile_summary()` prints in the REPL).
@@ -120,14 +120,8 @@ impl ProfileSummary {
     pub fn table(&self) -> String {
         let ms = |us: f64| format!("{:.3}", us / 1000.0);
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "Step: {} ms on {} device(s); {} cross-device copies, {} bytes",
-            ms(self.span_us),
-            self.devices.len(),
-            self.copies,
-            self.copy_bytes
-        );
+        let _ =
+            writeln!(out, "Step: {} ms on {} device(s); {} cross-device copies, {} bytes", ms(self.span_us), self.devices.len(), self.copies, self.copy_bytes);
         let header = ["device", "ops", "busy ms", "idle ms", "busy %", "copies in", "bytes in", "copy ms", "peak bytes"];
         let rows: Vec<Vec<String>> = self
             .devices
@@ -177,7 +171,11 @@ fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>], text_col
             .enumerate()
             .map(|(i, c)| {
                 let left = if text_cols == 1 { i == 0 } else { i >= 1 && i < text_cols };
-                if left { format!("{c:<width$}", width = w[i]) } else { format!("{c:>width$}", width = w[i]) }
+                if left {
+                    format!("{c:<width$}", width = w[i])
+                } else {
+                    format!("{c:>width$}", width = w[i])
+                }
             })
             .collect::<Vec<_>>()
             .join("  ")

@@ -63,7 +63,11 @@ pub fn naive_broadcast(a: &[f64], ash: &[usize], b: &[f64], bsh: &[usize], f: im
     let out: Vec<usize> = (0..n)
         .map(|i| {
             assert!(pa[i] == pb[i] || pa[i] == 1 || pb[i] == 1, "not broadcastable");
-            if pa[i] == 1 { pb[i] } else { pa[i] } // NumPy: 1 against 0 gives 0
+            if pa[i] == 1 {
+                pb[i]
+            } else {
+                pa[i]
+            } // NumPy: 1 against 0 gives 0
         })
         .collect();
     let (sa, sb, so) = (strides(&pa), strides(&pb), strides(&out));

@@ -86,8 +86,24 @@ fn run(ctx: &LaunchCtx, node: &Node, dtype: DType, g: &Gemm) -> CudaResult<()> {
                     r::sgemm(h, g.transa, g.transb, g.m, g.n, g.k, &alpha, g.a as *const f32, g.lda, g.b as *const f32, g.ldb, &beta, g.c as *mut f32, g.ldc)
                 } else {
                     r::sgemm_strided_batched(
-                        h, g.transa, g.transb, g.m, g.n, g.k, &alpha, g.a as *const f32, g.lda, g.stride_a, g.b as *const f32, g.ldb,
-                        g.stride_b, &beta, g.c as *mut f32, g.ldc, g.stride_c, g.batch,
+                        h,
+                        g.transa,
+                        g.transb,
+                        g.m,
+                        g.n,
+                        g.k,
+                        &alpha,
+                        g.a as *const f32,
+                        g.lda,
+                        g.stride_a,
+                        g.b as *const f32,
+                        g.ldb,
+                        g.stride_b,
+                        &beta,
+                        g.c as *mut f32,
+                        g.ldc,
+                        g.stride_c,
+                        g.batch,
                     )
                 }
             }
@@ -97,8 +113,24 @@ fn run(ctx: &LaunchCtx, node: &Node, dtype: DType, g: &Gemm) -> CudaResult<()> {
                     r::dgemm(h, g.transa, g.transb, g.m, g.n, g.k, &alpha, g.a as *const f64, g.lda, g.b as *const f64, g.ldb, &beta, g.c as *mut f64, g.ldc)
                 } else {
                     r::dgemm_strided_batched(
-                        h, g.transa, g.transb, g.m, g.n, g.k, &alpha, g.a as *const f64, g.lda, g.stride_a, g.b as *const f64, g.ldb,
-                        g.stride_b, &beta, g.c as *mut f64, g.ldc, g.stride_c, g.batch,
+                        h,
+                        g.transa,
+                        g.transb,
+                        g.m,
+                        g.n,
+                        g.k,
+                        &alpha,
+                        g.a as *const f64,
+                        g.lda,
+                        g.stride_a,
+                        g.b as *const f64,
+                        g.ldb,
+                        g.stride_b,
+                        &beta,
+                        g.c as *mut f64,
+                        g.ldc,
+                        g.stride_c,
+                        g.batch,
                     )
                 }
             }

@@ -16,13 +16,13 @@ use oxiflow_core::ops::AttrsExt;
 /// The launcher of `op`, if it is one of this family's.
 pub fn launcher(op: &str) -> Option<Launcher> {
     Some(match op {
-        "Abs" | "Cos" | "Elu" | "Exp" | "Log" | "Neg" | "Relu" | "Relu6" | "Selu" | "Sigmoid" | "Sign" | "Sin"
-        | "Softplus" | "Softsign" | "Sqrt" | "Square" | "Tan" | "Tanh" | "Floor" => unary,
+        "Abs" | "Cos" | "Elu" | "Exp" | "Log" | "Neg" | "Relu" | "Relu6" | "Selu" | "Sigmoid" | "Sign" | "Sin" | "Softplus" | "Softsign" | "Sqrt"
+        | "Square" | "Tan" | "Tanh" | "Floor" => unary,
         "LeakyRelu" => leaky_relu,
         "OnesLike" | "ZerosLike" => fill_like,
         "Cast" => cast,
-        "Add" | "Sub" | "Mul" | "RealDiv" | "Pow" | "Maximum" | "Minimum" | "Equal" | "Greater" | "GreaterEqual"
-        | "Less" | "LessEqual" | "FloorDiv" | "FloorMod" | "TanhGrad" | "SigmoidGrad" => binary,
+        "Add" | "Sub" | "Mul" | "RealDiv" | "Pow" | "Maximum" | "Minimum" | "Equal" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "FloorDiv"
+        | "FloorMod" | "TanhGrad" | "SigmoidGrad" => binary,
         "SelectV2" => select_v2,
         "BroadcastTo" => broadcast_to,
         "AddN" => add_n,
@@ -52,21 +52,14 @@ pub(crate) fn node_error(node: &Node, msg: impl std::fmt::Display) -> CudaError 
 /// Errors unless the launcher got `n_in` inputs and `n_out` outputs.
 pub(crate) fn expect_io(node: &Node, inputs: &[DevArg], outputs: &[DevArg], n_in: usize, n_out: usize) -> CudaResult<()> {
     if inputs.len() != n_in || outputs.len() != n_out {
-        return Err(node_error(
-            node,
-            format!("the CUDA launcher expects {n_in} inputs and {n_out} outputs, got {} and {}", inputs.len(), outputs.len()),
-        ));
+        return Err(node_error(node, format!("the CUDA launcher expects {n_in} inputs and {n_out} outputs, got {} and {}", inputs.len(), outputs.len())));
     }
     Ok(())
 }
 
 /// A failed `cuLaunchKernel`, naming the device, the entry and the node.
 pub(crate) fn launch_error(ctx: &LaunchCtx, node: &Node, entry: &str, e: cudarc::driver::DriverError) -> CudaError {
-    CudaError::Driver {
-        device: ctx.device.to_string(),
-        call: format!("cuLaunchKernel({entry}) for {} '{}'", node.op.name, node.name),
-        msg: format!("{e:?}"),
-    }
+    CudaError::Driver { device: ctx.device.to_string(), call: format!("cuLaunchKernel({entry}) for {} '{}'", node.op.name, node.name), msg: format!("{e:?}") }
 }
 
 /// Launches `entry` with `cfg` and the given kernel arguments (each a place expression
@@ -144,15 +137,7 @@ pub(crate) fn bcast_meta(node: &Node, out: &DevArg, operands: &[&DevArg]) -> Cud
     let dims: Vec<&[usize]> = operands.iter().map(|a| a.dims.as_slice()).collect();
     BcastMeta::new(&out.dims, &dims).ok_or_else(|| {
         let shapes: Vec<String> = dims.iter().map(|d| format!("{d:?}")).collect();
-        node_error(
-            node,
-            format!(
-                "cannot broadcast {} to {:?} in at most {} dims",
-                shapes.join(" and "),
-                out.dims,
-                super::MAX_RANK
-            ),
-        )
+        node_error(node, format!("cannot broadcast {} to {:?} in at most {} dims", shapes.join(" and "), out.dims, super::MAX_RANK))
     })
 }
 

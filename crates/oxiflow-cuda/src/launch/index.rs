@@ -139,10 +139,7 @@ pub fn gather_v2(node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) -
     let inner: usize = p.dims[axis + 1..].iter().product();
     let total = outer * idx.len() * inner;
     if total != y.len() {
-        return Err(invalid(
-            node,
-            format!("output of shape {:?} does not fit params {:?} gathered by indices {:?}", y.dims, p.dims, idx.dims),
-        ));
+        return Err(invalid(node, format!("output of shape {:?} does not fit params {:?} gathered by indices {:?}", y.dims, p.dims, idx.dims)));
     }
     let m = GatherMeta {
         outer: outer as i64,
@@ -170,10 +167,7 @@ pub fn gather_nd(node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) -
     let inner: usize = p.dims[k..].iter().product();
     let m = nd_meta(&p.dims[..k], rows, inner, i64_idx, p.len());
     if rows * inner != y.len() {
-        return Err(invalid(
-            node,
-            format!("output of shape {:?} does not fit params {:?} gathered by indices {:?}", y.dims, p.dims, idx.dims),
-        ));
+        return Err(invalid(node, format!("output of shape {:?} does not fit params {:?} gathered by indices {:?}", y.dims, p.dims, idx.dims)));
     }
     Ok(kernel(node, dtype, rows * inner, Meta::Nd(m), &[p.ptr, idx.ptr, y.ptr, bad]))
 }
@@ -236,10 +230,7 @@ pub fn bad_index_error(node: &Node, inputs: &[DevArg], pos: u64, row: &[i64]) ->
         let axis = ((int_or(node, "axis", 0).unwrap_or(0) + rank) % rank) as usize;
         let n = p.get(axis).copied().unwrap_or(0);
         let v = row.first().copied().unwrap_or(0);
-        return OxiflowError::InvalidArgument(format!(
-            "{head}: indices[{pos}] = {v} is not in [0, {n}) (params shape {})",
-            Shape(p.clone())
-        ));
+        return OxiflowError::InvalidArgument(format!("{head}: indices[{pos}] = {v} is not in [0, {n}) (params shape {})", Shape(p.clone())));
     }
     let dims = if node.op.name == "ScatterNd" { node.outputs[0].shape.0.clone() } else { inputs[0].dims.clone() };
     for (j, (&v, &d)) in row.iter().zip(&dims).enumerate() {

@@ -36,19 +36,8 @@ pub const MAX_RANK: usize = 8;
 
 /// Ops with a GPU kernel flag that the device runs without a launcher: no data movement
 /// (buffer aliasing with a new shape) or session state.
-pub const DEVICE_HANDLED: &[&str] = &[
-    "Const",
-    "Placeholder",
-    "PlaceholderWithDefault",
-    "VariableV2",
-    "Assign",
-    "NoOp",
-    "Identity",
-    "Reshape",
-    "Squeeze",
-    "ExpandDims",
-    "StopGradient",
-];
+pub const DEVICE_HANDLED: &[&str] =
+    &["Const", "Placeholder", "PlaceholderWithDefault", "VariableV2", "Assign", "NoOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient"];
 
 /// A tensor in device memory as a kernel sees it: `ptr` is the `CUdeviceptr` of its first
 /// element, elements contiguous in row-major order.

@@ -201,10 +201,7 @@ pub fn pad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cud
     check_rank(node, rank)?;
     let p = ints(node, "paddings")?;
     if p.len() != 2 * rank || p.iter().any(|&v| v < 0) || y.dims.len() != rank {
-        return Err(invalid(
-            node,
-            format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {:?}", x.dims),
-        ));
+        return Err(invalid(node, format!("paddings {p:?} must hold non-negative (before, after) pairs, one per dimension of shape {:?}", x.dims)));
     }
     let s = strides(&x.dims);
     let mut m = MapMeta::new(&y.dims, x.len());
@@ -238,10 +235,7 @@ pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u
     let spec = slice_spec(node, &x.dims)?;
     let full: Vec<usize> = spec.iter().map(|s| s.len).collect();
     if full.iter().product::<usize>() != y.len() {
-        return Err(invalid(
-            node,
-            format!("slice of {} elements does not fill the output of shape {:?}", full.iter().product::<usize>(), y.dims),
-        ));
+        return Err(invalid(node, format!("slice of {} elements does not fill the output of shape {:?}", full.iter().product::<usize>(), y.dims)));
     }
     let s = strides(&x.dims);
     let axes: Vec<(usize, i64)> = spec.iter().zip(&s).map(|(sl, &st)| (sl.len, st * sl.step)).collect();
@@ -346,13 +340,7 @@ pub fn pack(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> Cu
     let inner = tail(s, axis);
     let parts = inputs
         .iter()
-        .map(|x| {
-            if x.dtype == dtype && x.dims == *s {
-                Ok((x.ptr, inner))
-            } else {
-                Err(invalid(node, "stacked tensors must share dtype and shape"))
-            }
-        })
+        .map(|x| if x.dtype == dtype && x.dims == *s { Ok((x.ptr, inner)) } else { Err(invalid(node, "stacked tensors must share dtype and shape")) })
         .collect::<CudaResult<Vec<_>>>()?;
     pieces(node, dtype, y, outer, inner * inputs.len(), &parts)
 }

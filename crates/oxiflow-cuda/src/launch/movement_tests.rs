@@ -123,11 +123,7 @@ fn entry_dtype(entry: &str) -> (&str, usize) {
 /// # Safety
 /// The plan's pointers are host addresses of buffers of the sizes the metadata describes.
 unsafe fn copy(src: u64, si: i64, dst: u64, di: i64, es: usize) {
-    std::ptr::copy_nonoverlapping(
-        (src as *const u8).offset(si as isize * es as isize),
-        (dst as *mut u8).offset(di as isize * es as isize),
-        es,
-    );
+    std::ptr::copy_nonoverlapping((src as *const u8).offset(si as isize * es as isize), (dst as *mut u8).offset(di as isize * es as isize), es);
 }
 
 unsafe fn zero(dst: u64, di: i64, es: usize) {
@@ -327,11 +323,8 @@ fn run_on_host(case: &Case, bad: u64) -> Vec<Vec<u8>> {
     let mut outs: Vec<Vec<u8>> = node.outputs.iter().map(|t| vec![0xAB; t.shape.num_elements() * t.dtype.size_of()]).collect();
     let arg = |b: &[u8], t: &Tensor| DevArg { ptr: b.as_ptr() as u64, dtype: t.dtype(), dims: t.dims().to_vec() };
     let in_args: Vec<DevArg> = ins.iter().zip(&case.inputs).map(|(b, t)| arg(b, t)).collect();
-    let out_args: Vec<DevArg> = outs
-        .iter_mut()
-        .zip(&node.outputs)
-        .map(|(b, t)| DevArg { ptr: b.as_mut_ptr() as u64, dtype: t.dtype, dims: t.shape.0.clone() })
-        .collect();
+    let out_args: Vec<DevArg> =
+        outs.iter_mut().zip(&node.outputs).map(|(b, t)| DevArg { ptr: b.as_mut_ptr() as u64, dtype: t.dtype, dims: t.shape.0.clone() }).collect();
     let plan = planner(node.op.name).expect("planner")(node, &in_args, &out_args, bad).unwrap_or_else(|e| panic!("{}: {e}", case.name));
     for step in &plan {
         match step {

@@ -64,12 +64,10 @@ fn copy_out(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg])
     // SAFETY: both buffers hold `var.num_bytes()` bytes (same dtype and shape, checked by the
     // device from the node's output type); the copy is enqueued on the compute stream after
     // the update.
-    unsafe { cudarc::driver::result::memcpy_dtod_async(out.ptr, var.ptr, var.num_bytes(), ctx.stream.cu_stream()) }.map_err(|e| {
-        CudaError::Driver {
-            device: ctx.device.to_string(),
-            call: format!("cuMemcpyDtoDAsync for {} '{}'", node.op.name, node.name),
-            msg: format!("{e:?}"),
-        }
+    unsafe { cudarc::driver::result::memcpy_dtod_async(out.ptr, var.ptr, var.num_bytes(), ctx.stream.cu_stream()) }.map_err(|e| CudaError::Driver {
+        device: ctx.device.to_string(),
+        call: format!("cuMemcpyDtoDAsync for {} '{}'", node.op.name, node.name),
+        msg: format!("{e:?}"),
     })
 }
 

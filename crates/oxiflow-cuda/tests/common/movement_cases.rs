@@ -79,8 +79,7 @@ pub fn indices(dtype: DType, dims: &[usize], v: &[i64]) -> Tensor {
 pub fn case(name: impl Into<String>, op: &str, inputs: Vec<Tensor>, attrs: Vec<(&str, AttrValue)>) -> Case {
     let name = name.into();
     let mut g = Graph::new();
-    let ins: Vec<Output> =
-        inputs.iter().enumerate().map(|(i, t)| g.placeholder(t.dtype(), t.dims(), Some(&format!("in{i}"))).expect("placeholder")).collect();
+    let ins: Vec<Output> = inputs.iter().enumerate().map(|(i, t)| g.placeholder(t.dtype(), t.dims(), Some(&format!("in{i}"))).expect("placeholder")).collect();
     let mut spec = NodeSpec::new(op, &ins);
     for (k, v) in attrs {
         spec = spec.attr(k, v);
@@ -136,12 +135,7 @@ pub fn cases() -> Vec<Case> {
         v.push(case(format!("Transpose {d} [2,3,4] perm [2,0,1]"), "Transpose", vec![t(&[2, 3, 4], 0)], vec![("perm", ints(&[2, 0, 1]))]));
         v.push(case(format!("Transpose {d} [33,65] perm [1,0]"), "Transpose", vec![t(&[33, 65], 1)], vec![("perm", ints(&[1, 0]))]));
         v.push(case(format!("Transpose {d} scalar"), "Transpose", vec![t(&[], 2)], vec![("perm", ints(&[]))]));
-        v.push(case(
-            format!("Transpose {d} rank 8"),
-            "Transpose",
-            vec![t(&[2, 1, 3, 1, 2, 2, 1, 3], 2)],
-            vec![("perm", ints(&[7, 0, 6, 1, 5, 2, 4, 3]))],
-        ));
+        v.push(case(format!("Transpose {d} rank 8"), "Transpose", vec![t(&[2, 1, 3, 1, 2, 2, 1, 3], 2)], vec![("perm", ints(&[7, 0, 6, 1, 5, 2, 4, 3]))]));
         v.push(case(
             format!("Transpose {d} rank 9, merged to fit"),
             "Transpose",
@@ -154,36 +148,21 @@ pub fn cases() -> Vec<Case> {
             vec![t(&[1, 2, 1, 2, 1, 2, 1, 2, 1, 2], 4)],
             vec![("axis", ints(&[1, 3, -1]))],
         ));
-        v.push(case(
-            format!("Transpose {d} [3,40,17] perm [0,2,1] (tiled)"),
-            "Transpose",
-            vec![t(&[3, 40, 17], 4)],
-            vec![("perm", ints(&[0, 2, 1]))],
-        ));
+        v.push(case(format!("Transpose {d} [3,40,17] perm [0,2,1] (tiled)"), "Transpose", vec![t(&[3, 40, 17], 4)], vec![("perm", ints(&[0, 2, 1]))]));
         v.push(case(
             format!("Transpose {d} [2,1,64,33] perm [1,0,3,2] (tiled)"),
             "Transpose",
             vec![t(&[2, 1, 64, 33], 5)],
             vec![("perm", ints(&[1, 0, 3, 2]))],
         ));
-        v.push(case(
-            format!("Transpose {d} [70,9] perm [1,0] (tiled, partial tiles)"),
-            "Transpose",
-            vec![t(&[70, 9], 6)],
-            vec![("perm", ints(&[1, 0]))],
-        ));
+        v.push(case(format!("Transpose {d} [70,9] perm [1,0] (tiled, partial tiles)"), "Transpose", vec![t(&[70, 9], 6)], vec![("perm", ints(&[1, 0]))]));
         v.push(case(
             format!("ConcatV2 {d} axis 1"),
             "ConcatV2",
             vec![t(&[2, 3], 0), t(&[2, 1], 1), t(&[2, 0], 2), t(&[2, 2], 3)],
             vec![("axis", AttrValue::Int(1))],
         ));
-        v.push(case(
-            format!("ConcatV2 {d} axis -3"),
-            "ConcatV2",
-            vec![t(&[1, 2, 2], 0), t(&[3, 2, 2], 1)],
-            vec![("axis", AttrValue::Int(-3))],
-        ));
+        v.push(case(format!("ConcatV2 {d} axis -3"), "ConcatV2", vec![t(&[1, 2, 2], 0), t(&[3, 2, 2], 1)], vec![("axis", AttrValue::Int(-3))]));
         v.push(case(
             format!("ConcatV2 {d} 40 inputs"),
             "ConcatV2",
@@ -191,29 +170,14 @@ pub fn cases() -> Vec<Case> {
             vec![("axis", AttrValue::Int(-1))],
         ));
         for axis in [0i64, 1, -1] {
-            v.push(case(
-                format!("Pack {d} axis {axis}"),
-                "Pack",
-                vec![t(&[2, 3], 0), t(&[2, 3], 1), t(&[2, 3], 2)],
-                vec![("axis", AttrValue::Int(axis))],
-            ));
+            v.push(case(format!("Pack {d} axis {axis}"), "Pack", vec![t(&[2, 3], 0), t(&[2, 3], 1), t(&[2, 3], 2)], vec![("axis", AttrValue::Int(axis))]));
             v.push(case(format!("Unpack {d} axis {axis}"), "Unpack", vec![t(&[3, 4, 2], 0)], vec![("axis", AttrValue::Int(axis))]));
         }
         v.push(case(format!("Pack {d} 35 inputs"), "Pack", (0..35).map(|i| t(&[2], i)).collect(), vec![("axis", AttrValue::Int(1))]));
         v.push(case(format!("Pack {d} scalars"), "Pack", vec![t(&[], 0), t(&[], 1)], vec![]));
         v.push(case(format!("Unpack {d} 34 outputs"), "Unpack", vec![t(&[34, 2], 0)], vec![]));
-        v.push(case(
-            format!("SplitV {d} axis 1"),
-            "SplitV",
-            vec![t(&[4, 6], 0)],
-            vec![("size_splits", ints(&[1, -1, 2])), ("axis", AttrValue::Int(1))],
-        ));
-        v.push(case(
-            format!("SplitV {d} empty piece"),
-            "SplitV",
-            vec![t(&[4, 6], 1)],
-            vec![("size_splits", ints(&[0, 4])), ("axis", AttrValue::Int(-2))],
-        ));
+        v.push(case(format!("SplitV {d} axis 1"), "SplitV", vec![t(&[4, 6], 0)], vec![("size_splits", ints(&[1, -1, 2])), ("axis", AttrValue::Int(1))]));
+        v.push(case(format!("SplitV {d} empty piece"), "SplitV", vec![t(&[4, 6], 1)], vec![("size_splits", ints(&[0, 4])), ("axis", AttrValue::Int(-2))]));
         v.push(case(format!("Tile {d} [2,3] x [2,3]"), "Tile", vec![t(&[2, 3], 0)], vec![("multiples", ints(&[2, 3]))]));
         v.push(case(format!("Tile {d} zero multiple"), "Tile", vec![t(&[2, 1, 3], 0)], vec![("multiples", ints(&[1, 4, 0]))]));
         v.push(case(format!("Tile {d} [2,1,3] x [3,4,1]"), "Tile", vec![t(&[2, 1, 3], 1)], vec![("multiples", ints(&[3, 4, 1]))]));
@@ -252,25 +216,10 @@ pub fn cases() -> Vec<Case> {
             ));
             v.push(case(format!("GatherNd {gi} k 2"), "GatherNd", vec![t(&[3, 4, 2], 0), indices(id, &[2, 2], &[2, 3, 0, 1])], vec![]));
             v.push(case(format!("GatherNd {gi} k 1"), "GatherNd", vec![t(&[3, 4, 2], 1), indices(id, &[3, 1], &[1, 1, 0])], vec![]));
-            v.push(case(
-                format!("GatherNd {gi} k 3"),
-                "GatherNd",
-                vec![t(&[3, 4, 2], 2), indices(id, &[2, 1, 3], &[2, 3, 1, 0, 0, 0])],
-                vec![],
-            ));
+            v.push(case(format!("GatherNd {gi} k 3"), "GatherNd", vec![t(&[3, 4, 2], 2), indices(id, &[2, 1, 3], &[2, 3, 1, 0, 0, 0])], vec![]));
             let shape = |s: &[usize]| ("shape", AttrValue::Shape(s.to_vec()));
-            v.push(case(
-                format!("ScatterNd {gi} duplicates"),
-                "ScatterNd",
-                vec![indices(id, &[4, 1], &[1, 3, 1, 1]), t(&[4, 3], 0)],
-                vec![shape(&[5, 3])],
-            ));
-            v.push(case(
-                format!("ScatterNd {gi} k 2"),
-                "ScatterNd",
-                vec![indices(id, &[3, 2], &[2, 3, 0, 0, 2, 3]), t(&[3], 1)],
-                vec![shape(&[3, 4])],
-            ));
+            v.push(case(format!("ScatterNd {gi} duplicates"), "ScatterNd", vec![indices(id, &[4, 1], &[1, 3, 1, 1]), t(&[4, 3], 0)], vec![shape(&[5, 3])]));
+            v.push(case(format!("ScatterNd {gi} k 2"), "ScatterNd", vec![indices(id, &[3, 2], &[2, 3, 0, 0, 2, 3]), t(&[3], 1)], vec![shape(&[3, 4])]));
             v.push(case(
                 format!("ScatterNd {gi} batch of rows"),
                 "ScatterNd",
