@@ -343,12 +343,18 @@ fn reshape_broadcast_to_ones_zeros() {
 
 /// Sum over `axes` by the definition.
 fn naive_sum(x: &[f64], dims: &[usize], axes: &[usize], keep: bool) -> (Vec<usize>, Vec<f64>) {
+    naive_fold(x, dims, axes, keep, 0.0, |a, b| a + b)
+}
+
+/// The row-major array `x` of shape `dims` folded over `axes` element by element from
+/// `init`: the oracle for the reductions.
+fn naive_fold(x: &[f64], dims: &[usize], axes: &[usize], keep: bool, init: f64, f: impl Fn(f64, f64) -> f64) -> (Vec<usize>, Vec<f64>) {
     let out_dims: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
-    let mut out = vec![0.0; out_dims.iter().product()];
+    let mut out = vec![init; out_dims.iter().product()];
     let (si, so) = (strides(dims), strides(&out_dims));
-    for (flat, v) in x.iter().enumerate() {
+    for (flat, &v) in x.iter().enumerate() {
         let o: usize = (0..dims.len()).map(|d| if axes.contains(&d) { 0 } else { (flat / si[d]) % dims[d] * so[d] }).sum();
-        out[o] += v;
+        out[o] = f(out[o], v);
     }
     let dims = if keep { out_dims } else { out_dims.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect() };
     (dims, out)
@@ -386,43 +392,96 @@ fn sum_over_axes_with_and_without_keep_dims() {
     assert_eq!((got.dtype(), got.to_f64_vec()), (DType::Int32, vec![21.0, 21.0]));
 }
 
+/// The same values as the row-major `values` of shape `dims`, stored column-major:
+/// element (i0, i1, ...) at sum(i_d * prod(dims[..d])).
+fn column_major_copy(values: &[f64], dims: &[usize]) -> Tensor {
+    let mut cm = vec![0.0; values.len()];
+    for (flat, &v) in values.iter().enumerate() {
+        let (mut rest, mut at, mut stride) = (flat, 0, 1);
+        let idx: Vec<usize> = dims
+            .iter()
+            .rev()
+            .map(|&d| {
+                let i = rest % d.max(1);
+                rest /= d.max(1);
+                i
+            })
+            .collect();
+        for (d, &i) in dims.iter().zip(idx.iter().rev()) {
+            at += i * stride;
+            stride *= d;
+        }
+        cm[at] = v;
+    }
+    Tensor::from_vec(dims, cm, Layout::ColumnMajor).unwrap()
+}
+
+/// The five reductions and their element-by-element oracles: (op, init, step). `Mean` is
+/// the `Sum` divided by the count afterwards.
+type Reduction = (&'static str, f64, fn(f64, f64) -> f64);
+const REDUCTIONS: [Reduction; 5] = [
+    ("Sum", 0.0, |a, b| a + b),
+    ("Mean", 0.0, |a, b| a + b),
+    ("Prod", 1.0, |a, b| a * b),
+    ("Max", f64::NEG_INFINITY, |a, b| if b > a || b.is_nan() { b } else { a }),
+    ("Min", f64::INFINITY, |a, b| if b < a || b.is_nan() { b } else { a }),
+];
+
+/// Equal (infinities and NaN included) or within `tol` relative to `max(|want|, 1)`.
+fn assert_same(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * w.abs().max(1.0);
+        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
 #[test]
-fn sum_over_every_axis_set_of_every_layout_and_size() {
+fn reductions_over_every_axis_set_of_every_layout_and_size() {
     // Size-1 axes inside and around the reduced ones, lengths with and without a remainder
-    // of 8 (the interleaved partial sums), empty arrays, and column-major copies (which take
-    // the axis-by-axis path). An empty axis list (reduce all) is the test above.
+    // of 8 (the interleaved partial results), empty arrays, and column-major copies (a
+    // loop over their memory where the reduced axes allow, else axis by axis). An empty
+    // axis list (reduce all) is the test above.
     for (k, dims) in [vec![3, 1, 21, 5], vec![1, 37], vec![2, 0, 3], vec![16], vec![4, 1, 1, 2, 3]].into_iter().enumerate() {
         let x = rand_t(&dims, 70 + k as u64, -1.0, 1.0);
         let values = x.to_f64_vec();
-        // The same values stored column-major: element (i0, i1, ...) at sum(i_d * prod(dims[..d])).
-        let mut cm = vec![0.0; values.len()];
-        for (flat, &v) in values.iter().enumerate() {
-            let (mut rest, mut at, mut stride) = (flat, 0, 1);
-            let idx: Vec<usize> = dims
-                .iter()
-                .rev()
-                .map(|&d| {
-                    let i = rest % d.max(1);
-                    rest /= d.max(1);
-                    i
-                })
-                .collect();
-            for (d, &i) in dims.iter().zip(idx.iter().rev()) {
-                at += i * stride;
-                stride *= d;
-            }
-            cm[at] = v;
-        }
-        let column_major = Tensor::from_vec(&dims, cm, Layout::ColumnMajor).unwrap();
+        let column_major = column_major_copy(&values, &dims);
         for set in 1u32..(1 << dims.len()) {
             let axes: Vec<usize> = (0..dims.len()).filter(|i| set & (1 << i) != 0).collect();
-            let (wd, want) = naive_sum(&values, &dims, &axes, false);
-            for input in [&x, &column_major] {
-                let spec = NodeSpec::new("Sum", &[]).attr("axis", axes.iter().map(|&a| a as i64).collect::<Vec<_>>());
-                let (g, y) = with_attrs(spec, std::slice::from_ref(input));
-                let got = eval1(&g, &[], y);
-                assert_eq!(got.dims(), wd.as_slice(), "{dims:?} axes {axes:?}");
-                assert_close(&got.to_f64_vec(), &want, 1e-14, &format!("Sum of {dims:?} over {axes:?}"));
+            let count: usize = axes.iter().map(|&a| dims[a]).product();
+            for (op, init, step) in REDUCTIONS {
+                let (wd, mut want) = naive_fold(&values, &dims, &axes, false, init, step);
+                if op == "Mean" {
+                    want.iter_mut().for_each(|w| *w /= count as f64);
+                }
+                for input in [&x, &column_major] {
+                    let spec = NodeSpec::new(op, &[]).attr("axis", axes.iter().map(|&a| a as i64).collect::<Vec<_>>());
+                    let (g, y) = with_attrs(spec, std::slice::from_ref(input));
+                    let got = eval1(&g, &[], y);
+                    assert_eq!(got.dims(), wd.as_slice(), "{op} of {dims:?} over {axes:?}");
+                    assert_same(&got.to_f64_vec(), &want, 1e-14, &format!("{op} of {dims:?} over {axes:?}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn max_and_min_return_nan_wherever_a_reduced_value_is_nan() {
+    // One NaN in a [3, 19] array: reducing over the rows (eight interleaved partial results
+    // per row) and over the columns (rows combined element by element), in both layouts.
+    let dims = [3usize, 19];
+    let mut values = rand_t(&dims, 90, -1.0, 1.0).to_f64_vec();
+    values[19 + 11] = f64::NAN; // row 1, column 11
+    let row_major = Tensor::from_vec(&dims, values.clone(), Layout::RowMajor).unwrap();
+    let column_major = column_major_copy(&values, &dims);
+    for op in ["Max", "Min"] {
+        for input in [&row_major, &column_major] {
+            for axis in [0i64, 1] {
+                let (g, y) = with_attrs(NodeSpec::new(op, &[]).attr("axis", vec![axis]), std::slice::from_ref(input));
+                let got = eval1(&g, &[], y).to_f64_vec();
+                let nan_at: Vec<usize> = (0..got.len()).filter(|&i| got[i].is_nan()).collect();
+                assert_eq!(nan_at, if axis == 0 { vec![11] } else { vec![1] }, "{op} over axis {axis}: {got:?}");
             }
         }
     }

@@ -443,3 +443,44 @@ fn a_variable_takes_its_gradients_layout_once_and_then_updates_in_place() {
         assert_eq!(got.to_f64_vec(), want);
     }
 }
+
+#[test]
+fn a_large_adam_update_matches_its_rule_on_any_thread_count_and_layout() {
+    // 300x257 = 77100 elements (sharded over the intra-op threads), two steps so that the
+    // slots' second values depend on their first. The oracle is the rule of TF's
+    // `ApplyAdam` in plain loops, in the kernel's operation order: the same bits.
+    let (n, dims) = (300 * 257, [300usize, 257]);
+    let (x0, gr) = (rand_vec(n, 13, -1.0, 1.0), rand_vec(n, 14, -1.0, 1.0));
+    let (b1, b2, lr, eps) = (0.9f64, 0.999f64, 0.01f64, 1e-8f64);
+    let (mut x, mut m, mut v) = (x0.clone(), vec![0.0; n], vec![0.0; n]);
+    for _ in 0..2 {
+        // the powers stay at their fed values (the optimizer's own ops would update them)
+        let lr_t = lr * (1.0 - b2).sqrt() / (1.0 - b1);
+        for i in 0..n {
+            m[i] += (gr[i] - m[i]) * (1.0 - b1);
+            v[i] += (gr[i] * gr[i] - v[i]) * (1.0 - b2);
+            x[i] -= lr_t * m[i] / (v[i].sqrt() + eps);
+        }
+    }
+    let col = |v: &[f64]| Tensor::from_vec(&dims, (0..n).map(|k| v[(k % 300) * 257 + k / 300]).collect::<Vec<_>>(), Layout::ColumnMajor).unwrap();
+    for intra in [1, 2, 3] {
+        for (var, grad) in [(t64(&dims, x0.clone()), t64(&dims, gr.clone())), (col(&x0), col(&gr)), (col(&x0), t64(&dims, gr.clone()))] {
+            let mut g = Graph::new();
+            let vs = vars(&mut g, &[var, t64(&dims, vec![0.0; n]), t64(&dims, vec![0.0; n])]);
+            let grad = g.constant(grad).unwrap();
+            let mut ins = vec![vs[0], vs[1], vs[2]];
+            ins.extend(scalars(&mut g, DType::Float64, &[b1, b2, lr, b1, b2, eps]));
+            ins.push(grad);
+            let up = g.op("ApplyAdam", &ins).unwrap();
+            let init = g.global_variables_initializer().unwrap();
+            let o = SessionOptions { emulated_gpus: Some(0), intra_op_threads: Some(intra), ..Default::default() };
+            let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
+            s.run(&[], &[], &[init], false).unwrap();
+            for _ in 0..2 {
+                s.run(&[], &[], &[up.node], false).unwrap();
+            }
+            let got: Vec<Vec<f64>> = s.run(&[], &vs, &[], false).unwrap().values.iter().map(Tensor::to_f64_vec).collect();
+            assert!(got[0] == x && got[1] == m && got[2] == v, "{intra} intra-op threads");
+        }
+    }
+}

@@ -12,7 +12,7 @@ use super::grad_util::{need_dy, y0};
 use super::math::{def, require_numeric, Arith};
 use super::*;
 use crate::graph::NodeSpec;
-use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
+use ndarray::{ArcArray, ArrayD, Axis, IxDyn, ShapeBuilder};
 
 /// Adds `Sum(x)` over `axes` (0-based, negatives count from the end; empty = all axes),
 /// keeping reduced axes as size 1 when `keep_dims` (TF's `tf.reduce_sum`). Numeric dtypes.
@@ -58,26 +58,6 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         })
         .collect();
     Ok(vec![TensorType::new(x.dtype, Shape(dims))])
-}
-
-fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Arith>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<Tensor> {
-        let axes = reduce_axes("Sum", &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
-        if let Some((v, layout)) = sum_blocked(a, &axes) {
-            return Tensor::from_vec(ctx.node.outputs[0].shape.dims(), v, layout).map_err(|e| ctx.error(e.to_string()));
-        }
-        let fold = |acc: &T, x: &T| T::add(*acc, *x);
-        let mut out: Option<ndarray::ArrayD<T>> = None;
-        for &ax in axes.iter().rev() {
-            out = Some(match &out {
-                Some(o) => o.fold_axis(Axis(ax), T::zero(), fold),
-                None => a.fold_axis(Axis(ax), T::zero(), fold),
-            });
-        }
-        let out = out.map_or_else(|| a.clone(), |o| o.into_shared());
-        Ok(T::wrap(reshape_array(ctx, &out, ctx.node.outputs[0].shape.dims())?))
-    }
-    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| go(ctx, a)?)])
 }
 
 /// TF `_SumGrad`: `dy` reshaped to the input's rank (reduced axes of size 1), then
@@ -148,40 +128,51 @@ bounded!(f64, f64::NEG_INFINITY, f64::INFINITY);
 bounded!(i32, i32::MIN, i32::MAX);
 bounded!(i64, i64::MIN, i64::MAX);
 
-/// Folds `a` over the node's axes with `init`/`f`, reshaped to the node's output shape.
-fn fold<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, init: T, f: fn(T, T) -> T) -> Result<ArcArray<T, IxDyn>> {
+/// Folds `a` over the node's axes with `init`/`f`, shaped as the node's output: by
+/// [`reduce_blocked`] where the layout allows a loop over memory, else axis by axis.
+/// `f` is a generic function (not a `fn` pointer), so the loops are compiled for it.
+fn fold<T: Bounded, F: Fn(T, T) -> T + Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, init: T, f: F) -> Result<ArcArray<T, IxDyn>> {
     let axes = reduce_axes(ctx.node.op.name, &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
-    let mut out: ArrayD<T> = a.to_owned();
-    for &ax in axes.iter().rev() {
-        out = out.fold_axis(Axis(ax), init, |acc, &x| f(*acc, x));
-    }
     let dims = ctx.node.outputs[0].shape.dims();
-    let out = out.as_standard_layout().into_owned();
-    out.into_shape_with_order(IxDyn(dims)).map(|o| o.into_shared()).map_err(|e| ctx.error(format!("cannot shape the result as {}: {e}", Shape(dims.to_vec()))))
+    if let Some((v, layout)) = reduce_blocked(a, &axes, init, f) {
+        let shape = IxDyn(dims).set_f(layout == crate::Layout::ColumnMajor);
+        return ArrayD::from_shape_vec(shape, v)
+            .map(|o| o.into_shared())
+            .map_err(|e| ctx.error(format!("cannot shape the result as {}: {e}", Shape(dims.to_vec()))));
+    }
+    let mut out: Option<ArrayD<T>> = None;
+    for &ax in axes.iter().rev() {
+        let step = |acc: &T, x: &T| f(*acc, *x);
+        out = Some(match &out {
+            Some(o) => o.fold_axis(Axis(ax), init, step),
+            None => a.fold_axis(Axis(ax), init, step),
+        });
+    }
+    reshape_array(ctx, &out.map_or_else(|| a.clone(), ArrayD::into_shared), dims)
 }
 
-/// `Sum` over `axes` as a loop over memory, for the common case: a contiguous array whose
-/// reduced axes (ignoring axes of size 1) are consecutive, so that its memory is an
-/// `[outer, reduced, inner]` block. Rows (`inner > 1`) are added one after another, element
-/// by element as the general path does; a reduction to single values (`inner == 1`) sums
-/// eight interleaved partial sums (as Eigen's packet reductions do): more accurate than one
-/// running sum in floats, and not bound by the adder's latency. The values come in the
-/// output's order for the input's layout (a column-major input gives a column-major
-/// output). `None` for strided arrays, other axis sets and empty arrays (the caller folds
-/// axis by axis).
-pub(crate) fn sum_blocked<T: Arith>(a: &ArcArray<T, IxDyn>, axes: &[usize]) -> Option<(Vec<T>, crate::Layout)> {
+/// A reduction (`f` from `init`: `+`, `*`, max, min) over `axes` as a loop over memory,
+/// for the common case: a contiguous array whose reduced axes (ignoring axes of size 1) are
+/// consecutive, so that its memory is an `[outer, reduced, inner]` block. Rows (`inner >
+/// 1`) are combined one after another, element by element as the general path does; a
+/// reduction to single values (`inner == 1`) keeps eight interleaved partial results (as
+/// Eigen's packet reductions do): for sums more accurate than one running sum in floats,
+/// and not bound by the adder's latency. The values come in the output's order for the
+/// input's layout (a column-major input gives a column-major output). `None` for strided
+/// arrays, other axis sets and empty arrays (the caller folds axis by axis).
+pub(crate) fn reduce_blocked<T: Copy, F: Fn(T, T) -> T + Copy>(a: &ArcArray<T, IxDyn>, axes: &[usize], init: T, f: F) -> Option<(Vec<T>, crate::Layout)> {
     if let Some(s) = a.as_slice() {
-        return sum_block(s, a.shape(), axes).map(|v| (v, crate::Layout::RowMajor));
+        return reduce_block(s, a.shape(), axes, init, f).map(|v| (v, crate::Layout::RowMajor));
     }
     // Column-major: the same memory is the row-major array of the reversed shape.
     let r = a.view().reversed_axes();
     let dims: Vec<usize> = r.shape().to_vec();
     let axes: Vec<usize> = axes.iter().map(|&i| a.ndim() - 1 - i).collect();
-    sum_block(r.to_slice()?, &dims, &axes).map(|v| (v, crate::Layout::ColumnMajor))
+    reduce_block(r.to_slice()?, &dims, &axes, init, f).map(|v| (v, crate::Layout::ColumnMajor))
 }
 
-/// [`sum_blocked`] of the row-major array `s` of shape `dims`.
-fn sum_block<T: Arith>(s: &[T], dims: &[usize], axes: &[usize]) -> Option<Vec<T>> {
+/// [`reduce_blocked`] of the row-major array `s` of shape `dims`.
+fn reduce_block<T: Copy, F: Fn(T, T) -> T + Copy>(s: &[T], dims: &[usize], axes: &[usize], init: T, f: F) -> Option<Vec<T>> {
     if s.is_empty() {
         return None;
     }
@@ -191,24 +182,24 @@ fn sum_block<T: Arith>(s: &[T], dims: &[usize], axes: &[usize]) -> Option<Vec<T>
         return None;
     }
     let (outer, red, inner): (usize, usize, usize) = (dims[..p].iter().product(), dims[p..q].iter().product(), dims[q..].iter().product());
-    let mut out = vec![T::zero(); outer * inner];
+    let mut out = vec![init; outer * inner];
     for (o, dst) in out.chunks_mut(inner).enumerate() {
         let block = &s[o * red * inner..(o + 1) * red * inner];
         if inner == 1 {
-            let mut lanes = [T::zero(); 8];
+            let mut lanes = [init; 8];
             let chunks = block.chunks_exact(8);
             let tail = chunks.remainder();
             for c in chunks {
                 for (l, &x) in lanes.iter_mut().zip(c) {
-                    *l = T::add(*l, x);
+                    *l = f(*l, x);
                 }
             }
-            let total = lanes.iter().fold(T::zero(), |acc, &l| T::add(acc, l));
-            dst[0] = tail.iter().fold(total, |acc, &x| T::add(acc, x));
+            let total = lanes.iter().fold(init, |acc, &l| f(acc, l));
+            dst[0] = tail.iter().fold(total, |acc, &x| f(acc, x));
         } else {
             for row in block.chunks_exact(inner) {
                 for (d, &x) in dst.iter_mut().zip(row) {
-                    *d = T::add(*d, x);
+                    *d = f(*d, x);
                 }
             }
         }
@@ -235,18 +226,18 @@ fn min_of<T: Bounded>(a: T, b: T) -> T {
     }
 }
 
-/// Dispatches a reduction kernel body over the numeric dtypes.
+/// Runs a reduction kernel's `go::<T>` on the input for its numeric dtype.
 macro_rules! reduce_kernel {
     ($ctx:expr, $go:ident) => {
-        Ok(smallvec![match &$ctx.inputs[0] {
-            Tensor::F32(a) => Tensor::F32($go($ctx, a)?),
-            Tensor::F64(a) => Tensor::F64($go($ctx, a)?),
-            Tensor::I32(a) => Tensor::I32($go($ctx, a)?),
-            Tensor::I64(a) => Tensor::I64($go($ctx, a)?),
-            Tensor::Bool(_) => return Err($ctx.error("no kernel for dtype Bool")),
-            Tensor::Device(d) => crate::tensor::device_resident(d),
-        }])
+        Ok(smallvec![for_numeric!($ctx, &$ctx.inputs[0], |a| Element::wrap($go($ctx, a)?))])
     };
+}
+
+fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+        fold(ctx, a, T::zero(), T::add)
+    }
+    reduce_kernel!(ctx, go)
 }
 
 fn kernel_mean(ctx: &KernelCtx) -> Result<Outputs> {

@@ -29,7 +29,7 @@
 use super::math::def;
 use super::*;
 use crate::tensor::Element;
-use ndarray::{ArcArray, ArrayD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
+use ndarray::{ArcArray, ArrayD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use std::ops::{Add, Div, Mul, Sub};
 
 /// Float element arithmetic the update rules need.
@@ -148,14 +148,14 @@ fn read_ref<T: Real>(ctx: &KernelCtx, i: usize) -> Result<ArrayD<T>> {
     Ok(checked_ref::<T>(ctx, i, &t)?.to_owned())
 }
 
-/// Applies `update` to reference inputs `0..n` (the variable, then its slots, in input
+/// Applies `update` to reference inputs `0..K` (the variable, then its slots, in input
 /// order) and outputs the variable's new value (TF's `out`). In place where the store
 /// allows ([`StateAccess::update_variables`]): no copy and no new buffer, as TF's training
 /// kernels write the variable's own buffer; otherwise on copies that are assigned back.
 /// Either way, a tensor a run read from the variable before keeps that value. The
 /// variables take the layout of `like`, the gradient ([`match_layout`]).
-fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, like: &ArcArray<T, IxDyn>, update: impl Fn(&mut [ArrayViewMutD<T>])) -> Result<Outputs> {
-    let vars: Vec<NodeId> = (0..n).map(|i| ctx.node.inputs[i].node).collect();
+fn update_refs<T: Real, const K: usize>(ctx: &KernelCtx, like: &ArcArray<T, IxDyn>, update: impl Fn(&mut [ArrayViewMutD<T>; K])) -> Result<Outputs> {
+    let vars: Vec<NodeId> = (0..K).map(|i| ctx.node.inputs[i].node).collect();
     let mut in_place = |ts: &mut [&mut Tensor]| -> Result<()> {
         let mut views = Vec::with_capacity(ts.len());
         for (i, t) in ts.iter_mut().enumerate() {
@@ -164,15 +164,15 @@ fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, like: &ArcArray<T, IxDyn>, up
             match_layout(a, like);
             views.push(a.view_mut());
         }
-        update(&mut views);
+        update(&mut k_views(ctx, views)?);
         Ok(())
     };
     if let Some(values) = ctx.state.update_variables(&vars, &mut in_place) {
         return Ok(smallvec![values?.swap_remove(0)]);
     }
-    let mut owned = (0..n).map(|i| read_ref::<T>(ctx, i).map(ArrayD::into_shared)).collect::<Result<Vec<_>>>()?;
+    let mut owned = (0..K).map(|i| read_ref::<T>(ctx, i).map(ArrayD::into_shared)).collect::<Result<Vec<_>>>()?;
     owned.iter_mut().for_each(|a| match_layout(a, like));
-    update(&mut owned.iter_mut().map(|a| a.view_mut()).collect::<Vec<_>>());
+    update(&mut k_views(ctx, owned.iter_mut().map(|a| a.view_mut()).collect())?);
     let mut out = None;
     for (i, a) in owned.into_iter().enumerate().rev() {
         let t = T::wrap(a);
@@ -180,6 +180,13 @@ fn update_refs<T: Real>(ctx: &KernelCtx, n: usize, like: &ArcArray<T, IxDyn>, up
         out = Some(t);
     }
     out.map(|t| smallvec![t]).ok_or_else(|| ctx.error("no variable to update"))
+}
+
+/// The `K` views of an update as an array (an error, never a panic, if the store handed
+/// over another number).
+fn k_views<'a, T, const K: usize>(ctx: &KernelCtx, views: Vec<ArrayViewMutD<'a, T>>) -> Result<[ArrayViewMutD<'a, T>; K]> {
+    let got = views.len();
+    views.try_into().map_err(|_| ctx.error(format!("{got} variables for an update of {K}")))
 }
 
 /// Stores `a` in the memory order of `like` (the update's gradient) when `like` is
@@ -225,40 +232,75 @@ macro_rules! by_dtype {
     };
 }
 
-/// Elements above which [`update_with`] shards its loop over the intra-op threads.
+/// Elements above which [`update_elements`] shards its loop over the intra-op threads.
 const UPDATE_SHARD_MIN: usize = 1 << 15;
 
-/// `var[i] = f(var[i], delta[i])` over two arrays of one shape. When both have the same
-/// strides and are contiguous (`update_refs` gives the variable its gradient's layout), the
-/// loop runs over the two buffers in memory order, in chunks over the intra-op threads above
-/// [`UPDATE_SHARD_MIN`] elements (the caller included); otherwise through `ndarray`'s `Zip`.
-/// The same `f` for every element either way, so the results are the same bits.
-fn update_with<T: Real + Send + Sync>(var: &mut ArrayViewMutD<T>, delta: &ArcArray<T, IxDyn>, f: impl Fn(T, T) -> T + Sync + Copy) {
-    let same_order = var.strides() == delta.strides();
-    if let (true, Some(d)) = (same_order, delta.as_slice_memory_order()) {
-        if let Some(v) = var.as_slice_memory_order_mut() {
-            match crate::intra_op::shard_len(v.len(), UPDATE_SHARD_MIN) {
-                None => v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)),
-                Some(chunk) => {
-                    let items: Vec<(&mut [T], &[T])> = v.chunks_mut(chunk).zip(d.chunks(chunk)).collect();
-                    crate::intra_op::parallel_for_each(items, |(v, d)| v.iter_mut().zip(d).for_each(|(v, &d)| *v = f(*v, d)));
+/// The `K` reference buffers of one update, shared with the intra-op threads (each chunk
+/// of the loop touches its own index range of every buffer).
+struct RefPtrs<T, const K: usize>([*mut T; K]);
+// SAFETY: the chunks handed to different threads cover disjoint index ranges.
+unsafe impl<T, const K: usize> Sync for RefPtrs<T, K> {}
+impl<T, const K: usize> RefPtrs<T, K> {
+    /// The pointers (a method, so that a closure captures the `Sync` wrapper, not the array).
+    fn get(&self) -> [*mut T; K] {
+        self.0
+    }
+}
+
+/// `f([&mut r_0[i], ..., &mut r_{K-1}[i]], grad[i])` for every element `i` of `K` reference
+/// arrays (the variable and its slots, in input order) and the gradient, all of one
+/// shape: the element-wise rule of a training op. When all have the gradient's strides and
+/// are contiguous (`update_refs` gives the variable and slots the gradient's layout), the
+/// loop runs over the buffers in memory order, compiled for `f` (a closure, not a `fn`
+/// pointer) and in chunks over the intra-op threads above [`UPDATE_SHARD_MIN`] elements
+/// (the caller included), as TF's training kernels shard with Eigen; otherwise element by
+/// element through their indices. The same `f` for every element either way, so the
+/// results are the same bits.
+fn update_elements<T: Real + Send + Sync, const K: usize>(
+    refs: &mut [ArrayViewMutD<T>; K],
+    grad: &ArcArray<T, IxDyn>,
+    f: impl Fn([&mut T; K], T) + Sync + Copy,
+) {
+    let same_order = refs.iter().all(|r| r.strides() == grad.strides());
+    if let (true, Some(g)) = (same_order, grad.as_slice_memory_order()) {
+        let slices: Option<Vec<&mut [T]>> = refs.iter_mut().map(|r| r.as_slice_memory_order_mut()).collect();
+        if let Some(mut slices) = slices {
+            let ptrs = RefPtrs::<T, K>(std::array::from_fn(|k| slices[k].as_mut_ptr()));
+            let n = g.len();
+            let run = |lo: usize, hi: usize| {
+                // Local copies: pointers read through a reference would be reloaded after
+                // every write (they might alias it), which stops vectorization; so did an
+                // `enumerate().skip(lo)` loop. Either ran Adam's rule 2x slower.
+                let (p, g) = (ptrs.get(), &g[..hi]);
+                #[allow(clippy::needless_range_loop)] // `i` indexes the K buffers too
+                for i in lo..hi {
+                    // SAFETY: every buffer holds n >= hi elements (same shape, contiguous);
+                    // the K buffers are distinct variables, and concurrent calls get
+                    // disjoint ranges.
+                    f(std::array::from_fn(|k| unsafe { &mut *p[k].add(i) }), g[i]);
                 }
+            };
+            match crate::intra_op::shard_len(n, UPDATE_SHARD_MIN) {
+                None => run(0, n),
+                Some(chunk) => crate::intra_op::parallel_for(n.div_ceil(chunk), |c| run(c * chunk, ((c + 1) * chunk).min(n))),
             }
             return;
         }
     }
-    Zip::from(var).and(delta).for_each(|v, &d| *v = f(*v, d));
+    for idx in ndarray::indices(grad.raw_dim()) {
+        let mut vals: [T; K] = std::array::from_fn(|k| refs[k][idx.clone()]);
+        f(vals.each_mut(), grad[idx.clone()]);
+        for (r, v) in refs.iter_mut().zip(vals) {
+            r[idx.clone()] = v;
+        }
+    }
 }
 
 fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let alpha = scalar::<T>(ctx, 0)?;
         let delta = full::<T>(ctx, 1)?;
-        update_refs::<T>(ctx, 1, delta, |refs| {
-            if let [var] = refs {
-                update_with(var, delta, move |v, d| v - alpha * d);
-            }
-        })
+        update_refs::<T, 1>(ctx, delta, |refs| update_elements(refs, delta, move |[v], d| *v = *v - alpha * d))
     }
     by_dtype!(ctx, go)
 }
@@ -267,13 +309,11 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
         let nesterov = ctx.node.attrs.get_bool_or(ctx.node.op.name, "use_nesterov", false)?;
         let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
-        update_refs::<T>(ctx, 2, grad, |refs| {
-            if let [var, accum] = refs {
-                Zip::from(var).and(accum).and(grad).for_each(|v, a, &g| {
-                    *a = *a * momentum + g;
-                    *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
-                });
-            }
+        update_refs::<T, 2>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[v, a], g| {
+                *a = *a * momentum + g;
+                *v = if nesterov { *v - (g * lr + *a * momentum * lr) } else { *v - lr * *a };
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -287,15 +327,13 @@ fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
         let grad = full::<T>(ctx, 6)?;
         let one = T::one();
         let lr_t = lr * (one - b2p).sqrt() / (one - b1p);
-        update_refs::<T>(ctx, 3, grad, |refs| {
-            if let [var, m, v] = refs {
-                Zip::from(var).and(m).and(v).and(grad).for_each(|x, m, v, &g| {
-                    *m = *m + (g - *m) * (one - b1);
-                    *v = *v + (g * g - *v) * (one - b2);
-                    let num = if nesterov { *m * b1 + (one - b1) * g } else { *m };
-                    *x = *x - lr_t * num / (v.sqrt() + eps);
-                });
-            }
+        update_refs::<T, 3>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[x, m, v], g| {
+                *m = *m + (g - *m) * (one - b1);
+                *v = *v + (g * g - *v) * (one - b2);
+                let num = if nesterov { *m * b1 + (one - b1) * g } else { *m };
+                *x = *x - lr_t * num / (v.sqrt() + eps);
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -306,14 +344,12 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
         let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
         let grad = full::<T>(ctx, 4)?;
         let one = T::one();
-        update_refs::<T>(ctx, 3, grad, |refs| {
-            if let [var, ms, mom] = refs {
-                Zip::from(var).and(ms).and(mom).and(grad).for_each(|x, ms, mom, &g| {
-                    *ms = *ms + (g * g - *ms) * (one - rho);
-                    *mom = *mom * momentum + lr * g / (*ms + eps).sqrt();
-                    *x = *x - *mom;
-                });
-            }
+        update_refs::<T, 3>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[x, ms, mom], g| {
+                *ms = *ms + (g * g - *ms) * (one - rho);
+                *mom = *mom * momentum + lr * g / (*ms + eps).sqrt();
+                *x = *x - *mom;
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -324,15 +360,13 @@ fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
         let update_slots = ctx.node.attrs.get_bool_or(ctx.node.op.name, "update_slots", true)?;
         let (lr, grad) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?);
         let one = T::one();
-        update_refs::<T>(ctx, 2, grad, |refs| {
-            if let [var, accum] = refs {
-                Zip::from(var).and(accum).and(grad).for_each(|x, a, &g| {
-                    if update_slots {
-                        *a = *a + g * g;
-                    }
-                    *x = *x - g * lr * (one / a.sqrt());
-                });
-            }
+        update_refs::<T, 2>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[x, a], g| {
+                if update_slots {
+                    *a = *a + g * g;
+                }
+                *x = *x - g * lr * (one / a.sqrt());
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -343,15 +377,13 @@ fn kernel_adadelta(ctx: &KernelCtx) -> Result<Outputs> {
         let (lr, rho, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
         let grad = full::<T>(ctx, 3)?;
         let one = T::one();
-        update_refs::<T>(ctx, 3, grad, |refs| {
-            if let [var, accum, acc_up] = refs {
-                Zip::from(var).and(accum).and(acc_up).and(grad).for_each(|x, a, au, &g| {
-                    *a = *a * rho + g * g * (one - rho);
-                    let update = (*au + eps).sqrt() * (one / (*a + eps).sqrt()) * g;
-                    *x = *x - update * lr;
-                    *au = *au * rho + update * update * (one - rho);
-                });
-            }
+        update_refs::<T, 3>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[x, a, au], g| {
+                *a = *a * rho + g * g * (one - rho);
+                let update = (*au + eps).sqrt() * (one / (*a + eps).sqrt()) * g;
+                *x = *x - update * lr;
+                *au = *au * rho + update * update * (one - rho);
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -366,21 +398,19 @@ fn kernel_adagrad_da(ctx: &KernelCtx) -> Result<Outputs> {
         let gs = T::from_f64(step as f64);
         let (zero, minus_one) = (<T as Element>::zero(), <T as Element>::zero() - T::one());
         let gs_lr = gs * lr;
-        update_refs::<T>(ctx, 3, grad, |refs| {
-            if let [var, gacc, gsq] = refs {
-                Zip::from(var).and(gacc).and(gsq).and(grad).for_each(|x, ga, gg, &g| {
-                    *ga = *ga + g;
-                    *gg = *gg + g * g;
-                    let den = l2 * gs_lr + gg.sqrt();
-                    *x = if l1 > zero {
-                        let shrunk = ga.abs() - gs * l1;
-                        let shrunk = if shrunk > zero { shrunk } else { zero };
-                        lr * minus_one * ga.sign() * shrunk / den
-                    } else {
-                        lr * *ga * minus_one / den
-                    };
-                });
-            }
+        update_refs::<T, 3>(ctx, grad, |refs| {
+            update_elements(refs, grad, move |[x, ga, gg], g| {
+                *ga = *ga + g;
+                *gg = *gg + g * g;
+                let den = l2 * gs_lr + gg.sqrt();
+                *x = if l1 > zero {
+                    let shrunk = ga.abs() - gs * l1;
+                    let shrunk = if shrunk > zero { shrunk } else { zero };
+                    lr * minus_one * ga.sign() * shrunk / den
+                } else {
+                    lr * *ga * minus_one / den
+                };
+            })
         })
     }
     by_dtype!(ctx, go)
@@ -414,4 +444,31 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(apply_on("ApplyAdagradDA", 8, &[0, 1, 2], infer_adagrad_da, kernel_adagrad_da, GpuSupport::None));
     // TF's StopGradient: the identity forward, no gradient (`ops.NotDifferentiable`).
     r.add(def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{s, Array2};
+
+    #[test]
+    fn strided_references_take_the_element_by_element_path_with_the_same_results() {
+        // Every other column of [4, 10] arrays: not contiguous, so update_elements walks
+        // their indices; the same rule over contiguous copies gives the same bits.
+        let base = |seed: f64| Array2::from_shape_fn((4, 10), |(i, j)| (seed + i as f64 * 0.37 - j as f64 * 0.11).sin());
+        let (mut x, mut m) = (base(1.0), base(2.0));
+        let grad = base(3.0).slice_move(s![.., ..;2]).into_dyn().into_shared();
+        assert!(grad.as_slice_memory_order().is_none());
+        let rule = |[x, m]: [&mut f64; 2], g: f64| {
+            *m = *m * 0.9 + g;
+            *x -= 0.1 * *m;
+        };
+        let (mut xc, mut mc) = (x.slice(s![.., ..;2]).to_owned().into_dyn(), m.slice(s![.., ..;2]).to_owned().into_dyn());
+        let gc = grad.as_standard_layout().into_owned().into_shared();
+        update_elements(&mut [xc.view_mut(), mc.view_mut()], &gc, rule);
+        update_elements(&mut [x.slice_mut(s![.., ..;2]).into_dyn(), m.slice_mut(s![.., ..;2]).into_dyn()], &grad, rule);
+        assert_eq!(x.slice(s![.., ..;2]).into_dyn(), xc.view());
+        assert_eq!(m.slice(s![.., ..;2]).into_dyn(), mc.view());
+        assert_eq!(x.slice(s![.., 1..;2]), base(1.0).slice(s![.., 1..;2]), "columns outside the view are untouched");
+    }
 }
