@@ -22,9 +22,6 @@
 // google_floor_fmod, math.rs `FloorArith`); fmod is exact, so both match the CPU bit for
 // bit. AddN adds its inputs left to right, as the CPU kernel.
 
-typedef long long i64;
-typedef unsigned long long u64;
-
 #define MAX_RANK 8
 
 struct Bcast {
@@ -65,8 +62,6 @@ struct RealDiv { template <typename T> __device__ T operator()(T a, T b) const {
 __device__ __forceinline__ float  m_pow(float a, float b)   { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 struct Pow     { template <typename T> __device__ T operator()(T a, T b) const { return m_pow(a, b); } };
-__device__ __forceinline__ float  m_floor(float x)            { return floorf(x); }
-__device__ __forceinline__ double m_floor(double x)           { return floor(x); }
 __device__ __forceinline__ float  m_fmod(float a, float b)    { return fmodf(a, b); }
 __device__ __forceinline__ double m_fmod(double a, double b)  { return fmod(a, b); }
 struct FloorDiv { template <typename T> __device__ T operator()(T a, T b) const { return m_floor(a / b); } };

@@ -18,9 +18,6 @@
 // Float32 is computed in single precision (the CPU computes Sigmoid, Selu and Softplus of
 // Float32 in double and rounds; the difference is a few ulp).
 
-typedef long long i64;
-typedef unsigned long long u64;
-
 // ------------------------------------------------------------------ math by type
 
 __device__ __forceinline__ float  m_exp(float x)   { return expf(x); }
@@ -39,14 +36,8 @@ __device__ __forceinline__ float  m_tan(float x)   { return tanf(x); }
 __device__ __forceinline__ double m_tan(double x)  { return tan(x); }
 __device__ __forceinline__ float  m_tanh(float x)  { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float  m_sqrt(float x)  { return sqrtf(x); }
-__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float  m_abs(float x)   { return fabsf(x); }
 __device__ __forceinline__ double m_abs(double x)  { return fabs(x); }
-__device__ __forceinline__ float  m_floor(float x)  { return floorf(x); }
-__device__ __forceinline__ double m_floor(double x) { return floor(x); }
-
-template <typename T> __device__ __forceinline__ bool is_nan(T x) { return x != x; }
 
 // ------------------------------------------------------------------ unary functors
 

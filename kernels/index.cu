@@ -19,10 +19,6 @@
 // the caller initialises to 0xFFFFFFFFFFFFFFFF. The launcher never synchronizes; a device
 // that wants the CPU's error reads the word after the stream has run (see the launchers).
 
-typedef long long i64;
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
 #define OXI_MAX_RANK 8
 
 // GatherV2: params viewed as [outer, n, inner], indices as a flat list of `nidx`, output

@@ -15,10 +15,6 @@
 //       Box-Muller on pairs of uniforms in (0, 1]
 // Each thread handles whole Philox blocks: 4 values per block for f32, 2 for f64.
 
-typedef long long i64;
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
 struct U4 { u32 x, y, z, w; };
 
 __device__ __forceinline__ U4 philox(u64 seed, u64 block, u64 stream) {

@@ -31,9 +31,6 @@
 // - Softmax: y = exp(x - max) / sum(exp(x - max)) per row, max ignoring NaN as the CPU's
 //   `x > m` fold does.
 
-typedef long long i64;
-typedef unsigned long long u64;
-
 #define MAX_RANK 8
 #define MAX_BLOCK 256
 
@@ -68,8 +65,6 @@ __device__ __forceinline__ i64 decode(i64 i, int rank, const i64* dims, const i6
 template <typename T> struct Lim;
 template <> struct Lim<float>  { __device__ static float inf()  { return __int_as_float(0x7f800000); } };
 template <> struct Lim<double> { __device__ static double inf() { return __longlong_as_double(0x7ff0000000000000LL); } };
-
-template <typename T> __device__ __forceinline__ bool is_nan(T x) { return x != x; }
 
 // ------------------------------------------------------------------ ops
 // Each op: Acc type, identity(), lift(x, r) (input element at reduced position r),

@@ -12,10 +12,6 @@
 // output (or, for Unpack/SplitV, their input) elements; index arithmetic is done in 32-bit
 // when the launcher says every count fits (`wide == 0`), in 64-bit otherwise.
 
-typedef long long i64;
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
 #define OXI_MAX_RANK 8
 #define OXI_MAX_PIECES 32
 

@@ -33,11 +33,6 @@
 //
 // T is f32 or f64.
 
-typedef long long i64;
-
-__device__ __forceinline__ float  m_sqrt(float x)  { return sqrtf(x); }
-__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
-
 #define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
 template <typename T>

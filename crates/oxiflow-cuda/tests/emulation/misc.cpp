@@ -6,15 +6,19 @@
 // ApplyAdadelta.
 #include "shim.h"
 namespace bin {
+#include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/binary.cu"
 }
 namespace ew {
+#include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/elementwise.cu"
 }
 namespace rnd {
+#include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/random.cu"
 }
 namespace tr {
+#include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/training.cu"
 }
 static int fails = 0;

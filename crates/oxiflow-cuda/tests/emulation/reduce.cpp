@@ -2,6 +2,7 @@
 // block and thread strategies, NaN rules of Max and ArgMax, multi-axis groups, empty
 // groups, Softmax; against naive loops.
 #include "shim.h"
+#include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/reduce.cu"
 #include <cassert>
 #include <limits>
