@@ -12,16 +12,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${NVRTC_VERSION:-13.0.88}"
-PYTHON="${PYTHON:-python3}"
-DEST="$ROOT/.deps/nvrtc"
-LIBDIR="$DEST/nvidia/cu13/lib"
-STAMP="$DEST/nvidia_cuda_nvrtc-$VERSION.dist-info"
-
-if [ -f "$LIBDIR/libnvrtc.so.13" ] && [ -d "$STAMP" ]; then
-  exit 0
-fi
-echo "oxiflow setup: installing NVRTC $VERSION (pip wheel nvidia-cuda-nvrtc) into .deps/nvrtc"
 # shellcheck source=scripts/unpack-wheel.sh
 source "$ROOT/scripts/unpack-wheel.sh"
-unpack_wheel nvidia-cuda-nvrtc "$VERSION" "$DEST" nvidia/cu13/lib/libnvrtc.so.13 "${OXIFLOW_NVRTC_WHEEL:-}"
-echo "oxiflow setup: NVRTC in $LIBDIR"
+install_wheel NVRTC nvidia-cuda-nvrtc "$VERSION" "$ROOT/.deps/nvrtc" nvidia/cu13/lib/libnvrtc.so.13 "${OXIFLOW_NVRTC_WHEEL:-}"

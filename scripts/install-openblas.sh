@@ -14,16 +14,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${OPENBLAS_WHEEL_VERSION:-0.3.34.481.3}"
-PYTHON="${PYTHON:-python3}"
-DEST="$ROOT/.deps/openblas"
-LIB="$DEST/scipy_openblas32/lib/libscipy_openblas.so"
-STAMP="$DEST/scipy_openblas32-$VERSION.dist-info"
-
-if [ -f "$LIB" ] && [ -d "$STAMP" ]; then
-  exit 0
-fi
-echo "oxiflow setup: installing OpenBLAS (pip wheel scipy-openblas32 $VERSION) into .deps/openblas"
 # shellcheck source=scripts/unpack-wheel.sh
 source "$ROOT/scripts/unpack-wheel.sh"
-unpack_wheel scipy-openblas32 "$VERSION" "$DEST" scipy_openblas32/lib/libscipy_openblas.so "${OXIFLOW_OPENBLAS_WHEEL:-}"
-echo "oxiflow setup: OpenBLAS in $DEST/scipy_openblas32/lib"
+install_wheel OpenBLAS scipy-openblas32 "$VERSION" "$ROOT/.deps/openblas" scipy_openblas32/lib/libscipy_openblas.so "${OXIFLOW_OPENBLAS_WHEEL:-}"

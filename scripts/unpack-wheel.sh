@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared by the install scripts that unpack one pip wheel into .deps (no pip environment is
-# touched): `unpack_wheel PACKAGE VERSION DEST FILE [WHEEL]` downloads PACKAGE==VERSION (or
+# touched); they call `install_wheel` (below). `unpack_wheel PACKAGE VERSION DEST FILE [WHEEL]` downloads PACKAGE==VERSION (or
 # copies the local wheel file WHEEL, for offline machines), unpacks it into DEST.partial,
 # checks that FILE (a path inside the wheel) is there, and only then replaces DEST, so an
 # interrupted install never leaves a DEST that looks complete. Needs $PYTHON (pip and the
@@ -26,4 +26,17 @@ unpack_wheel() {
   fi
   rm -rf "$dest"
   mv "$dest.partial" "$dest"
+}
+
+# `install_wheel NAME PACKAGE VERSION DEST FILE [WHEEL]`: `unpack_wheel` unless DEST already
+# holds FILE and the wheel's `<package>-VERSION.dist-info` (so a new VERSION reinstalls),
+# with one line before and after saying what NAME is being installed where.
+install_wheel() {
+  local name="$1" package="$2" version="$3" dest="$4" file="$5" local_wheel="${6:-}"
+  if [ -f "$dest/$file" ] && [ -d "$dest/${package//-/_}-$version.dist-info" ]; then
+    return 0
+  fi
+  echo "oxiflow setup: installing $name (pip wheel $package $version) into $dest"
+  unpack_wheel "$package" "$version" "$dest" "$file" "$local_wheel"
+  echo "oxiflow setup: $name in $dest/$(dirname "$file")"
 }
