@@ -245,13 +245,8 @@ pub extern "C" fn oxf_const(
         let t = dense_from_c(dtype, ndims, dims, data, data_bytes, col_major)?;
         let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        let gh = graph(g)?;
-        let mut gr = gh.write()?;
-        // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
-        match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
-            Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
-            None => out_node(gr.add_node(spec)?, out),
-        }
+        // (a name ending in '/' is used exactly: Graph::requested_name)
+        out_node(graph(g)?.write()?.add_node(spec)?, out)
     })
 }
 
@@ -307,13 +302,8 @@ pub extern "C" fn oxf_add_op(
         let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
         spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;
         spec.name = opt_str(name, "name")?.map(str::to_string);
-        let gh = graph(g)?;
-        let mut gr = gh.write()?;
-        // TF's rule: a name ending in '/' is used exactly (no scope prefix, no suffix).
-        match spec.name.as_deref().and_then(|n| n.strip_suffix('/')).map(str::to_string) {
-            Some(exact) => out_node(gr.add_node_full(spec, exact)?, out),
-            None => out_node(gr.add_node(spec)?, out),
-        }
+        // (a name ending in '/' is used exactly: Graph::requested_name)
+        out_node(graph(g)?.write()?.add_node(spec)?, out)
     })
 }
 

@@ -428,15 +428,28 @@ impl Graph {
     /// Adds a node: resolves its op, dereferences variable inputs (a `VariableV2` output used
     /// where no reference is expected reads the variable's `read` snapshot, as TF's ref
     /// variables do), infers output types (shape/dtype errors name the op and node), names it,
-    /// applies colocation or device scopes and control dependencies, and commits it.
+    /// applies colocation or device scopes and control dependencies, and commits it. The
+    /// name is [`Graph::requested_name`]'s for `spec.name` and the op's default name.
     /// On error the graph is unchanged.
     pub fn add_node(&mut self, spec: NodeSpec) -> Result<NodeId> {
         let op = ops::lookup(&spec.op)?;
-        if let Some(n) = spec.name.as_deref() {
-            check_node_name(n)?;
-        }
-        let name = self.unique_name(spec.name.as_deref().unwrap_or(op.default_name));
+        let name = self.requested_name(spec.name.as_deref(), op.default_name)?;
         self.add_node_op(op, spec, name)
+    }
+
+    /// The node name TF gives a node asked to be named `name` (`default` when `None`): a
+    /// name ending in `/` is used exactly, without the `/` (no scope prefix, no suffix; an
+    /// error later if a node has it), as `tf.group(..., name="Adam/")` and `get_variable`'s
+    /// `scope/name` use it; any other name is prefixed with the current name scope and made
+    /// unique (`_1`, `_2`, ...). Errors: a name TF would refuse (`check_node_name`).
+    pub fn requested_name(&mut self, name: Option<&str>, default: &str) -> Result<String> {
+        if let Some(n) = name {
+            check_node_name(n.strip_suffix('/').unwrap_or(n))?;
+        }
+        Ok(match name.and_then(|n| n.strip_suffix('/')) {
+            Some(exact) => exact.to_string(),
+            None => self.unique_name(name.unwrap_or(default)),
+        })
     }
 
     /// [`Graph::add_node`] with an exact, full node name (no scope prefix, no suffix);
@@ -593,14 +606,7 @@ impl Graph {
     /// Registers it in `GLOBAL_VARIABLES` and, when `trainable`, in `TRAINABLE_VARIABLES`.
     /// Returns the `VariableV2` node. On error the graph is unchanged.
     pub fn variable(&mut self, value: crate::tensor::Tensor, name: Option<&str>, trainable: bool) -> Result<NodeId> {
-        if let Some(n) = name {
-            check_node_name(n.strip_suffix('/').unwrap_or(n))?;
-        }
-        // A name ending in '/' is used exactly (TF's rule; `get_variable` names `scope/name`).
-        let base = match name.and_then(|n| n.strip_suffix('/')) {
-            Some(exact) => exact.to_string(),
-            None => self.unique_name(name.unwrap_or("Variable")),
-        };
+        let base = self.requested_name(name, "Variable")?;
         let len = self.nodes.len();
         // TF builds a variable under `ops.init_scope()`: its initializer and `read` snapshot take
         // no control dependencies from enclosing blocks (else `init` would wait for them, e.g. for
@@ -693,5 +699,21 @@ mod tests {
         assert_eq!(g.push_name_scope("gradients"), "gradients_1");
         g.pop_name_scope();
         assert!(g.add_node_full(NodeSpec::new("Sin", &[x]), "Sin".into()).is_err());
+    }
+
+    #[test]
+    fn a_name_ending_in_a_slash_is_used_exactly_inside_any_scope() {
+        // TF: tf.group(..., name="Adam/") inside name_scope("outer") makes the node "Adam"
+        let mut g = Graph::new();
+        let x = g.constant(Tensor::scalar(1.0f64)).unwrap();
+        g.push_name_scope("outer");
+        let id = g.add_node(NodeSpec::new("Sin", &[x]).name("Adam/")).unwrap();
+        assert_eq!(g.nodes()[id].name, "Adam");
+        let e = g.add_node(NodeSpec::new("Cos", &[x]).name("Adam/")).unwrap_err().to_string();
+        assert!(e.contains("Adam"), "a taken exact name is an error: {e}");
+        let id = g.add_node(NodeSpec::new("Cos", &[x]).name("Adam")).unwrap();
+        assert_eq!(g.nodes()[id].name, "outer/Adam", "without the slash: scoped and unique");
+        assert!(g.add_node(NodeSpec::new("Cos", &[x]).name("/")).is_err());
+        g.pop_name_scope();
     }
 }

@@ -23,6 +23,7 @@ pub mod graph;
 pub mod graphviz;
 pub mod host_alloc;
 pub mod intra_op;
+pub mod lbfgs;
 pub mod ops;
 pub mod placer;
 pub mod process_config;
