@@ -9,6 +9,7 @@
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeSpec, Output};
+use crate::ops::Gradient;
 use rustc_hash::FxHashMap;
 
 /// Symbolic partial derivatives of `sum(ys)` with respect to each of `xs`
@@ -53,33 +54,6 @@ pub fn gradients(g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[
     }
     result
 }
-
-/// Ops through which no gradient flows, by design (TF's `ops.NotDifferentiable`
-/// registrations in `math_grad.py`, `array_grad.py`, `random_ops.py`, `state_grad.py`, and
-/// `Floor`, whose registered gradient `_FloorGrad` returns `None`).
-/// Any other op without a gradient function on a differentiated float path is an error.
-pub const NOT_DIFFERENTIABLE: &[&str] = &[
-    "Less",
-    "LessEqual",
-    "Greater",
-    "GreaterEqual",
-    "Equal",
-    "ArgMax",
-    "ArgMin",
-    "OnesLike",
-    "ZerosLike",
-    "RandomStandardNormal",
-    "RandomUniform",
-    "StopGradient",
-    "Assign",
-    "NoOp",
-    "Const",
-    "Placeholder",
-    "PlaceholderWithDefault",
-    "VariableV2",
-    "Floor",
-    "FloorDiv",
-];
 
 fn check_grad_ys(g: &Graph, ys: &[Output], grad_ys: &[Output]) -> Result<()> {
     if grad_ys.len() != ys.len() {
@@ -158,24 +132,25 @@ impl Backprop {
     fn backprop_node(&mut self, g: &mut Graph, node: &Node, between: &[bool], xs: &[Output]) -> Result<()> {
         colocated(g, self.colocate, node.id, |g| {
             let out_grads: Vec<Option<Output>> = (0..node.outputs.len()).map(|i| self.aggregate(g, Output::new(node.id, i))).collect::<Result<_>>()?;
-            let differentiable = node.op.grad.is_some() && node.outputs.iter().all(|t| t.dtype.is_float());
+            let grad_fn = match node.op.grad {
+                Gradient::Fn(f) => Some(f),
+                Gradient::Undefined | Gradient::NotDifferentiable => None,
+            };
+            let differentiable = grad_fn.is_some() && node.outputs.iter().all(|t| t.dtype.is_float());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
             let is_x = xs.iter().any(|x| x.node == node.id);
             let stop = is_x && !node.inputs.iter().any(|i| between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
                 let float_out = node.outputs.iter().all(|t| t.dtype.is_float());
-                if node.op.grad.is_none()
-                    && float_out
-                    && !stop
-                    && !node.inputs.is_empty()
-                    && out_grads.iter().any(Option::is_some)
-                    && !NOT_DIFFERENTIABLE.contains(&node.op.name)
-                {
+                // TF: an op with no registered gradient on a float path is an error, one
+                // marked ops.NotDifferentiable is not (Gradient::NotDifferentiable)
+                let undefined = matches!(node.op.grad, Gradient::Undefined);
+                if undefined && float_out && !stop && !node.inputs.is_empty() && out_grads.iter().any(Option::is_some) {
                     return Err(OxiflowError::NotFound(format!("No gradient defined for operation '{}' (op type: {})", node.name, node.op.name)));
                 }
                 return Ok(());
             }
-            let grad_fn = node.op.grad.expect("checked above");
+            let grad_fn = grad_fn.expect("checked above");
             g.push_name_scope(&crate::graph::concat(&[&node.name, "_grad"]));
             let in_grads = grad_fn(g, node, &out_grads);
             g.pop_name_scope();

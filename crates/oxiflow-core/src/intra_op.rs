@@ -243,7 +243,7 @@ pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
         infer,
         kernel,
         gpu: GpuSupport::None,
-        grad: None,
+        grad: crate::ops::Gradient::Undefined,
         stateful: true,
         inexpensive: false,
     });

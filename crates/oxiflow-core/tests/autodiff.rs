@@ -247,3 +247,43 @@ fn no_gradient_defined_is_an_error_and_rolls_back() {
     let dd = gradients(&mut g, &[s], &[d], None, false).unwrap();
     assert!(dd[0].is_some());
 }
+
+/// The ops the registry marks not differentiable are TF's: its `ops.NotDifferentiable`
+/// registrations for the ops Oxiflow has (`math_grad.py`: the comparisons, `ArgMax`,
+/// `ArgMin`, `FloorDiv`; `array_grad.py`: `OnesLike`, `ZerosLike`, `StopGradient`,
+/// `Placeholder`; `random_grad.py`:
+/// `RandomStandardNormal`, `RandomUniform`; `state_grad.py`: `Assign`, `VariableV2`;
+/// `control_flow_grad.py`: `NoOp`; `Const`), plus `Floor`, whose registered `_FloorGrad`
+/// returns `None`. Every other op either has a gradient function or is an error to
+/// differentiate through.
+#[test]
+fn the_ops_marked_not_differentiable_are_tfs() {
+    use oxiflow_core::ops::{lookup, registered, Gradient};
+    let tf: &[&str] = &[
+        "Less",
+        "LessEqual",
+        "Greater",
+        "GreaterEqual",
+        "Equal",
+        "ArgMax",
+        "ArgMin",
+        "FloorDiv",
+        "OnesLike",
+        "ZerosLike",
+        "StopGradient",
+        "Placeholder",
+        "RandomStandardNormal",
+        "RandomUniform",
+        "Assign",
+        "VariableV2",
+        "NoOp",
+        "Const",
+        "Floor",
+    ];
+    let marked: Vec<&str> = registered().into_iter().filter(|n| matches!(lookup(n).unwrap().grad, Gradient::NotDifferentiable)).collect();
+    let mut want = tf.to_vec();
+    want.sort_unstable();
+    assert_eq!(marked, want);
+    assert!(matches!(lookup("PlaceholderWithDefault").unwrap().grad, Gradient::Fn(_)));
+    assert!(matches!(lookup("ApplyAdam").unwrap().grad, Gradient::Undefined));
+}

@@ -604,8 +604,6 @@ fn grad_floor_mod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
 
 // ---------------------------------------------------------------- registration
 
-/// GPU kernels of comparisons and selects: float operands, Bool condition or result.
-
 /// A stateless op with no reference inputs.
 pub(crate) fn def(
     name: &'static str,
@@ -616,7 +614,7 @@ pub(crate) fn def(
     gpu: GpuSupport,
     grad: Option<GradFn>,
 ) -> OpDef {
-    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad, stateful: false, inexpensive: false }
+    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad: grad.into(), stateful: false, inexpensive: false }
 }
 
 pub(crate) fn register(r: &mut Registry) {
@@ -637,10 +635,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Tanh", infer_unary_float, kernel_tanh, grad_tanh));
     r.add(unary("Sqrt", infer_unary_float, kernel_sqrt, grad_sqrt));
 
-    // TF registers `Floor`'s gradient as None and `FloorDiv` as not differentiable (both in
-    // autodiff's NOT_DIFFERENTIABLE). GPU kernels for floats only, as TF's.
-    r.add(def("Floor", "Floor", Arity::Fixed(1), infer_unary_float, kernel_floor, GPU_FLOATS, None));
-    r.add(binary("FloorDiv", "floordiv", infer_binary_numeric, kernel_floor_div, None));
+    // TF registers `Floor`'s gradient as None and `FloorDiv` as not differentiable: both are
+    // Gradient::NotDifferentiable (no gradient flows, and none is an error). GPU kernels for
+    // floats only, as TF's.
+    r.add(def("Floor", "Floor", Arity::Fixed(1), infer_unary_float, kernel_floor, GPU_FLOATS, None).not_differentiable());
+    r.add(binary("FloorDiv", "floordiv", infer_binary_numeric, kernel_floor_div, None).not_differentiable());
     r.add(binary("FloorMod", "FloorMod", infer_binary_numeric, kernel_floor_mod, Some(grad_floor_mod)));
 
     r.add(def("AddN", "AddN", Arity::AtLeast(1), infer_addn, kernel_addn, GPU_FLOATS, Some(grad_addn)));

@@ -318,6 +318,28 @@ pub type KernelFn = fn(&KernelCtx) -> Result<Outputs>;
 /// graph and returns one gradient per input (`None`: no gradient).
 pub type GradFn = fn(&mut Graph, &Node, &[Option<Output>]) -> Result<Vec<Option<Output>>>;
 
+/// How gradients pass through an op.
+#[derive(Copy, Clone, Debug)]
+pub enum Gradient {
+    /// No gradient function: a gradient asked through the op on a float path is an error
+    /// (TF's `LookupError: No gradient defined for operation '...' (op type: ...)`).
+    Undefined,
+    /// No gradient flows, by design, and asking for one is not an error: TF's
+    /// `ops.NotDifferentiable` registrations (comparisons, `ArgMax`, `OnesLike`, random
+    /// ops, `StopGradient`, `Assign`, `Const`, `Placeholder`, ...) and `Floor`, whose
+    /// registered `_FloorGrad` returns `None`.
+    NotDifferentiable,
+    /// TF's `@ops.RegisterGradient` function.
+    Fn(GradFn),
+}
+
+impl From<Option<GradFn>> for Gradient {
+    /// `Some(f)`: [`Gradient::Fn`]; `None`: [`Gradient::Undefined`].
+    fn from(f: Option<GradFn>) -> Self {
+        f.map_or(Gradient::Undefined, Gradient::Fn)
+    }
+}
+
 /// Number of inputs an op takes.
 #[derive(Copy, Clone, Debug)]
 pub enum Arity {
@@ -348,7 +370,8 @@ pub struct OpDef {
     pub infer: InferFn,
     pub kernel: KernelFn,
     pub gpu: GpuSupport,
-    pub grad: Option<GradFn>,
+    /// The gradient function, or why there is none.
+    pub grad: Gradient,
     /// Reads or writes session state (variables, feeds); never folded or deduplicated.
     pub stateful: bool,
     /// The kernel hands on a stored tensor or a reference, whatever its size (`Const`,
@@ -359,6 +382,11 @@ pub struct OpDef {
 }
 
 impl OpDef {
+    /// The same op marked [`Gradient::NotDifferentiable`] (TF's `ops.NotDifferentiable`).
+    pub const fn not_differentiable(self) -> Self {
+        OpDef { grad: Gradient::NotDifferentiable, ..self }
+    }
+
     /// Errors (naming op and node) when `n` inputs do not fit the op's arity.
     pub fn check_arity(&self, node: &str, n: usize) -> Result<()> {
         let ok = match self.arity {

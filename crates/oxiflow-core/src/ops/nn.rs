@@ -448,9 +448,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("Maximum", "Maximum", two, infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
     r.add(def("Minimum", "Minimum", two, infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
     // TF: comparisons are not differentiable (no registered gradient).
-    r.add(def("Greater", "Greater", two, infer_compare, kernel_greater, GPU_FLOATS_BOOL, None));
-    r.add(def("Less", "Less", two, infer_compare, kernel_less, GPU_FLOATS_BOOL, None));
-    r.add(def("LessEqual", "LessEqual", two, infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None));
-    r.add(def("GreaterEqual", "GreaterEqual", two, infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None));
-    r.add(def("Equal", "Equal", two, infer_compare, kernel_equal, GPU_FLOATS_BOOL, None));
+    r.add(def("Greater", "Greater", two, infer_compare, kernel_greater, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(def("Less", "Less", two, infer_compare, kernel_less, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(def("LessEqual", "LessEqual", two, infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(def("GreaterEqual", "GreaterEqual", two, infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(def("Equal", "Equal", two, infer_compare, kernel_equal, GPU_FLOATS_BOOL, None).not_differentiable());
 }

@@ -96,7 +96,8 @@ pub(crate) fn register(r: &mut Registry) {
         infer: infer_random,
         kernel,
         gpu: GPU_FLOATS,
-        grad: None,
+        // TF: ops.NotDifferentiable("RandomStandardNormal"), ("RandomUniform")
+        grad: Gradient::NotDifferentiable,
         stateful: true,
         inexpensive: false,
     };

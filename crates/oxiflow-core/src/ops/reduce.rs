@@ -424,6 +424,6 @@ pub(crate) fn register(r: &mut Registry) {
     // TF: ArgMax/ArgMin are not differentiable; GPU kernels exist for float inputs
     // (Int64/Int32 outputs are produced on the device).
     let gpu_arg = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
-    r.add(def("ArgMax", "ArgMax", one, infer_arg, kernel_arg, gpu_arg, None));
-    r.add(def("ArgMin", "ArgMin", one, infer_arg, kernel_arg, gpu_arg, None));
+    r.add(def("ArgMax", "ArgMax", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable());
+    r.add(def("ArgMin", "ArgMin", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable());
 }

@@ -78,18 +78,23 @@ pub(crate) fn register(r: &mut Registry) {
         infer,
         kernel,
         gpu: GpuSupport::Any,
-        grad: None,
+        grad: Gradient::Undefined,
         stateful: false,
         inexpensive: false,
     };
-    r.add(OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) });
-    r.add(OpDef { stateful: true, inexpensive: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) });
+    r.add(OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) }.not_differentiable());
+    r.add(
+        OpDef { stateful: true, inexpensive: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) }
+            .not_differentiable(),
+    );
     r.add(OpDef {
-        grad: Some(grad_placeholder_with_default),
+        grad: Gradient::Fn(grad_placeholder_with_default),
         ..base("PlaceholderWithDefault", "PlaceholderWithDefault", Arity::Fixed(1), infer_same, kernel_identity)
     });
-    r.add(OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) });
-    r.add(OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) });
-    r.add(OpDef { grad: Some(grad_identity), inexpensive: true, ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
-    r.add(OpDef { inexpensive: true, ..base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop) });
+    r.add(
+        OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) }.not_differentiable(),
+    );
+    r.add(OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) }.not_differentiable());
+    r.add(OpDef { grad: Gradient::Fn(grad_identity), inexpensive: true, ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
+    r.add(OpDef { inexpensive: true, ..base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop) }.not_differentiable());
 }
