@@ -9,8 +9,9 @@
 #                 MatMul, and an empty local Julia registry in the depot when it has none
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
-#   make test     Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
+#   make test     `make lint`, Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
 #                 the example programs (test/examples/), then every seed script in test/seeds/
+#   make lint     cargo fmt --check (rustfmt.toml) and clippy with warnings as errors (clippy.toml)
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
 #                 their profiles land)
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
@@ -50,7 +51,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: fuzz bench-gpu all setup nvrtc test-kernels-emulated build header test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
+.PHONY: fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -73,7 +74,16 @@ header: $(CBINDGEN)
 $(CBINDGEN):
 	$(CARGO) install cbindgen --locked --root .deps/cargo
 
-test: setup build test-rust test-julia test-html test-examples test-seeds
+test: setup build lint test-rust test-julia test-html test-examples test-seeds
+
+# Layout and lints, as part of every test run: rustfmt.toml's layout, and clippy with every
+# warning an error (clippy.toml holds the project's two settings). Both come with rustup's
+# default profile; a toolchain without them fails here, naming the missing component.
+lint:
+	@$(CARGO) fmt --version >/dev/null 2>&1 || { echo "make lint: rustfmt is missing (rustup component add rustfmt)"; exit 1; }
+	@$(CARGO) clippy --version >/dev/null 2>&1 || { echo "make lint: clippy is missing (rustup component add clippy)"; exit 1; }
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API

@@ -23,6 +23,11 @@
 //!   may be handed over as a `malloc`ed buffer the caller frees (`oxf_result_take`; the
 //!   library's global allocator is the system's, see `handover.rs`).
 
+// The exports are safe `extern "C" fn`s by design: C and Julia cannot call an `unsafe fn`
+// any differently, and each export checks its pointers (null, sizes given with them)
+// before it reads them, as the conventions above say.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 use oxiflow_core::{OxiflowError, Result};
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};

@@ -30,10 +30,10 @@ impl Shape {
     pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
         let n = a.rank().max(b.rank());
         let mut out = vec![0; n];
-        for i in 0..n {
+        for (i, o) in out.iter_mut().enumerate() {
             let da = if i < n - a.rank() { 1 } else { a.0[i - (n - a.rank())] };
             let db = if i < n - b.rank() { 1 } else { b.0[i - (n - b.rank())] };
-            out[i] = if da == db || db == 1 {
+            *o = if da == db || db == 1 {
                 da
             } else if da == 1 {
                 db

@@ -128,8 +128,10 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     assert_eq!(out.values[0].to_f64_vec(), vec![v]);
 }
 
+/// A unary op and its Rust f64 oracle.
+type UnaryCase = (&'static str, fn(f64) -> f64);
 /// Unary ops of the chains below and their Rust f64 oracle.
-const UNARY: [(&str, fn(f64) -> f64); 5] = [("Sin", f64::sin), ("Cos", f64::cos), ("Tanh", f64::tanh), ("Exp", f64::exp), ("Neg", |v| -v)];
+const UNARY: [UnaryCase; 5] = [("Sin", f64::sin), ("Cos", f64::cos), ("Tanh", f64::tanh), ("Exp", f64::exp), ("Neg", |v| -v)];
 
 #[test]
 fn handed_over_chains_keep_fetched_shared_and_unread_outputs_right() {

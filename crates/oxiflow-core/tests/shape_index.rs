@@ -265,7 +265,8 @@ fn gather_scatter_match_naive_loops() {
     let dup = g.constant(i64t(&[3, 1], vec![1, 3, 1])).unwrap();
     let sc = g.op_spec(node("ScatterNd", &[dup, upd]).attr("shape", AttrValue::Shape(vec![4]))).unwrap();
     assert_eq!(eval1(&g, &[], sc).to_f64_vec(), vec![0.0, 5.0, 0.0, 2.0]); // duplicates add up
-                                                                           // a run-time index out of range names the node, index and range; the graph stays usable
+
+    // a run-time index out of range names the node, index and range; the graph stays usable
     let p = g.placeholder(DType::Int64, &[2], Some("k")).unwrap();
     let gp = g.op("GatherV2", &[cx, p]).unwrap();
     let e = eval(&g, &[(p, i64t(&[2], vec![0, 3]))], &[gp]).unwrap_err().to_string();

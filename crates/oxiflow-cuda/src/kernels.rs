@@ -310,6 +310,18 @@ pub fn ops_needing_launchers() -> Vec<&'static str> {
     registered().into_iter().filter(|op| !DEVICE_HANDLED.contains(op)).filter(|op| lookup(op).is_ok_and(|d| !matches!(d.gpu, GpuSupport::None))).collect()
 }
 
+impl crate::device::KernelLookup for KernelLibrary {
+    fn function(&self, name: &str) -> CudaResult<CudaFunction> {
+        KernelLibrary::function(self, name)
+    }
+}
+
+/// The kernel library of a device of compute capability `cc`, loaded into `ctx` (what
+/// [`crate::provider`] gives each [`crate::device::CudaDevice`]).
+pub fn load_library(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> CudaResult<Arc<dyn crate::device::KernelLookup>> {
+    Ok(Arc::new(KernelLibrary::load_for_arch(ctx, &arch_for(cc.0, cc.1))?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,16 +377,4 @@ mod tests {
             assert!(cache_dir().is_some_and(|d| d.ends_with("oxiflow/kernels")));
         }
     }
-}
-
-impl crate::device::KernelLookup for KernelLibrary {
-    fn function(&self, name: &str) -> CudaResult<CudaFunction> {
-        KernelLibrary::function(self, name)
-    }
-}
-
-/// The kernel library of a device of compute capability `cc`, loaded into `ctx` (what
-/// [`crate::provider`] gives each [`crate::device::CudaDevice`]).
-pub fn load_library(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> CudaResult<Arc<dyn crate::device::KernelLookup>> {
-    Ok(Arc::new(KernelLibrary::load_for_arch(ctx, &arch_for(cc.0, cc.1))?))
 }

@@ -17,8 +17,11 @@ use std::sync::{Mutex, OnceLock};
 const ARCHS: &[&str] = &["compute_80", "compute_90"];
 
 /// Every kernel file compiled for `arch`, once per test process (the tests share it).
-fn compiled(arch: &'static str) -> &'static [(&'static str, Result<String, String>)] {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, &'static [(&'static str, Result<String, String>)]>>> = OnceLock::new();
+/// Each kernel file's name and its PTX, or the compile error.
+type Compiled = &'static [(&'static str, Result<String, String>)];
+
+fn compiled(arch: &'static str) -> Compiled {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Compiled>>> = OnceLock::new();
     let mut map = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     map.entry(arch).or_insert_with(|| {
         let v: Vec<_> = KERNEL_FILES.iter().map(|f| (f.name, compile_ptx(f, arch).map_err(|e| e.to_string()))).collect();

@@ -124,6 +124,7 @@ pub(crate) trait BlasFloat: Copy + Send + Sync {
     /// # Safety
     /// The operands describe live memory of their shapes; `c` has `m * n` elements and
     /// aliases neither.
+    #[allow(clippy::too_many_arguments)] // cblas_?gemm's own parameters
     unsafe fn gemm(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<Self>, b: Operand<Self>, c: *mut Self, ldc: usize);
 }
 
@@ -180,9 +181,10 @@ impl<T> OutPtr<T> {
 ///
 /// # Safety
 /// As [`BlasFloat::gemm`]; `c` is valid for `m * n` writes.
+#[allow(clippy::too_many_arguments)] // gemm's parameters and the thread count
 pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<T>, b: Operand<T>, c: *mut T, threads: usize) -> bool {
     let max = c_int::MAX as usize;
-    if m > max || n > max || k > max || m.checked_mul(n).is_none_or(|mn| mn > isize::MAX as usize) {
+    if m > max || n > max || k > max || m.checked_mul(n).map_or(true, |mn| mn > isize::MAX as usize) {
         return false;
     }
     let by_rows = m >= n;

@@ -110,8 +110,8 @@ fn exp_f32<const F: bool>(x: f32) -> f32 {
 #[inline(always)]
 fn exp_f64<const F: bool>(x: f64) -> f64 {
     const LOG2E: f64 = std::f64::consts::LOG2_E;
-    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1; // ln 2 with its low 32 bits zero
-    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1; // ln 2 with its low 32 bits zero
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
     let xc = x.clamp(-746.0, 710.0);
     let n = (xc * LOG2E + ROUND) - ROUND;
@@ -134,11 +134,13 @@ fn exp_f64<const F: bool>(x: f64) -> f64 {
 /// [`log_f32`] in a second pass.
 #[inline(always)]
 fn log_f32_normal<const F: bool>(x: f32, e_off: f32) -> f32 {
+    #[allow(clippy::excessive_precision)] // exactly 355/512, as Cephes writes it
     const LN2_HI: f32 = 0.693_359_375;
     const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
-                                         // x = m 2^k with m in [sqrt(1/2), sqrt(2)), from the bits: subtracting the bits of
-                                         // sqrt(1/2) makes the exponent field k (arithmetic shift), and taking k out of the
-                                         // exponent leaves m. Integer operations only, no compare or select.
+
+    // x = m 2^k with m in [sqrt(1/2), sqrt(2)), from the bits: subtracting the bits of
+    // sqrt(1/2) makes the exponent field k (arithmetic shift), and taking k out of the
+    // exponent leaves m. Integer operations only, no compare or select.
     const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
     let bits = x.to_bits();
     let k = (bits.wrapping_sub(SQRT_HALF_BITS) as i32) >> 23;
@@ -148,7 +150,7 @@ fn log_f32_normal<const F: bool>(x: f32, e_off: f32) -> f32 {
     let f = m - 1.0;
     let z = f * f;
     let mut p: f32 = 7.037_683_6e-2;
-    for c in [-1.151_461e-1, 1.167_699_9e-1, -1.242_014_1e-1, 1.424_932_3e-1, -1.666_805_8e-1, 2.000_071_4e-1, -2.499_999_4e-1, 3.333_333_1e-1] {
+    for c in [-1.151_461e-1, 1.167_699_9e-1, -1.242_014_1e-1, 1.424_932_3e-1, -1.666_805_8e-1, 2.000_071_4e-1, -2.499_999_4e-1, 3.333_333e-1] {
         p = madd32::<F>(p, f, c);
     }
     // e ln 2 in two parts (LN2_HI = 0.693359375 has 9 significant bits: e LN2_HI is exact)
@@ -160,7 +162,7 @@ fn log_f32_normal<const F: bool>(x: f32, e_off: f32) -> f32 {
 /// Whether [`log_f32_normal`] applies to `x` (positive, normal, finite; false for NaN).
 #[inline(always)]
 fn log_f32_is_normal(x: f32) -> bool {
-    x >= f32::MIN_POSITIVE && x < f32::INFINITY
+    (f32::MIN_POSITIVE..f32::INFINITY).contains(&x)
 }
 
 /// `log(x)` for every `x`: subnormals scaled into the normal range, `log(0) = -inf`,
@@ -182,8 +184,8 @@ fn log_f32<const F: bool>(x: f32) -> f32 {
 
 #[inline(always)]
 fn log_f64<const F: bool>(x: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     let sub = x < f64::MIN_POSITIVE;
     let xs = if sub { x * 4_503_599_627_370_496.0 } else { x }; // 2^52
     let bits = xs.to_bits();
@@ -249,7 +251,7 @@ fn tanh_f64<const F: bool>(x: f64) -> f64 {
     let a = x.abs();
     let y = 2.0 * a.min(20.0);
     let n = (y * std::f64::consts::LOG2_E + ROUND) - ROUND;
-    let r = madd64::<F>(-n, 1.908_214_929_270_587_700_02e-10, madd64::<F>(-n, 6.931_471_803_691_238_164_90e-1, y));
+    let r = madd64::<F>(-n, 1.908_214_929_270_587_7e-10, madd64::<F>(-n, 6.931_471_803_691_238e-1, y));
     let mut q = INV_FACT[13];
     let mut k = 12;
     while k > 1 {
@@ -295,15 +297,7 @@ fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f32::<F>(x))),
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f32::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
-        Fun::Relu => it.for_each(|(d, &x)| {
-            *d = MaybeUninit::new(if x > 0.0 {
-                x
-            } else if x.is_nan() {
-                x
-            } else {
-                0.0
-            })
-        }),
+        Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 || x.is_nan() { x } else { 0.0 })),
     }
 }
 #[inline(always)]
@@ -315,15 +309,7 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f64::<F>(x))),
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f64::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
-        Fun::Relu => it.for_each(|(d, &x)| {
-            *d = MaybeUninit::new(if x > 0.0 {
-                x
-            } else if x.is_nan() {
-                x
-            } else {
-                0.0
-            })
-        }),
+        Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 || x.is_nan() { x } else { 0.0 })),
     }
 }
 

@@ -254,7 +254,7 @@ fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usiz
             let (r0, nrows) = (start / cols, dst.len() / cols);
             // one tile of `small`, transposed (tile row r at r * TILE_COLS): read a column
             // run at a time, then zipped row by row with `full` as the other pairings are
-            let mut tile = vec![small[0]; TILE_ROWS * TILE_COLS];
+            let mut tile = [small[0]; TILE_ROWS * TILE_COLS];
             for tr in (0..nrows).step_by(TILE_ROWS) {
                 let th = (tr + TILE_ROWS).min(nrows) - tr;
                 for tc in (0..cols).step_by(TILE_COLS) {
