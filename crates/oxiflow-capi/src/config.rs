@@ -3,7 +3,7 @@
 
 use crate::session::{device_lines, parse_options, session, OxSession};
 use crate::{guard, opt_str, put, req_str, return_str, slice};
-use oxiflow_core::process_config as pc;
+use oxiflow_core::device::process as pc;
 use oxiflow_core::{OxiflowError, Session};
 use std::ffi::c_char;
 

@@ -2,7 +2,7 @@
 //! [`crate::guard`]), and [`oxf_cuda_status`] says what was found or why nothing was.
 
 use crate::{guard, return_str};
-use oxiflow_core::gpu_provider::gpu_provider;
+use oxiflow_core::device::provider::gpu_provider;
 use std::ffi::c_char;
 
 /// Registers `oxiflow-cuda`'s GPU provider once per process; afterwards one atomic load

@@ -70,8 +70,8 @@ pub(crate) struct Extent {
 }
 
 /// Builds a host tensor from a C array (copied): dense in the order `col_major` gives when
-/// `strides` is null, else element `[i, j, ...]` at `data + i * strides[0] + j * strides[1]
-/// + ...` elements (`ndims` strides, possibly negative: a Julia view or transpose). Every
+/// `strides` is null, else element `[i, j, ...]` at `data + i * strides[0] + j * strides[1] +
+/// ...` elements (`ndims` strides, possibly negative: a Julia view or transpose). Every
 /// element must lie inside `extent` (the buffer the caller owns): an array whose dims or
 /// strides reach past it is refused (InvalidArgument naming both) instead of read.
 pub(crate) fn tensor_from_c(

@@ -164,5 +164,5 @@ pub extern "C" fn oxf_panic_check() -> i32 {
 /// quoting the string when it is malformed.
 #[no_mangle]
 pub extern "C" fn oxf_canonical_device(spec: *const c_char, out: *mut *const c_char) -> i32 {
-    guard(|| return_str(oxiflow_core::device_spec::canonicalize(req_str(spec, "device spec")?)?, out))
+    guard(|| return_str(oxiflow_core::device::spec::canonicalize(req_str(spec, "device spec")?)?, out))
 }

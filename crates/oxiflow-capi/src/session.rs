@@ -121,7 +121,7 @@ pub extern "C" fn oxf_session_new(g: *const OxGraph, options_json: *const c_char
     guard(|| {
         let opts = parse_options(opt_str(options_json, "options")?)?;
         let s = Session::new(graph(g)?.inner.clone(), opts)?;
-        oxiflow_core::process_config::mark_initialized();
+        oxiflow_core::device::process::mark_initialized();
         put(out, SESSIONS.insert(OxSession { inner: s }))
     })
 }

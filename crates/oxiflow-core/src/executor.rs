@@ -255,7 +255,7 @@ impl Derived {
             .iter()
             .map(|step| match &step.kind {
                 StepKind::Op(node) => {
-                    node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).is_none_or(|t| t >= CHECK_MIN_BYTES)
+                    node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).map_or(true, |t| t >= CHECK_MIN_BYTES)
                 }
                 StepKind::Copy { .. } => false,
             })

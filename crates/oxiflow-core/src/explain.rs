@@ -46,7 +46,7 @@ fn origin(graph: &Graph, n: &Node) -> String {
 fn has_gpu_kernel(graph: &Graph, n: &Node) -> bool {
     let ins: Vec<DType> = n.inputs.iter().filter_map(|o| graph.output_type(*o).ok().map(|t| t.dtype)).collect();
     let outs: Vec<DType> = n.outputs.iter().map(|t| t.dtype).collect();
-    n.op.has_kernel("GPU", &ins, &outs)
+    n.op.has_kernel(crate::device::DeviceType::Gpu, &ins, &outs)
 }
 
 fn dtypes(graph: &Graph, n: &Node) -> String {

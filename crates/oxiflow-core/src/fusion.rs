@@ -246,7 +246,7 @@ fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Optio
             // their cluster and units with smaller keys)
             let v = *values.entry(o).or_insert_with(|| {
                 inputs.push(o);
-                b.input(graph.output_type(o).map_or(false, |t| elements(t.shape.dims()) == len))
+                b.input(graph.output_type(o).is_ok_and(|t| elements(t.shape.dims()) == len))
             });
             args.push(v);
         }

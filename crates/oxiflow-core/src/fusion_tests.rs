@@ -291,7 +291,7 @@ fn gpu_ops_stay_unfused_and_cpu_ops_fuse() {
     let x = g.placeholder(DType::Float64, &[8], Some("x")).unwrap();
     let a = g.op("Sin", &[x]).unwrap();
     let b = g.op("Cos", &[a]).unwrap();
-    g.push_device(crate::graph::DeviceScope::Spec(crate::device_spec::DeviceSpec::parse("/cpu:0").unwrap()));
+    g.push_device(crate::graph::DeviceScope::Spec(crate::device::spec::DeviceSpec::parse("/cpu:0").unwrap()));
     let c = g.op("Exp", &[b]).unwrap();
     let d = g.op("Neg", &[c]).unwrap();
     g.pop_device().unwrap();

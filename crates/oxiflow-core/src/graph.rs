@@ -2,7 +2,7 @@
 //! colocation lists and collections; the device, colocation, name and control-dependency
 //! scope stacks that TF's Python `Graph` keeps (`ops.py`).
 
-use crate::device_spec::DeviceSpec;
+use crate::device::spec::DeviceSpec;
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::ops::{self, Attrs, InferCtx, OpDef};

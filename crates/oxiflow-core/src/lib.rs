@@ -2,7 +2,7 @@
 //!
 //! The engine of Oxiflow: a TensorFlow-1.x-style dataflow graph ([`graph::Graph`]) with an
 //! op registry ([`ops`]), static shape inference, device specs and scopes
-//! ([`device_spec`]), a TF-compatible placer, reverse-mode autodiff, a session whose
+//! ([`device::spec`]), a TF-compatible placer, reverse-mode autodiff, a session whose
 //! executor runs nodes on a thread pool across devices, and a profiler that writes TF's
 //! Chrome-trace timeline. See docs/architecture.md for the layers; the Julia package reaches this
 //! crate only through `oxiflow-capi`.
@@ -10,15 +10,12 @@
 pub mod autodiff;
 pub mod builder;
 pub mod device;
-pub mod device_config;
-pub mod device_spec;
 pub mod dtype;
 pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod explain;
 pub mod fusion;
-pub mod gpu_provider;
 pub mod graph;
 pub mod graphviz;
 pub mod host_alloc;
@@ -26,7 +23,6 @@ pub mod intra_op;
 pub mod lbfgs;
 pub mod ops;
 pub mod placer;
-pub mod process_config;
 pub mod profile;
 pub mod session;
 pub mod shape;
@@ -35,7 +31,7 @@ pub mod tensor;
 pub mod timeline;
 pub mod variable_store;
 
-pub use device_spec::DeviceSpec;
+pub use device::spec::DeviceSpec;
 pub use dtype::DType;
 pub use error::{OxiflowError, Result};
 pub use graph::{Graph, NodeId, NodeSpec, Output};

@@ -15,8 +15,8 @@
 //!
 //! Differences from TF, on purpose: device ids order numerically (`GPU:2` before `GPU:10`).
 
-use crate::device::DeviceSet;
-use crate::device_spec::DeviceSpec;
+use crate::device::spec::DeviceSpec;
+use crate::device::{DeviceSet, DeviceType};
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeId};
@@ -43,7 +43,7 @@ struct Placer<'a> {
     devices: &'a DeviceSet,
     soft: bool,
     /// device types in priority order (GPU, CPU, ...)
-    types: Vec<String>,
+    types: Vec<DeviceType>,
     /// device indices in preference order
     order: Vec<usize>,
     /// index into `types` of each device's type
@@ -56,24 +56,24 @@ struct Placer<'a> {
     groups: Vec<Group<'a>>,
 }
 
-fn type_priority(t: &str) -> i32 {
+/// TF's device-type priorities (`DEVICE_GPU` 210 before `DEVICE_CPU` 60).
+fn type_priority(t: DeviceType) -> i32 {
     match t {
-        "GPU" => 210,
-        "CPU" => 60,
-        _ => 50,
+        DeviceType::Gpu => 210,
+        DeviceType::Cpu => 60,
     }
 }
 
 impl<'a> Placer<'a> {
     fn new(graph: &'a Graph, devices: &'a DeviceSet, soft: bool) -> Placer<'a> {
-        let mut types: Vec<String> = Vec::new();
+        let mut types: Vec<DeviceType> = Vec::new();
         for d in &devices.devices {
-            let t = &d.attributes().device_type;
-            if !types.contains(t) {
-                types.push(t.clone());
+            let t = d.attributes().device_type;
+            if !types.contains(&t) {
+                types.push(t);
             }
         }
-        types.sort_by_key(|t| (-type_priority(t), t.clone()));
+        types.sort_by_key(|&t| -type_priority(t));
         let mut order: Vec<usize> = (0..devices.devices.len()).collect();
         order.sort_by_key(|&i| {
             let a = devices.devices[i].attributes();
@@ -122,7 +122,7 @@ impl<'a> Placer<'a> {
         };
         let mut mask = 0;
         for (i, t) in self.types.iter().enumerate() {
-            if n.op.has_kernel(t, &ins, &outs) {
+            if n.op.has_kernel(*t, ins, outs) {
                 mask |= 1 << i;
             }
         }

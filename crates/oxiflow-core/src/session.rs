@@ -3,8 +3,8 @@
 //! `place_pruned_graph`: only the nodes a run needs are placed, so a node that cannot be
 //! placed fails only the runs that need it).
 
+use crate::device::config::{GpuOptions, MemoryStats, CUDA_VISIBLE_DEVICES};
 use crate::device::{emulated_gpus_from_env, DeviceKind, DeviceSet};
-use crate::device_config::{GpuOptions, MemoryStats, CUDA_VISIBLE_DEVICES};
 use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
@@ -100,6 +100,14 @@ pub struct RunOutputs {
     pub step_stats: Option<StepStats>,
 }
 
+/// Why each placed node went where it did, and the colocations soft placement dropped
+/// (the two nodes and the reason).
+type Decisions = (HashMap<NodeId, Decision>, Vec<(NodeId, NodeId, String)>);
+
+/// One unit of a plan before its step is built: its node (the graph's, or a fused one),
+/// data inputs, outputs, and the graph nodes it stands for.
+type UnitStep = (Arc<Node>, Vec<Output>, Vec<Output>, Vec<NodeId>);
+
 /// A session over a shared graph. Safe to use from several threads; runs may overlap.
 pub struct Session {
     graph: Arc<RwLock<Graph>>,
@@ -113,7 +121,7 @@ pub struct Session {
     variables: VariableStore,
     log: Mutex<String>,
     /// Why each placed node went where it did, and colocations dropped by soft placement.
-    decisions: Mutex<(HashMap<NodeId, Decision>, Vec<(NodeId, NodeId, String)>)>,
+    decisions: Mutex<Decisions>,
 }
 
 fn tf_input_name(graph: &Graph, o: Output) -> String {
@@ -143,7 +151,7 @@ impl Session {
             Some(v) => Some(v.clone()),
             None => std::env::var(CUDA_VISIBLE_DEVICES).ok(),
         };
-        let source = crate::gpu_provider::gpu_source(present);
+        let source = crate::device::provider::gpu_source(present);
         let devices = DeviceSet::configured_from(options.cpu_count.unwrap_or(1), source, options.gpu_count, &options.gpu_options, env.as_deref())?;
         // inter_op sizes the worker pool (0: one per core); intra_op tags its workers, so
         // their kernels get that many threads (crate::intra_op). ADCME passes intra for both.
@@ -196,7 +204,7 @@ impl Session {
     /// Errors: an unknown device, a device without an account.
     pub fn memory_stats(&self, device: &str) -> Result<MemoryStats> {
         let spec =
-            crate::device_spec::DeviceSpec::parse(device.trim()).or_else(|_| crate::device_spec::DeviceSpec::parse(&format!("/device:{}", device.trim())))?;
+            crate::device::spec::DeviceSpec::parse(device.trim()).or_else(|_| crate::device::spec::DeviceSpec::parse(&format!("/device:{}", device.trim())))?;
         let d =
             self.devices.devices.iter().find(|d| spec.matches(&d.attributes().spec) && spec.device_type.is_some() && spec.id.is_some()).ok_or_else(|| {
                 OxiflowError::InvalidArgument(format!("unknown device '{device}': the session's devices are [ {} ]", self.devices.sorted_names().join(", ")))
@@ -320,7 +328,7 @@ impl Session {
             Fusion { clusters: Vec::new(), order: needed.iter().map(|&id| Unit::Node(id)).collect() }
         };
         // each unit's step: its node (the graph's, or a fused one), data inputs, outputs
-        let mut units: Vec<(Arc<Node>, Vec<Output>, Vec<Output>, Vec<NodeId>)> = Vec::with_capacity(fusion.order.len());
+        let mut units: Vec<UnitStep> = Vec::with_capacity(fusion.order.len());
         let mut clusters: Vec<Option<Cluster>> = fusion.clusters.into_iter().map(Some).collect();
         for u in &fusion.order {
             match *u {

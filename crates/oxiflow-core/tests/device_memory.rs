@@ -4,9 +4,9 @@
 //! thread counts, and `explain_placement`. Oracles: TF's documented behaviour
 //! (tf-placement.md §3, §6) and byte counts computed from the tensors' sizes.
 
-use oxiflow_core::device_config::GpuOptions;
+use oxiflow_core::device::config::GpuOptions;
+use oxiflow_core::device::process as pc;
 use oxiflow_core::graph::{DeviceScope, NodeDef};
-use oxiflow_core::process_config as pc;
 use oxiflow_core::timeline::ProfileSummary;
 use oxiflow_core::{DeviceSpec, Graph, Output, OxiflowError, Session, SessionOptions, Tensor};
 use std::sync::{Arc, Mutex, RwLock};
@@ -40,7 +40,7 @@ fn gpus_of(s: &Session) -> Vec<(String, String, u64)> {
     s.devices()
         .devices
         .iter()
-        .filter(|d| d.attributes().device_type == "GPU")
+        .filter(|d| d.attributes().device_type == oxiflow_core::device::DeviceType::Gpu)
         .map(|d| (d.attributes().name.clone(), d.attributes().description.clone(), d.memory().map(|m| m.stats().bytes_limit).unwrap_or(0)))
         .collect()
 }
@@ -235,7 +235,7 @@ fn cuda_visible_devices_and_visible_device_list_select_and_order_gpus() {
 
 #[test]
 fn cuda_visible_devices_selects_gpus_by_uuid_and_descriptions_show_it() {
-    use oxiflow_core::device_config::emulated_gpu_uuid;
+    use oxiflow_core::device::config::emulated_gpu_uuid;
     let g = Arc::new(RwLock::new(Graph::new()));
     // physical 2 by a UUID prefix, then physical 0 by index
     let s = Session::new(g.clone(), opts(3).with_cuda(Some(&format!("{},0", &emulated_gpu_uuid(2)[..13])))).unwrap();
@@ -262,7 +262,7 @@ fn virtual_gpus_and_logical_cpus() {
     let limits: Vec<u64> = gpus.iter().map(|d| d.2).collect();
     assert_eq!(limits, vec![100 * MIB, 200 * MIB, 16 * GIB - 1536 * MIB]);
     assert!(gpus[1].1.contains("emulated:0") && gpus[2].1.contains("emulated:1"));
-    assert_eq!(s.devices().devices.iter().filter(|d| d.attributes().device_type == "CPU").count(), 2);
+    assert_eq!(s.devices().devices.iter().filter(|d| d.attributes().device_type == oxiflow_core::device::DeviceType::Cpu).count(), 2);
     let mut o = opts(1);
     o.gpu_options.virtual_devices_mb = vec![vec![100]];
     o.gpu_options.per_process_gpu_memory_fraction = Some(0.5);
@@ -354,7 +354,8 @@ fn process_wide_settings_are_session_defaults_and_freeze_at_initialization() {
     // memory growth on two (emulated, physical) GPUs: it must be the same on both
     std::env::set_var("OXIFLOW_EMULATED_GPUS", "2");
     let r = std::panic::catch_unwind(|| {
-        let gpus: Vec<String> = pc::physical_devices().unwrap().into_iter().filter(|d| d.device_type == "GPU").map(|d| d.name).collect();
+        let gpus: Vec<String> =
+            pc::physical_devices().unwrap().into_iter().filter(|d| d.device_type == oxiflow_core::device::DeviceType::Gpu).map(|d| d.name).collect();
         assert_eq!(gpus, ["/physical_device:GPU:0", "/physical_device:GPU:1"]);
         pc::set_memory_growth(&gpus[0], true).unwrap();
         assert!(pc::memory_growth(&gpus[0]).unwrap() && !pc::memory_growth(&gpus[1]).unwrap());

@@ -4,7 +4,7 @@
 //! makes the parser panic. Each property runs `OXIFLOW_FUZZ_CASES` cases (100,000 by
 //! default; `make fuzz` runs more).
 
-use oxiflow_core::device_spec::{canonicalize, DeviceSpec};
+use oxiflow_core::device::spec::{canonicalize, DeviceSpec};
 use proptest::prelude::*;
 
 fn ident() -> impl Strategy<Value = String> {

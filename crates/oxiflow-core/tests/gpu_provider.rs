@@ -9,8 +9,8 @@
 //! The provider is process-wide, so this file is its own test binary.
 
 use oxiflow_core::autodiff::gradients;
+use oxiflow_core::device::provider::{gpu_provider, gpu_source, set_gpu_provider, GpuProvider, GpuSource, PhysicalGpu};
 use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime};
-use oxiflow_core::gpu_provider::{gpu_provider, gpu_source, set_gpu_provider, GpuProvider, GpuSource, PhysicalGpu};
 use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::ops::{KernelCtx, Outputs};
 use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
@@ -132,7 +132,7 @@ impl GpuProvider for FakeProvider {
             attrs: DeviceAttributes {
                 name: spec.to_string(),
                 spec,
-                device_type: "GPU".into(),
+                device_type: oxiflow_core::device::DeviceType::Gpu,
                 kind: DeviceKind::CudaGpu,
                 description: format!("device: {index}, name: {}, pci bus id: {}, memory limit: {limit} bytes", g.name, g.pci_bus_id),
             },

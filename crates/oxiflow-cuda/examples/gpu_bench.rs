@@ -103,7 +103,7 @@ fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::
 
 fn main() {
     let reason = oxiflow_cuda::provider::register();
-    let Some(p) = oxiflow_core::gpu_provider::gpu_provider().filter(|p| !p.gpus().is_empty()) else {
+    let Some(p) = oxiflow_core::device::provider::gpu_provider().filter(|p| !p.gpus().is_empty()) else {
         println!("gpu_bench: no GPU ({}); nothing measured", reason.unwrap_or_default());
         return;
     };

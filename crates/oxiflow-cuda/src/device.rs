@@ -270,7 +270,7 @@ impl CudaDevice {
             memory: TensorMemory::new(&name, limit, allow_growth),
             attrs: DeviceAttributes {
                 spec,
-                device_type: "GPU".into(),
+                device_type: oxiflow_core::device::DeviceType::Gpu,
                 kind: DeviceKind::CudaGpu,
                 description: format!("{description}, memory limit: {limit} bytes"),
                 name: name.clone(),

@@ -7,7 +7,7 @@
 
 use crate::probe::{driver_status, DriverStatus};
 use cudarc::driver::{result, sys};
-use oxiflow_core::gpu_provider::PhysicalGpu;
+use oxiflow_core::device::provider::PhysicalGpu;
 
 /// The GPUs the driver shows, or why there are none.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,7 +11,7 @@
 //!   UUID) and TF's device description.
 //! - [`device`]: [`device::CudaDevice`], tensors resident in device memory, a compute and a
 //!   copy stream, kernels launched by op.
-//! - [`provider`]: registers the real GPUs with the core (`oxiflow_core::gpu_provider`).
+//! - [`provider`]: registers the real GPUs with the core (`oxiflow_core::device::provider`).
 //! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC, cached on disk and loaded
 //!   into a context; the entries the op registry calls for.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.

@@ -55,13 +55,13 @@ fn gpu() -> Option<Gpu> {
     let ctx = CudaContext::new(0).expect("CUDA context on GPU 0");
     let (major, minor) = ctx.compute_capability().expect("compute capability");
     let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernels/");
     let modules = ["shape.cu", "index.cu"]
         .iter()
         .map(|file| {
-            let src = std::fs::read_to_string(format!("{root}{file}")).expect("kernel source");
+            // the source the library compiles (prelude included)
+            let src = oxiflow_cuda::kernels::KERNEL_FILES.iter().find(|f| f.name == *file).expect("kernel file").source;
             let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some((*file).into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).unwrap_or_else(|e| panic!("NVRTC {file} for {arch}: {e:?}"));
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).unwrap_or_else(|e| panic!("NVRTC {file} for {arch}: {e:?}"));
             ctx.load_module(ptx).unwrap_or_else(|e| panic!("loading {file}: {e}"))
         })
         .collect();

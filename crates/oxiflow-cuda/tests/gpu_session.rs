@@ -5,8 +5,8 @@
 //! was skipped and returns.
 
 use oxiflow_core::autodiff::gradients;
+use oxiflow_core::device::config::GpuOptions;
 use oxiflow_core::device::DeviceKind;
-use oxiflow_core::device_config::GpuOptions;
 use oxiflow_core::graph::{DeviceScope, NodeDef};
 use oxiflow_core::{DeviceSpec, Graph, Layout, Output, Session, SessionOptions, Tensor};
 use std::sync::{Arc, RwLock};
@@ -16,7 +16,7 @@ const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
 /// `true` when a real GPU is present (the provider is registered either way).
 fn gpu() -> bool {
     let reason = oxiflow_cuda::provider::register();
-    match oxiflow_core::gpu_provider::gpu_provider() {
+    match oxiflow_core::device::provider::gpu_provider() {
         Some(p) if !p.gpus().is_empty() => true,
         _ => {
             println!("skipped: no CUDA GPU ({})", reason.unwrap_or_default());

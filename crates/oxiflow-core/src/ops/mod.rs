@@ -2,6 +2,7 @@
 //! `state.rs`, ...): signature, shape function, CPU kernel, which dtypes have a GPU kernel,
 //! and gradient. `docs/adding-an-op.md` is the recipe.
 
+use crate::device::DeviceType;
 use crate::dtype::DType;
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, Node, NodeId, Output, TensorType};
@@ -404,17 +405,16 @@ impl OpDef {
         }
     }
 
-    /// Whether a kernel exists for `device_type` (`"CPU"`, `"GPU"`) given the node's input
+    /// Whether a kernel exists for `device_type` given the node's input
     /// and output dtypes. CPU has every kernel.
-    pub fn has_kernel(&self, device_type: &str, input_dtypes: &[DType], output_dtypes: &[DType]) -> bool {
+    pub fn has_kernel(&self, device_type: DeviceType, input_dtypes: &[DType], output_dtypes: &[DType]) -> bool {
         match device_type {
-            "CPU" => true,
-            "GPU" => match self.gpu {
+            DeviceType::Cpu => true,
+            DeviceType::Gpu => match self.gpu {
                 GpuSupport::None => false,
                 GpuSupport::Any => true,
                 GpuSupport::Types(ts) => input_dtypes.iter().chain(output_dtypes).all(|d| ts.contains(d)),
             },
-            _ => false,
         }
     }
 }

@@ -84,14 +84,14 @@ fn kernels_compile_with_nvrtc_and_export_every_entry() {
         println!("skipped: libnvrtc.so.13 cannot be loaded ({e}); set LD_LIBRARY_PATH to the nvidia-cuda-nvrtc lib folder");
         return;
     }
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernels/");
     let required = required_entries();
     for arch in ["compute_80", "compute_90"] {
         let mut found = Vec::new();
         for file in ["shape.cu", "index.cu"] {
-            let src = std::fs::read_to_string(format!("{root}{file}")).expect("kernel source");
+            // the source the library compiles (prelude included)
+            let src = crate::kernels::KERNEL_FILES.iter().find(|f| f.name == file).expect("kernel file").source;
             let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some(file.into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).unwrap_or_else(|e| panic!("{file} for {arch}: {e:?}")).to_src();
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).unwrap_or_else(|e| panic!("{file} for {arch}: {e:?}")).to_src();
             for e in &required {
                 if ptx.contains(&format!(".entry {e}(")) {
                     let size = param0_size(&ptx, e).unwrap_or_else(|| panic!("{e}: no metadata parameter in the PTX"));

@@ -1,16 +1,53 @@
 //! Devices: the [`Device`] trait through which the engine runs kernels and moves tensors,
-//! the host CPU device, and emulated GPUs (docs/architecture.md, docs/gpu.md).
+//! the host CPU device, and emulated GPUs (docs/architecture.md, docs/gpu.md). Around them:
+//! - [`spec`]: device names (TF's `DeviceNameUtils`, `DeviceSpec`);
+//! - [`config`]: `CUDA_VISIBLE_DEVICES`, GPU memory options and per-device memory accounts;
+//! - [`process`]: the process-wide `tf.config` settings;
+//! - [`provider`]: the hook through which `oxiflow-cuda` supplies real GPUs.
 
-use crate::device_config::{MemoryAccount, MemoryStats};
-use crate::device_spec::DeviceSpec;
+pub mod config;
+pub mod process;
+pub mod provider;
+pub mod spec;
+
 use crate::error::{OxiflowError, Result};
-use crate::gpu_provider::GpuSource;
 use crate::ops::{GpuSupport, KernelCtx, Outputs};
 use crate::tensor::Tensor;
+use config::{MemoryAccount, MemoryStats};
+use provider::GpuSource;
+use spec::DeviceSpec;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// The type of device kernels are registered for (TF's `DeviceType`, `DEVICE_CPU` and
+/// `DEVICE_GPU`); printed as in device names (`CPU`, `GPU`). A device *string* may name any
+/// type (`/device:TPU:0` parses, as in TF, and then matches no device); a device that
+/// exists is one of these.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceType {
+    /// The host CPU (`DEVICE_CPU`): every op has a kernel.
+    Cpu,
+    /// A GPU, real or emulated (`DEVICE_GPU`): ops whose `OpDef::gpu` covers the dtypes.
+    Gpu,
+}
+
+impl DeviceType {
+    /// `"CPU"` or `"GPU"`, as device names spell the type.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeviceType::Cpu => "CPU",
+            DeviceType::Gpu => "GPU",
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What a device is, physically.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -31,7 +68,7 @@ pub struct DeviceAttributes {
     pub name: String,
     pub spec: DeviceSpec,
     /// `CPU` or `GPU` (what kernels are registered for).
-    pub device_type: String,
+    pub device_type: DeviceType,
     pub kind: DeviceKind,
     /// TF's `physical_device_desc` (`device: 0, name: emulated GPU (host memory), ...`).
     pub description: String,
@@ -205,7 +242,7 @@ impl CpuDevice {
     /// `/job:localhost/replica:0/task:0/device:CPU:<id>`.
     pub fn new(id: u32) -> CpuDevice {
         let spec = DeviceSpec::local("CPU", id);
-        CpuDevice { attrs: DeviceAttributes { name: spec.to_string(), spec, device_type: "CPU".into(), kind: DeviceKind::Cpu, description: String::new() } }
+        CpuDevice { attrs: DeviceAttributes { name: spec.to_string(), spec, device_type: DeviceType::Cpu, kind: DeviceKind::Cpu, description: String::new() } }
     }
 }
 
@@ -240,7 +277,7 @@ impl EmulatedGpu {
     /// `/job:localhost/replica:0/task:0/device:GPU:<id>` on physical emulated GPU `id`,
     /// with the default memory limit (see [`DeviceSet::configured`] for the options).
     pub fn new(id: u32) -> EmulatedGpu {
-        let limit = crate::device_config::memory_limit(emulated_gpu_memory().unwrap_or(DEFAULT_EMULATED_GPU_MEMORY), None).unwrap_or(0);
+        let limit = crate::device::config::memory_limit(emulated_gpu_memory().unwrap_or(DEFAULT_EMULATED_GPU_MEMORY), None).unwrap_or(0);
         EmulatedGpu::with_memory(id, id as usize, id as usize, limit, false)
     }
 
@@ -254,11 +291,11 @@ impl EmulatedGpu {
             attrs: DeviceAttributes {
                 name,
                 spec,
-                device_type: "GPU".into(),
+                device_type: DeviceType::Gpu,
                 kind: DeviceKind::EmulatedGpu,
                 description: format!(
                     "device: {visible}, name: Oxiflow emulated GPU (host memory, CPU kernels), pci bus id: emulated:{physical}, uuid: {}, memory limit: {limit} bytes",
-                    crate::device_config::emulated_gpu_uuid(physical)
+                    crate::device::config::emulated_gpu_uuid(physical)
                 ),
             },
             copied: AtomicUsize::new(0),
@@ -398,7 +435,7 @@ impl DeviceSet {
         cpus: usize,
         physical_gpus: usize,
         max_gpus: Option<usize>,
-        opts: &crate::device_config::GpuOptions,
+        opts: &crate::device::config::GpuOptions,
         cuda_visible: Option<&str>,
     ) -> Result<DeviceSet> {
         DeviceSet::configured_from(cpus, GpuSource::Emulated(physical_gpus), max_gpus, opts, cuda_visible)
@@ -411,10 +448,10 @@ impl DeviceSet {
         cpus: usize,
         source: GpuSource,
         max_gpus: Option<usize>,
-        opts: &crate::device_config::GpuOptions,
+        opts: &crate::device::config::GpuOptions,
         cuda_visible: Option<&str>,
     ) -> Result<DeviceSet> {
-        use crate::device_config::{cuda_visible_devices, memory_limit, session_gpus};
+        use crate::device::config::{cuda_visible_devices, memory_limit, session_gpus};
         let (visible, warnings) = match source {
             GpuSource::Emulated(n) => {
                 let v = cuda_visible_devices(cuda_visible, n);
@@ -499,6 +536,6 @@ impl DeviceSet {
 
     /// `true` when some device is a GPU (real or emulated).
     pub fn has_gpu(&self) -> bool {
-        self.devices.iter().any(|d| d.attributes().device_type == "GPU")
+        self.devices.iter().any(|d| d.attributes().device_type == DeviceType::Gpu)
     }
 }

@@ -9,8 +9,8 @@
 //! Physical devices are `/physical_device:CPU:0` and `/physical_device:GPU:k` for each GPU
 //! `CUDA_VISIBLE_DEVICES` shows (emulated GPUs, `OXIFLOW_EMULATED_GPUS=N`, count as physical).
 
-use crate::device::emulated_gpus_from_env;
-use crate::device_config::{cuda_visible_devices, GpuOptions, CUDA_VISIBLE_DEVICES};
+use crate::device::config::{cuda_visible_devices, GpuOptions, CUDA_VISIBLE_DEVICES};
+use crate::device::{emulated_gpus_from_env, DeviceType};
 use crate::error::{OxiflowError, Result};
 use crate::session::SessionOptions;
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ struct ProcessConfig {
     virtual_gpus: BTreeMap<usize, Vec<u64>>,
     /// `set_visible_devices`: the visible physical devices as (type, index), in the order
     /// TF keeps them; `None`: every physical device.
-    visible: Option<Vec<(String, usize)>>,
+    visible: Option<Vec<(DeviceType, usize)>>,
     initialized: bool,
 }
 
@@ -51,7 +51,7 @@ pub struct PhysicalDevice {
     /// `/physical_device:GPU:0`
     pub name: String,
     /// `CPU` or `GPU`
-    pub device_type: String,
+    pub device_type: DeviceType,
     /// Index among the devices of its type (for a GPU: the CUDA-visible index).
     pub index: usize,
     /// For a GPU, the physical (emulated) GPU behind it, after `CUDA_VISIBLE_DEVICES`.
@@ -63,23 +63,23 @@ pub struct PhysicalDevice {
 
 /// `tf.config.list_physical_devices()`: CPU:0 then the GPUs `CUDA_VISIBLE_DEVICES` shows,
 /// in its order (indices or UUIDs), each GPU with its UUID: emulated GPUs, or else the real
-/// ones of [`crate::gpu_provider`] (the driver applied `CUDA_VISIBLE_DEVICES` to those).
+/// ones of [`crate::device::provider`] (the driver applied `CUDA_VISIBLE_DEVICES` to those).
 /// Errors: a bad `OXIFLOW_EMULATED_GPUS` or `CUDA_VISIBLE_DEVICES` entry.
 pub fn physical_devices() -> Result<Vec<PhysicalDevice>> {
     let present = emulated_gpus_from_env()?;
     let env = std::env::var(CUDA_VISIBLE_DEVICES).ok();
-    let source = crate::gpu_provider::gpu_source(present);
+    let source = crate::device::provider::gpu_source(present);
     let visible = match source {
-        crate::gpu_provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n).ids,
-        crate::gpu_provider::GpuSource::Real(p) => (0..p.gpus().len()).collect(),
+        crate::device::provider::GpuSource::Emulated(n) => cuda_visible_devices(env.as_deref(), n).ids,
+        crate::device::provider::GpuSource::Real(p) => (0..p.gpus().len()).collect(),
     };
-    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: "CPU".into(), index: 0, physical: 0, uuid: None }];
+    let mut v = vec![PhysicalDevice { name: "/physical_device:CPU:0".into(), device_type: DeviceType::Cpu, index: 0, physical: 0, uuid: None }];
     for (k, &p) in visible.iter().enumerate() {
         let uuid = Some(match source {
-            crate::gpu_provider::GpuSource::Emulated(_) => crate::device_config::emulated_gpu_uuid(p),
-            crate::gpu_provider::GpuSource::Real(r) => r.gpus()[p].uuid.clone(),
+            crate::device::provider::GpuSource::Emulated(_) => crate::device::config::emulated_gpu_uuid(p),
+            crate::device::provider::GpuSource::Real(r) => r.gpus()[p].uuid.clone(),
         });
-        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: "GPU".into(), index: k, physical: p, uuid });
+        v.push(PhysicalDevice { name: format!("/physical_device:GPU:{k}"), device_type: DeviceType::Gpu, index: k, physical: p, uuid });
     }
     Ok(v)
 }
@@ -129,7 +129,7 @@ pub fn log_device_placement() -> bool {
 /// devices configured on it, the runtime already initialized, an unknown device.
 pub fn set_memory_growth(device: &str, on: bool) -> Result<()> {
     let d = physical(device)?;
-    if d.device_type != "GPU" {
+    if d.device_type != DeviceType::Gpu {
         return Err(OxiflowError::InvalidArgument(format!("Cannot set memory growth on non-GPU devices ({})", d.name)));
     }
     with(|c| {
@@ -151,7 +151,7 @@ pub fn memory_growth(device: &str) -> Result<bool> {
 /// `tf.config.gpu.set_per_process_memory_fraction(f)` (TF 2.0's API; TF1's
 /// `per_process_gpu_memory_fraction`): each GPU's limit is `f` of its memory. `0 < f <= 1`.
 pub fn set_memory_fraction(f: f64) -> Result<()> {
-    crate::device_config::memory_limit(1 << 30, Some(f))?;
+    crate::device::config::memory_limit(1 << 30, Some(f))?;
     with(|c| {
         check_not_initialized(c, "Physical devices")?;
         c.memory_fraction = Some(f);
@@ -199,7 +199,7 @@ pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceCo
     check_logical_device_count(configs.len(), &d.name)?;
     with(|c| {
         check_not_initialized(c, "Virtual devices")?;
-        if d.device_type == "CPU" {
+        if d.device_type == DeviceType::Cpu {
             if configs.iter().any(|x| x.memory_limit_mb.is_some()) {
                 return Err(OxiflowError::InvalidArgument("Setting memory limit on CPU virtual devices is currently not supported".into()));
             }
@@ -225,7 +225,7 @@ pub fn set_logical_device_configuration(device: &str, configs: &[LogicalDeviceCo
 pub fn logical_device_configuration(device: &str) -> Result<Vec<LogicalDeviceConfiguration>> {
     let d = physical(device)?;
     Ok(with(|c| {
-        if d.device_type == "CPU" {
+        if d.device_type == DeviceType::Cpu {
             vec![LogicalDeviceConfiguration::default(); c.logical_cpus.unwrap_or(0)]
         } else {
             c.virtual_gpus.get(&d.index).map(|v| v.iter().map(|&mb| LogicalDeviceConfiguration { memory_limit_mb: Some(mb) }).collect()).unwrap_or_default()
@@ -233,8 +233,8 @@ pub fn logical_device_configuration(device: &str) -> Result<Vec<LogicalDeviceCon
     }))
 }
 
-fn key(d: &PhysicalDevice) -> (String, usize) {
-    (d.device_type.clone(), d.index)
+fn key(d: &PhysicalDevice) -> (DeviceType, usize) {
+    (d.device_type, d.index)
 }
 
 /// The visible physical devices among `phys` under `c`'s setting, in TF's list order.
@@ -265,7 +265,7 @@ pub fn set_visible_devices(devices: &[&str], device_type: Option<&str>) -> Resul
     for &name in devices {
         let d = physical(name)?;
         if let Some(t) = &device_type {
-            if &d.device_type != t {
+            if d.device_type.as_str() != t {
                 return Err(OxiflowError::InvalidArgument(format!("Unrecognized device: {name} (it is a {} device, not {t})", d.device_type)));
             }
         }
@@ -276,7 +276,7 @@ pub fn set_visible_devices(devices: &[&str], device_type: Option<&str>) -> Resul
     with(|c| {
         let current = visible_of(c, &phys);
         let mut new: Vec<PhysicalDevice> = match &device_type {
-            Some(t) => current.iter().filter(|d| &d.device_type != t).cloned().collect(),
+            Some(t) => current.iter().filter(|d| d.device_type.as_str() != t).cloned().collect(),
             None => Vec::new(),
         };
         new.extend(chosen);
@@ -284,7 +284,7 @@ pub fn set_visible_devices(devices: &[&str], device_type: Option<&str>) -> Resul
             return Ok(());
         }
         check_not_initialized(c, "Visible devices")?;
-        if !new.iter().any(|d| d.device_type == "CPU") {
+        if !new.iter().any(|d| d.device_type == DeviceType::Cpu) {
             return Err(OxiflowError::InvalidArgument(
                 "No CPU devices are available in this process: set_visible_devices must keep /physical_device:CPU:0 visible".into(),
             ));
@@ -301,7 +301,7 @@ pub fn visible_devices(device_type: Option<&str>) -> Result<Vec<PhysicalDevice>>
     let phys = physical_devices()?;
     let all = with(|c| visible_of(c, &phys));
     Ok(match device_type.map(|t| t.trim().to_ascii_uppercase()) {
-        Some(t) => all.into_iter().filter(|d| d.device_type == t).collect(),
+        Some(t) => all.into_iter().filter(|d| d.device_type.as_str() == t).collect(),
         None => all,
     })
 }
@@ -335,14 +335,14 @@ impl SessionOptions {
         // the visible GPUs' indices, in physical order (TF's `_compute_gpu_options`)
         let visible_gpus: Option<Vec<usize>> = c.visible.as_ref().map(|_| {
             let vis = visible_of(&c, &phys);
-            phys.iter().filter(|d| d.device_type == "GPU" && vis.contains(d)).map(|d| d.index).collect()
+            phys.iter().filter(|d| d.device_type == DeviceType::Gpu && vis.contains(d)).map(|d| d.index).collect()
         });
         // TF: every visible GPU's setting, unset ones being false, must agree
         let growth: Vec<bool> = match &visible_gpus {
             _ if c.memory_growth.is_empty() => Vec::new(),
             Some(v) => v.iter().map(|k| c.memory_growth.get(k).copied().unwrap_or(false)).collect(),
             None => {
-                let gpus = phys.iter().filter(|d| d.device_type == "GPU").count();
+                let gpus = phys.iter().filter(|d| d.device_type == DeviceType::Gpu).count();
                 (0..gpus.max(c.memory_growth.keys().last().map_or(0, |k| k + 1))).map(|k| c.memory_growth.get(&k).copied().unwrap_or(false)).collect()
             }
         };
