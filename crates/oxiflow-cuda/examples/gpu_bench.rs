@@ -88,7 +88,7 @@ fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::
         })
         .collect();
     let outs: Vec<Buf> = node.outputs.iter().map(|t| buf(stream, t.dtype, t.shape.dims())).collect();
-    let f = launcher(node.op.name).expect("launcher");
+    let f = launcher(node.op).expect("launcher");
     let function = |e: &str| lib.function(e);
     let scratch = |n: usize| -> oxiflow_cuda::CudaResult<Box<dyn Scratch>> {
         let s = stream.alloc_zeros::<u8>(n.max(1)).unwrap();

@@ -10,7 +10,7 @@
 //! - Copies are synchronous for the caller (`copy_from` returns once the data is on the
 //!   device; `to_host` once it is on the host), so a `_Send`/`_Recv` pair behaves as on
 //!   the emulated GPU. Overlapping copies with compute is left for later (see docs/gpu.md).
-//! - Ops in [`DEVICE_HANDLED`] run without a kernel (aliasing, state); every other op goes
+//! - Ops launched as `GpuLaunch::DeviceHandled` run without a kernel (aliasing, state); every other op goes
 //!   through its [`launch::launcher`].
 //! - A traced run times kernels with CUDA events around each launch, mapped onto the host
 //!   clock through an anchor event ([`Device::take_kernel_times`]), as TF's GPU tracer does.
@@ -20,7 +20,7 @@
 
 use crate::allocator::{Allocator, Block, RawMemory};
 use crate::error::{CudaError, CudaResult};
-use crate::launch::{self, DevArg, LaunchCtx, Scratch, DEVICE_HANDLED};
+use crate::launch::{self, DevArg, LaunchCtx, Scratch};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime, TensorMemory};
 use oxiflow_core::graph::NodeId;
@@ -369,7 +369,7 @@ impl CudaDevice {
 
     fn launched(&self, ctx: &KernelCtx) -> Result<Outputs> {
         let node = ctx.node;
-        let f = launch::launcher(node.op.name).ok_or_else(|| {
+        let f = launch::launcher(node.op).ok_or_else(|| {
             CudaError::Unsupported(format!(
                 "{} '{}' has no CUDA kernel on {} (docs/gpu.md lists the ops that have one)",
                 node.op.name, node.name, self.attrs.name
@@ -436,7 +436,7 @@ impl Device for CudaDevice {
         // Inputs arrive resident (the executor copies at device edges); make sure anyway.
         let inputs: Vec<Tensor> = ctx.inputs.iter().map(|t| self.resident(t)).collect::<Result<_>>()?;
         let rctx = KernelCtx { node: ctx.node, inputs: &inputs, state: ctx.state };
-        let outs = if DEVICE_HANDLED.contains(&ctx.node.op.name) { self.handled(&rctx)? } else { self.launched(&rctx)? };
+        let outs = if ctx.node.op.launch == oxiflow_core::ops::GpuLaunch::DeviceHandled { self.handled(&rctx)? } else { self.launched(&rctx)? };
         self.memory.allocate(&outs)?;
         Ok(outs)
     }

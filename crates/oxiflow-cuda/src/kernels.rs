@@ -15,10 +15,10 @@
 //!   GPU kernel flag, for each GPU dtype), which the compile test checks against the PTX.
 
 use crate::error::{CudaError, CudaResult};
-use crate::launch::{dtype_suffix, entry_name, DEVICE_HANDLED};
+use crate::launch::{dtype_suffix, entry_name};
 use crate::probe::{nvrtc_status, LibStatus};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use oxiflow_core::ops::{lookup, registered, GpuSupport};
+use oxiflow_core::ops::{lookup, registered, GpuLaunch, GpuSupport, OpDef};
 use oxiflow_core::DType;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,10 +38,6 @@ include!(concat!(env!("OUT_DIR"), "/kernel_files.rs"));
 /// NVRTC options besides the architecture: C++17, and functions are `__device__` unless
 /// marked otherwise.
 pub const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "-default-device"];
-
-/// Ops computed by cuBLAS (plus helper kernels of `binary.cu` for broadcast batches): they
-/// need a launcher but have no entry of their own in `kernels/`.
-pub const CUBLAS_OPS: &[&str] = &["MatMul", "BatchMatMulV2"];
 
 /// The virtual architecture NVRTC targets for compute capability `major.minor`
 /// (`(9, 0)` -> `compute_90`).
@@ -260,54 +256,72 @@ fn driver_error(ctx: &CudaContext, call: &str, e: cudarc::driver::DriverError) -
 pub struct RequiredEntry {
     /// Op type (`RealDiv`).
     pub op: &'static str,
+    /// The op's launch family (what the entry's parameters are).
+    pub launch: GpuLaunchKey,
     /// Entry name (`real_div_f32`; `cast_f32_f64` for `Cast`).
     pub entry: String,
 }
 
-/// Comparisons: their GPU dtype list holds Bool only as the output's dtype.
-const COMPARISONS: &[&str] = &["Equal", "Greater", "GreaterEqual", "Less", "LessEqual"];
+/// [`GpuLaunch`] made orderable, so that [`RequiredEntry`] sorts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GpuLaunchKey(pub GpuLaunch);
+
+impl PartialOrd for GpuLaunchKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for GpuLaunchKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0 as u8).cmp(&(other.0 as u8))
+    }
+}
 
 /// The dtypes an op's kernel entries are named by, from its GPU flag: every dtype for
-/// `GpuSupport::Any`, the listed ones for `Types` (without Bool for comparisons, whose
-/// Bool is the result). Empty for ops without a GPU kernel.
-pub fn entry_dtypes(op: &str, gpu: GpuSupport) -> Vec<DType> {
-    match gpu {
+/// `GpuSupport::Any`, the listed ones for `Types`, except `Bool` for the binary family,
+/// whose entries are named by the operands' dtype (a comparison's `Bool` is its result).
+/// Empty for ops without a GPU kernel.
+pub fn entry_dtypes(def: &OpDef) -> Vec<DType> {
+    match def.gpu {
         GpuSupport::None => vec![],
         GpuSupport::Any => DType::ALL.to_vec(),
-        GpuSupport::Types(ts) => ts.iter().copied().filter(|&d| !(d == DType::Bool && COMPARISONS.contains(&op))).collect(),
+        GpuSupport::Types(ts) => ts.iter().copied().filter(|&d| !(d == DType::Bool && def.launch == GpuLaunch::Binary)).collect(),
     }
 }
 
 /// Every kernel entry the registry calls for: for each registered op with a GPU kernel
-/// flag, except [`DEVICE_HANDLED`] and [`CUBLAS_OPS`], `{op}_{dtype}` for each of its
-/// [`entry_dtypes`]; `Cast` has `cast_{src}_{dst}` for each pair of its dtypes. Sorted.
+/// flag that is launched (not [`GpuLaunch::DeviceHandled`]) and not computed by cuBLAS
+/// ([`GpuLaunch::CuBlas`]), `{op}_{dtype}` for each of its [`entry_dtypes`]; `Cast` has
+/// `cast_{src}_{dst}` for each pair of its dtypes. Sorted.
 pub fn required_entries() -> Vec<RequiredEntry> {
     let mut out = Vec::new();
     for op in registered() {
-        if DEVICE_HANDLED.contains(&op) || CUBLAS_OPS.contains(&op) {
+        let Ok(def) = lookup(op) else { continue };
+        if matches!(def.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::CuBlas) {
             continue;
         }
-        let Ok(def) = lookup(op) else { continue };
-        let dts = entry_dtypes(op, def.gpu);
+        let launch = GpuLaunchKey(def.launch);
+        let dts = entry_dtypes(def);
         if op == "Cast" {
             for &s in &dts {
                 for &d in &dts {
-                    out.push(RequiredEntry { op, entry: format!("cast_{}_{}", dtype_suffix(s), dtype_suffix(d)) });
+                    out.push(RequiredEntry { op, launch, entry: format!("cast_{}_{}", dtype_suffix(s), dtype_suffix(d)) });
                 }
             }
             continue;
         }
         for d in dts {
-            out.push(RequiredEntry { op, entry: entry_name(op, d) });
+            out.push(RequiredEntry { op, launch, entry: entry_name(op, d) });
         }
     }
     out.sort();
     out
 }
 
-/// Ops with a GPU kernel flag that need a launcher (every one but [`DEVICE_HANDLED`]).
-pub fn ops_needing_launchers() -> Vec<&'static str> {
-    registered().into_iter().filter(|op| !DEVICE_HANDLED.contains(op)).filter(|op| lookup(op).is_ok_and(|d| !matches!(d.gpu, GpuSupport::None))).collect()
+/// Ops with a GPU kernel that need a launcher: every one the device does not run itself
+/// ([`GpuLaunch::DeviceHandled`]).
+pub fn ops_needing_launchers() -> Vec<&'static OpDef> {
+    registered().into_iter().filter_map(|op| lookup(op).ok()).filter(|d| !matches!(d.launch, GpuLaunch::None | GpuLaunch::DeviceHandled)).collect()
 }
 
 impl crate::device::KernelLookup for KernelLibrary {

@@ -125,7 +125,7 @@ impl Gpu {
         };
         let ctx = LaunchCtx { device: DEVICE, stream: &self.stream, function: &function, blas: None, scratch: &scratch };
         let result = match mode {
-            Mode::Launcher => launcher(node.op.name).expect("launcher")(&ctx, node, &in_args, &out_args),
+            Mode::Launcher => launcher(node.op).expect("launcher")(&ctx, node, &in_args, &out_args),
             Mode::WideOneBlock => planner(node.op.name).expect("planner")(node, &in_args, &out_args, 0).and_then(|mut steps| {
                 for s in &mut steps {
                     if let Step::Kernel { meta, .. } = s {

@@ -149,7 +149,7 @@ fn download(g: &Gpu, buf: &CudaSlice<u8>, a: &DevArg) -> Tensor {
 /// Runs `node`'s launcher on device copies of `inputs` (all node inputs, in order);
 /// returns the outputs and the inputs as they are afterwards (training ops update them).
 fn run_gpu(g: &Gpu, node: &Node, inputs: &[Tensor]) -> CudaResult<(Vec<Tensor>, Vec<Tensor>)> {
-    let launch = launcher(node.op.name).ok_or_else(|| CudaError::Unsupported(format!("no launcher for {}", node.op.name)))?;
+    let launch = launcher(node.op).ok_or_else(|| CudaError::Unsupported(format!("no launcher for {}", node.op.name)))?;
     let ins: Vec<(CudaSlice<u8>, DevArg)> = inputs.iter().map(|t| upload(g, t)).collect();
     let outs: Vec<(CudaSlice<u8>, DevArg)> = node.outputs.iter().map(|t| alloc(g, t.dtype, t.shape.dims())).collect();
     let function = |name: &str| g.lib.function(name);

@@ -90,6 +90,8 @@ fn grad_sigmoid_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Re
 
 pub(crate) fn register(r: &mut Registry) {
     let two = Arity::Fixed(2);
-    r.add(def("TanhGrad", "TanhGrad", two, infer_activation_grad, kernel_tanh_grad, GPU_FLOATS, Some(grad_tanh_grad)));
-    r.add(def("SigmoidGrad", "SigmoidGrad", two, infer_activation_grad, kernel_sigmoid_grad, GPU_FLOATS, Some(grad_sigmoid_grad)));
+    r.add(def("TanhGrad", "TanhGrad", two, infer_activation_grad, kernel_tanh_grad, GPU_FLOATS, Some(grad_tanh_grad)).launched_as(GpuLaunch::Binary));
+    r.add(
+        def("SigmoidGrad", "SigmoidGrad", two, infer_activation_grad, kernel_sigmoid_grad, GPU_FLOATS, Some(grad_sigmoid_grad)).launched_as(GpuLaunch::Binary),
+    );
 }

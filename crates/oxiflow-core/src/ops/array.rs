@@ -179,7 +179,7 @@ fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Outputs> {
 
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
-    r.add(def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape)));
+    r.add(def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape)).launched_as(GpuLaunch::DeviceHandled));
     r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)));
     r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)));
     // TF: ops.NotDifferentiable("OnesLike"), ("ZerosLike").

@@ -567,6 +567,7 @@ pub static FUSED_ELEMENTWISE: OpDef = OpDef {
     infer: infer_fused,
     kernel: kernel_fused,
     gpu: GpuSupport::None,
+    launch: GpuLaunch::None,
     grad: Gradient::Undefined,
     stateful: false,
     inexpensive: false,

@@ -409,6 +409,7 @@ pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     let two = Arity::Fixed(2);
     let any = GpuSupport::Any;
+    let def = |name, default_name, arity, infer, kernel, gpu, grad| def(name, default_name, arity, infer, kernel, gpu, grad).launched_as(GpuLaunch::Movement);
     r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)));
     r.add(def("StridedSliceGrad", "StridedSliceGrad", one, infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad)));
     r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)));

@@ -586,7 +586,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("MatrixSolve", "MatrixSolve", two, infer_solve, par_solve, cpu, Some(grad_solve)));
     r.add(def("MatrixSolveLs", "MatrixSolveLs", two, infer_solve_ls, par_solve_ls, cpu, Some(grad_solve_ls)));
     r.add(def("Svd", "Svd", one, infer_svd, par_svd, cpu, Some(grad_svd)));
-    r.add(def("MatrixDiagPart", "MatrixDiagPart", one, infer_diag_part, kernel_diag_part, GPU_FLOATS, Some(grad_diag_part)));
-    r.add(def("MatrixDiag", "MatrixDiag", one, infer_diag, kernel_diag, GPU_FLOATS, Some(grad_diag)));
-    r.add(def("BatchMatMulV2", "MatMul", two, infer_bmm, par_bmm, GPU_FLOATS, Some(grad_bmm)));
+    r.add(def("MatrixDiagPart", "MatrixDiagPart", one, infer_diag_part, kernel_diag_part, GPU_FLOATS, Some(grad_diag_part)).launched_as(GpuLaunch::Movement));
+    r.add(def("MatrixDiag", "MatrixDiag", one, infer_diag, kernel_diag, GPU_FLOATS, Some(grad_diag)).launched_as(GpuLaunch::Movement));
+    r.add(def("BatchMatMulV2", "MatMul", two, infer_bmm, par_bmm, GPU_FLOATS, Some(grad_bmm)).launched_as(GpuLaunch::CuBlas));
 }

@@ -604,7 +604,8 @@ fn grad_floor_mod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
 
 // ---------------------------------------------------------------- registration
 
-/// A stateless op with no reference inputs.
+/// A stateless op with no reference inputs; with a GPU kernel flag it is launched as
+/// [`GpuLaunch::Own`] unless [`OpDef::launched_as`] says otherwise.
 pub(crate) fn def(
     name: &'static str,
     default_name: &'static str,
@@ -614,18 +615,20 @@ pub(crate) fn def(
     gpu: GpuSupport,
     grad: Option<GradFn>,
 ) -> OpDef {
-    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, grad: grad.into(), stateful: false, inexpensive: false }
+    let launch = if matches!(gpu, GpuSupport::None) { GpuLaunch::None } else { GpuLaunch::Own };
+    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, launch, grad: grad.into(), stateful: false, inexpensive: false }
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    let binary = |name, default_name, infer, kernel, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, GPU_FLOATS, grad);
+    let binary =
+        |name, default_name, infer, kernel, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, GPU_FLOATS, grad).launched_as(GpuLaunch::Binary);
     r.add(binary("Add", "add", infer_binary_numeric, kernel_add, Some(grad_add)));
     r.add(binary("Sub", "sub", infer_binary_numeric, kernel_sub, Some(grad_sub)));
     r.add(binary("Mul", "mul", infer_binary_numeric, kernel_mul, Some(grad_mul)));
     r.add(binary("RealDiv", "truediv", infer_binary_float, kernel_realdiv, Some(grad_realdiv)));
     r.add(binary("Pow", "pow", infer_binary_numeric, kernel_pow, Some(grad_pow)));
 
-    let unary = |name, infer, kernel, grad| def(name, name, Arity::Fixed(1), infer, kernel, GPU_FLOATS, Some(grad));
+    let unary = |name, infer, kernel, grad| def(name, name, Arity::Fixed(1), infer, kernel, GPU_FLOATS, Some(grad)).launched_as(GpuLaunch::Unary);
     r.add(unary("Neg", infer_unary_numeric, kernel_neg, grad_neg));
     r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square));
     r.add(unary("Sin", infer_unary_float, kernel_sin, grad_sin));
@@ -638,7 +641,7 @@ pub(crate) fn register(r: &mut Registry) {
     // TF registers `Floor`'s gradient as None and `FloorDiv` as not differentiable: both are
     // Gradient::NotDifferentiable (no gradient flows, and none is an error). GPU kernels for
     // floats only, as TF's.
-    r.add(def("Floor", "Floor", Arity::Fixed(1), infer_unary_float, kernel_floor, GPU_FLOATS, None).not_differentiable());
+    r.add(def("Floor", "Floor", Arity::Fixed(1), infer_unary_float, kernel_floor, GPU_FLOATS, None).not_differentiable().launched_as(GpuLaunch::Unary));
     r.add(binary("FloorDiv", "floordiv", infer_binary_numeric, kernel_floor_div, None).not_differentiable());
     r.add(binary("FloorMod", "FloorMod", infer_binary_numeric, kernel_floor_mod, Some(grad_floor_mod)));
 

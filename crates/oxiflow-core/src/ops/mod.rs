@@ -359,6 +359,44 @@ pub enum GpuSupport {
     Any,
 }
 
+/// How `oxiflow-cuda` runs an op's GPU kernel: the family of launcher that turns a node
+/// into kernel launches. TF registers one GPU kernel class per op; here the op names its
+/// family and the CUDA crate maps each family to one launcher (`oxiflow_cuda::launch::launcher`),
+/// so an op of a shared family (a new unary function, a new broadcasting binary op) needs
+/// no Rust code outside its `OpDef`, only its `.cu` entries. The families' kernel
+/// signatures are in `kernels/README.md`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum GpuLaunch {
+    /// No GPU kernel ([`GpuSupport::None`]).
+    None,
+    /// Run by the device itself, no launch: ops that move no data (`Identity`, `Reshape`,
+    /// `Squeeze`, `ExpandDims`, `StopGradient`: the buffer with a new shape) or hold session
+    /// state (`Const`, `Placeholder`, `VariableV2`, `Assign`, `NoOp`).
+    DeviceHandled,
+    /// `{op}_{dtype}(x, y, n)` in `kernels/elementwise.cu`: `y[i] = f(x[i])`.
+    Unary,
+    /// `{op}_{dtype}(a, b, out, BcastMeta)` in `kernels/binary.cu`, named by the operands'
+    /// dtype: broadcasting arithmetic and comparisons (whose `Bool` is the result's dtype).
+    Binary,
+    /// `{op}_{dtype}(x, y, RedMeta)` in `kernels/reduce.cu`: `Sum`, `Mean`, `Max`, ... over
+    /// the `axis` attr.
+    Reduce,
+    /// `{op}_{dtype}(x, y, RedMeta)` in `kernels/reduce.cu` with an index result (`ArgMax`).
+    ArgReduce,
+    /// A training update in `kernels/training.cu`, in place on the variable and its slots:
+    /// one launcher per op (their inputs differ).
+    Training,
+    /// `{op}_{dtype}(y, n, seed, stream)` in `kernels/random.cu`.
+    Random,
+    /// A cuBLAS call (`MatMul`, `BatchMatMulV2`): one launcher per op, no entry of its own.
+    CuBlas,
+    /// Data movement in `kernels/shape.cu` and `kernels/index.cu`: one planner per op.
+    Movement,
+    /// A launcher of the op's own (`Cast`, `AddN`, `SelectV2`, `Softmax`, ...): the default
+    /// of [`math::def`] for an op with a GPU kernel.
+    Own,
+}
+
 /// One op: TF's `OpDef` + kernel registrations + gradient registration.
 pub struct OpDef {
     /// TF op type (`MatMul`).
@@ -371,6 +409,9 @@ pub struct OpDef {
     pub infer: InferFn,
     pub kernel: KernelFn,
     pub gpu: GpuSupport,
+    /// How the CUDA crate launches the GPU kernel ([`GpuLaunch::None`] exactly when `gpu`
+    /// is [`GpuSupport::None`]).
+    pub launch: GpuLaunch,
     /// The gradient function, or why there is none.
     pub grad: Gradient,
     /// Reads or writes session state (variables, feeds); never folded or deduplicated.
@@ -386,6 +427,11 @@ impl OpDef {
     /// The same op marked [`Gradient::NotDifferentiable`] (TF's `ops.NotDifferentiable`).
     pub const fn not_differentiable(self) -> Self {
         OpDef { grad: Gradient::NotDifferentiable, ..self }
+    }
+
+    /// The same op launched on GPUs as `launch` (see [`GpuLaunch`]).
+    pub const fn launched_as(self, launch: GpuLaunch) -> Self {
+        OpDef { launch, ..self }
     }
 
     /// Errors (naming op and node) when `n` inputs do not fit the op's arity.
@@ -426,6 +472,7 @@ impl Registry {
     /// Adds an op; panics on a duplicate name (a programming error caught by every test run).
     pub fn add(&mut self, op: OpDef) {
         let name = op.name;
+        assert_eq!(matches!(op.gpu, GpuSupport::None), op.launch == GpuLaunch::None, "op {name}: a GPU kernel flag needs a launch family and none without");
         assert!(self.0.insert(name, op).is_none(), "op {name} registered twice");
     }
 }

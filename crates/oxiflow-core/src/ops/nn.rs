@@ -431,26 +431,27 @@ pub fn leaky_relu(g: &mut Graph, x: Output, alpha: f64) -> Result<Output> {
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     let two = Arity::Fixed(2);
-    let unary = |name, infer, kernel, grad| def(name, name, one, infer, kernel, GPU_FLOATS, Some(grad));
+    let unary = |name, infer, kernel, grad| def(name, name, one, infer, kernel, GPU_FLOATS, Some(grad)).launched_as(GpuLaunch::Unary);
     r.add(unary("Abs", infer_unary_numeric, kernel_abs, grad_abs));
     r.add(unary("Sign", infer_unary_numeric, kernel_sign, grad_sign));
     r.add(unary("Tan", infer_unary_float, kernel_tan, grad_tan));
     r.add(unary("Sigmoid", infer_unary_float, kernel_sigmoid, grad_sigmoid));
     r.add(unary("Relu", infer_unary_float, kernel_relu, grad_relu));
     r.add(unary("Relu6", infer_unary_float, kernel_relu6, grad_relu6));
-    r.add(unary("LeakyRelu", infer_unary_float, kernel_leaky_relu, grad_leaky_relu));
+    r.add(unary("LeakyRelu", infer_unary_float, kernel_leaky_relu, grad_leaky_relu).launched_as(GpuLaunch::Own)); // attr alpha
     r.add(unary("Elu", infer_unary_float, kernel_elu, grad_elu));
     r.add(unary("Selu", infer_unary_float, kernel_selu, grad_selu));
     r.add(unary("Softplus", infer_unary_float, kernel_softplus, grad_softplus));
     r.add(unary("Softsign", infer_unary_float, kernel_softsign, grad_softsign));
-    r.add(unary("Softmax", infer_softmax, kernel_softmax, grad_softmax));
+    r.add(unary("Softmax", infer_softmax, kernel_softmax, grad_softmax).launched_as(GpuLaunch::Own)); // a row reduction and a map
 
-    r.add(def("Maximum", "Maximum", two, infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
-    r.add(def("Minimum", "Minimum", two, infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
+    let binary = |name, infer, kernel, gpu, grad| def(name, name, two, infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
+    r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
+    r.add(binary("Minimum", infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
     // TF: comparisons are not differentiable (no registered gradient).
-    r.add(def("Greater", "Greater", two, infer_compare, kernel_greater, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(def("Less", "Less", two, infer_compare, kernel_less, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(def("LessEqual", "LessEqual", two, infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(def("GreaterEqual", "GreaterEqual", two, infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(def("Equal", "Equal", two, infer_compare, kernel_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("Greater", infer_compare, kernel_greater, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("Less", infer_compare, kernel_less, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("Equal", infer_compare, kernel_equal, GPU_FLOATS_BOOL, None).not_differentiable());
 }

@@ -96,6 +96,7 @@ pub(crate) fn register(r: &mut Registry) {
         infer: infer_random,
         kernel,
         gpu: GPU_FLOATS,
+        launch: GpuLaunch::Random,
         // TF: ops.NotDifferentiable("RandomStandardNormal"), ("RandomUniform")
         grad: Gradient::NotDifferentiable,
         stateful: true,

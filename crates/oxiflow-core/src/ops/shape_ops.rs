@@ -507,6 +507,7 @@ fn grad_reshape_like(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Re
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     let any = GpuSupport::Any;
+    let def = |name, default_name, arity, infer, kernel, gpu, grad| def(name, default_name, arity, infer, kernel, gpu, grad).launched_as(GpuLaunch::Movement);
     r.add(def("Transpose", "transpose", one, infer_transpose, kernel_transpose, any, Some(grad_transpose)));
     r.add(def("ConcatV2", "concat", Arity::AtLeast(1), infer_concat, kernel_concat, any, Some(grad_concat)));
     r.add(def("Pack", "stack", Arity::AtLeast(1), infer_pack, kernel_pack, any, Some(grad_pack)));
@@ -515,6 +516,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("Tile", "Tile", one, infer_tile, kernel_tile, any, Some(grad_tile)));
     r.add(def("ReverseV2", "ReverseV2", one, infer_reverse, kernel_reverse, any, Some(grad_reverse)));
     r.add(def("Pad", "Pad", one, infer_pad, kernel_pad, any, Some(grad_pad)));
-    r.add(def("Squeeze", "Squeeze", one, infer_squeeze, kernel_reshape_like, any, Some(grad_reshape_like)));
-    r.add(def("ExpandDims", "ExpandDims", one, infer_expand_dims, kernel_reshape_like, any, Some(grad_reshape_like)));
+    r.add(def("Squeeze", "Squeeze", one, infer_squeeze, kernel_reshape_like, any, Some(grad_reshape_like)).launched_as(GpuLaunch::DeviceHandled));
+    r.add(def("ExpandDims", "ExpandDims", one, infer_expand_dims, kernel_reshape_like, any, Some(grad_reshape_like)).launched_as(GpuLaunch::DeviceHandled));
 }

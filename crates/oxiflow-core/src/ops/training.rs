@@ -429,6 +429,7 @@ pub(crate) fn register(r: &mut Registry) {
         infer,
         kernel,
         gpu,
+        launch: if matches!(gpu, GpuSupport::None) { GpuLaunch::None } else { GpuLaunch::Training },
         grad: Gradient::Undefined,
         stateful: true,
         inexpensive: false,
@@ -443,7 +444,11 @@ pub(crate) fn register(r: &mut Registry) {
     // TF has no GPU kernel for ApplyAdagradDA.
     r.add(apply_on("ApplyAdagradDA", 8, &[0, 1, 2], infer_adagrad_da, kernel_adagrad_da, GpuSupport::None));
     // TF's StopGradient: the identity forward, no gradient (`ops.NotDifferentiable`).
-    r.add(def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None).not_differentiable());
+    r.add(
+        def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None)
+            .not_differentiable()
+            .launched_as(GpuLaunch::DeviceHandled),
+    );
 }
 
 #[cfg(test)]

@@ -146,6 +146,15 @@ fn run(ctx: &LaunchCtx, node: &Node, dtype: DType, g: &Gemm) -> CudaResult<()> {
     res.map_err(|e| blas_error(ctx, node, call, e))
 }
 
+/// The launcher of a cuBLAS op (`GpuLaunch::CuBlas`), by op type.
+pub(crate) fn launcher(op: &str) -> Option<super::Launcher> {
+    Some(match op {
+        "MatMul" => mat_mul,
+        "BatchMatMulV2" => batch_mat_mul_v2,
+        _ => return None,
+    })
+}
+
 /// `MatMul(a, b)` with `transpose_a`, `transpose_b`: rank-2 operands, `[m, n]` output.
 pub(crate) fn mat_mul(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     expect_io(node, inputs, outputs, 2, 1)?;

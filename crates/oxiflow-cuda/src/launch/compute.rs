@@ -1,43 +1,29 @@
-//! Launchers of the compute kernels: elementwise (`kernels/elementwise.cu`), broadcasting
-//! binary ops, comparisons, `SelectV2`, `BroadcastTo`, `AddN` (`kernels/binary.cu`), and
-//! the dispatch to the reductions ([`super::reduction`]), training updates and random
-//! numbers ([`super::training`]) and cuBLAS products ([`super::blas`]).
+//! Launchers of the compute kernels: the unary family (`kernels/elementwise.cu`), the
+//! broadcasting binary family (arithmetic and comparisons), and the ops with launchers of
+//! their own (`GpuLaunch::Own`): `LeakyRelu`, `Cast`, `OnesLike`/`ZerosLike`
+//! (`elementwise.cu`), `SelectV2`, `BroadcastTo`, `AddN` (`binary.cu`) and `Softmax`
+//! ([`super::reduction`]).
 //!
 //! Attributes are read from `node.attrs` exactly as the CPU kernels in
 //! `crates/oxiflow-core/src/ops/` read them; shapes come from the [`DevArg`]s (the
 //! device's tensors) and the node's static output types.
 
 use super::meta::{grid_1d, grid_unrolled, BcastMeta, Ptrs8};
-use super::{blas, entry_name, reduction, training, DevArg, LaunchCtx, Launcher};
+use super::{entry_name, reduction, DevArg, LaunchCtx, Launcher};
 use crate::error::{CudaError, CudaResult};
 use oxiflow_core::graph::Node;
 use oxiflow_core::ops::AttrsExt;
 
-/// The launcher of `op`, if it is one of this family's.
-pub fn launcher(op: &str) -> Option<Launcher> {
+/// The launcher of an op launched as `GpuLaunch::Own`, by op type.
+pub(crate) fn own_launcher(op: &str) -> Option<Launcher> {
     Some(match op {
-        "Abs" | "Cos" | "Elu" | "Exp" | "Log" | "Neg" | "Relu" | "Relu6" | "Selu" | "Sigmoid" | "Sign" | "Sin" | "Softplus" | "Softsign" | "Sqrt"
-        | "Square" | "Tan" | "Tanh" | "Floor" => unary,
         "LeakyRelu" => leaky_relu,
         "OnesLike" | "ZerosLike" => fill_like,
         "Cast" => cast,
-        "Add" | "Sub" | "Mul" | "RealDiv" | "Pow" | "Maximum" | "Minimum" | "Equal" | "Greater" | "GreaterEqual" | "Less" | "LessEqual" | "FloorDiv"
-        | "FloorMod" | "TanhGrad" | "SigmoidGrad" => binary,
         "SelectV2" => select_v2,
         "BroadcastTo" => broadcast_to,
         "AddN" => add_n,
-        "Sum" | "Mean" | "Max" | "Min" | "Prod" => reduction::reduce,
-        "ArgMax" | "ArgMin" => reduction::arg_reduce,
         "Softmax" => reduction::softmax,
-        "ApplyGradientDescent" => training::apply_gradient_descent,
-        "ApplyMomentum" => training::apply_momentum,
-        "ApplyAdam" => training::apply_adam,
-        "ApplyRMSProp" => training::apply_rms_prop,
-        "ApplyAdagrad" => training::apply_adagrad,
-        "ApplyAdadelta" => training::apply_adadelta,
-        "RandomStandardNormal" | "RandomUniform" => training::random,
-        "MatMul" => blas::mat_mul,
-        "BatchMatMulV2" => blas::batch_mat_mul_v2,
         _ => return None,
     })
 }
@@ -84,8 +70,8 @@ pub(crate) use launch;
 
 // ------------------------------------------------------------------ elementwise.cu
 
-/// Unary float ops: `{op}_{dtype}(x, y, n)`; `y` has `x`'s shape.
-fn unary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
+/// The unary family (`GpuLaunch::Unary`): `{op}_{dtype}(x, y, n)`; `y` has `x`'s shape.
+pub(crate) fn unary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     expect_io(node, inputs, outputs, 1, 1)?;
     let (x, y) = (&inputs[0], &outputs[0]);
     let n = x.len() as i64;
@@ -141,8 +127,9 @@ pub(crate) fn bcast_meta(node: &Node, out: &DevArg, operands: &[&DevArg]) -> Cud
     })
 }
 
-/// Broadcasting binary ops and comparisons: `{op}_{dtype of a}(a, b, out, meta)`.
-fn binary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
+/// The binary family (`GpuLaunch::Binary`), broadcasting arithmetic and comparisons:
+/// `{op}_{dtype of a}(a, b, out, meta)`.
+pub(crate) fn binary(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     expect_io(node, inputs, outputs, 2, 1)?;
     let (a, b, out) = (&inputs[0], &inputs[1], &outputs[0]);
     if a.dtype != b.dtype {

@@ -13,13 +13,15 @@
 //!   [`MAX_RANK`] dimensions (no device allocation for it);
 //! - work is only enqueued: the launcher never synchronizes the stream.
 //!
-//! Ops that move no data (`Identity`, `Reshape`, `Squeeze`, `ExpandDims`,
-//! `StopGradient`) and state ops (`Const`, `Placeholder`, `VariableV2`, `Assign`, `NoOp`)
-//! are handled by the device itself and have no launcher ([`DEVICE_HANDLED`]).
+//! Which launcher runs an op is declared by the op itself (`OpDef::launch`, a
+//! [`GpuLaunch`] family): [`launcher`] maps each family to its launcher, so an op of a
+//! shared family (unary, binary, reduction) needs only its `.cu` entries. Ops that move no
+//! data and state ops are [`GpuLaunch::DeviceHandled`]: the device runs them itself.
 
 use crate::error::CudaResult;
 use cudarc::driver::{CudaFunction, CudaStream};
 use oxiflow_core::graph::Node;
+use oxiflow_core::ops::{GpuLaunch, OpDef};
 use oxiflow_core::DType;
 use std::sync::Arc;
 
@@ -33,11 +35,6 @@ pub mod training;
 /// Highest rank a kernel's shape metadata holds (TF's GPU kernels use 8 as well for
 /// transposes and broadcasts).
 pub const MAX_RANK: usize = 8;
-
-/// Ops with a GPU kernel flag that the device runs without a launcher: no data movement
-/// (buffer aliasing with a new shape) or session state.
-pub const DEVICE_HANDLED: &[&str] =
-    &["Const", "Placeholder", "PlaceholderWithDefault", "VariableV2", "Assign", "NoOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient"];
 
 /// A tensor in device memory as a kernel sees it: `ptr` is the `CUdeviceptr` of its first
 /// element, elements contiguous in row-major order.
@@ -96,9 +93,24 @@ pub struct LaunchCtx<'a> {
 /// `inputs[0]`, in place.
 pub type Launcher = fn(&LaunchCtx, &Node, &[DevArg], &[DevArg]) -> CudaResult<()>;
 
-/// The launcher of an op type, `None` when the op has no CUDA launcher.
-pub fn launcher(op: &str) -> Option<Launcher> {
-    compute::launcher(op).or_else(|| movement::launcher(op))
+/// The launcher of `op`, from its launch family: one launcher for every op of the
+/// unary, binary, reduction and random families; the op's own for training updates,
+/// cuBLAS products, data movement and [`GpuLaunch::Own`]. `None` when the op has no GPU
+/// kernel, is run by the device itself ([`GpuLaunch::DeviceHandled`]), or declares a
+/// family whose table lacks it (a test checks that every registered GPU op has one).
+pub fn launcher(op: &OpDef) -> Option<Launcher> {
+    match op.launch {
+        GpuLaunch::None | GpuLaunch::DeviceHandled => None,
+        GpuLaunch::Unary => Some(compute::unary),
+        GpuLaunch::Binary => Some(compute::binary),
+        GpuLaunch::Reduce => Some(reduction::reduce),
+        GpuLaunch::ArgReduce => Some(reduction::arg_reduce),
+        GpuLaunch::Random => Some(training::random),
+        GpuLaunch::Training => training::launcher(op.name),
+        GpuLaunch::CuBlas => blas::launcher(op.name),
+        GpuLaunch::Movement => movement::launcher(op.name),
+        GpuLaunch::Own => compute::own_launcher(op.name),
+    }
 }
 
 /// Snake-case kernel entry name `{op}_{dtype}` (`RealDiv`, Float32 -> `real_div_f32`;

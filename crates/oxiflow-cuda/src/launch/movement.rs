@@ -97,25 +97,6 @@ family! {
     "MatrixDiagPart" => index::matrix_diag_part,
 }
 
-/// The ops of this family, in the order of [`planner`]'s table.
-pub const OPS: &[&str] = &[
-    "Transpose",
-    "ConcatV2",
-    "Pack",
-    "Unpack",
-    "SplitV",
-    "Tile",
-    "ReverseV2",
-    "Pad",
-    "StridedSlice",
-    "StridedSliceGrad",
-    "GatherV2",
-    "GatherNd",
-    "ScatterNd",
-    "MatrixDiag",
-    "MatrixDiagPart",
-];
-
 // ---------------------------------------------------------------- Transpose, ReverseV2
 
 /// `Transpose(x, perm)`: `y[i_0..] = x[...]` with `y.dims[i] = x.dims[perm[i]]`; the CPU

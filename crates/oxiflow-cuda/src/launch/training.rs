@@ -75,6 +75,20 @@ fn nesterov(node: &Node) -> i32 {
     i32::from(node.attrs.get_bool_or(node.op.name, "use_nesterov", false).unwrap_or(false))
 }
 
+/// The launcher of a training op (`GpuLaunch::Training`), by op type: each update takes
+/// its own inputs.
+pub(crate) fn launcher(op: &str) -> Option<super::Launcher> {
+    Some(match op {
+        "ApplyGradientDescent" => apply_gradient_descent,
+        "ApplyMomentum" => apply_momentum,
+        "ApplyAdam" => apply_adam,
+        "ApplyRMSProp" => apply_rms_prop,
+        "ApplyAdagrad" => apply_adagrad,
+        "ApplyAdadelta" => apply_adadelta,
+        _ => return None,
+    })
+}
+
 /// `ApplyGradientDescent(var, alpha, delta)`: `var -= alpha * delta`.
 pub(crate) fn apply_gradient_descent(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
     let n = check_apply(node, inputs, outputs, 3, &[2])?;
