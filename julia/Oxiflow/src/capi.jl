@@ -112,6 +112,49 @@ end
 cstr_or_null(s::Nothing) = C_NULL
 cstr_or_null(s::AbstractString) = String(s)
 
+# ---------------------------------------------------------------- records
+# Several exports return records as text, one per line, fields separated by tabs. This file
+# is the only place that knows their columns: each wrapper below declares its record's
+# schema and returns named tuples, and the rest of the package reads fields by name.
+
+"""
+    abi_records(text, schema::NamedTuple) -> Vector{NamedTuple}
+
+The records of a C ABI text (one per line, fields separated by tabs; the last field keeps
+any further tabs) as named tuples with `schema`'s names, each field parsed as `schema`'s
+type for it (`String`, `Int64` or `Symbol`). An `OxiflowError` (InternalError) names the
+record when a line has fewer fields or a number does not parse: the library and this file
+disagree.
+"""
+function abi_records(text::AbstractString, schema::NamedTuple{names}) where {names}
+    types = Tuple(schema)
+    return map(split(text, '\n'; keepempty=false)) do line
+        f = split(line, '\t'; limit=length(names))
+        length(f) == length(names) || throw(OxiflowError(13, "InternalError", "C ABI record $(names): $(length(f)) fields in \"$line\""))
+        NamedTuple{names}(ntuple(i -> abi_field(types[i], f[i], line), length(names)))
+    end
+end
+
+abi_field(::Type{String}, s, line) = String(s)
+abi_field(::Type{Symbol}, s, line) = Symbol(s)
+function abi_field(::Type{Int64}, s, line)
+    v = tryparse(Int64, s)
+    v === nothing && throw(OxiflowError(13, "InternalError", "C ABI record: \"$s\" is not an integer in \"$line\""))
+    return v
+end
+
+"""A device of a session (`oxf_session_devices`, `oxf_list_devices`, `oxf_list_logical_devices`):
+full name, type (`"CPU"`, `"GPU"`), kind (`"cpu"`, `"emulated"`, `"cuda"`), TF's description, memory limit in bytes (0 for CPUs)."""
+const DEVICE_RECORD = (name=String, type=String, kind=String, description=String, memory_limit=Int64)
+
+"""A physical device (`oxf_list_physical_devices`, `oxf_get_visible_devices`): name
+(`/physical_device:GPU:0`), type, physical index, uuid (`GPU-...`, empty for the CPU)."""
+const PHYSICAL_DEVICE_RECORD = (name=String, device_type=String, physical=Int64, uuid=String)
+
+"""A line of `oxf_result_trace_events`: an `op` (node, op type, device) or a `copy`
+(tensor, source device, destination device), then start and end in ns and bytes."""
+const TRACE_RECORD = (kind=Symbol, name=String, a=String, b=String, start_ns=Int64, end_ns=Int64, bytes=Int64)
+
 oxf_version() = unsafe_string(ccall(sym(:oxf_version), Cstring, ()))
 oxf_canonical_device(spec::AbstractString) = outstr(r -> ccall(sym(:oxf_canonical_device), Int32, (Cstring, Ref{Cstring}), spec, r))
 
@@ -198,7 +241,11 @@ oxf_push_name_scope(g, name::AbstractString) = outstr(r -> ccall(sym(:oxf_push_n
 oxf_pop_name_scope(g) = check(ccall(sym(:oxf_pop_name_scope), Int32, (Ptr{Cvoid},), g))
 oxf_add_to_collection(g, key::AbstractString, node::Integer, index::Integer) =
     check(ccall(sym(:oxf_add_to_collection), Int32, (Ptr{Cvoid}, Cstring, Int64, Int32), g, key, node, index))
-oxf_collection(g, key::AbstractString) = outstr(r -> ccall(sym(:oxf_collection), Int32, (Ptr{Cvoid}, Cstring, Ref{Cstring}), g, key, r))
+"""The `(node, output index)` pairs of graph collection `key`, in insertion order."""
+function oxf_collection(g, key::AbstractString)
+    text = outstr(r -> ccall(sym(:oxf_collection), Int32, (Ptr{Cvoid}, Cstring, Ref{Cstring}), g, key, r))
+    return Tuple{Int64,Int32}[(abi_field(Int64, a, text), Int32(abi_field(Int64, b, text))) for (a, b) in split.(split(text, '\n'; keepempty=false))]
+end
 
 """Gradient outputs `(node, index)` per x; node -1 when x is unreachable."""
 function oxf_gradients(g, ys::Vector{Tuple{Int64,Int32}}, xs::Vector{Tuple{Int64,Int32}},
@@ -224,8 +271,9 @@ end
 oxf_session_free(p::Ptr{Cvoid}) = ccall(sym(:oxf_session_free), Int32, (Ptr{Cvoid},), p)
 oxf_session_take_log(s) = outstr(r -> ccall(sym(:oxf_session_take_log), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
 oxf_session_assigned_device(s, node::Integer) = outstr(r -> ccall(sym(:oxf_session_assigned_device), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
-oxf_session_devices(s) = outstr(r -> ccall(sym(:oxf_session_devices), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
-oxf_list_devices(options_json::AbstractString) = outstr(r -> ccall(sym(:oxf_list_devices), Int32, (Cstring, Ref{Cstring}), options_json, r))
+oxf_session_devices(s) = abi_records(outstr(r -> ccall(sym(:oxf_session_devices), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r)), DEVICE_RECORD)
+oxf_list_devices(options_json::AbstractString) =
+    abi_records(outstr(r -> ccall(sym(:oxf_list_devices), Int32, (Cstring, Ref{Cstring}), options_json, r)), DEVICE_RECORD)
 
 """
 Mirror of C `OxTensorView`: a feed value read in place during `oxf_session_run`. `strides`
@@ -320,7 +368,16 @@ function oxf_result_take(res, i::Integer)
 end
 
 oxf_result_trace_json(res) = outstr(r -> ccall(sym(:oxf_result_trace_json), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
-oxf_result_trace_events(res) = outstr(r -> ccall(sym(:oxf_result_trace_events), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r))
+"""The trace's events as `(kind, name, op, device, from, start_ns, end_ns, bytes)`: `kind`
+`:op` for a kernel (`name` the node, `from` empty) or `:copy` for a cross-device copy (`name`
+the tensor, `op` `"_Recv"`, `device` the destination, `from` the source)."""
+function oxf_result_trace_events(res)
+    recs = abi_records(outstr(r -> ccall(sym(:oxf_result_trace_events), Int32, (Ptr{Cvoid}, Ref{Cstring}), res, r)), TRACE_RECORD)
+    return map(recs) do e
+        op = e.kind === :op
+        (kind=e.kind, name=e.name, op=op ? e.a : "_Recv", device=e.b, from=op ? "" : e.a, start_ns=e.start_ns, end_ns=e.end_ns, bytes=e.bytes)
+    end
+end
 oxf_timeline_html(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_html), Int32, (Cstring, Ref{Cstring}), json, r))
 oxf_timeline_summary(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_summary), Int32, (Cstring, Ref{Cstring}), json, r))
 oxf_session_graph_dot(s) = outstr(r -> ccall(sym(:oxf_session_graph_dot), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
@@ -363,19 +420,22 @@ end
 oxf_set_memory_fraction(f::Real) = check(ccall(sym(:oxf_set_memory_fraction), Int32, (Float64,), Float64(f)))
 oxf_set_logical_device_configuration(device::AbstractString, limits_mb::Vector{Int64}) =
     check(ccall(sym(:oxf_set_logical_device_configuration), Int32, (Cstring, Ptr{Int64}, Int64), device, limits_mb, length(limits_mb)))
-oxf_get_logical_device_configuration(device::AbstractString) =
-    outstr(r -> ccall(sym(:oxf_get_logical_device_configuration), Int32, (Cstring, Ref{Cstring}), device, r))
-oxf_list_physical_devices() = outstr(r -> ccall(sym(:oxf_list_physical_devices), Int32, (Ref{Cstring},), r))
+"""The memory limits (MiB, `nothing` where unset) of the logical devices configured for `device`."""
+function oxf_get_logical_device_configuration(device::AbstractString)
+    text = outstr(r -> ccall(sym(:oxf_get_logical_device_configuration), Int32, (Cstring, Ref{Cstring}), device, r))
+    return Union{Nothing,Int64}[x == "-" ? nothing : abi_field(Int64, x, text) for x in split(text, ','; keepempty=false)]
+end
+oxf_list_physical_devices() = abi_records(outstr(r -> ccall(sym(:oxf_list_physical_devices), Int32, (Ref{Cstring},), r)), PHYSICAL_DEVICE_RECORD)
 oxf_set_visible_devices(devices::AbstractString, device_type) =
     check(ccall(sym(:oxf_set_visible_devices), Int32, (Cstring, Cstring), devices, cstr_or_null(device_type)))
 oxf_get_visible_devices(device_type) =
-    outstr(r -> ccall(sym(:oxf_get_visible_devices), Int32, (Cstring, Ref{Cstring}), cstr_or_null(device_type), r))
-oxf_list_logical_devices() = outstr(r -> ccall(sym(:oxf_list_logical_devices), Int32, (Ref{Cstring},), r))
+    abi_records(outstr(r -> ccall(sym(:oxf_get_visible_devices), Int32, (Cstring, Ref{Cstring}), cstr_or_null(device_type), r)), PHYSICAL_DEVICE_RECORD)
+oxf_list_logical_devices() = abi_records(outstr(r -> ccall(sym(:oxf_list_logical_devices), Int32, (Ref{Cstring},), r)), DEVICE_RECORD)
 oxf_reset_device_configuration() = check(ccall(sym(:oxf_reset_device_configuration), Int32, ()))
 function oxf_session_memory_stats(s, device::AbstractString)
     out = zeros(UInt64, 4)
     check(ccall(sym(:oxf_session_memory_stats), Int32, (Ptr{Cvoid}, Cstring, Ptr{UInt64}), s, device, out))
-    return out
+    return (current=Int(out[1]), peak=Int(out[2]), limit=Int(out[3]), reserved=Int(out[4]))
 end
 function oxf_session_threads(s)
     inter = Ref{Int32}(0); intra = Ref{Int32}(0)
@@ -385,4 +445,22 @@ end
 oxf_session_explain_placement(s, node::Integer) =
     outstr(r -> ccall(sym(:oxf_session_explain_placement), Int32, (Ptr{Cvoid}, Int64, Ref{Cstring}), s, node, r))
 oxf_session_placement_report(s) = outstr(r -> ccall(sym(:oxf_session_placement_report), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
-oxf_cuda_status() = outstr(r -> ccall(sym(:oxf_cuda_status), Int32, (Ref{Cstring},), r))
+"""What the CUDA layer found: `(driver, driver_info, gpus, reason)` (see `cuda_status`)."""
+function oxf_cuda_status()
+    text = outstr(r -> ccall(sym(:oxf_cuda_status), Int32, (Ref{Cstring},), r))
+    driver, info, reason = "absent", "", nothing
+    gpus = Tuple{Int,String,Int,String}[]
+    for line in split(text, '\n'; keepempty=false)
+        tag = split(line, '\t'; limit=2)[1]
+        if tag == "driver"
+            d = abi_records(line, (tag=String, status=String, info=String))[1]
+            driver, info = d.status, d.info
+        elseif tag == "gpu"
+            g = abi_records(line, (tag=String, ordinal=Int64, description=String, memory_bytes=Int64, uuid=String))[1]
+            push!(gpus, (g.ordinal, g.description, g.memory_bytes, g.uuid))
+        elseif tag == "reason"
+            reason = abi_records(line, (tag=String, reason=String))[1].reason
+        end
+    end
+    return (driver=driver, driver_info=info, gpus=gpus, reason=reason)
+end

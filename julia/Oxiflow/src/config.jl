@@ -123,8 +123,8 @@ function list_physical_devices_tf(device_type=nothing)
     return device_type === nothing ? ds : filter(d -> d.device_type == uppercase(String(device_type)), ds)
 end
 
-# Lines `name\ttype\tphysical index\tuuid` of the C ABI as `PhysicalDevice`s.
-physical_devices_from(text::AbstractString) = [PhysicalDevice(String(f[1]), String(f[2])) for f in split.(splitlines(text), '\t')]
+# The C ABI's physical-device records as `PhysicalDevice`s.
+physical_devices_from(records) = [PhysicalDevice(d.name, d.device_type) for d in records]
 
 """
     set_visible_devices(devices, device_type=nothing)
@@ -162,9 +162,9 @@ and its `"uuid"` (`GPU-...`, what `CUDA_VISIBLE_DEVICES` accepts); empty for the
 """
 function get_device_details(device)
     name = device_name(device)
-    for f in split.(splitlines(oxf_list_physical_devices()), '\t')
-        f[1] == name || continue
-        return f[2] == "GPU" ? Dict{String,Any}("device_name" => "Oxiflow emulated GPU", "uuid" => String(f[4])) : Dict{String,Any}()
+    for d in oxf_list_physical_devices()
+        d.name == name || continue
+        return d.device_type == "GPU" ? Dict{String,Any}("device_name" => "Oxiflow emulated GPU", "uuid" => d.uuid) : Dict{String,Any}()
     end
     invalid("Unrecognized device: $name")
 end
@@ -177,7 +177,7 @@ TF2's `tf.config.list_logical_devices`: the devices sessions get now (`/device:C
 settings are refused afterwards.
 """
 function list_logical_devices(device_type=nothing)
-    ds = [LogicalDevice(d.name[findfirst("/device:", d.name)[1]:end], d.type) for d in device_tuples(oxf_list_logical_devices())]
+    ds = [LogicalDevice(d.name[findfirst("/device:", d.name)[1]:end], d.type) for d in oxf_list_logical_devices()]
     return device_type === nothing ? ds : filter(d -> d.device_type == uppercase(String(device_type)), ds)
 end
 
@@ -215,9 +215,7 @@ end
 
 """`get_logical_device_configuration(device)`: the `LogicalDeviceConfiguration`s set for it (empty when none)."""
 function get_logical_device_configuration(device)
-    text = oxf_get_logical_device_configuration(device_name(device))
-    isempty(text) && return LogicalDeviceConfiguration[]
-    return [LogicalDeviceConfiguration(x == "-" ? nothing : parse(Int, x)) for x in split(text, ',')]
+    return LogicalDeviceConfiguration[LogicalDeviceConfiguration(m) for m in oxf_get_logical_device_configuration(device_name(device))]
 end
 
 """
@@ -230,8 +228,7 @@ otherwise. A run that needs more than `limit` fails with a `ResourceExhaustedErr
 the device, the request and the bytes in use; the session stays usable.
 """
 function memory_info(sess::Session, device::AbstractString)
-    v = oxf_session_memory_stats(sess, device)
-    return (current=Int(v[1]), peak=Int(v[2]), limit=Int(v[3]), reserved=Int(v[4]))
+    return oxf_session_memory_stats(sess, device)
 end
 
 """`get_memory_info(device)`: TF2's `tf.config.experimental.get_memory_info`, `Dict("current" => bytes, "peak" => bytes)` for the most recent session."""

@@ -269,7 +269,7 @@ end
 
 """The tensors of collection `name` in graph `g`."""
 collection_tensors(g::Graph, name::AbstractString) =
-    Tensor[Tensor(g, parse(Int64, a), parse(Int32, b)) for (a, b) in split.(splitlines(oxf_collection(g, name)))]
+    Tensor[Tensor(g, node, index) for (node, index) in oxf_collection(g, name)]
 
 """`add_to_collection(name, t)`: adds tensor `t` to graph collection `name`."""
 add_to_collection(name::AbstractString, t::Tensor) = oxf_add_to_collection(getfield(t, :graph), name, getfield(t, :node), getfield(t, :index))

@@ -245,7 +245,7 @@ end
 """One traced step: TF timeline JSON and the engine's event list."""
 struct Profile
     json::String
-    events::String
+    events::Vector{NamedTuple{(:kind, :name, :op, :device, :from, :start_ns, :end_ns, :bytes),Tuple{Symbol,String,String,String,String,Int64,Int64,Int64}}}
 end
 
 
@@ -298,18 +298,7 @@ The last profile's events: named tuples `(kind, name, op, device, from, start_ns
 bytes)`; `kind` is `:op` for kernels (`name` the node) and `:copy` for cross-device
 copies (`name` the tensor, `from` its source device, `device` the destination).
 """
-function profile_events()
-    evs = NamedTuple{(:kind, :name, :op, :device, :from, :start_ns, :end_ns, :bytes),Tuple{Symbol,String,String,String,String,Int64,Int64,Int64}}[]
-    for line in splitlines(last_profile().events)
-        f = split(line, '\t')
-        if f[1] == "op"
-            push!(evs, (kind=:op, name=f[2], op=f[3], device=f[4], from="", start_ns=parse(Int64, f[5]), end_ns=parse(Int64, f[6]), bytes=parse(Int64, f[7])))
-        else
-            push!(evs, (kind=:copy, name=f[2], op="_Recv", device=f[4], from=f[3], start_ns=parse(Int64, f[5]), end_ns=parse(Int64, f[6]), bytes=parse(Int64, f[7])))
-        end
-    end
-    return evs
-end
+profile_events() = last_profile().events
 
 """`profile_copies()`: `(count, bytes)` of the cross-device copies in the last profile."""
 function profile_copies()
@@ -335,11 +324,8 @@ memory) or `"cuda"`, `memory_limit` the bytes a GPU's tensors may take (0 for CP
 """
 function list_devices(; emulated_gpus=nothing)
     opts = emulated_gpus === nothing ? "{}" : "{\"emulated_gpus\":$(Int(emulated_gpus))}"
-    return device_tuples(oxf_list_devices(opts))
+    return oxf_list_devices(opts)
 end
-
-device_tuples(text) = [(name=String(f[1]), type=String(f[2]), kind=String(f[3]), description=String(f[4]),
-                        memory_limit=parse(Int64, f[5])) for f in split.(splitlines(text), '\t')]
 
 """
     list_physical_devices(kind="all")

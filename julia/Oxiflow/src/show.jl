@@ -21,4 +21,4 @@ Base.show(io::IO, s::Session) = print(io, "Session(", s.ptr == C_NULL ? "freed" 
 Base.show(io::IO, n::NodeDef) = print(io, "NodeDef(name=\"", n.name, "\", op=\"", n.op, "\", device=\"", n.device, "\")")
 Base.show(io::IO, ::TFModule) = print(io, "tf (Oxiflow's TensorFlow-compatible shim)")
 
-list_devices_of(s::Session) = [(name=String(split(l, '\t')[1]),) for l in splitlines(oxf_session_devices(s))]
+list_devices_of(s::Session) = oxf_session_devices(s)

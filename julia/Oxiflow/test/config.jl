@@ -1,6 +1,6 @@
 # Device configuration as users meet it: Session options and ConfigProto, TF2's
 # process-wide tf.config calls, memory accounting on emulated GPUs, Executing-op lines and
-# explain_placement. Oracles: TF's documented behaviour (tf-placement.md §3, §6) and byte
+# explain_placement. Oracles: TF's documented behaviour (placer.cc, GPUOptions, tf.config) and byte
 # counts from the arrays' sizes. Process-wide settings are reset before and after.
 
 """Runs `f()`, returning its value and what it printed."""
@@ -10,6 +10,9 @@ function captured(f)
     close(io)
     return r, read(path, String)
 end
+
+# TF's descriptions of the session's GPUs (`device: emulated:1, ..., uuid: GPU-...`).
+gpu_lines(s) = [d.description for d in Oxiflow.oxf_session_devices(s) if d.type == "GPU"]
 
 @testset "device configuration" begin
     Oxiflow.reset_device_configuration()
@@ -30,7 +33,7 @@ end
         c = tf.ConfigProto(allow_soft_placement=true, device_count=Dict("GPU" => 1))
         c.gpu_options.visible_device_list = "1"
         s = tf.Session(config=c)
-        gpus = [d for d in split(Oxiflow.oxf_session_devices(s), '\n') if occursin("GPU", d)]
+        gpus = gpu_lines(s)
         @test length(gpus) == 1 && occursin("emulated:1", gpus[1])
         c.gpu_options.visible_device_list = "4"
         e = try; Session(config=c); nothing; catch err; err; end
@@ -97,7 +100,6 @@ end
     end
 end
 
-gpu_lines(s) = [d for d in split(Oxiflow.oxf_session_devices(s), '\n') if occursin("\tGPU\t", d)]
 
 @testset "variables in GPU memory, intra threads, visible devices, GPU UUIDs" begin
     Oxiflow.reset_device_configuration()
