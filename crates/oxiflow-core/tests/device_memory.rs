@@ -2,7 +2,8 @@
 //! GPUs, memory accounting on emulated GPUs with TF's ResourceExhausted error, the memory
 //! counter in the timeline, TF2's process-wide `tf.config` settings, `Executing op` lines,
 //! thread counts, and `explain_placement`. Oracles: TF's documented behaviour
-//! (tf-placement.md §3, §6) and byte counts computed from the tensors' sizes.
+//! (the placer in `placer.cc`, `GPUOptions` in `config.proto`, `tf.config`) and byte
+//! counts computed from the tensors' sizes.
 
 use oxiflow_core::device::config::GpuOptions;
 use oxiflow_core::device::process as pc;

@@ -1,5 +1,5 @@
 # Placement as users meet it, in Julia: scopes, device functions, colocation, soft
-# placement, unknown devices. Oracle: TF's documented placement rules (tf-placement.md §2-3);
+# placement, unknown devices. Oracle: TF's documented placement rules (device scopes in ops.py, placer.cc);
 # crates/oxiflow-core/tests/placer_cases.rs holds the full table of engine cases.
 
 const GPU1 = "/job:localhost/replica:0/task:0/device:GPU:1"
