@@ -12,6 +12,8 @@
 #   make test     `make lint`, Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
 #                 the example programs (test/examples/), then every seed script in test/seeds/
 #   make lint     cargo fmt --check (rustfmt.toml) and clippy with warnings as errors (clippy.toml)
+#   make test-adding-an-op  follow docs/adding-an-op.md's example (a new op, Log1p) in a scratch
+#                 copy and check that it builds, passes its tests and runs from Julia (in make test)
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
 #                 their profiles land)
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
@@ -51,7 +53,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
+.PHONY: test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -74,7 +76,12 @@ header: $(CBINDGEN)
 $(CBINDGEN):
 	$(CARGO) install cbindgen --locked --root .deps/cargo
 
-test: setup build lint test-rust test-julia test-html test-examples test-seeds
+test: setup build lint test-rust test-julia test-html test-examples test-adding-an-op test-seeds
+
+# docs/adding-an-op.md's example, applied to a scratch copy of the tree exactly as the doc
+# marks its code blocks, then built and tested there (scripts/check-adding-an-op.py).
+test-adding-an-op: setup nvrtc
+	JULIA=$(JULIA) $(PYTHON) scripts/check-adding-an-op.py
 
 # Layout and lints, as part of every test run: rustfmt.toml's layout, and clippy with every
 # warning an error (clippy.toml holds the project's two settings). Both come with rustup's

@@ -73,7 +73,14 @@ Base.:-(a::Tensor) = add_op("Neg", [a])
 Base.:+(a::Tensor) = a
 
 # Unary elementwise functions: Julia function => TF op type.
-for (f, op) in ((:sin, "Sin"), (:cos, "Cos"), (:exp, "Exp"), (:log, "Log"), (:tanh, "Tanh"), (:sqrt, "Sqrt"))
+for (f, op) in (
+    (:sin, "Sin"),
+    (:cos, "Cos"),
+    (:exp, "Exp"),
+    (:log, "Log"),
+    (:tanh, "Tanh"),
+    (:sqrt, "Sqrt"),
+)
     @eval Base.$f(a::Tensor) = add_op($op, [a])
 end
 
