@@ -9,6 +9,12 @@
 //! the exact result. Random ops are checked by their moments instead (their GPU stream is
 //! Philox, the CPU's ChaCha).
 //!
+//! Every op the registry launches on a GPU has cases here (the movement family's are in
+//! `gpu_movement.rs`): the unary and broadcasting binary cases take their ops from the
+//! registry's launch families, so a new op of those families is compared without an edit
+//! here, and [`every_launched_op_matches_the_cpu`] runs every group and fails naming any
+//! launched op no case checked.
+//!
 //! Buffers come from cudarc directly (`CudaContext`, `CudaStream::clone_htod`,
 //! `alloc_zeros`); the kernels from [`KernelLibrary`] (NVRTC). Without a CUDA driver every
 //! test prints `skipped: no CUDA driver (<reason>)` and passes after building each case's
@@ -16,13 +22,13 @@
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use oxiflow_core::graph::Node;
-use oxiflow_core::ops::{AttrValue, KernelCtx, StateAccess};
+use oxiflow_core::ops::{lookup, registered, AttrValue, GpuLaunch, KernelCtx, StateAccess};
 use oxiflow_core::{DType, Graph, Layout, NodeId, NodeSpec, Output, Tensor};
 use oxiflow_cuda::kernels::KernelLibrary;
 use oxiflow_cuda::launch::{launcher, DevArg, LaunchCtx, Scratch};
 use oxiflow_cuda::probe::{cublas_status, driver_status, nvrtc_status, DriverStatus, LibStatus};
 use oxiflow_cuda::{CudaError, CudaResult};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 // ------------------------------------------------------------------ the device
@@ -255,7 +261,20 @@ fn mismatch(cpu: &Tensor, gpu: &Tensor) -> Option<String> {
 }
 
 /// One case: `op` with `attrs` on placeholders fed `inputs`; CPU and GPU outputs compared.
+/// The ops some case has checked in this process (see [`every_launched_op_matches_the_cpu`]).
+static CHECKED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn record(op: &str) {
+    CHECKED.lock().unwrap_or_else(|p| p.into_inner()).insert(op.to_string());
+}
+
+/// The registered ops launched as `launch`, sorted.
+fn family(launch: GpuLaunch) -> Vec<&'static str> {
+    registered().into_iter().filter(|op| lookup(op).is_ok_and(|d| d.launch == launch)).collect()
+}
+
 fn check(g: Option<&Gpu>, failures: &mut Vec<String>, op: &str, attrs: &[(&str, AttrValue)], inputs: &[Tensor]) {
+    record(op);
     let mut graph = Graph::new();
     let ins: Vec<Output> = inputs.iter().map(|t| graph.placeholder(t.dtype(), t.dims(), None).unwrap()).collect();
     let mut spec = NodeSpec::new(op, &ins);
@@ -311,35 +330,26 @@ const FLOATS: [DType; 2] = [DType::Float32, DType::Float64];
 
 // ------------------------------------------------------------------ cases
 
-#[test]
 fn unary_ops_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
     let mut rng = Rng(1);
-    let ops: &[(&str, f64, f64)] = &[
-        ("Abs", -3.0, 3.0),
-        ("Cos", -3.0, 3.0),
-        ("Elu", -3.0, 3.0),
-        ("Exp", -10.0, 10.0),
-        ("Log", 0.01, 100.0),
-        ("Neg", -3.0, 3.0),
-        ("Relu", -3.0, 3.0),
-        ("Relu6", -3.0, 9.0),
-        ("Selu", -3.0, 3.0),
-        ("Sigmoid", -50.0, 50.0),
-        ("Sign", -3.0, 3.0),
-        ("Sin", -3.0, 3.0),
-        ("Softplus", -50.0, 50.0),
-        ("Softsign", -3.0, 3.0),
-        ("Sqrt", 0.0, 100.0),
-        ("Square", -3.0, 3.0),
-        ("Tan", -1.2, 1.2),
-        ("Tanh", -5.0, 5.0),
-        ("Floor", -30.0, 30.0),
-        ("OnesLike", -1.0, 1.0),
-        ("ZerosLike", -1.0, 1.0),
-    ];
-    for &(op, lo, hi) in ops {
+    // every Unary op of the registry, on its domain (default -3..3), and the fills
+    let domain = |op: &str| match op {
+        "Exp" => (-10.0, 10.0),
+        "Log" => (0.01, 100.0),
+        "Relu6" => (-3.0, 9.0),
+        "Sigmoid" | "Softplus" => (-50.0, 50.0),
+        "Sqrt" => (0.0, 100.0),
+        "Tan" => (-1.2, 1.2),
+        "Tanh" => (-5.0, 5.0),
+        "Floor" => (-30.0, 30.0),
+        _ => (-3.0, 3.0),
+    };
+    let mut ops: Vec<(&str, f64, f64)> = family(GpuLaunch::Unary).into_iter().map(|op| (op, domain(op).0, domain(op).1)).collect();
+    ops.extend([("OnesLike", -1.0, 1.0), ("ZerosLike", -1.0, 1.0)]);
+    assert!(ops.len() >= 21, "the registry's unary family: {ops:?}");
+    for &(op, lo, hi) in &ops {
         for d in FLOATS {
             for dims in [vec![], vec![7], vec![3, 50, 9]] {
                 check(g, &mut f, op, &[], &[rng.tensor(d, &dims, lo, hi)]);
@@ -363,7 +373,6 @@ fn unary_ops_match_the_cpu() {
     finish("unary", f);
 }
 
-#[test]
 fn casts_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
@@ -397,12 +406,15 @@ const SHAPE_PAIRS: &[(&[usize], &[usize])] = &[
     (&[64, 33], &[64, 1]),
 ];
 
-#[test]
 fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
     let mut rng = Rng(3);
-    let ops = ["Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Greater", "GreaterEqual", "Less", "LessEqual", "FloorDiv", "FloorMod"];
+    // every broadcasting op of the registry's Binary family (the activation gradients,
+    // which take operands of one shape, follow)
+    let same_shape = ["TanhGrad", "SigmoidGrad"];
+    let ops: Vec<&str> = family(GpuLaunch::Binary).into_iter().filter(|op| !same_shape.contains(op)).collect();
+    assert!(ops.len() >= 14, "the registry's broadcasting binary family: {ops:?}");
     for op in ops {
         for d in FLOATS {
             for &(a, b) in SHAPE_PAIRS {
@@ -424,7 +436,7 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
         }
     }
     // the activation gradients: (y, dy) of one shape
-    for op in ["TanhGrad", "SigmoidGrad"] {
+    for op in same_shape {
         for d in FLOATS {
             for dims in [&[][..], &[1000], &[64, 33]] {
                 check(g, &mut f, op, &[], &[rng.tensor(d, dims, -1.0, 1.0), rng.tensor(d, dims, -3.0, 3.0)]);
@@ -462,7 +474,6 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
     finish("binary", f);
 }
 
-#[test]
 fn reductions_and_softmax_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
@@ -527,7 +538,6 @@ fn reductions_and_softmax_match_the_cpu() {
     finish("reductions", f);
 }
 
-#[test]
 fn products_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
@@ -576,6 +586,7 @@ fn check_training_with(
     others: &[Tensor],
     order: &[Result<usize, usize>],
 ) {
+    record(op);
     let mut graph = Graph::new();
     let var_ids: Vec<NodeId> = vars.iter().map(|t| graph.variable(t.clone(), None, true).unwrap()).collect();
     let phs: Vec<Output> = others.iter().map(|t| graph.placeholder(t.dtype(), t.dims(), None).unwrap()).collect();
@@ -627,7 +638,6 @@ fn check_training_with(
     }
 }
 
-#[test]
 fn training_updates_match_the_cpu() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
@@ -671,11 +681,11 @@ fn training_updates_match_the_cpu() {
     finish("training", f);
 }
 
-#[test]
 fn random_ops_have_the_right_moments_and_fresh_streams() {
     let (g, _lock) = gpu();
     let mut f = Vec::new();
     for op in ["RandomUniform", "RandomStandardNormal"] {
+        record(op);
         for d in FLOATS {
             let mut graph = Graph::new();
             let n = 200_001usize;
@@ -703,4 +713,24 @@ fn random_ops_have_the_right_moments_and_fresh_streams() {
         }
     }
     finish("random", f);
+}
+
+/// Every case group above, one after another (they share the one GPU stream), then the
+/// coverage rule: each op the registry launches on a GPU, except the movement family
+/// (`gpu_movement.rs`), was checked by some case. Without a GPU the cases still build each
+/// graph and run its CPU kernel, so the rule holds on every machine.
+#[test]
+fn every_launched_op_matches_the_cpu() {
+    unary_ops_match_the_cpu();
+    casts_match_the_cpu();
+    broadcasting_binary_ops_and_comparisons_match_the_cpu();
+    reductions_and_softmax_match_the_cpu();
+    products_match_the_cpu();
+    training_updates_match_the_cpu();
+    random_ops_have_the_right_moments_and_fresh_streams();
+    let checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    let launched: Vec<&str> = oxiflow_cuda::kernels::ops_needing_launchers().into_iter().filter(|d| d.launch != GpuLaunch::Movement).map(|d| d.name).collect();
+    let missing: Vec<&&str> = launched.iter().filter(|op| !checked.contains(**op)).collect();
+    assert!(missing.is_empty(), "ops with a GPU launcher and no case in gpu_ops.rs: {missing:?}");
+    println!("{} launched ops checked against their CPU kernels", launched.len());
 }
