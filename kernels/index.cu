@@ -3,7 +3,7 @@
 //
 // Header-free (compiled at run time by NVRTC). Entry points are `extern "C"` and named
 // `{op}_{dtype}`: GatherV2/GatherNd/ScatterNd for f32 f64 i32 i64, MatrixDiag and
-// MatrixDiagPart for f32 f64. The launchers are in crates/oxiflow-cuda/src/launch/index.rs;
+// MatrixDiagPart for f32 f64. The launchers are in crates/oxiflow-cuda/src/launch/movement/index.rs;
 // the metadata structs below are mirrored there field for field (`#[repr(C)]`).
 //
 // Indices are Int32 or Int64 tensors (`idx64` says which) and are read as they are stored.

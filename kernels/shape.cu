@@ -5,7 +5,7 @@
 // Header-free (compiled at run time by NVRTC, which has no CUDA headers here). Entry points
 // are `extern "C"` and named `{op}_{dtype}` (crates/oxiflow-cuda/src/launch/mod.rs,
 // `entry_name`), dtype one of f32 f64 i32 i64 bool (bool is one byte, as Rust's `bool`).
-// The launchers are in crates/oxiflow-cuda/src/launch/movement.rs; the metadata structs
+// The launchers are in crates/oxiflow-cuda/src/launch/movement/mod.rs; the metadata structs
 // below are mirrored there field for field (`#[repr(C)]`), so change both together.
 //
 // Every tensor is contiguous and row-major. Kernels use grid-stride loops over their

@@ -173,7 +173,7 @@ pub(crate) fn device_lines(s: &Session) -> String {
             let kind = match a.kind {
                 DeviceKind::Cpu => "cpu",
                 DeviceKind::EmulatedGpu => "emulated",
-                DeviceKind::CudaGpu => "cuda",
+                DeviceKind::ProvidedGpu => "cuda",
             };
             let limit = d.memory().map(|m| m.stats().bytes_limit).unwrap_or(0);
             format!("{}\t{}\t{}\t{}\t{}", a.name, a.device_type, kind, a.description, limit)

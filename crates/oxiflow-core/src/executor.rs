@@ -189,7 +189,7 @@ fn check_outputs_fit(node: &Node, device: &dyn crate::device::Device) -> Result<
                         });
                     }
                 }
-                attrs.kind == crate::device::DeviceKind::CudaGpu || Vec::<u8>::new().try_reserve_exact(b).is_ok()
+                attrs.kind == crate::device::DeviceKind::ProvidedGpu || Vec::<u8>::new().try_reserve_exact(b).is_ok()
             }
         };
         if !fits {

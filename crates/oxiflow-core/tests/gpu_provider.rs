@@ -133,7 +133,7 @@ impl GpuProvider for FakeProvider {
                 name: spec.to_string(),
                 spec,
                 device_type: oxiflow_core::device::DeviceType::Gpu,
-                kind: DeviceKind::CudaGpu,
+                kind: DeviceKind::ProvidedGpu,
                 description: format!("device: {index}, name: {}, pci bus id: {}, memory limit: {limit} bytes", g.name, g.pci_bus_id),
             },
             timed: std::sync::Mutex::new(None),
@@ -168,7 +168,7 @@ fn sessions_take_the_providers_gpus_unless_emulated_ones_are_asked_for() {
     let g = Arc::new(RwLock::new(Graph::new()));
     let real = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
     let kinds: Vec<_> = real.devices().devices.iter().map(|d| (d.attributes().name.clone(), d.attributes().kind)).collect();
-    assert_eq!(kinds, vec![(CPU0.to_string(), DeviceKind::Cpu), (GPU0.to_string(), DeviceKind::CudaGpu)]);
+    assert_eq!(kinds, vec![(CPU0.to_string(), DeviceKind::Cpu), (GPU0.to_string(), DeviceKind::ProvidedGpu)]);
     assert!(real.devices().devices[1].attributes().description.contains("name: Fake GPU"));
     let emulated = Session::new(g, SessionOptions { emulated_gpus: Some(1), ..Default::default() }).unwrap();
     assert_eq!(emulated.devices().devices[1].attributes().kind, DeviceKind::EmulatedGpu);

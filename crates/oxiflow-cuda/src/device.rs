@@ -271,7 +271,7 @@ impl CudaDevice {
             attrs: DeviceAttributes {
                 spec,
                 device_type: oxiflow_core::device::DeviceType::Gpu,
-                kind: DeviceKind::CudaGpu,
+                kind: DeviceKind::ProvidedGpu,
                 description: format!("{description}, memory limit: {limit} bytes"),
                 name: name.clone(),
             },

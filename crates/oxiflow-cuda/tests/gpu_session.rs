@@ -71,7 +71,7 @@ fn seed_000_runs_on_the_real_gpu_and_matches_the_cpu() {
     for (x, y) in on_gpu.iter().zip(&on_cpu) {
         assert!((x[0] - y[0]).abs() < 1e-12, "gpu {x:?} cpu {y:?}");
     }
-    assert_eq!(s.devices().devices[1].attributes().kind, DeviceKind::CudaGpu);
+    assert_eq!(s.devices().devices[1].attributes().kind, DeviceKind::ProvidedGpu);
     assert_eq!(s.assigned_device(fetches[0].node).unwrap(), GPU0);
     let sin_grad = g.read().unwrap().node_by_name("gradients/Sin_grad/Cos").unwrap();
     assert_eq!(s.assigned_device(sin_grad).unwrap(), GPU0);

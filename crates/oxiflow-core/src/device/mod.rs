@@ -57,8 +57,9 @@ pub enum DeviceKind {
     /// A GPU emulated in host memory with CPU kernels but GPU placement rules: only ops with
     /// a GPU kernel may go there and data is copied in and out.
     EmulatedGpu,
-    /// A real CUDA GPU (provided by `oxiflow-cuda`).
-    CudaGpu,
+    /// A real GPU supplied by the registered GPU provider ([`provider::GpuProvider`]; the
+    /// C library registers `oxiflow-cuda`'s): the core knows no backend by name.
+    ProvidedGpu,
 }
 
 /// Static description of a device (TF's `DeviceAttributes`).

@@ -1,5 +1,5 @@
 //! Test cases of the data-movement and indexing kernels, shared by the host check of the
-//! launch plans (`src/launch/movement_tests.rs`, which emulates the kernels on the host)
+//! launch plans (`src/launch/movement/tests.rs`, which emulates the kernels on the host)
 //! and the GPU test (`tests/gpu_movement.rs`). Each case is one node built with the core's
 //! graph builder, its input values, and the CPU kernel's outputs to compare with exactly.
 

@@ -13,7 +13,7 @@ use crate::launch::{entry_name, MAX_RANK};
 use oxiflow_core::ops::{lookup, registered, GpuLaunch, GpuSupport};
 use oxiflow_core::Tensor;
 
-#[path = "../../tests/common/movement_cases.rs"]
+#[path = "../../../tests/common/movement_cases.rs"]
 mod cases;
 use cases::{bad_index_cases, cases, tensor_bytes, Case};
 

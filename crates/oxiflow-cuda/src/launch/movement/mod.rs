@@ -29,14 +29,11 @@ use crate::error::CudaResult;
 use oxiflow_core::graph::Node;
 use oxiflow_core::DType;
 
-#[path = "index.rs"]
 pub mod index;
-#[path = "plan.rs"]
 pub mod plan;
 pub use plan::*;
 
 #[cfg(test)]
-#[path = "movement_tests.rs"]
 mod tests;
 
 /// Threads per block of every movement kernel.
