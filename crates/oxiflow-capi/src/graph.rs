@@ -3,7 +3,7 @@
 use crate::handles::{Registry, GRAPH_KIND};
 use crate::{guard, opt_str, put, req_str, return_str, slice};
 use oxiflow_core::graph::{DeviceScope, NodeDef};
-use oxiflow_core::ops::{AttrValue, Attrs};
+use oxiflow_core::ops::{lookup, AttrKind, AttrValue, Attrs, OpDef};
 use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, OxiflowError, Result, Tensor};
 use std::ffi::{c_char, c_void, CString};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -172,33 +172,41 @@ fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec
         .collect()
 }
 
-/// Parses the attrs JSON object: booleans, integers, floats, strings (`dtype`-like keys
-/// `dtype`, `DstT`, `SrcT`, `T` become dtypes), integer arrays (`shape` becomes a shape).
-fn parse_attrs(json: Option<&str>) -> Result<Attrs> {
+/// Parses the attrs JSON object by the op's declared attribute types (`OpDef::attrs`, TF's
+/// `OpDef.attr`): a `type` attribute from a dtype name (`"float32"`, `"DT_FLOAT"`), a
+/// `shape` from an array of non-negative integers, a `float` from any number; otherwise
+/// booleans, integers, floats, strings and integer arrays as JSON has them. An attribute
+/// the op does not declare is parsed as JSON has it and then refused when the node is built
+/// (TF's `NodeDef mentions attr ... not in Op<...>`); `op` is `None` for an unknown op type
+/// (refused when the node is built, too).
+fn parse_attrs(op: Option<&OpDef>, json: Option<&str>) -> Result<Attrs> {
     let mut attrs = Attrs::new();
     let Some(text) = json.filter(|s| !s.trim().is_empty()) else { return Ok(attrs) };
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| OxiflowError::InvalidArgument(format!("attrs are not valid JSON ({e}): {text}")))?;
     let obj = v.as_object().ok_or_else(|| OxiflowError::InvalidArgument(format!("attrs must be a JSON object: {text}")))?;
     for (k, v) in obj {
-        let bad = || OxiflowError::InvalidArgument(format!("attr '{k}' has an unsupported value {v}"));
-        let a = match v {
-            serde_json::Value::Bool(b) => AttrValue::Bool(*b),
-            serde_json::Value::Number(n) => match n.as_i64() {
+        let kind = op.and_then(|d| d.attr_def(k)).map(|a| a.kind);
+        let bad = || match kind {
+            Some(kind) => OxiflowError::InvalidArgument(format!("attr '{k}' of {} is a {}, not {v}", op.map_or("", |d| d.name), kind.tf_name())),
+            None => OxiflowError::InvalidArgument(format!("attr '{k}' has an unsupported value {v}")),
+        };
+        let ints = |items: &[serde_json::Value]| items.iter().map(|x| x.as_i64().ok_or_else(bad)).collect::<Result<Vec<i64>>>();
+        use serde_json::Value as J;
+        let a = match (kind, v) {
+            (Some(AttrKind::Type), J::String(s)) => {
+                AttrValue::Type(DType::parse(s).ok_or_else(|| OxiflowError::InvalidArgument(format!("attr '{k}': unknown dtype '{s}'")))?)
+            }
+            (Some(AttrKind::Shape), J::Array(items)) => {
+                AttrValue::Shape(ints(items)?.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_>>()?)
+            }
+            (Some(AttrKind::Float), J::Number(n)) => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
+            (_, J::Bool(b)) => AttrValue::Bool(*b),
+            (_, J::Number(n)) => match n.as_i64() {
                 Some(i) => AttrValue::Int(i),
                 None => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
             },
-            serde_json::Value::String(s) if matches!(k.as_str(), "dtype" | "DstT" | "SrcT" | "T") => {
-                AttrValue::Type(DType::parse(s).ok_or_else(|| OxiflowError::InvalidArgument(format!("attr '{k}': unknown dtype '{s}'")))?)
-            }
-            serde_json::Value::String(s) => AttrValue::Str(s.clone()),
-            serde_json::Value::Array(items) => {
-                let ints: Vec<i64> = items.iter().map(|x| x.as_i64().ok_or_else(bad)).collect::<Result<_>>()?;
-                if k == "shape" {
-                    AttrValue::Shape(ints.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_>>()?)
-                } else {
-                    AttrValue::Ints(ints)
-                }
-            }
+            (_, J::String(s)) => AttrValue::Str(s.clone()),
+            (_, J::Array(items)) => AttrValue::Ints(ints(items)?),
             _ => return Err(bad()),
         };
         attrs.insert(k.clone(), a);
@@ -300,7 +308,7 @@ pub extern "C" fn oxf_add_op(
 ) -> i32 {
     guard(|| {
         let mut spec = NodeSpec::new(req_str(op_type, "op type")?, &outputs(input_nodes, input_indices, n_inputs, "inputs")?);
-        spec.attrs = parse_attrs(opt_str(attrs_json, "attrs")?)?;
+        spec.attrs = parse_attrs(lookup(&spec.op).ok(), opt_str(attrs_json, "attrs")?)?;
         spec.name = opt_str(name, "name")?.map(str::to_string);
         // (a name ending in '/' is used exactly: Graph::requested_name)
         out_node(graph(g)?.write()?.add_node(spec)?, out)

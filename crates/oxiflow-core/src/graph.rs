@@ -480,6 +480,7 @@ impl Graph {
             }
         }
         op.check_arity(&name, inputs.len())?;
+        op.check_attrs(&name, &spec.attrs)?;
         let input_types: Vec<TensorType> = inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
         let outputs = (op.infer)(&InferCtx { op: op.name, node: &name, inputs: &input_types, attrs: &spec.attrs })?;
         // TF's TensorShape refuses a shape whose element count overflows; a byte size over

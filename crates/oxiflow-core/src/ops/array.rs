@@ -177,11 +177,20 @@ fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![Tensor::filled(t.dtype(), t.dims(), 0.0)])
 }
 
+/// `shape`: the output's static shape (TF passes it as a tensor input).
+const SHAPE: &[AttrDef] = &[attr("shape", AttrKind::Shape)];
+/// TF's `Cast` attrs (`SrcT` is the input's dtype; `Truncate` is accepted and has no effect).
+const CAST_ATTRS: &[AttrDef] = &[attr("SrcT", AttrKind::Type), attr("DstT", AttrKind::Type), attr("Truncate", AttrKind::Bool)];
+
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
-    r.add(def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape)).launched_as(GpuLaunch::DeviceHandled));
-    r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)));
-    r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)));
+    r.add(
+        def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape))
+            .launched_as(GpuLaunch::DeviceHandled)
+            .with_attrs(SHAPE),
+    );
+    r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)).with_attrs(SHAPE));
+    r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)).with_attrs(CAST_ATTRS));
     // TF: ops.NotDifferentiable("OnesLike"), ("ZerosLike").
     r.add(def("OnesLike", "OnesLike", one, infer_same, kernel_ones_like, GPU_FLOATS, None).not_differentiable());
     r.add(def("ZerosLike", "ZerosLike", one, infer_same, kernel_zeros_like, GPU_FLOATS, None).not_differentiable());

@@ -406,13 +406,37 @@ fn grad_scatter_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
 const GPU_NUMERIC: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
 
 pub(crate) fn register(r: &mut Registry) {
+    const SLICE: &[AttrDef] = &[
+        attr("begin", AttrKind::Ints),
+        attr("end", AttrKind::Ints),
+        attr("strides", AttrKind::Ints),
+        attr("begin_mask", AttrKind::Int),
+        attr("end_mask", AttrKind::Int),
+        attr("ellipsis_mask", AttrKind::Int),
+        attr("new_axis_mask", AttrKind::Int),
+        attr("shrink_axis_mask", AttrKind::Int),
+    ];
+    const SLICE_GRAD: &[AttrDef] = &[
+        attr("begin", AttrKind::Ints),
+        attr("end", AttrKind::Ints),
+        attr("strides", AttrKind::Ints),
+        attr("begin_mask", AttrKind::Int),
+        attr("end_mask", AttrKind::Int),
+        attr("ellipsis_mask", AttrKind::Int),
+        attr("new_axis_mask", AttrKind::Int),
+        attr("shrink_axis_mask", AttrKind::Int),
+        attr("shape", AttrKind::Shape),
+    ];
     let one = Arity::Fixed(1);
     let two = Arity::Fixed(2);
     let any = GpuSupport::Any;
     let def = |name, default_name, arity, infer, kernel, gpu, grad| def(name, default_name, arity, infer, kernel, gpu, grad).launched_as(GpuLaunch::Movement);
-    r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)));
-    r.add(def("StridedSliceGrad", "StridedSliceGrad", one, infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad)));
-    r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)));
+    r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)).with_attrs(SLICE));
+    r.add(
+        def("StridedSliceGrad", "StridedSliceGrad", one, infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad))
+            .with_attrs(SLICE_GRAD),
+    );
+    r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)).with_attrs(attrs!["axis" => Int, "batch_dims" => Int]));
     r.add(def("GatherNd", "GatherNd", two, infer_gather_nd, kernel_gather_nd, GPU_NUMERIC, Some(grad_gather_nd)));
-    r.add(def("ScatterNd", "ScatterNd", two, infer_scatter_nd, kernel_scatter_nd, GPU_NUMERIC, Some(grad_scatter_nd)));
+    r.add(def("ScatterNd", "ScatterNd", two, infer_scatter_nd, kernel_scatter_nd, GPU_NUMERIC, Some(grad_scatter_nd)).with_attrs(attrs!["shape" => Shape]));
 }

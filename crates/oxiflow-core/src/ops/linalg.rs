@@ -578,15 +578,22 @@ macro_rules! on_intra_op_threads {
 on_intra_op_threads!(par_inverse => kernel_inverse, par_det => kernel_det, par_solve => kernel_solve,
     par_solve_ls => kernel_solve_ls, par_bmm => kernel_bmm, par_svd => kernel_svd);
 
+/// `adjoint`: use the matrices' (conjugate) transposes (TF's `MatrixInverse`, `MatrixSolve`).
+const ADJOINT: &[AttrDef] = &[attr("adjoint", AttrKind::Bool)];
+
 pub(crate) fn register(r: &mut Registry) {
     let (one, two) = (Arity::Fixed(1), Arity::Fixed(2));
     let cpu = GpuSupport::None;
-    r.add(def("MatrixInverse", "MatrixInverse", one, infer_inverse, par_inverse, cpu, Some(grad_inverse)));
+    r.add(def("MatrixInverse", "MatrixInverse", one, infer_inverse, par_inverse, cpu, Some(grad_inverse)).with_attrs(ADJOINT));
     r.add(def("MatrixDeterminant", "MatrixDeterminant", one, infer_det, par_det, cpu, Some(grad_det)));
-    r.add(def("MatrixSolve", "MatrixSolve", two, infer_solve, par_solve, cpu, Some(grad_solve)));
+    r.add(def("MatrixSolve", "MatrixSolve", two, infer_solve, par_solve, cpu, Some(grad_solve)).with_attrs(ADJOINT));
     r.add(def("MatrixSolveLs", "MatrixSolveLs", two, infer_solve_ls, par_solve_ls, cpu, Some(grad_solve_ls)));
-    r.add(def("Svd", "Svd", one, infer_svd, par_svd, cpu, Some(grad_svd)));
+    r.add(def("Svd", "Svd", one, infer_svd, par_svd, cpu, Some(grad_svd)).with_attrs(attrs!["compute_uv" => Bool, "full_matrices" => Bool]));
     r.add(def("MatrixDiagPart", "MatrixDiagPart", one, infer_diag_part, kernel_diag_part, GPU_FLOATS, Some(grad_diag_part)).launched_as(GpuLaunch::Movement));
     r.add(def("MatrixDiag", "MatrixDiag", one, infer_diag, kernel_diag, GPU_FLOATS, Some(grad_diag)).launched_as(GpuLaunch::Movement));
-    r.add(def("BatchMatMulV2", "MatMul", two, infer_bmm, par_bmm, GPU_FLOATS, Some(grad_bmm)).launched_as(GpuLaunch::CuBlas));
+    r.add(
+        def("BatchMatMulV2", "MatMul", two, infer_bmm, par_bmm, GPU_FLOATS, Some(grad_bmm))
+            .launched_as(GpuLaunch::CuBlas)
+            .with_attrs(attrs!["adj_x" => Bool, "adj_y" => Bool]),
+    );
 }

@@ -186,7 +186,11 @@ fn grad_matmul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add(def("MatMul", "MatMul", Arity::Fixed(2), infer_matmul, kernel_matmul, GPU_FLOATS, Some(grad_matmul)).launched_as(GpuLaunch::CuBlas));
+    r.add(
+        def("MatMul", "MatMul", Arity::Fixed(2), infer_matmul, kernel_matmul, GPU_FLOATS, Some(grad_matmul))
+            .launched_as(GpuLaunch::CuBlas)
+            .with_attrs(attrs!["transpose_a" => Bool, "transpose_b" => Bool]),
+    );
 }
 
 #[cfg(test)]

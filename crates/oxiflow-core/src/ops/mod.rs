@@ -103,6 +103,61 @@ impl fmt::Display for AttrValue {
     }
 }
 
+/// The type of an op attribute (TF's `OpDef.AttrDef.type`: `int`, `float`, `bool`,
+/// `string`, `type`, `shape`, `list(int)`, `tensor`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    Int,
+    Float,
+    Bool,
+    Str,
+    /// A dtype (`DstT`, `dtype`); TF's name (`"float32"`, `"DT_FLOAT"`) where text is given.
+    Type,
+    /// Non-negative dims.
+    Shape,
+    /// A list of ints (`axis`, `perm`); a single int is read as a list of one.
+    Ints,
+    Tensor,
+}
+
+impl AttrKind {
+    /// TF's name of the type (`list(int)`), for messages.
+    pub fn tf_name(self) -> &'static str {
+        match self {
+            AttrKind::Int => "int",
+            AttrKind::Float => "float",
+            AttrKind::Bool => "bool",
+            AttrKind::Str => "string",
+            AttrKind::Type => "type",
+            AttrKind::Shape => "shape",
+            AttrKind::Ints => "list(int)",
+            AttrKind::Tensor => "tensor",
+        }
+    }
+}
+
+/// One attribute an op takes, by name and type (TF's `OpDef.AttrDef`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AttrDef {
+    pub name: &'static str,
+    pub kind: AttrKind,
+}
+
+/// `AttrDef { name, kind }`, short for the op tables' constants.
+pub const fn attr(name: &'static str, kind: AttrKind) -> AttrDef {
+    AttrDef { name, kind }
+}
+
+/// A `&'static [AttrDef]` from `"name" => Kind` pairs, for an op's registration:
+/// `.with_attrs(attrs!["axis" => Ints, "keep_dims" => Bool])`.
+macro_rules! attrs {
+    ($($name:literal => $kind:ident),* $(,)?) => {{
+        const ATTRS: &[$crate::ops::AttrDef] = &[$($crate::ops::attr($name, $crate::ops::AttrKind::$kind)),*];
+        ATTRS
+    }};
+}
+pub(crate) use attrs;
+
 /// Typed attribute access with errors that name the op and the attribute.
 pub trait AttrsExt {
     /// Int attr `k` of op `op`; `InvalidArgument` naming both when missing or not an int.
@@ -409,6 +464,9 @@ pub struct OpDef {
     pub infer: InferFn,
     pub kernel: KernelFn,
     pub gpu: GpuSupport,
+    /// The attributes a node of this op may carry, by name and type (TF's `OpDef.attr`);
+    /// any other is refused when the node is built ([`OpDef::check_attrs`]).
+    pub attrs: &'static [AttrDef],
     /// How the CUDA crate launches the GPU kernel ([`GpuLaunch::None`] exactly when `gpu`
     /// is [`GpuSupport::None`]).
     pub launch: GpuLaunch,
@@ -427,6 +485,33 @@ impl OpDef {
     /// The same op marked [`Gradient::NotDifferentiable`] (TF's `ops.NotDifferentiable`).
     pub const fn not_differentiable(self) -> Self {
         OpDef { grad: Gradient::NotDifferentiable, ..self }
+    }
+
+    /// The same op taking the attributes `attrs` (see [`OpDef::attrs`]).
+    pub const fn with_attrs(self, attrs: &'static [AttrDef]) -> Self {
+        OpDef { attrs, ..self }
+    }
+
+    /// The declared attribute `name`, if the op has one.
+    pub fn attr_def(&self, name: &str) -> Option<&'static AttrDef> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+
+    /// Errors (InvalidArgument, TF's `NodeDef mentions attr '...' not in Op<...>` with the
+    /// op's attributes and their types) when node `node` carries an attribute the op does
+    /// not declare: a misspelt attribute is refused instead of silently ignored.
+    pub fn check_attrs(&self, node: &str, attrs: &Attrs) -> Result<()> {
+        for k in attrs.keys() {
+            if self.attr_def(k).is_none() {
+                let declared: Vec<String> = self.attrs.iter().map(|a| format!("{}:{}", a.name, a.kind.tf_name())).collect();
+                let declared = if declared.is_empty() { "none".to_string() } else { declared.join(", ") };
+                return Err(OxiflowError::InvalidArgument(format!(
+                    "NodeDef mentions attr '{k}' not in Op<name={}; attr={declared}>; NodeDef: {node}",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The same op launched on GPUs as `launch` (see [`GpuLaunch`]).

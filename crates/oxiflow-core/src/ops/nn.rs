@@ -438,7 +438,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Sigmoid", infer_unary_float, kernel_sigmoid, grad_sigmoid));
     r.add(unary("Relu", infer_unary_float, kernel_relu, grad_relu));
     r.add(unary("Relu6", infer_unary_float, kernel_relu6, grad_relu6));
-    r.add(unary("LeakyRelu", infer_unary_float, kernel_leaky_relu, grad_leaky_relu).launched_as(GpuLaunch::Own)); // attr alpha
+    r.add(unary("LeakyRelu", infer_unary_float, kernel_leaky_relu, grad_leaky_relu).launched_as(GpuLaunch::Own).with_attrs(attrs!["alpha" => Float]));
     r.add(unary("Elu", infer_unary_float, kernel_elu, grad_elu));
     r.add(unary("Selu", infer_unary_float, kernel_selu, grad_selu));
     r.add(unary("Softplus", infer_unary_float, kernel_softplus, grad_softplus));

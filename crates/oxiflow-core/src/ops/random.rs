@@ -96,12 +96,14 @@ pub(crate) fn register(r: &mut Registry) {
         infer: infer_random,
         kernel,
         gpu: GPU_FLOATS,
+        attrs: &[],
         launch: GpuLaunch::Random,
         // TF: ops.NotDifferentiable("RandomStandardNormal"), ("RandomUniform")
         grad: Gradient::NotDifferentiable,
         stateful: true,
         inexpensive: false,
     };
-    r.add(random("RandomStandardNormal", kernel_normal));
-    r.add(random("RandomUniform", kernel_uniform));
+    const ATTRS: &[AttrDef] = &[attr("shape", AttrKind::Shape), attr("dtype", AttrKind::Type), attr("seed", AttrKind::Int), attr("seed2", AttrKind::Int)];
+    r.add(random("RandomStandardNormal", kernel_normal).with_attrs(ATTRS));
+    r.add(random("RandomUniform", kernel_uniform).with_attrs(ATTRS));
 }

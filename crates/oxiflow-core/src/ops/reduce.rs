@@ -414,16 +414,21 @@ pub fn reduce(g: &mut Graph, op: &str, x: Output, axes: &[i64], keep_dims: bool)
     g.op_spec(NodeSpec::new(op, &[x]).attr("axis", axes.to_vec()).attr("keep_dims", keep_dims))
 }
 
+/// TF's `Sum`/`Mean`/...: `axis` (TF's `reduction_indices` input; empty: every axis), `keep_dims`.
+const REDUCE_ATTRS: &[AttrDef] = &[attr("axis", AttrKind::Ints), attr("keep_dims", AttrKind::Bool)];
+/// TF's `ArgMax`/`ArgMin`: `axis` (TF's `dimension` input), `output_type` (Int64 by default).
+const ARG_ATTRS: &[AttrDef] = &[attr("axis", AttrKind::Int), attr("output_type", AttrKind::Type)];
+
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
-    r.add(def("Sum", "Sum", one, infer_sum, kernel_sum, GPU_FLOATS, Some(grad_sum)).launched_as(GpuLaunch::Reduce));
-    r.add(def("Mean", "Mean", one, infer_reduce, kernel_mean, GPU_FLOATS, Some(grad_mean)).launched_as(GpuLaunch::Reduce));
-    r.add(def("Prod", "Prod", one, infer_reduce, kernel_prod, GPU_FLOATS, Some(grad_prod)).launched_as(GpuLaunch::Reduce));
-    r.add(def("Max", "Max", one, infer_reduce, kernel_max, GPU_FLOATS, Some(grad_min_max)).launched_as(GpuLaunch::Reduce));
-    r.add(def("Min", "Min", one, infer_reduce, kernel_min, GPU_FLOATS, Some(grad_min_max)).launched_as(GpuLaunch::Reduce));
+    r.add(def("Sum", "Sum", one, infer_sum, kernel_sum, GPU_FLOATS, Some(grad_sum)).launched_as(GpuLaunch::Reduce).with_attrs(REDUCE_ATTRS));
+    r.add(def("Mean", "Mean", one, infer_reduce, kernel_mean, GPU_FLOATS, Some(grad_mean)).launched_as(GpuLaunch::Reduce).with_attrs(REDUCE_ATTRS));
+    r.add(def("Prod", "Prod", one, infer_reduce, kernel_prod, GPU_FLOATS, Some(grad_prod)).launched_as(GpuLaunch::Reduce).with_attrs(REDUCE_ATTRS));
+    r.add(def("Max", "Max", one, infer_reduce, kernel_max, GPU_FLOATS, Some(grad_min_max)).launched_as(GpuLaunch::Reduce).with_attrs(REDUCE_ATTRS));
+    r.add(def("Min", "Min", one, infer_reduce, kernel_min, GPU_FLOATS, Some(grad_min_max)).launched_as(GpuLaunch::Reduce).with_attrs(REDUCE_ATTRS));
     // TF: ArgMax/ArgMin are not differentiable; GPU kernels exist for float inputs
     // (Int64/Int32 outputs are produced on the device).
     let gpu_arg = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
-    r.add(def("ArgMax", "ArgMax", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable().launched_as(GpuLaunch::ArgReduce));
-    r.add(def("ArgMin", "ArgMin", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable().launched_as(GpuLaunch::ArgReduce));
+    r.add(def("ArgMax", "ArgMax", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable().launched_as(GpuLaunch::ArgReduce).with_attrs(ARG_ATTRS));
+    r.add(def("ArgMin", "ArgMin", one, infer_arg, kernel_arg, gpu_arg, None).not_differentiable().launched_as(GpuLaunch::ArgReduce).with_attrs(ARG_ATTRS));
 }

@@ -508,14 +508,22 @@ pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     let any = GpuSupport::Any;
     let def = |name, default_name, arity, infer, kernel, gpu, grad| def(name, default_name, arity, infer, kernel, gpu, grad).launched_as(GpuLaunch::Movement);
-    r.add(def("Transpose", "transpose", one, infer_transpose, kernel_transpose, any, Some(grad_transpose)));
-    r.add(def("ConcatV2", "concat", Arity::AtLeast(1), infer_concat, kernel_concat, any, Some(grad_concat)));
-    r.add(def("Pack", "stack", Arity::AtLeast(1), infer_pack, kernel_pack, any, Some(grad_pack)));
-    r.add(def("Unpack", "unstack", one, infer_unpack, kernel_unpack, any, Some(grad_unpack)));
-    r.add(def("SplitV", "split", one, infer_split, kernel_split, any, Some(grad_split)));
-    r.add(def("Tile", "Tile", one, infer_tile, kernel_tile, any, Some(grad_tile)));
-    r.add(def("ReverseV2", "ReverseV2", one, infer_reverse, kernel_reverse, any, Some(grad_reverse)));
-    r.add(def("Pad", "Pad", one, infer_pad, kernel_pad, any, Some(grad_pad)));
-    r.add(def("Squeeze", "Squeeze", one, infer_squeeze, kernel_reshape_like, any, Some(grad_reshape_like)).launched_as(GpuLaunch::DeviceHandled));
-    r.add(def("ExpandDims", "ExpandDims", one, infer_expand_dims, kernel_reshape_like, any, Some(grad_reshape_like)).launched_as(GpuLaunch::DeviceHandled));
+    r.add(def("Transpose", "transpose", one, infer_transpose, kernel_transpose, any, Some(grad_transpose)).with_attrs(attrs!["perm" => Ints]));
+    r.add(def("ConcatV2", "concat", Arity::AtLeast(1), infer_concat, kernel_concat, any, Some(grad_concat)).with_attrs(attrs!["axis" => Int]));
+    r.add(def("Pack", "stack", Arity::AtLeast(1), infer_pack, kernel_pack, any, Some(grad_pack)).with_attrs(attrs!["axis" => Int]));
+    r.add(def("Unpack", "unstack", one, infer_unpack, kernel_unpack, any, Some(grad_unpack)).with_attrs(attrs!["axis" => Int, "num" => Int]));
+    r.add(def("SplitV", "split", one, infer_split, kernel_split, any, Some(grad_split)).with_attrs(attrs!["size_splits" => Ints, "axis" => Int]));
+    r.add(def("Tile", "Tile", one, infer_tile, kernel_tile, any, Some(grad_tile)).with_attrs(attrs!["multiples" => Ints]));
+    r.add(def("ReverseV2", "ReverseV2", one, infer_reverse, kernel_reverse, any, Some(grad_reverse)).with_attrs(attrs!["axis" => Ints]));
+    r.add(def("Pad", "Pad", one, infer_pad, kernel_pad, any, Some(grad_pad)).with_attrs(attrs!["paddings" => Ints]));
+    r.add(
+        def("Squeeze", "Squeeze", one, infer_squeeze, kernel_reshape_like, any, Some(grad_reshape_like))
+            .launched_as(GpuLaunch::DeviceHandled)
+            .with_attrs(attrs!["squeeze_dims" => Ints]),
+    );
+    r.add(
+        def("ExpandDims", "ExpandDims", one, infer_expand_dims, kernel_reshape_like, any, Some(grad_reshape_like))
+            .launched_as(GpuLaunch::DeviceHandled)
+            .with_attrs(attrs!["dim" => Int]),
+    );
 }

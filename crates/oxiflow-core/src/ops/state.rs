@@ -78,24 +78,40 @@ pub(crate) fn register(r: &mut Registry) {
         infer,
         kernel,
         gpu: GpuSupport::Any,
+        attrs: &[],
         launch: GpuLaunch::DeviceHandled,
         grad: Gradient::Undefined,
         stateful: false,
         inexpensive: false,
     };
-    r.add(OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) }.not_differentiable());
+    const TYPED: &[AttrDef] = &[attr("dtype", AttrKind::Type), attr("shape", AttrKind::Shape)];
+    r.add(
+        OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) }
+            .not_differentiable()
+            .with_attrs(attrs!["value" => Tensor, "dtype" => Type]),
+    );
     r.add(
         OpDef { stateful: true, inexpensive: true, ..base("Placeholder", "Placeholder", Arity::Fixed(0), infer_placeholder, kernel_placeholder) }
-            .not_differentiable(),
+            .not_differentiable()
+            .with_attrs(TYPED),
     );
-    r.add(OpDef {
-        grad: Gradient::Fn(grad_placeholder_with_default),
-        ..base("PlaceholderWithDefault", "PlaceholderWithDefault", Arity::Fixed(1), infer_same, kernel_identity)
-    });
     r.add(
-        OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) }.not_differentiable(),
+        OpDef {
+            grad: Gradient::Fn(grad_placeholder_with_default),
+            ..base("PlaceholderWithDefault", "PlaceholderWithDefault", Arity::Fixed(1), infer_same, kernel_identity)
+        }
+        .with_attrs(TYPED),
     );
-    r.add(OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) }.not_differentiable());
+    r.add(
+        OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) }
+            .not_differentiable()
+            .with_attrs(attrs!["dtype" => Type, "shape" => Shape, "container" => Str, "shared_name" => Str]),
+    );
+    r.add(
+        OpDef { ref_inputs: &[0], stateful: true, ..base("Assign", "Assign", Arity::Fixed(2), infer_assign, kernel_assign) }
+            .not_differentiable()
+            .with_attrs(attrs!["validate_shape" => Bool, "use_locking" => Bool]),
+    );
     r.add(OpDef { grad: Gradient::Fn(grad_identity), inexpensive: true, ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
     r.add(OpDef { inexpensive: true, ..base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop) }.not_differentiable());
 }

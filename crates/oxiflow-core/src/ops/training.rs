@@ -429,20 +429,24 @@ pub(crate) fn register(r: &mut Registry) {
         infer,
         kernel,
         gpu,
+        attrs: &[],
         launch: if matches!(gpu, GpuSupport::None) { GpuLaunch::None } else { GpuLaunch::Training },
         grad: Gradient::Undefined,
         stateful: true,
         inexpensive: false,
     };
     let apply = |name, arity, refs, infer, kernel| apply_on(name, arity, refs, infer, kernel, GPU_FLOATS);
-    r.add(apply("ApplyGradientDescent", 3, &[0], infer_gd, kernel_gd));
-    r.add(apply("ApplyMomentum", 5, &[0, 1], infer_momentum, kernel_momentum));
-    r.add(apply("ApplyAdam", 10, &[0, 1, 2], infer_adam, kernel_adam));
-    r.add(apply("ApplyRMSProp", 8, &[0, 1, 2], infer_rmsprop, kernel_rmsprop));
-    r.add(apply("ApplyAdagrad", 4, &[0, 1], infer_adagrad, kernel_adagrad));
-    r.add(apply("ApplyAdadelta", 7, &[0, 1, 2], infer_adadelta, kernel_adadelta));
+    // TF's training ops all take `use_locking` (accepted; updates are atomic per variable here)
+    const LOCKING: &[AttrDef] = &[attr("use_locking", AttrKind::Bool)];
+    const NESTEROV: &[AttrDef] = &[attr("use_locking", AttrKind::Bool), attr("use_nesterov", AttrKind::Bool)];
+    r.add(apply("ApplyGradientDescent", 3, &[0], infer_gd, kernel_gd).with_attrs(LOCKING));
+    r.add(apply("ApplyMomentum", 5, &[0, 1], infer_momentum, kernel_momentum).with_attrs(NESTEROV));
+    r.add(apply("ApplyAdam", 10, &[0, 1, 2], infer_adam, kernel_adam).with_attrs(NESTEROV));
+    r.add(apply("ApplyRMSProp", 8, &[0, 1, 2], infer_rmsprop, kernel_rmsprop).with_attrs(LOCKING));
+    r.add(apply("ApplyAdagrad", 4, &[0, 1], infer_adagrad, kernel_adagrad).with_attrs(attrs!["use_locking" => Bool, "update_slots" => Bool]));
+    r.add(apply("ApplyAdadelta", 7, &[0, 1, 2], infer_adadelta, kernel_adadelta).with_attrs(LOCKING));
     // TF has no GPU kernel for ApplyAdagradDA.
-    r.add(apply_on("ApplyAdagradDA", 8, &[0, 1, 2], infer_adagrad_da, kernel_adagrad_da, GpuSupport::None));
+    r.add(apply_on("ApplyAdagradDA", 8, &[0, 1, 2], infer_adagrad_da, kernel_adagrad_da, GpuSupport::None).with_attrs(LOCKING));
     // TF's StopGradient: the identity forward, no gradient (`ops.NotDifferentiable`).
     r.add(
         def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None)
