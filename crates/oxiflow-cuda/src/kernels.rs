@@ -257,24 +257,9 @@ pub struct RequiredEntry {
     /// Op type (`RealDiv`).
     pub op: &'static str,
     /// The op's launch family (what the entry's parameters are).
-    pub launch: GpuLaunchKey,
+    pub launch: GpuLaunch,
     /// Entry name (`real_div_f32`; `cast_f32_f64` for `Cast`).
     pub entry: String,
-}
-
-/// [`GpuLaunch`] made orderable, so that [`RequiredEntry`] sorts.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct GpuLaunchKey(pub GpuLaunch);
-
-impl PartialOrd for GpuLaunchKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for GpuLaunchKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.0 as u8).cmp(&(other.0 as u8))
-    }
 }
 
 /// The dtypes an op's kernel entries are named by, from its GPU flag: every dtype for
@@ -300,7 +285,7 @@ pub fn required_entries() -> Vec<RequiredEntry> {
         if matches!(def.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::CuBlas) {
             continue;
         }
-        let launch = GpuLaunchKey(def.launch);
+        let launch = def.launch;
         let dts = entry_dtypes(def);
         if op == "Cast" {
             for &s in &dts {

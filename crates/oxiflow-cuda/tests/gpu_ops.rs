@@ -260,7 +260,6 @@ fn mismatch(cpu: &Tensor, gpu: &Tensor) -> Option<String> {
     None
 }
 
-/// One case: `op` with `attrs` on placeholders fed `inputs`; CPU and GPU outputs compared.
 /// The ops some case has checked in this process (see [`every_launched_op_matches_the_cpu`]).
 static CHECKED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
@@ -273,6 +272,7 @@ fn family(launch: GpuLaunch) -> Vec<&'static str> {
     registered().into_iter().filter(|op| lookup(op).is_ok_and(|d| d.launch == launch)).collect()
 }
 
+/// One case: `op` with `attrs` on placeholders fed `inputs`; CPU and GPU outputs compared.
 fn check(g: Option<&Gpu>, failures: &mut Vec<String>, op: &str, attrs: &[(&str, AttrValue)], inputs: &[Tensor]) {
     record(op);
     let mut graph = Graph::new();

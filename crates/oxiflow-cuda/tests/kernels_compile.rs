@@ -137,7 +137,7 @@ fn launcher_args(e: &RequiredEntry) -> Option<Vec<usize>> {
     let bcast = std::mem::size_of::<BcastMeta>();
     let red = std::mem::size_of::<RedMeta>();
     let ptrs = std::mem::size_of::<Ptrs8>();
-    Some(match (e.launch.0, e.op) {
+    Some(match (e.launch, e.op) {
         (GpuLaunch::Unary, _) => vec![8, 8, 8],
         (GpuLaunch::Binary, _) => vec![8, 8, 8, bcast],
         (GpuLaunch::Reduce | GpuLaunch::ArgReduce, _) => vec![8, 8, red],

@@ -420,7 +420,7 @@ pub enum GpuSupport {
 /// so an op of a shared family (a new unary function, a new broadcasting binary op) needs
 /// no Rust code outside its `OpDef`, only its `.cu` entries. The families' kernel
 /// signatures are in `kernels/README.md`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum GpuLaunch {
     /// No GPU kernel ([`GpuSupport::None`]).
     None,
