@@ -96,6 +96,11 @@ const char *oxf_version(void);
 // `build.rs`); the Julia test suite does, in a child process.
 int32_t oxf_panic_check(void);
 
+// The input names of op type `op` in its input order, one per line (TF's
+// `OpDef.input_arg`: `var`, `m`, `v`, ... for `ApplyAdam`); empty when the op does not name
+// its inputs. Status 5 (NotFound, TF's `Op type not registered`) for an unknown op.
+int32_t oxf_op_inputs(const char *op, const char **out);
+
 // Canonical form of a device string (`/cpu:0` -> `/device:CPU:0`); status 3 with a message
 // quoting the string when it is malformed.
 int32_t oxf_canonical_device(const char *spec, const char **out);

@@ -160,6 +160,17 @@ pub extern "C" fn oxf_panic_check() -> i32 {
     guard(|| panic!("oxf_panic_check"))
 }
 
+/// The input names of op type `op` in its input order, one per line (TF's
+/// `OpDef.input_arg`: `var`, `m`, `v`, ... for `ApplyAdam`); empty when the op does not name
+/// its inputs. Status 5 (NotFound, TF's `Op type not registered`) for an unknown op.
+#[no_mangle]
+pub extern "C" fn oxf_op_inputs(op: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let def = oxiflow_core::ops::lookup(req_str(op, "op type")?)?;
+        return_str(def.inputs.iter().map(|i| i.name).collect::<Vec<_>>().join("\n"), out)
+    })
+}
+
 /// Canonical form of a device string (`/cpu:0` -> `/device:CPU:0`); status 3 with a message
 /// quoting the string when it is malformed.
 #[no_mangle]

@@ -22,6 +22,23 @@ fn malformed_device_string_is_status_3_with_the_string_quoted() {
 }
 
 #[test]
+fn op_input_names_come_from_the_ops_declaration() {
+    let mut out: *const std::ffi::c_char = null();
+    let op = CString::new("ApplyAdam").unwrap();
+    assert_eq!(oxf_op_inputs(op.as_ptr(), &mut out), 0);
+    let names = unsafe { CStr::from_ptr(out) }.to_str().unwrap().to_string();
+    // TF's training_ops.cc order
+    assert_eq!(names, "var\nm\nv\nbeta1_power\nbeta2_power\nlr\nbeta1\nbeta2\nepsilon\ngrad");
+    let sin = CString::new("Sin").unwrap();
+    assert_eq!(oxf_op_inputs(sin.as_ptr(), &mut out), 0);
+    assert_eq!(unsafe { CStr::from_ptr(out) }.to_str().unwrap(), "", "Sin does not name its input");
+    let bad = CString::new("NoSuchOp").unwrap();
+    assert_eq!(oxf_op_inputs(bad.as_ptr(), &mut out), 5);
+    assert!(last_error().contains("Op type not registered 'NoSuchOp'"), "{}", last_error());
+    assert_eq!(oxf_op_inputs(null(), &mut out), 3);
+}
+
+#[test]
 fn bad_handles_and_unknown_ops_are_errors_not_crashes() {
     let mut n = 0i64;
     assert_eq!(oxf_graph_num_nodes(null(), &mut n), 3);

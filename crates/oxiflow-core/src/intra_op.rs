@@ -243,6 +243,7 @@ pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
         infer,
         kernel,
         gpu: GpuSupport::None,
+        inputs: &[],
         attrs: &[],
         launch: crate::ops::GpuLaunch::None,
         grad: crate::ops::Gradient::Undefined,

@@ -1,9 +1,11 @@
-//! Ops declare their attributes (TF's `OpDef.attr`): a node carrying an attribute its op
-//! does not declare is refused with TF's `NodeDef mentions attr '...' not in Op<...>`, and
-//! the graph is unchanged; every attribute an op's code reads or its gradients and builders
-//! set is declared (the rest of the suite builds every op with its attributes).
+//! Ops declare their attributes (TF's `OpDef.attr`) and, where positions matter, their
+//! inputs by name (TF's `OpDef.input_arg`): a node carrying an attribute its op does not
+//! declare is refused with TF's `NodeDef mentions attr '...' not in Op<...>`, and the graph
+//! is unchanged; every attribute an op's code reads or its gradients and builders set is
+//! declared (the rest of the suite builds every op with its attributes); the training ops'
+//! input names and order are TF's (`training_ops.cc`).
 
-use oxiflow_core::ops::{lookup, registered, AttrKind};
+use oxiflow_core::ops::{lookup, registered, AttrDefault, AttrKind, InputRole};
 use oxiflow_core::{Graph, NodeSpec, Tensor};
 
 #[test]
@@ -46,4 +48,34 @@ fn tf_attribute_names_and_types_of_some_ops() {
         sorted.dedup();
         assert_eq!(sorted.len(), names.len(), "{op}: {names:?}");
     }
+}
+
+#[test]
+fn training_ops_name_their_inputs_and_references_as_tf() {
+    let want: &[(&str, &[&str], usize)] = &[
+        ("ApplyGradientDescent", &["var", "alpha", "delta"], 1),
+        ("ApplyMomentum", &["var", "accum", "lr", "grad", "momentum"], 2),
+        ("ApplyAdam", &["var", "m", "v", "beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"], 3),
+        ("ApplyRMSProp", &["var", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"], 3),
+        ("ApplyAdagrad", &["var", "accum", "lr", "grad"], 2),
+        ("ApplyAdadelta", &["var", "accum", "accum_update", "lr", "rho", "epsilon", "grad"], 3),
+        ("ApplyAdagradDA", &["var", "gradient_accumulator", "gradient_squared_accumulator", "grad", "lr", "l1", "l2", "global_step"], 3),
+    ];
+    for &(op, names, refs) in want {
+        let d = lookup(op).unwrap();
+        let got: Vec<&str> = d.inputs.iter().map(|i| i.name).collect();
+        assert_eq!(got, names, "{op}");
+        // TF's Ref(T) inputs: the variable and its slots, first
+        assert_eq!(d.ref_inputs, (0..refs).collect::<Vec<_>>().as_slice(), "{op}");
+        assert!(d.inputs[..refs].iter().all(|i| i.role == InputRole::Ref), "{op}");
+        assert_eq!(d.input_index("grad").or(d.input_index("delta")).map(|i| d.inputs[i].role), Some(InputRole::LikeFirst), "{op}");
+        // the kernels index their data inputs (references left out) by name
+        assert_eq!(d.data_index(names[refs]).unwrap(), 0, "{op}");
+        assert!(d.data_index("var").is_err(), "{op}: var is a reference, not a data input");
+    }
+    // TF's default of `update_slots` is true; `use_nesterov`'s is false
+    let adagrad = lookup("ApplyAdagrad").unwrap();
+    assert_eq!(adagrad.attr_def("update_slots").unwrap().default, Some(AttrDefault::Bool(true)));
+    assert!(adagrad.bool_attr(&Default::default(), "update_slots").unwrap());
+    assert!(!lookup("ApplyAdam").unwrap().bool_attr(&Default::default(), "use_nesterov").unwrap());
 }

@@ -130,8 +130,8 @@ fn entry_params(ptx: &str, entry: &str) -> Option<Vec<usize>> {
 }
 
 /// The argument sizes the launcher of `e`'s op passes to it (src/launch/{compute,reduction,
-/// training}.rs): by launch family for the shared families, by op for the ops whose
-/// launchers are their own; `None` for the movement family, which
+/// training}.rs): by launch family for the shared families (for training, from the op's
+/// declared inputs and attributes), by op for the ops whose launchers are their own; `None` for the movement family, which
 /// `launch::movement`'s own tests check.
 fn launcher_args(e: &RequiredEntry) -> Option<Vec<usize>> {
     let bcast = std::mem::size_of::<BcastMeta>();
@@ -150,12 +150,13 @@ fn launcher_args(e: &RequiredEntry) -> Option<Vec<usize>> {
         (GpuLaunch::Own, "BroadcastTo") => vec![8, 8, bcast],
         (GpuLaunch::Own, "AddN") => vec![ptrs, 4, 8, 8],
         (GpuLaunch::Own, "Softmax") => vec![8, 8, 8, 8],
-        (GpuLaunch::Training, "ApplyGradientDescent") => vec![8; 4],
-        (GpuLaunch::Training, "ApplyMomentum") => [vec![8; 6], vec![4]].concat(),
-        (GpuLaunch::Training, "ApplyAdam") => [vec![8; 11], vec![4]].concat(),
-        (GpuLaunch::Training, "ApplyRMSProp") => vec![8; 9],
-        (GpuLaunch::Training, "ApplyAdagrad") => [vec![8; 5], vec![4]].concat(),
-        (GpuLaunch::Training, "ApplyAdadelta") => vec![8; 8],
+        // the shared training launcher: every input's pointer in declared order, n, then
+        // one int per bool attribute but use_locking (launch::training::apply)
+        (GpuLaunch::Training, op) => {
+            let def = oxiflow_core::ops::lookup(op).expect("registered");
+            let flags = def.attrs.iter().filter(|a| a.kind == oxiflow_core::ops::AttrKind::Bool && a.name != "use_locking").count();
+            [vec![8; def.inputs.len() + 1], vec![4; flags]].concat()
+        }
         (launch, op) => panic!("{op} ({launch:?}): no argument list for its launcher here; add the launcher's arguments to launcher_args"),
     })
 }

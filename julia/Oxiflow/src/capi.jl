@@ -156,6 +156,8 @@ const PHYSICAL_DEVICE_RECORD = (name=String, device_type=String, physical=Int64,
 const TRACE_RECORD = (kind=Symbol, name=String, a=String, b=String, start_ns=Int64, end_ns=Int64, bytes=Int64)
 
 oxf_version() = unsafe_string(ccall(sym(:oxf_version), Cstring, ()))
+"""The input names of op type `op`, in its input order (empty when it does not name them)."""
+oxf_op_inputs(op::AbstractString) = String.(split(outstr(r -> ccall(sym(:oxf_op_inputs), Int32, (Cstring, Ref{Cstring}), op, r)), '\n'; keepempty=false))
 oxf_canonical_device(spec::AbstractString) = outstr(r -> ccall(sym(:oxf_canonical_device), Int32, (Cstring, Ref{Cstring}), spec, r))
 
 oxf_graph_new() = ccall(sym(:oxf_graph_new), Ptr{Cvoid}, ())

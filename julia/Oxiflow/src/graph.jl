@@ -254,6 +254,26 @@ function add_op(op_type::AbstractString, inputs::Vector{Tensor}; name=nothing, a
 end
 
 """
+    add_op(op_type, inputs::NamedTuple; name=nothing, attrs...)
+
+`add_op` with the inputs given by the names the op declares (TF's input names:
+`(var=v, m=m, v=vs, beta1_power=..., grad=g)` for `ApplyAdam`), put in the op's order by
+the engine's declaration (`oxf_op_inputs`). An `OxiflowError` (InvalidArgumentError) names
+the op and the missing or unknown inputs, and the op's names, when they differ.
+"""
+function add_op(op_type::AbstractString, inputs::NamedTuple; name=nothing, attrs...)
+    names = oxf_op_inputs(op_type)
+    given = String.(collect(keys(inputs)))
+    if sort(given) != sort(names)
+        missing_ = setdiff(names, given); unknown = setdiff(given, names)
+        invalid("$op_type takes the inputs ($(join(names, ", "))); " *
+                (isempty(missing_) ? "" : "missing: $(join(missing_, ", ")); ") *
+                (isempty(unknown) ? "" : "unknown: $(join(unknown, ", "))"))
+    end
+    return add_op(op_type, Tensor[inputs[Symbol(n)] for n in names]; name=name, attrs...)
+end
+
+"""
     get_collection(name=TRAINABLE_VARIABLES)
 
 Members of a graph collection (`TRAINABLE_VARIABLES`, `GLOBAL_VARIABLES`, `UPDATE_OPS`,

@@ -273,36 +273,41 @@ end
 
 function apply_one(o::GradientDescentOptimizer, h, g, v)
     T = v.dtype
-    return add_op("ApplyGradientDescent", [v, cast(h.lr, T), cast(g, T)])
+    return add_op("ApplyGradientDescent", (var=v, alpha=cast(h.lr, T), delta=cast(g, T)))
 end
 function apply_one(o::MomentumOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]
-    return add_op("ApplyMomentum", [v, s[1], cast(h.lr, T), cast(g, T), cast(h.momentum, T)]; use_nesterov=o.use_nesterov)
+    return add_op("ApplyMomentum", (var=v, accum=s[1], lr=cast(h.lr, T), grad=cast(g, T), momentum=cast(h.momentum, T));
+                  use_nesterov=o.use_nesterov)
 end
 function apply_one(o::AdamOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]; p = getfield(o, :powers)
-    return add_op("ApplyAdam", [v, s[1], s[2], cast(p[1], T), cast(p[2], T), cast(h.lr, T), cast(h.beta1, T),
-                                cast(h.beta2, T), cast(h.epsilon, T), cast(g, T)])
+    return add_op("ApplyAdam", (var=v, m=s[1], v=s[2], beta1_power=cast(p[1], T), beta2_power=cast(p[2], T),
+                                lr=cast(h.lr, T), beta1=cast(h.beta1, T), beta2=cast(h.beta2, T),
+                                epsilon=cast(h.epsilon, T), grad=cast(g, T)))
 end
 function apply_one(o::RMSPropOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]
-    return add_op("ApplyRMSProp", [v, s[1], s[2], cast(h.lr, T), cast(h.decay, T), cast(h.momentum, T), cast(h.epsilon, T), cast(g, T)])
+    return add_op("ApplyRMSProp", (var=v, ms=s[1], mom=s[2], lr=cast(h.lr, T), rho=cast(h.decay, T),
+                                   momentum=cast(h.momentum, T), epsilon=cast(h.epsilon, T), grad=cast(g, T)))
 end
 
 function apply_one(o::AdagradOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]
-    return add_op("ApplyAdagrad", [v, s[1], cast(h.lr, T), cast(g, T)])
+    return add_op("ApplyAdagrad", (var=v, accum=s[1], lr=cast(h.lr, T), grad=cast(g, T)))
 end
 function apply_one(o::AdadeltaOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]
-    return add_op("ApplyAdadelta", [v, s[1], s[2], cast(h.lr, T), cast(h.rho, T), cast(h.epsilon, T), cast(g, T)])
+    return add_op("ApplyAdadelta", (var=v, accum=s[1], accum_update=s[2], lr=cast(h.lr, T), rho=cast(h.rho, T),
+                                    epsilon=cast(h.epsilon, T), grad=cast(g, T)))
 end
 function apply_one(o::AdagradDAOptimizer, h, g, v)
     T = v.dtype; s = getfield(o, :slots)[v]
     step = add_op("Identity", [h.step])       # TF: identity(global step on worker) on the variable's device
     l1 = cast(constant(o.l1_regularization_strength), T)
     l2 = cast(constant(o.l2_regularization_strength), T)
-    return add_op("ApplyAdagradDA", [v, s[1], s[2], cast(g, T), cast(h.lr, T), l1, l2, step])
+    return add_op("ApplyAdagradDA", (var=v, gradient_accumulator=s[1], gradient_squared_accumulator=s[2], grad=cast(g, T),
+                                     lr=cast(h.lr, T), l1=l1, l2=l2, global_step=step))
 end
 
 # TF's `_finish`: extra ops run with the updates (Adam: beta powers *= beta after them).

@@ -172,3 +172,16 @@ end
     @test "/device:GPU:0" in list_physical_devices()      # one emulated GPU (runtests.jl)
     @test has_gpu()
 end
+
+@testset "add_op with named inputs (the op's declared names, TF's)" begin
+    reset_default_graph()
+    v = Variable([1.0, 2.0])
+    s = Session(); init(s)
+    # put in the op's order by name, whatever order they are given in
+    up = Oxiflow.add_op("ApplyGradientDescent", (delta=constant([10.0, 20.0]), var=v, alpha=constant(0.5)))
+    @test run(s, up) ≈ [1.0, 2.0] .- 0.5 .* [10.0, 20.0]
+    e = try; Oxiflow.add_op("ApplyGradientDescent", (var=v, lr=constant(0.5), delta=constant([1.0, 1.0]))); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("ApplyGradientDescent takes the inputs (var, alpha, delta)", e.msg) &&
+          occursin("missing: alpha", e.msg) && occursin("unknown: lr", e.msg)
+    @test Oxiflow.oxf_op_inputs("ApplyAdam") == ["var", "m", "v", "beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"]
+end

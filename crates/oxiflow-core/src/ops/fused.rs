@@ -567,6 +567,7 @@ pub static FUSED_ELEMENTWISE: OpDef = OpDef {
     infer: infer_fused,
     kernel: kernel_fused,
     gpu: GpuSupport::None,
+    inputs: &[],
     attrs: &[],
     launch: GpuLaunch::None,
     grad: Gradient::Undefined,

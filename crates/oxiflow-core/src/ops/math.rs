@@ -616,7 +616,21 @@ pub(crate) fn def(
     grad: Option<GradFn>,
 ) -> OpDef {
     let launch = if matches!(gpu, GpuSupport::None) { GpuLaunch::None } else { GpuLaunch::Own };
-    OpDef { name, default_name, arity, ref_inputs: &[], infer, kernel, gpu, attrs: &[], launch, grad: grad.into(), stateful: false, inexpensive: false }
+    OpDef {
+        name,
+        default_name,
+        arity,
+        ref_inputs: &[],
+        infer,
+        kernel,
+        gpu,
+        inputs: &[],
+        attrs: &[],
+        launch,
+        grad: grad.into(),
+        stateful: false,
+        inexpensive: false,
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

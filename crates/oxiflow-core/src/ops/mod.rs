@@ -136,27 +136,88 @@ impl AttrKind {
     }
 }
 
+/// The default of an attribute a node may leave out (TF's `AttrDef.default_value`), where
+/// code outside the op's own kernel needs it (the CUDA training launcher passes the op's
+/// bool attributes to the kernel).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AttrDefault {
+    Bool(bool),
+}
+
 /// One attribute an op takes, by name and type (TF's `OpDef.AttrDef`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AttrDef {
     pub name: &'static str,
     pub kind: AttrKind,
+    /// `None`: no default, or the zero of its type (`false`, `0`, empty).
+    pub default: Option<AttrDefault>,
 }
 
-/// `AttrDef { name, kind }`, short for the op tables' constants.
+/// `AttrDef { name, kind }` with no default, short for the op tables' constants.
 pub const fn attr(name: &'static str, kind: AttrKind) -> AttrDef {
-    AttrDef { name, kind }
+    AttrDef { name, kind, default: None }
 }
 
-/// A `&'static [AttrDef]` from `"name" => Kind` pairs, for an op's registration:
-/// `.with_attrs(attrs!["axis" => Ints, "keep_dims" => Bool])`.
+/// A `&'static [AttrDef]` from `"name" => Kind` pairs, a default after `=` where it is not
+/// the type's zero, for an op's registration:
+/// `.with_attrs(attrs!["use_locking" => Bool, "update_slots" => Bool = true])`.
 macro_rules! attrs {
-    ($($name:literal => $kind:ident),* $(,)?) => {{
-        const ATTRS: &[$crate::ops::AttrDef] = &[$($crate::ops::attr($name, $crate::ops::AttrKind::$kind)),*];
+    ($($name:literal => $kind:ident $(= $default:literal)?),* $(,)?) => {{
+        const ATTRS: &[$crate::ops::AttrDef] = &[$($crate::ops::AttrDef {
+            name: $name,
+            kind: $crate::ops::AttrKind::$kind,
+            default: $crate::ops::attr_default!($kind $(, $default)?),
+        }),*];
         ATTRS
     }};
 }
 pub(crate) use attrs;
+
+/// The `default` of an [`AttrDef`] in [`attrs!`]: `None`, or `Some(AttrDefault::Kind(v))`.
+macro_rules! attr_default {
+    ($kind:ident) => {
+        None
+    };
+    ($kind:ident, $default:literal) => {
+        Some($crate::ops::AttrDefault::$kind($default))
+    };
+}
+pub(crate) use attr_default;
+
+/// What an input of an op holds, as far as code outside its kernel must know (TF's
+/// `OpDef.input_arg`; the roles let one shape function and one CUDA launcher serve every
+/// training op).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum InputRole {
+    /// Any tensor; the op's shape function says which.
+    Tensor,
+    /// A variable the op updates in place (TF's `Ref(T)`: a training op's variable, first,
+    /// and its slots, of the variable's dtype and shape); these are the op's `ref_inputs`.
+    Ref,
+    /// A tensor of the first input's dtype and shape (a training op's slots and gradient).
+    LikeFirst,
+    /// A rank-0 tensor of the first input's dtype (a training op's hyperparameters).
+    Scalar,
+    /// A rank-0 Int64 (`ApplyAdagradDA`'s `global_step`).
+    Int64Scalar,
+}
+
+/// One named input of an op (TF's `OpDef.ArgDef`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct InputDef {
+    pub name: &'static str,
+    pub role: InputRole,
+}
+
+/// A `&'static [InputDef]` from `"name" => Role` pairs, in the op's input order:
+/// `.with_inputs(inputs!["var" => Ref, "alpha" => Scalar, "delta" => LikeFirst])`.
+macro_rules! inputs {
+    ($($name:literal => $role:ident),* $(,)?) => {{
+        const INPUTS: &[$crate::ops::InputDef] = &[$($crate::ops::InputDef { name: $name, role: $crate::ops::InputRole::$role }),*];
+        INPUTS
+    }};
+}
+pub(crate) use inputs;
 
 /// Typed attribute access with errors that name the op and the attribute.
 pub trait AttrsExt {
@@ -439,7 +500,8 @@ pub enum GpuLaunch {
     /// `{op}_{dtype}(x, y, RedMeta)` in `kernels/reduce.cu` with an index result (`ArgMax`).
     ArgReduce,
     /// A training update in `kernels/training.cu`, in place on the variable and its slots:
-    /// one launcher per op (their inputs differ).
+    /// `{op}_{dtype}(inputs..., n, flags...)` from the op's declared inputs
+    /// ([`OpDef::inputs`]) and bool attributes.
     Training,
     /// `{op}_{dtype}(y, n, seed, stream)` in `kernels/random.cu`.
     Random,
@@ -464,6 +526,9 @@ pub struct OpDef {
     pub infer: InferFn,
     pub kernel: KernelFn,
     pub gpu: GpuSupport,
+    /// The inputs by name and role, in order (TF's `OpDef.input_arg`); empty where the op
+    /// does not name them (its inputs are then only positional).
+    pub inputs: &'static [InputDef],
     /// The attributes a node of this op may carry, by name and type (TF's `OpDef.attr`);
     /// any other is refused when the node is built ([`OpDef::check_attrs`]).
     pub attrs: &'static [AttrDef],
@@ -490,6 +555,36 @@ impl OpDef {
     /// The same op taking the attributes `attrs` (see [`OpDef::attrs`]).
     pub const fn with_attrs(self, attrs: &'static [AttrDef]) -> Self {
         OpDef { attrs, ..self }
+    }
+
+    /// The same op with the named inputs `inputs` (see [`OpDef::inputs`]).
+    pub const fn with_inputs(self, inputs: &'static [InputDef]) -> Self {
+        OpDef { inputs, ..self }
+    }
+
+    /// The position of the input named `name` among the node's inputs.
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.inputs.iter().position(|i| i.name == name)
+    }
+
+    /// The position of the input named `name` among the data inputs a kernel gets
+    /// (`KernelCtx::inputs`: reference inputs left out); an error naming the op when it
+    /// has no such data input.
+    pub fn data_index(&self, name: &str) -> Result<usize> {
+        match self.input_index(name) {
+            Some(i) if !self.ref_inputs.contains(&i) => Ok(i - self.ref_inputs.iter().filter(|&&r| r < i).count()),
+            _ => Err(OxiflowError::Internal(format!("{} has no data input named '{name}'", self.name))),
+        }
+    }
+
+    /// Bool attribute `name` of a node's `attrs`, or its declared default (`false` when the
+    /// declaration has none); InvalidArgument naming the op when it is not a bool.
+    pub fn bool_attr(&self, attrs: &Attrs, name: &str) -> Result<bool> {
+        let default = match self.attr_def(name).and_then(|a| a.default) {
+            Some(AttrDefault::Bool(b)) => b,
+            None => false,
+        };
+        attrs.get_bool_or(self.name, name, default)
     }
 
     /// The declared attribute `name`, if the op has one.
@@ -558,6 +653,9 @@ impl Registry {
     pub fn add(&mut self, op: OpDef) {
         let name = op.name;
         assert_eq!(matches!(op.gpu, GpuSupport::None), op.launch == GpuLaunch::None, "op {name}: a GPU kernel flag needs a launch family and none without");
+        if !op.inputs.is_empty() {
+            assert!(matches!(op.arity, Arity::Fixed(n) if n == op.inputs.len()), "op {name}: {} named inputs for arity {:?}", op.inputs.len(), op.arity);
+        }
         assert!(self.0.insert(name, op).is_none(), "op {name} registered twice");
     }
 }

@@ -96,6 +96,7 @@ pub(crate) fn register(r: &mut Registry) {
         infer: infer_random,
         kernel,
         gpu: GPU_FLOATS,
+        inputs: &[],
         attrs: &[],
         launch: GpuLaunch::Random,
         // TF: ops.NotDifferentiable("RandomStandardNormal"), ("RandomUniform")

@@ -78,6 +78,7 @@ pub(crate) fn register(r: &mut Registry) {
         infer,
         kernel,
         gpu: GpuSupport::Any,
+        inputs: &[],
         attrs: &[],
         launch: GpuLaunch::DeviceHandled,
         grad: Gradient::Undefined,

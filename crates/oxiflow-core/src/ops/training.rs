@@ -72,60 +72,34 @@ macro_rules! real {
 real!(f32);
 real!(f64);
 
-/// Shape function shared by the `Apply*` ops: input 0 is the variable (a float dtype);
-/// inputs listed in `full` (its slots and `grad`) have the variable's type; `step` (if any)
-/// is an Int64 scalar (`global_step`); every other input is a scalar hyperparameter of the
-/// variable's dtype. Output: the variable's type.
-fn infer_layout(ctx: &InferCtx, full: &[usize], step: Option<usize>) -> Result<Vec<TensorType>> {
+/// Shape function of every `Apply*` op, from its declared inputs (`OpDef::inputs`): the
+/// first is the variable (a float dtype); the slots (`Ref`) and `LikeFirst` inputs (the
+/// gradient) have the variable's type; `Scalar` inputs are rank-0 hyperparameters of the variable's dtype; an
+/// `Int64Scalar` (`global_step`) is a rank-0 Int64. Bool attributes must be bools. Errors
+/// name the input. Output: the variable's type.
+fn infer_apply(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let def = lookup(ctx.op)?;
+    for a in def.attrs.iter().filter(|a| a.kind == AttrKind::Bool) {
+        def.bool_attr(ctx.attrs, a.name)?;
+    }
     let var = &ctx.inputs[0];
     ctx.require_float(var.dtype)?;
-    for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
-        let want = if step == Some(i) { DType::Int64 } else { var.dtype };
+    for ((i, t), d) in ctx.inputs.iter().enumerate().zip(def.inputs).skip(1) {
+        let step = d.role == InputRole::Int64Scalar;
+        let want = if step { DType::Int64 } else { var.dtype };
         if t.dtype != want {
-            let what = if step == Some(i) { "global_step must be Int64" } else { "every input must have the variable's dtype" };
-            return Err(ctx.dtype_error(want, t.dtype, format!(" (input {i}; {what})")));
+            let what = if step { "must be Int64" } else { "must have the variable's dtype" };
+            return Err(ctx.dtype_error(want, t.dtype, format!(" (input {i}, {}, {what})", d.name)));
         }
-        let want_var_shape = full.contains(&i);
-        if want_var_shape && t.shape != var.shape {
-            return Err(ctx.shape_error(&var.shape, &t.shape, format!(" (input {i} must have the variable's shape)")));
+        let like_var = matches!(d.role, InputRole::Ref | InputRole::LikeFirst);
+        if like_var && t.shape != var.shape {
+            return Err(ctx.shape_error(&var.shape, &t.shape, format!(" (input {i}, {}, must have the variable's shape)", d.name)));
         }
-        if !want_var_shape && t.shape.rank() != 0 {
-            return Err(ctx.shape_error(&Shape(vec![]), &t.shape, format!(" (input {i} is a hyperparameter and must be a scalar)")));
+        if !like_var && t.shape.rank() != 0 {
+            return Err(ctx.shape_error(&Shape(vec![]), &t.shape, format!(" (input {i}, {}, is a hyperparameter and must be a scalar)", d.name)));
         }
     }
     Ok(vec![var.clone()])
-}
-/// `infer_layout` for ops whose inputs `0..n_refs` are the variable and its slots, then
-/// scalars, then `grad` (last).
-fn infer_apply(ctx: &InferCtx, n_refs: usize) -> Result<Vec<TensorType>> {
-    let full: Vec<usize> = (1..n_refs).chain([ctx.inputs.len() - 1]).collect();
-    infer_layout(ctx, &full, None)
-}
-fn infer_gd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    infer_apply(ctx, 1)
-}
-fn infer_momentum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    ctx.attrs.get_bool_or(ctx.op, "use_nesterov", false)?;
-    // TF's input order is (var, accum, lr, grad, momentum): grad is not last.
-    infer_layout(ctx, &[1, 3], None)
-}
-fn infer_adam(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    ctx.attrs.get_bool_or(ctx.op, "use_nesterov", false)?;
-    infer_apply(ctx, 3)
-}
-fn infer_rmsprop(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    infer_apply(ctx, 3)
-}
-fn infer_adagrad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    ctx.attrs.get_bool_or(ctx.op, "update_slots", true)?;
-    infer_apply(ctx, 2)
-}
-fn infer_adadelta(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    infer_apply(ctx, 3)
-}
-fn infer_adagrad_da(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    // (var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2, global_step)
-    infer_layout(ctx, &[1, 2, 3], Some(7))
 }
 
 /// Reference input `i`'s value `t` as `T`, checked against the op's dtype and the variable's
@@ -206,15 +180,15 @@ fn match_layout<T: Real>(a: &mut ArcArray<T, IxDyn>, like: &ArcArray<T, IxDyn>) 
     }
 }
 
-/// Data input `i` (counted without reference inputs) as a scalar.
-fn scalar<T: Real>(ctx: &KernelCtx, i: usize) -> Result<T> {
-    let a = ctx.inputs[i].array::<T>()?;
-    a.iter().next().copied().filter(|_| a.len() == 1).ok_or_else(|| ctx.error(format!("hyperparameter input {i} must be a scalar")))
+/// The input named `name` (a hyperparameter) as a scalar.
+fn scalar<T: Real>(ctx: &KernelCtx, name: &str) -> Result<T> {
+    let a = ctx.inputs[ctx.node.op.data_index(name)?].array::<T>()?;
+    a.iter().next().copied().filter(|_| a.len() == 1).ok_or_else(|| ctx.error(format!("hyperparameter {name} must be a scalar")))
 }
 
-/// Data input `i` as an array of the variable's shape.
-fn full<'a, T: Real>(ctx: &'a KernelCtx, i: usize) -> Result<&'a ArcArray<T, IxDyn>> {
-    let a = ctx.inputs[i].array::<T>()?;
+/// The input named `name` (the gradient) as an array of the variable's shape.
+fn full<'a, T: Real>(ctx: &'a KernelCtx, name: &str) -> Result<&'a ArcArray<T, IxDyn>> {
+    let a = ctx.inputs[ctx.node.op.data_index(name)?].array::<T>()?;
     if a.shape() != ctx.node.outputs[0].shape.dims() {
         return Err(ctx.error(format!("gradient has shape {} but the variable has shape {}", Shape(a.shape().to_vec()), ctx.node.outputs[0].shape)));
     }
@@ -298,8 +272,8 @@ fn update_elements<T: Real + Send + Sync, const K: usize>(
 
 fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let alpha = scalar::<T>(ctx, 0)?;
-        let delta = full::<T>(ctx, 1)?;
+        let alpha = scalar::<T>(ctx, "alpha")?;
+        let delta = full::<T>(ctx, "delta")?;
         update_refs::<T, 1>(ctx, delta, |refs| update_elements(refs, delta, move |[v], d| *v = *v - alpha * d))
     }
     by_dtype!(ctx, go)
@@ -307,8 +281,8 @@ fn kernel_gd(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let nesterov = ctx.node.attrs.get_bool_or(ctx.node.op.name, "use_nesterov", false)?;
-        let (lr, grad, momentum) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
+        let nesterov = ctx.node.op.bool_attr(&ctx.node.attrs, "use_nesterov")?;
+        let (lr, grad, momentum) = (scalar::<T>(ctx, "lr")?, full::<T>(ctx, "grad")?, scalar::<T>(ctx, "momentum")?);
         update_refs::<T, 2>(ctx, grad, |refs| {
             update_elements(refs, grad, move |[v, a], g| {
                 *a = *a * momentum + g;
@@ -321,10 +295,10 @@ fn kernel_momentum(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let nesterov = ctx.node.attrs.get_bool_or(ctx.node.op.name, "use_nesterov", false)?;
-        let (b1p, b2p, lr) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
-        let (b1, b2, eps) = (scalar::<T>(ctx, 3)?, scalar::<T>(ctx, 4)?, scalar::<T>(ctx, 5)?);
-        let grad = full::<T>(ctx, 6)?;
+        let nesterov = ctx.node.op.bool_attr(&ctx.node.attrs, "use_nesterov")?;
+        let (b1p, b2p, lr) = (scalar::<T>(ctx, "beta1_power")?, scalar::<T>(ctx, "beta2_power")?, scalar::<T>(ctx, "lr")?);
+        let (b1, b2, eps) = (scalar::<T>(ctx, "beta1")?, scalar::<T>(ctx, "beta2")?, scalar::<T>(ctx, "epsilon")?);
+        let grad = full::<T>(ctx, "grad")?;
         let one = T::one();
         let lr_t = lr * (one - b2p).sqrt() / (one - b1p);
         update_refs::<T, 3>(ctx, grad, |refs| {
@@ -341,8 +315,9 @@ fn kernel_adam(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let (lr, rho, momentum, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
-        let grad = full::<T>(ctx, 4)?;
+        let (lr, rho) = (scalar::<T>(ctx, "lr")?, scalar::<T>(ctx, "rho")?);
+        let (momentum, eps) = (scalar::<T>(ctx, "momentum")?, scalar::<T>(ctx, "epsilon")?);
+        let grad = full::<T>(ctx, "grad")?;
         let one = T::one();
         update_refs::<T, 3>(ctx, grad, |refs| {
             update_elements(refs, grad, move |[x, ms, mom], g| {
@@ -357,8 +332,8 @@ fn kernel_rmsprop(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let update_slots = ctx.node.attrs.get_bool_or(ctx.node.op.name, "update_slots", true)?;
-        let (lr, grad) = (scalar::<T>(ctx, 0)?, full::<T>(ctx, 1)?);
+        let update_slots = ctx.node.op.bool_attr(&ctx.node.attrs, "update_slots")?;
+        let (lr, grad) = (scalar::<T>(ctx, "lr")?, full::<T>(ctx, "grad")?);
         let one = T::one();
         update_refs::<T, 2>(ctx, grad, |refs| {
             update_elements(refs, grad, move |[x, a], g| {
@@ -374,8 +349,8 @@ fn kernel_adagrad(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adadelta(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let (lr, rho, eps) = (scalar::<T>(ctx, 0)?, scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?);
-        let grad = full::<T>(ctx, 3)?;
+        let (lr, rho, eps) = (scalar::<T>(ctx, "lr")?, scalar::<T>(ctx, "rho")?, scalar::<T>(ctx, "epsilon")?);
+        let grad = full::<T>(ctx, "grad")?;
         let one = T::one();
         update_refs::<T, 3>(ctx, grad, |refs| {
             update_elements(refs, grad, move |[x, a, au], g| {
@@ -391,9 +366,9 @@ fn kernel_adadelta(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_adagrad_da(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Real>(ctx: &KernelCtx) -> Result<Outputs> {
-        let grad = full::<T>(ctx, 0)?;
-        let (lr, l1, l2) = (scalar::<T>(ctx, 1)?, scalar::<T>(ctx, 2)?, scalar::<T>(ctx, 3)?);
-        let step = ctx.inputs[4].array::<i64>()?;
+        let grad = full::<T>(ctx, "grad")?;
+        let (lr, l1, l2) = (scalar::<T>(ctx, "lr")?, scalar::<T>(ctx, "l1")?, scalar::<T>(ctx, "l2")?);
+        let step = ctx.inputs[ctx.node.op.data_index("global_step")?].array::<i64>()?;
         let step = step.iter().next().copied().filter(|_| step.len() == 1).ok_or_else(|| ctx.error("global_step must be a scalar"))?;
         let gs = T::from_f64(step as f64);
         let (zero, minus_one) = (<T as Element>::zero(), <T as Element>::zero() - T::one());
@@ -421,32 +396,80 @@ fn kernel_identity(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    let apply_on = |name, arity, refs, infer, kernel, gpu| OpDef {
+    // TF's training_ops.cc: each op's inputs by name (the variable and its slots are
+    // reference inputs), `use_locking` on all (accepted; each update holds its variables),
+    // `use_nesterov` on Momentum and Adam, `update_slots` (default true) on Adagrad.
+    let apply = |name, inputs: &'static [InputDef], attrs, kernel, gpu| OpDef {
         name,
         default_name: name,
-        arity: Arity::Fixed(arity),
-        ref_inputs: refs,
-        infer,
+        arity: Arity::Fixed(inputs.len()),
+        // TF's `Ref(T)` inputs, by role (the registry is built once per process)
+        ref_inputs: Box::leak(inputs.iter().enumerate().filter(|(_, i)| i.role == InputRole::Ref).map(|(k, _)| k).collect::<Vec<_>>().into_boxed_slice()),
+        infer: infer_apply,
         kernel,
         gpu,
-        attrs: &[],
+        inputs,
+        attrs,
         launch: if matches!(gpu, GpuSupport::None) { GpuLaunch::None } else { GpuLaunch::Training },
         grad: Gradient::Undefined,
         stateful: true,
         inexpensive: false,
     };
-    let apply = |name, arity, refs, infer, kernel| apply_on(name, arity, refs, infer, kernel, GPU_FLOATS);
-    // TF's training ops all take `use_locking` (accepted; updates are atomic per variable here)
-    const LOCKING: &[AttrDef] = &[attr("use_locking", AttrKind::Bool)];
-    const NESTEROV: &[AttrDef] = &[attr("use_locking", AttrKind::Bool), attr("use_nesterov", AttrKind::Bool)];
-    r.add(apply("ApplyGradientDescent", 3, &[0], infer_gd, kernel_gd).with_attrs(LOCKING));
-    r.add(apply("ApplyMomentum", 5, &[0, 1], infer_momentum, kernel_momentum).with_attrs(NESTEROV));
-    r.add(apply("ApplyAdam", 10, &[0, 1, 2], infer_adam, kernel_adam).with_attrs(NESTEROV));
-    r.add(apply("ApplyRMSProp", 8, &[0, 1, 2], infer_rmsprop, kernel_rmsprop).with_attrs(LOCKING));
-    r.add(apply("ApplyAdagrad", 4, &[0, 1], infer_adagrad, kernel_adagrad).with_attrs(attrs!["use_locking" => Bool, "update_slots" => Bool]));
-    r.add(apply("ApplyAdadelta", 7, &[0, 1, 2], infer_adadelta, kernel_adadelta).with_attrs(LOCKING));
+    const LOCKING: &[AttrDef] = attrs!["use_locking" => Bool];
+    const NESTEROV: &[AttrDef] = attrs!["use_locking" => Bool, "use_nesterov" => Bool];
+    r.add(apply("ApplyGradientDescent", inputs!["var" => Ref, "alpha" => Scalar, "delta" => LikeFirst], LOCKING, kernel_gd, GPU_FLOATS));
+    r.add(apply(
+        "ApplyMomentum",
+        inputs!["var" => Ref, "accum" => Ref, "lr" => Scalar, "grad" => LikeFirst, "momentum" => Scalar],
+        NESTEROV,
+        kernel_momentum,
+        GPU_FLOATS,
+    ));
+    r.add(apply(
+        "ApplyAdam",
+        inputs![
+            "var" => Ref, "m" => Ref, "v" => Ref, "beta1_power" => Scalar, "beta2_power" => Scalar,
+            "lr" => Scalar, "beta1" => Scalar, "beta2" => Scalar, "epsilon" => Scalar, "grad" => LikeFirst,
+        ],
+        NESTEROV,
+        kernel_adam,
+        GPU_FLOATS,
+    ));
+    r.add(apply(
+        "ApplyRMSProp",
+        inputs![
+            "var" => Ref, "ms" => Ref, "mom" => Ref, "lr" => Scalar, "rho" => Scalar,
+            "momentum" => Scalar, "epsilon" => Scalar, "grad" => LikeFirst,
+        ],
+        LOCKING,
+        kernel_rmsprop,
+        GPU_FLOATS,
+    ));
+    r.add(apply(
+        "ApplyAdagrad",
+        inputs!["var" => Ref, "accum" => Ref, "lr" => Scalar, "grad" => LikeFirst],
+        attrs!["use_locking" => Bool, "update_slots" => Bool = true],
+        kernel_adagrad,
+        GPU_FLOATS,
+    ));
+    r.add(apply(
+        "ApplyAdadelta",
+        inputs!["var" => Ref, "accum" => Ref, "accum_update" => Ref, "lr" => Scalar, "rho" => Scalar, "epsilon" => Scalar, "grad" => LikeFirst],
+        LOCKING,
+        kernel_adadelta,
+        GPU_FLOATS,
+    ));
     // TF has no GPU kernel for ApplyAdagradDA.
-    r.add(apply_on("ApplyAdagradDA", 8, &[0, 1, 2], infer_adagrad_da, kernel_adagrad_da, GpuSupport::None).with_attrs(LOCKING));
+    r.add(apply(
+        "ApplyAdagradDA",
+        inputs![
+            "var" => Ref, "gradient_accumulator" => Ref, "gradient_squared_accumulator" => Ref, "grad" => LikeFirst,
+            "lr" => Scalar, "l1" => Scalar, "l2" => Scalar, "global_step" => Int64Scalar,
+        ],
+        LOCKING,
+        kernel_adagrad_da,
+        GpuSupport::None,
+    ));
     // TF's StopGradient: the identity forward, no gradient (`ops.NotDifferentiable`).
     r.add(
         def("StopGradient", "StopGradient", Arity::Fixed(1), infer_same, kernel_identity, GpuSupport::Any, None)

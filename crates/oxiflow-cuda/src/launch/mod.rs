@@ -94,8 +94,8 @@ pub struct LaunchCtx<'a> {
 pub type Launcher = fn(&LaunchCtx, &Node, &[DevArg], &[DevArg]) -> CudaResult<()>;
 
 /// The launcher of `op`, from its launch family: one launcher for every op of the
-/// unary, binary, reduction and random families; the op's own for training updates,
-/// cuBLAS products, data movement and [`GpuLaunch::Own`]. `None` when the op has no GPU
+/// unary, binary, reduction, random and training families; the op's own for cuBLAS
+/// products, data movement and [`GpuLaunch::Own`]. `None` when the op has no GPU
 /// kernel, is run by the device itself ([`GpuLaunch::DeviceHandled`]), or declares a
 /// family whose table lacks it (a test checks that every registered GPU op has one).
 pub fn launcher(op: &OpDef) -> Option<Launcher> {
@@ -106,7 +106,7 @@ pub fn launcher(op: &OpDef) -> Option<Launcher> {
         GpuLaunch::Reduce => Some(reduction::reduce),
         GpuLaunch::ArgReduce => Some(reduction::arg_reduce),
         GpuLaunch::Random => Some(training::random),
-        GpuLaunch::Training => training::launcher(op.name),
+        GpuLaunch::Training => Some(training::apply),
         GpuLaunch::CuBlas => blas::launcher(op.name),
         GpuLaunch::Movement => movement::launcher(op.name),
         GpuLaunch::Own => compute::own_launcher(op.name),

@@ -2,13 +2,15 @@
 //! `ApplyAdam`, `ApplyRMSProp`, `ApplyAdagrad`, `ApplyAdadelta`, in place) and `kernels/random.cu` (`RandomStandardNormal`,
 //! `RandomUniform`).
 //!
-//! Training ops: `inputs` are all of the node's inputs in node order, the variable and its
-//! slots (reference inputs) included as the device buffers to update in place, e.g.
-//! `ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad)`;
-//! hyperparameters are rank-0 device tensors. When the device gives the op an output
-//! buffer other than the variable's own, the new value is copied there after the update.
-//! Attrs `use_nesterov` (default false) and `update_slots` (`ApplyAdagrad`, default true) as
-//! in crates/oxiflow-core/src/ops/training.rs. `ApplyAdagradDA` has no GPU kernel (as in TF).
+//! Training ops: one launcher, [`apply`], for all of them, driven by each op's declaration
+//! in crates/oxiflow-core/src/ops/training.rs (`OpDef::inputs`, `OpDef::attrs`). `inputs`
+//! are all of the node's inputs in node order, the variable and its slots (reference
+//! inputs) included as the device buffers to update in place, e.g. `ApplyAdam(var, m, v,
+//! beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad)`; hyperparameters are rank-0
+//! device tensors. When the device gives the op an output buffer other than the variable's
+//! own, the new value is copied there after the update. Bool attrs (`use_nesterov`,
+//! `update_slots`) follow as ints with their declared defaults. `ApplyAdagradDA` has no GPU
+//! kernel (as in TF).
 //!
 //! Random ops: attrs `seed`/`seed2` (default 0) give the node's 64-bit base seed with the
 //! CPU kernel's SplitMix mix (crates/oxiflow-core/src/ops/random.rs); both zero draws a
@@ -23,7 +25,7 @@ use super::meta::grid_1d;
 use super::{entry_name, DevArg, LaunchCtx};
 use crate::error::{CudaError, CudaResult};
 use oxiflow_core::graph::Node;
-use oxiflow_core::ops::AttrsExt;
+use oxiflow_core::ops::{AttrKind, AttrsExt, InputRole};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -71,87 +73,45 @@ fn copy_out(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg])
     })
 }
 
-fn nesterov(node: &Node) -> i32 {
-    i32::from(node.attrs.get_bool_or(node.op.name, "use_nesterov", false).unwrap_or(false))
+/// The bool attributes a training kernel takes after `n`, as `i32`, in the op's declared
+/// order (`OpDef::attrs`), each the node's value or its declared default: every bool
+/// attribute but `use_locking` (`use_nesterov`, `update_slots`).
+pub fn kernel_flags(node: &Node) -> CudaResult<Vec<i32>> {
+    let def = node.op;
+    def.attrs
+        .iter()
+        .filter(|a| a.kind == AttrKind::Bool && a.name != "use_locking")
+        .map(|a| def.bool_attr(&node.attrs, a.name).map(i32::from).map_err(|e| node_error(node, e)))
+        .collect()
 }
 
-/// The launcher of a training op (`GpuLaunch::Training`), by op type: each update takes
-/// its own inputs.
-pub(crate) fn launcher(op: &str) -> Option<super::Launcher> {
-    Some(match op {
-        "ApplyGradientDescent" => apply_gradient_descent,
-        "ApplyMomentum" => apply_momentum,
-        "ApplyAdam" => apply_adam,
-        "ApplyRMSProp" => apply_rms_prop,
-        "ApplyAdagrad" => apply_adagrad,
-        "ApplyAdadelta" => apply_adadelta,
-        _ => return None,
-    })
-}
-
-/// `ApplyGradientDescent(var, alpha, delta)`: `var -= alpha * delta`.
-pub(crate) fn apply_gradient_descent(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 3, &[2])?;
+/// The training family's launcher (`GpuLaunch::Training`), for every `Apply*` op from its
+/// declaration (`OpDef::inputs`, `OpDef::attrs`): `{op}_{dtype}(inputs..., n, flags...)`,
+/// the inputs' device pointers in the op's input order (TF's), `n` the variable's
+/// elements as `i64`, then [`kernel_flags`]. `kernels/training.cu` declares each entry's
+/// parameters in that order; the kernel compile test checks their count and sizes.
+pub(crate) fn apply(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
+    let def = node.op;
+    let like_var: Vec<usize> = (1..def.inputs.len()).filter(|&i| matches!(def.inputs[i].role, InputRole::Ref | InputRole::LikeFirst)).collect();
+    let n = check_apply(node, inputs, outputs, def.inputs.len(), &like_var)?;
     if n > 0 {
-        let (var, alpha, delta) = (inputs[0].ptr, inputs[1].ptr, inputs[2].ptr);
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize); var, alpha, delta, n)?;
-    }
-    copy_out(ctx, node, inputs, outputs)
-}
-
-/// `ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov)`.
-pub(crate) fn apply_momentum(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 5, &[1, 3])?;
-    if n > 0 {
-        let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        let nest = nesterov(node);
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize); p[0], p[1], p[2], p[3], p[4], n, nest)?;
-    }
-    copy_out(ctx, node, inputs, outputs)
-}
-
-/// `ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad;
-/// use_nesterov)`.
-pub(crate) fn apply_adam(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 10, &[1, 2, 9])?;
-    if n > 0 {
-        let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        let nest = nesterov(node);
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize);
-            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], n, nest)?;
-    }
-    copy_out(ctx, node, inputs, outputs)
-}
-
-/// `ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)`.
-pub(crate) fn apply_rms_prop(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 8, &[1, 2, 7])?;
-    if n > 0 {
-        let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize);
-            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], n)?;
-    }
-    copy_out(ctx, node, inputs, outputs)
-}
-
-/// `ApplyAdagrad(var, accum, lr, grad; update_slots)`.
-pub(crate) fn apply_adagrad(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 4, &[1, 3])?;
-    if n > 0 {
-        let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        let update_slots = i32::from(node.attrs.get_bool_or(node.op.name, "update_slots", true).unwrap_or(true));
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize); p[0], p[1], p[2], p[3], n, update_slots)?;
-    }
-    copy_out(ctx, node, inputs, outputs)
-}
-
-/// `ApplyAdadelta(var, accum, accum_update, lr, rho, epsilon, grad)`.
-pub(crate) fn apply_adadelta(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
-    let n = check_apply(node, inputs, outputs, 7, &[1, 2, 6])?;
-    if n > 0 {
-        let p: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
-        launch!(ctx, node, entry_name(node.op.name, inputs[0].dtype), grid_1d(n as usize);
-            p[0], p[1], p[2], p[3], p[4], p[5], p[6], n)?;
+        let ptrs: Vec<u64> = inputs.iter().map(|a| a.ptr).collect();
+        let flags = kernel_flags(node)?;
+        let entry = entry_name(def.name, inputs[0].dtype);
+        let func = (ctx.function)(&entry)?;
+        use cudarc::driver::PushKernelArg as _;
+        let mut builder = ctx.stream.launch_builder(&func);
+        for p in &ptrs {
+            builder.arg(p);
+        }
+        builder.arg(&n);
+        for f in &flags {
+            builder.arg(f);
+        }
+        // SAFETY: the arguments are the entry's parameter list in kernels/training.cu (device
+        // addresses as u64 in input order, n as i64, flags as int; the compile test checks
+        // the count and sizes); the buffers are live and hold the shapes checked above.
+        unsafe { builder.launch(grid_1d(n as usize)) }.map(|_| ()).map_err(|e| super::compute::launch_error(ctx, node, &entry, e))?;
     }
     copy_out(ctx, node, inputs, outputs)
 }
