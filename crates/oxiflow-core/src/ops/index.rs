@@ -406,27 +406,17 @@ fn grad_scatter_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
 const GPU_NUMERIC: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
 
 pub(crate) fn register(r: &mut Registry) {
-    const SLICE: &[AttrDef] = &[
-        attr("begin", AttrKind::Ints),
-        attr("end", AttrKind::Ints),
-        attr("strides", AttrKind::Ints),
-        attr("begin_mask", AttrKind::Int),
-        attr("end_mask", AttrKind::Int),
-        attr("ellipsis_mask", AttrKind::Int),
-        attr("new_axis_mask", AttrKind::Int),
-        attr("shrink_axis_mask", AttrKind::Int),
-    ];
-    const SLICE_GRAD: &[AttrDef] = &[
-        attr("begin", AttrKind::Ints),
-        attr("end", AttrKind::Ints),
-        attr("strides", AttrKind::Ints),
-        attr("begin_mask", AttrKind::Int),
-        attr("end_mask", AttrKind::Int),
-        attr("ellipsis_mask", AttrKind::Int),
-        attr("new_axis_mask", AttrKind::Int),
-        attr("shrink_axis_mask", AttrKind::Int),
-        attr("shape", AttrKind::Shape),
-    ];
+    // TF's StridedSlice attrs; StridedSliceGrad adds the forward input's `shape`
+    macro_rules! slice_attrs {
+        ($($extra:tt)*) => {
+            attrs![
+                "begin" => Ints, "end" => Ints, "strides" => Ints, "begin_mask" => Int, "end_mask" => Int,
+                "ellipsis_mask" => Int, "new_axis_mask" => Int, "shrink_axis_mask" => Int $($extra)*
+            ]
+        };
+    }
+    const SLICE: &[AttrDef] = slice_attrs!();
+    const SLICE_GRAD: &[AttrDef] = slice_attrs!(, "shape" => Shape);
     let one = Arity::Fixed(1);
     let two = Arity::Fixed(2);
     let any = GpuSupport::Any;
