@@ -303,6 +303,11 @@ pub fn required_entries() -> Vec<RequiredEntry> {
     out
 }
 
+/// The registered ops launched as `launch` (`OpDef::launch`), sorted by name.
+pub fn ops_launched_as(launch: GpuLaunch) -> Vec<&'static str> {
+    registered().into_iter().filter(|op| lookup(op).is_ok_and(|d| d.launch == launch)).collect()
+}
+
 /// Ops with a GPU kernel that need a launcher: every one the device does not run itself
 /// ([`GpuLaunch::DeviceHandled`]).
 pub fn ops_needing_launchers() -> Vec<&'static OpDef> {

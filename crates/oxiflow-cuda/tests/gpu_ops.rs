@@ -22,9 +22,9 @@
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use oxiflow_core::graph::Node;
-use oxiflow_core::ops::{lookup, registered, AttrValue, GpuLaunch, KernelCtx, StateAccess};
+use oxiflow_core::ops::{AttrValue, GpuLaunch, KernelCtx, StateAccess};
 use oxiflow_core::{DType, Graph, Layout, NodeId, NodeSpec, Output, Tensor};
-use oxiflow_cuda::kernels::KernelLibrary;
+use oxiflow_cuda::kernels::{ops_launched_as, KernelLibrary};
 use oxiflow_cuda::launch::{launcher, DevArg, LaunchCtx, Scratch};
 use oxiflow_cuda::probe::{cublas_status, driver_status, nvrtc_status, DriverStatus, LibStatus};
 use oxiflow_cuda::{CudaError, CudaResult};
@@ -267,11 +267,6 @@ fn record(op: &str) {
     CHECKED.lock().unwrap_or_else(|p| p.into_inner()).insert(op.to_string());
 }
 
-/// The registered ops launched as `launch`, sorted.
-fn family(launch: GpuLaunch) -> Vec<&'static str> {
-    registered().into_iter().filter(|op| lookup(op).is_ok_and(|d| d.launch == launch)).collect()
-}
-
 /// One case: `op` with `attrs` on placeholders fed `inputs`; CPU and GPU outputs compared.
 fn check(g: Option<&Gpu>, failures: &mut Vec<String>, op: &str, attrs: &[(&str, AttrValue)], inputs: &[Tensor]) {
     record(op);
@@ -346,7 +341,7 @@ fn unary_ops_match_the_cpu() {
         "Floor" => (-30.0, 30.0),
         _ => (-3.0, 3.0),
     };
-    let mut ops: Vec<(&str, f64, f64)> = family(GpuLaunch::Unary).into_iter().map(|op| (op, domain(op).0, domain(op).1)).collect();
+    let mut ops: Vec<(&str, f64, f64)> = ops_launched_as(GpuLaunch::Unary).into_iter().map(|op| (op, domain(op).0, domain(op).1)).collect();
     ops.extend([("OnesLike", -1.0, 1.0), ("ZerosLike", -1.0, 1.0)]);
     assert!(ops.len() >= 21, "the registry's unary family: {ops:?}");
     for &(op, lo, hi) in &ops {
@@ -413,7 +408,7 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu() {
     // every broadcasting op of the registry's Binary family (the activation gradients,
     // which take operands of one shape, follow)
     let same_shape = ["TanhGrad", "SigmoidGrad"];
-    let ops: Vec<&str> = family(GpuLaunch::Binary).into_iter().filter(|op| !same_shape.contains(op)).collect();
+    let ops: Vec<&str> = ops_launched_as(GpuLaunch::Binary).into_iter().filter(|op| !same_shape.contains(op)).collect();
     assert!(ops.len() >= 14, "the registry's broadcasting binary family: {ops:?}");
     for op in ops {
         for d in FLOATS {

@@ -154,8 +154,7 @@ fn launcher_args(e: &RequiredEntry) -> Option<Vec<usize>> {
         // one int per bool attribute but use_locking (launch::training::apply)
         (GpuLaunch::Training, op) => {
             let def = oxiflow_core::ops::lookup(op).expect("registered");
-            let flags = def.attrs.iter().filter(|a| a.kind == oxiflow_core::ops::AttrKind::Bool && a.name != "use_locking").count();
-            [vec![8; def.inputs.len() + 1], vec![4; flags]].concat()
+            [vec![8; def.inputs.len() + 1], vec![4; launch::training::kernel_flag_attrs(def).count()]].concat()
         }
         (launch, op) => panic!("{op} ({launch:?}): no argument list for its launcher here; add the launcher's arguments to launcher_args"),
     })

@@ -178,9 +178,9 @@ fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 /// `shape`: the output's static shape (TF passes it as a tensor input).
-const SHAPE: &[AttrDef] = &[attr("shape", AttrKind::Shape)];
+const SHAPE: &[AttrDef] = attrs!["shape" => Shape];
 /// TF's `Cast` attrs (`SrcT` is the input's dtype; `Truncate` is accepted and has no effect).
-const CAST_ATTRS: &[AttrDef] = &[attr("SrcT", AttrKind::Type), attr("DstT", AttrKind::Type), attr("Truncate", AttrKind::Bool)];
+const CAST_ATTRS: &[AttrDef] = attrs!["SrcT" => Type, "DstT" => Type, "Truncate" => Bool];
 
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);

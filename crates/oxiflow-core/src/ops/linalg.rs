@@ -579,7 +579,7 @@ on_intra_op_threads!(par_inverse => kernel_inverse, par_det => kernel_det, par_s
     par_solve_ls => kernel_solve_ls, par_bmm => kernel_bmm, par_svd => kernel_svd);
 
 /// `adjoint`: use the matrices' (conjugate) transposes (TF's `MatrixInverse`, `MatrixSolve`).
-const ADJOINT: &[AttrDef] = &[attr("adjoint", AttrKind::Bool)];
+const ADJOINT: &[AttrDef] = attrs!["adjoint" => Bool];
 
 pub(crate) fn register(r: &mut Registry) {
     let (one, two) = (Arity::Fixed(1), Arity::Fixed(2));

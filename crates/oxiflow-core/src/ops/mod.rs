@@ -107,9 +107,13 @@ impl fmt::Display for AttrValue {
 /// `string`, `type`, `shape`, `list(int)`, `tensor`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum AttrKind {
+    /// One `i64` (`axis` of `ArgMax`, `seed`).
     Int,
+    /// One `f64` (`alpha`); an integer is widened.
     Float,
+    /// `true`/`false` (`transpose_a`, `keep_dims`).
     Bool,
+    /// Text (`VariableV2`'s `container`).
     Str,
     /// A dtype (`DstT`, `dtype`); TF's name (`"float32"`, `"DT_FLOAT"`) where text is given.
     Type,
@@ -117,6 +121,7 @@ pub enum AttrKind {
     Shape,
     /// A list of ints (`axis`, `perm`); a single int is read as a list of one.
     Ints,
+    /// A host tensor (`Const`'s `value`).
     Tensor,
 }
 
@@ -134,6 +139,23 @@ impl AttrKind {
             AttrKind::Tensor => "tensor",
         }
     }
+
+    /// Whether `v` is a value of this type, with the readings `AttrsExt` accepts (an int for
+    /// a float or a list, a dtype's TF name for a type, non-negative ints for a shape, a
+    /// shape for a list). TF's `ValidateNodeDef` checks the same when a node is added.
+    pub fn accepts(self, v: &AttrValue) -> bool {
+        match (self, v) {
+            (AttrKind::Int, AttrValue::Int(_)) | (AttrKind::Bool, AttrValue::Bool(_)) | (AttrKind::Str, AttrValue::Str(_)) => true,
+            (AttrKind::Float, AttrValue::Float(_) | AttrValue::Int(_)) => true,
+            (AttrKind::Type, AttrValue::Type(_)) => true,
+            (AttrKind::Type, AttrValue::Str(s)) => DType::parse(s).is_some(),
+            (AttrKind::Shape, AttrValue::Shape(_)) => true,
+            (AttrKind::Shape, AttrValue::Ints(v)) => v.iter().all(|&d| d >= 0),
+            (AttrKind::Ints, AttrValue::Ints(_) | AttrValue::Int(_) | AttrValue::Shape(_)) => true,
+            (AttrKind::Tensor, AttrValue::Tensor(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// The default of an attribute a node may leave out (TF's `AttrDef.default_value`), where
@@ -141,21 +163,19 @@ impl AttrKind {
 /// bool attributes to the kernel).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum AttrDefault {
+    /// The default of a `Bool` attribute (`update_slots`: `true`).
     Bool(bool),
 }
 
 /// One attribute an op takes, by name and type (TF's `OpDef.AttrDef`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AttrDef {
+    /// TF's attribute name (`keep_dims`, `DstT`).
     pub name: &'static str,
+    /// Its type.
     pub kind: AttrKind,
     /// `None`: no default, or the zero of its type (`false`, `0`, empty).
     pub default: Option<AttrDefault>,
-}
-
-/// `AttrDef { name, kind }` with no default, short for the op tables' constants.
-pub const fn attr(name: &'static str, kind: AttrKind) -> AttrDef {
-    AttrDef { name, kind, default: None }
 }
 
 /// A `&'static [AttrDef]` from `"name" => Kind` pairs, a default after `=` where it is not
@@ -205,7 +225,9 @@ pub enum InputRole {
 /// One named input of an op (TF's `OpDef.ArgDef`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct InputDef {
+    /// TF's input name (`var`, `grad`).
     pub name: &'static str,
+    /// What it holds.
     pub role: InputRole,
 }
 
@@ -592,12 +614,18 @@ impl OpDef {
         self.attrs.iter().find(|a| a.name == name)
     }
 
-    /// Errors (InvalidArgument, TF's `NodeDef mentions attr '...' not in Op<...>` with the
-    /// op's attributes and their types) when node `node` carries an attribute the op does
-    /// not declare: a misspelt attribute is refused instead of silently ignored.
+    /// Errors (InvalidArgument) when node `node` carries an attribute the op does not
+    /// declare (TF's `NodeDef mentions attr '...' not in Op<...>`, with the op's attributes
+    /// and their types: a misspelt attribute is refused instead of silently ignored) or a
+    /// value its type does not accept ([`AttrKind::accepts`], as TF's `ValidateNodeDef`:
+    /// `attr 'keep_dims' must be a bool, got 1`), naming the op, node and attribute.
     pub fn check_attrs(&self, node: &str, attrs: &Attrs) -> Result<()> {
-        for k in attrs.keys() {
-            if self.attr_def(k).is_none() {
+        for (k, v) in attrs {
+            if let Some(a) = self.attr_def(k) {
+                if !a.kind.accepts(v) {
+                    return Err(OxiflowError::InvalidArgument(format!("{} '{node}': attr '{k}' must be a {}, got {v}", self.name, a.kind.tf_name())));
+                }
+            } else {
                 let declared: Vec<String> = self.attrs.iter().map(|a| format!("{}:{}", a.name, a.kind.tf_name())).collect();
                 let declared = if declared.is_empty() { "none".to_string() } else { declared.join(", ") };
                 return Err(OxiflowError::InvalidArgument(format!(

@@ -104,7 +104,7 @@ pub(crate) fn register(r: &mut Registry) {
         stateful: true,
         inexpensive: false,
     };
-    const ATTRS: &[AttrDef] = &[attr("shape", AttrKind::Shape), attr("dtype", AttrKind::Type), attr("seed", AttrKind::Int), attr("seed2", AttrKind::Int)];
+    const ATTRS: &[AttrDef] = attrs!["shape" => Shape, "dtype" => Type, "seed" => Int, "seed2" => Int];
     r.add(random("RandomStandardNormal", kernel_normal).with_attrs(ATTRS));
     r.add(random("RandomUniform", kernel_uniform).with_attrs(ATTRS));
 }

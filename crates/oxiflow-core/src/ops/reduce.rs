@@ -415,9 +415,9 @@ pub fn reduce(g: &mut Graph, op: &str, x: Output, axes: &[i64], keep_dims: bool)
 }
 
 /// TF's `Sum`/`Mean`/...: `axis` (TF's `reduction_indices` input; empty: every axis), `keep_dims`.
-const REDUCE_ATTRS: &[AttrDef] = &[attr("axis", AttrKind::Ints), attr("keep_dims", AttrKind::Bool)];
+const REDUCE_ATTRS: &[AttrDef] = attrs!["axis" => Ints, "keep_dims" => Bool];
 /// TF's `ArgMax`/`ArgMin`: `axis` (TF's `dimension` input), `output_type` (Int64 by default).
-const ARG_ATTRS: &[AttrDef] = &[attr("axis", AttrKind::Int), attr("output_type", AttrKind::Type)];
+const ARG_ATTRS: &[AttrDef] = attrs!["axis" => Int, "output_type" => Type];
 
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);

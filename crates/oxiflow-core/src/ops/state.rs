@@ -85,7 +85,7 @@ pub(crate) fn register(r: &mut Registry) {
         stateful: false,
         inexpensive: false,
     };
-    const TYPED: &[AttrDef] = &[attr("dtype", AttrKind::Type), attr("shape", AttrKind::Shape)];
+    const TYPED: &[AttrDef] = attrs!["dtype" => Type, "shape" => Shape];
     r.add(
         OpDef { inexpensive: true, ..base("Const", "Const", Arity::Fixed(0), infer_const, kernel_const) }
             .not_differentiable()

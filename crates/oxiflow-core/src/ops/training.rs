@@ -75,13 +75,11 @@ real!(f64);
 /// Shape function of every `Apply*` op, from its declared inputs (`OpDef::inputs`): the
 /// first is the variable (a float dtype); the slots (`Ref`) and `LikeFirst` inputs (the
 /// gradient) have the variable's type; `Scalar` inputs are rank-0 hyperparameters of the variable's dtype; an
-/// `Int64Scalar` (`global_step`) is a rank-0 Int64. Bool attributes must be bools. Errors
-/// name the input. Output: the variable's type.
+/// `Int64Scalar` (`global_step`) is a rank-0 Int64. Errors
+/// name the input (attribute types are checked before, by `OpDef::check_attrs`). Output:
+/// the variable's type.
 fn infer_apply(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let def = lookup(ctx.op)?;
-    for a in def.attrs.iter().filter(|a| a.kind == AttrKind::Bool) {
-        def.bool_attr(ctx.attrs, a.name)?;
-    }
     let var = &ctx.inputs[0];
     ctx.require_float(var.dtype)?;
     for ((i, t), d) in ctx.inputs.iter().enumerate().zip(def.inputs).skip(1) {

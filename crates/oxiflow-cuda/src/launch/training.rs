@@ -25,7 +25,7 @@ use super::meta::grid_1d;
 use super::{entry_name, DevArg, LaunchCtx};
 use crate::error::{CudaError, CudaResult};
 use oxiflow_core::graph::Node;
-use oxiflow_core::ops::{AttrKind, AttrsExt, InputRole};
+use oxiflow_core::ops::{AttrDef, AttrKind, AttrsExt, InputRole, OpDef};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -73,16 +73,18 @@ fn copy_out(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg])
     })
 }
 
-/// The bool attributes a training kernel takes after `n`, as `i32`, in the op's declared
-/// order (`OpDef::attrs`), each the node's value or its declared default: every bool
-/// attribute but `use_locking` (`use_nesterov`, `update_slots`).
+/// The attributes a training kernel of op `def` takes after `n`, one `int` each, in the
+/// op's declared order (`OpDef::attrs`): every bool attribute but `use_locking`
+/// (`use_nesterov`, `update_slots`; TF's kernels take `use_locking` as a template choice).
+pub fn kernel_flag_attrs(def: &OpDef) -> impl Iterator<Item = &'static AttrDef> {
+    def.attrs.iter().filter(|a| a.kind == AttrKind::Bool && a.name != "use_locking")
+}
+
+/// The values of [`kernel_flag_attrs`] for `node`, as `i32`: the node's value or the
+/// declared default.
 pub fn kernel_flags(node: &Node) -> CudaResult<Vec<i32>> {
     let def = node.op;
-    def.attrs
-        .iter()
-        .filter(|a| a.kind == AttrKind::Bool && a.name != "use_locking")
-        .map(|a| def.bool_attr(&node.attrs, a.name).map(i32::from).map_err(|e| node_error(node, e)))
-        .collect()
+    kernel_flag_attrs(def).map(|a| def.bool_attr(&node.attrs, a.name).map(i32::from).map_err(|e| node_error(node, e))).collect()
 }
 
 /// The training family's launcher (`GpuLaunch::Training`), for every `Apply*` op from its

@@ -10,7 +10,7 @@
 use super::index::{bad_index_error, bad_index_row, DiagMeta, GatherMeta, NdMeta, NO_BAD_INDEX};
 use super::*;
 use crate::launch::{entry_name, MAX_RANK};
-use oxiflow_core::ops::{lookup, registered, GpuLaunch, GpuSupport};
+use oxiflow_core::ops::{lookup, GpuLaunch, GpuSupport};
 use oxiflow_core::Tensor;
 
 #[path = "../../../tests/common/movement_cases.rs"]
@@ -27,15 +27,10 @@ fn metadata_structs_have_the_cuda_layout() {
     assert_eq!(std::mem::size_of::<SwapMeta>(), 5 * 8 + 2 * 4);
 }
 
-/// The ops the registry launches as `GpuLaunch::Movement`.
-fn movement_ops() -> Vec<&'static str> {
-    registered().into_iter().filter(|op| lookup(op).is_ok_and(|d| d.launch == GpuLaunch::Movement)).collect()
-}
-
 /// Every `{op}_{dtype}` entry the registry's GPU flags require of this family.
 fn required_entries() -> Vec<String> {
     let mut v = Vec::new();
-    for op in &movement_ops() {
+    for op in &crate::kernels::ops_launched_as(GpuLaunch::Movement) {
         let def = lookup(op).expect("registered op");
         let dtypes: &[DType] = match def.gpu {
             GpuSupport::Any => ALL_DTYPES,
@@ -54,7 +49,7 @@ fn required_entries() -> Vec<String> {
 
 #[test]
 fn every_op_has_a_launcher_and_a_planner() {
-    let ops = movement_ops();
+    let ops = crate::kernels::ops_launched_as(GpuLaunch::Movement);
     assert_eq!(ops.len(), 15, "{ops:?}");
     for op in &ops {
         assert!(crate::launch::launcher(lookup(op).unwrap()).is_some(), "{op} has no launcher");
