@@ -11,7 +11,8 @@
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
 #   make test     `make lint`, Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
 #                 the example programs (test/examples/), then every seed script in test/seeds/
-#   make lint     cargo fmt --check (rustfmt.toml) and clippy with warnings as errors (clippy.toml)
+#   make lint     cargo fmt --check (rustfmt.toml), clippy with warnings as errors (clippy.toml), and
+#                 one feature set for the library and the tests (scripts/check-feature-unification.sh)
 #   make test-adding-an-op  follow docs/adding-an-op.md's example (a new op, Log1p) in a scratch
 #                 copy and check that it builds, passes its tests and runs from Julia (in make test)
 #   make demo     examples/placement_tour.jl then examples/digits_mlp.jl, run in out/ (where
@@ -91,16 +92,18 @@ lint:
 	@$(CARGO) clippy --version >/dev/null 2>&1 || { echo "make lint: clippy is missing (rustup component add clippy)"; exit 1; }
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	bash scripts/check-feature-unification.sh
 
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API
 # change that breaks a bench fails CI. NVRTC on LD_LIBRARY_PATH: oxiflow-cuda's
 # tests/kernels_compile.rs compiles every kernel file (and fails without NVRTC).
-# oxiflow-cuda's tests run with --nocapture so that each GPU test that cannot run here says
-# `skipped: no CUDA ...` in the log.
+# One cargo invocation for the whole workspace, so the tests of every crate share one build
+# (with `make lint`'s feature-unification check, that is also `make build`'s build of the
+# dependencies). --show-output prints what passing tests wrote, so each GPU test that cannot
+# run here says `skipped: no CUDA ...` in the log.
 test-rust: nvrtc
-	$(CARGO) test --workspace --exclude oxiflow-cuda --release --all-targets
-	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
+	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test --workspace --release --all-targets -- --show-output
 
 # Property tests with hostile arguments (crates/oxiflow-capi/tests/abi_props_*.rs,
 # crates/oxiflow-core/tests/device_names.rs), many more cases than `make test` runs.
