@@ -1,6 +1,6 @@
 //! Layout and indexing ops (`Transpose`, `ConcatV2`, `Pack`, `Unpack`, `SplitV`, `Tile`,
 //! `ReverseV2`, `Pad`, `Squeeze`, `ExpandDims`, `StridedSlice`, `GatherV2`, `GatherNd`,
-//! `ScatterNd`). Oracles: naive index loops written here (row-major strides), central finite
+//! `ScatterNd`, `TensorScatterUpdate`/`Add`/`Sub`). Oracles: naive index loops written here (row-major strides), central finite
 //! differences for gradients, and the same graph on an emulated GPU.
 
 mod common;
@@ -279,6 +279,79 @@ fn gather_scatter_match_naive_loops() {
     let f = g.constant(t64(&[1], vec![0.5])).unwrap();
     let e = g.op("GatherV2", &[cx, f]).unwrap_err().to_string();
     assert!(e.contains("GatherV2") && e.contains("Int32 or Int64"), "{e}");
+}
+
+/// `TensorScatter{Update,Add,Sub}` of rows (k = 1) and of elements (k = 2) of a 3x4 matrix,
+/// against a loop over the index rows applied to a copy (last update wins for `Update`).
+#[test]
+fn tensor_scatter_matches_a_loop_over_index_rows() {
+    let dims = [3, 4];
+    let x = rand_t(&dims, 21, -1.0, 1.0);
+    let v = x.to_f64_vec();
+    for (op, f) in [("TensorScatterUpdate", (|_, u| u) as fn(f64, f64) -> f64), ("TensorScatterAdd", |a, u| a + u), ("TensorScatterSub", |a, u| a - u)] {
+        // k = 1: whole rows, row 2 twice
+        let rows = [2usize, 0, 2];
+        let u = rand_t(&[3, 4], 22, -1.0, 1.0);
+        let mut g = Graph::new();
+        let (cx, cu) = (g.constant(x.clone()).unwrap(), g.constant(u.clone()).unwrap());
+        let i = g.constant(i64t(&[3, 1], rows.iter().map(|&r| r as i64).collect())).unwrap();
+        let o = g.op(op, &[cx, i, cu]).unwrap();
+        let mut want = v.clone();
+        for (n, &r) in rows.iter().enumerate() {
+            for j in 0..4 {
+                want[r * 4 + j] = f(want[r * 4 + j], u.to_f64_vec()[n * 4 + j]);
+            }
+        }
+        assert_eq!(eval1(&g, &[], o).to_f64_vec(), want, "{op}, rows");
+        // k = 2: single elements, (1,3) twice, Int32 indices
+        let at = [(1usize, 3usize), (0, 0), (1, 3)];
+        let u = rand_t(&[3], 23, -1.0, 1.0);
+        let cu = g.constant(u.clone()).unwrap();
+        let i = g.constant(Tensor::from_vec(&[3, 2], at.iter().flat_map(|&(a, b)| [a as i32, b as i32]).collect(), Layout::RowMajor).unwrap()).unwrap();
+        let o = g.op(op, &[cx, i, cu]).unwrap();
+        let mut want = v.clone();
+        for (n, &(a, b)) in at.iter().enumerate() {
+            want[a * 4 + b] = f(want[a * 4 + b], u.to_f64_vec()[n]);
+        }
+        assert_eq!(eval1(&g, &[], o).to_f64_vec(), want, "{op}, elements");
+        // the input constant is not changed by the scatter (a copy is updated)
+        assert_eq!(eval1(&g, &[], cx).to_f64_vec(), v);
+
+        // shapes checked when building, indices when running; the graph stays usable
+        let bad_u = g.constant(rand_t(&[2], 24, 0.0, 1.0)).unwrap();
+        let e = g.op(op, &[cx, i, bad_u]).unwrap_err().to_string();
+        assert!(e.contains(op) && e.contains("[3]") && e.contains("[2]"), "{e}");
+        let oob = g.constant(i64t(&[1, 2], vec![3, 0])).unwrap();
+        let one = g.constant(t64(&[1], vec![1.0])).unwrap();
+        let ob = g.op(op, &[cx, oob, one]).unwrap();
+        let e = eval(&g, &[], &[ob]).unwrap_err().to_string();
+        assert!(e.contains(op) && e.contains("[3,4]"), "{e}");
+        assert_eq!(eval1(&g, &[], o).to_f64_vec(), want);
+    }
+}
+
+#[test]
+fn tensor_scatter_gradients() {
+    let x = rand_t(&[4, 3], 25, -1.0, 1.0);
+    let u = rand_t(&[3, 3], 26, -1.0, 1.0);
+    for op in ["TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub"] {
+        // distinct rows: Update's gradient is defined (with a repeated row it depends on
+        // which update wins, as in TF)
+        check_grads(&[x.clone(), u.clone()], move |g, xs| {
+            let i = g.constant(i64t(&[3, 1], vec![3, 0, 1]))?;
+            let s = g.op(op, &[xs[0], i, xs[1]])?;
+            g.op("Sin", &[s])
+        });
+    }
+    // repeated elements add up in Add and Sub, so their gradients do too
+    let e = rand_t(&[3], 27, -1.0, 1.0);
+    for op in ["TensorScatterAdd", "TensorScatterSub"] {
+        check_grads(&[x.clone(), e.clone()], move |g, xs| {
+            let i = g.constant(i64t(&[3, 2], vec![2, 1, 0, 0, 2, 1]))?;
+            let s = g.op(op, &[xs[0], i, xs[1]])?;
+            g.op("Square", &[s])
+        });
+    }
 }
 
 #[test]

@@ -252,6 +252,7 @@ include("training.jl")
 include("layers.jl")
 include("adcme_api.jl")
 include("adcme_api2.jl")
+include("scatter.jl")
 include("examples.jl")
 include("robustness.jl")
 

@@ -209,7 +209,7 @@ fn grad_strided_slice_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>])
 
 // ---------------------------------------------------------------- GatherV2
 
-fn require_index(ctx: &InferCtx, t: &TensorType, what: &str) -> Result<()> {
+pub(super) fn require_index(ctx: &InferCtx, t: &TensorType, what: &str) -> Result<()> {
     if matches!(t.dtype, DType::Int32 | DType::Int64) {
         Ok(())
     } else {
@@ -218,7 +218,7 @@ fn require_index(ctx: &InferCtx, t: &TensorType, what: &str) -> Result<()> {
 }
 
 /// Index values in row-major order.
-fn index_values(t: &Tensor) -> Vec<i64> {
+pub(super) fn index_values(t: &Tensor) -> Vec<i64> {
     match t {
         Tensor::I32(a) => a.iter().map(|&v| v as i64).collect(),
         Tensor::I64(a) => a.iter().copied().collect(),
@@ -303,7 +303,7 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
 
 /// Row-major offsets (in units of the trailing slice) of each index row into the leading
 /// `k` dimensions of `dims`; an error naming the row for an index out of range.
-fn nd_offsets(ctx: &KernelCtx, idx: &[i64], k: usize, dims: &[usize]) -> Result<Vec<usize>> {
+pub(super) fn nd_offsets(ctx: &KernelCtx, idx: &[i64], k: usize, dims: &[usize]) -> Result<Vec<usize>> {
     if k == 0 {
         return Ok(vec![0; 0]);
     }

@@ -25,6 +25,7 @@ pub mod matmul;
 pub mod nn;
 pub mod random;
 pub mod reduce;
+pub mod scatter;
 pub mod shape_ops;
 pub mod state;
 pub mod training;
@@ -696,6 +697,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     array::register(&mut r);
     shape_ops::register(&mut r);
     index::register(&mut r);
+    scatter::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);
     reduce::register(&mut r);

@@ -1,0 +1,111 @@
+//! Scatter updates of dense tensors: `TensorScatterUpdate`, `TensorScatterAdd` and
+//! `TensorScatterSub` (TF's `tf.tensor_scatter_nd_update`/`_add`/`_sub`, `array_ops`,
+//! gradients as in `array_grad.py`). ADCME's `scatter_update`, `scatter_add` and
+//! `scatter_sub` build them.
+//!
+//! Inputs: `tensor` (any numeric dtype, rank >= 1), `indices` (`Int32` or `Int64`, shape
+//! `[d_0, ..., d_{q-2}, k]` with `1 <= k <= rank(tensor)`, 0-based) and `updates` (the
+//! tensor's dtype, shape `[d_0, ..., d_{q-2}] ++ shape(tensor)[k..]`). The output is a copy
+//! of `tensor` with the slice at each index row replaced by (`Update`), increased by
+//! (`Add`) or decreased by (`Sub`) the matching slice of `updates`. Repeated indices add up
+//! for `Add` and `Sub`; for `Update` the last one wins (TF leaves the order unspecified).
+//! An index out of range is an `InvalidArgument` error naming the node and the index,
+//! raised when the kernel runs.
+//!
+//! CPU kernels only: on a GPU without soft placement the placer refuses these ops, with it
+//! they run on the CPU.
+
+use super::math::{def, require_numeric, Arith};
+use super::*;
+use crate::graph::NodeSpec;
+use ndarray::{ArcArray, IxDyn};
+
+/// How a scatter combines the tensor's element with the update.
+#[derive(Copy, Clone)]
+enum Combine {
+    Update,
+    Add,
+    Sub,
+}
+
+impl Combine {
+    fn of(op: &str) -> Combine {
+        match op {
+            "TensorScatterAdd" => Combine::Add,
+            "TensorScatterSub" => Combine::Sub,
+            _ => Combine::Update,
+        }
+    }
+}
+
+fn infer_tensor_scatter(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (t, idx, upd) = (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]);
+    require_numeric(ctx, t.dtype)?;
+    super::index::require_index(ctx, idx, "indices")?;
+    if upd.dtype != t.dtype {
+        return Err(ctx.invalid(format!("updates must have the tensor's dtype {}, got {}", t.dtype, upd.dtype)));
+    }
+    let k = idx.shape.dims().last().copied().unwrap_or(0);
+    if t.shape.rank() == 0 || idx.shape.rank() == 0 || k == 0 || k > t.shape.rank() {
+        return Err(ctx.shape_error(&t.shape, &idx.shape, " (tensor must have rank >= 1, indices rank >= 1 and a last dimension in 1..=rank(tensor))"));
+    }
+    let want = Shape(idx.shape.0[..idx.shape.rank() - 1].iter().chain(&t.shape.0[k..]).copied().collect());
+    if upd.shape != want {
+        return Err(ctx.shape_error(&want, &upd.shape, format!(" (updates for indices of shape {} into a tensor of shape {})", idx.shape, t.shape)));
+    }
+    Ok(vec![t.clone()])
+}
+
+fn kernel_tensor_scatter(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Arith>(ctx: &KernelCtx, t: &ArcArray<T, IxDyn>, idx: &[i64], k: usize, how: Combine) -> Result<Tensor> {
+        let upd = T::view(&ctx.inputs[2]).ok_or_else(|| ctx.error("updates must have the tensor's dtype"))?;
+        let dims = t.shape();
+        let offs = super::index::nd_offsets(ctx, idx, k, dims)?;
+        let inner: usize = dims[k..].iter().product();
+        let mut out = t.as_standard_layout().into_owned();
+        let dst = out.as_slice_mut().expect("standard layout");
+        let src_std = upd.as_standard_layout();
+        let src = src_std.as_slice().expect("standard layout");
+        for (row, o) in offs.into_iter().enumerate() {
+            let (d, s) = (&mut dst[o * inner..(o + 1) * inner], &src[row * inner..(row + 1) * inner]);
+            match how {
+                Combine::Update => d.copy_from_slice(s),
+                Combine::Add => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::add(*d, s)),
+                Combine::Sub => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::sub(*d, s)),
+            }
+        }
+        Ok(T::wrap(out.into_shared()))
+    }
+    let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
+    let idx = super::index::index_values(&ctx.inputs[1]);
+    let how = Combine::of(ctx.node.op.name);
+    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| go(ctx, a, &idx, k, how)?)])
+}
+
+/// TF `_TensorScatterUpdateGrad`, `_TensorScatterAddGrad`, `_TensorScatterSubGrad`: the
+/// updates get `GatherNd(dy, indices)` (negated for `Sub`); the tensor gets `dy`, with the
+/// updated slices zeroed for `Update` (`TensorScatterUpdate(dy, indices, zeros)`), whose
+/// old values did not reach the output. No gradient for the indices.
+fn grad_tensor_scatter(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None, None, None]) };
+    let (indices, updates) = (node.inputs[1], node.inputs[2]);
+    let gathered = g.op("GatherNd", &[dy, indices])?;
+    let (dt, du) = match Combine::of(node.op.name) {
+        Combine::Update => {
+            let zeros = g.op("ZerosLike", &[updates])?;
+            (g.op_spec(NodeSpec::new("TensorScatterUpdate", &[dy, indices, zeros]))?, gathered)
+        }
+        Combine::Add => (dy, gathered),
+        Combine::Sub => (dy, g.op("Neg", &[gathered])?),
+    };
+    Ok(vec![Some(dt), None, Some(du)])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let three = Arity::Fixed(3);
+    for (name, default_name) in
+        [("TensorScatterUpdate", "TensorScatterUpdate"), ("TensorScatterAdd", "TensorScatterAdd"), ("TensorScatterSub", "TensorScatterSub")]
+    {
+        r.add(def(name, default_name, three, infer_tensor_scatter, kernel_tensor_scatter, GpuSupport::None, Some(grad_tensor_scatter)));
+    }
+}
