@@ -238,6 +238,21 @@ impl Graph {
     pub fn new() -> Graph {
         Graph::default()
     }
+    /// A copy of the graph: its nodes (same ids and names), collections and variables, with
+    /// no scope open. The gradient of a functional op (`If`) builds the gradient of a branch
+    /// function in such a copy, leaving the branch itself as it was.
+    pub fn duplicate(&self) -> Graph {
+        Graph {
+            nodes: self.nodes.clone(),
+            by_name: self.by_name.clone(),
+            scope_names: self.scope_names.clone(),
+            next_suffix: self.next_suffix.clone(),
+            scopes: Vec::new(),
+            collections: self.collections.clone(),
+            variables: self.variables.clone(),
+            by_device_function: self.by_device_function.clone(),
+        }
+    }
 
     /// Number of nodes.
     pub fn len(&self) -> usize {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod explain;
+pub mod function;
 pub mod fusion;
 pub mod graph;
 pub mod graphviz;

@@ -287,3 +287,108 @@ fn the_ops_marked_not_differentiable_are_tfs() {
     assert!(matches!(lookup("PlaceholderWithDefault").unwrap().grad, Gradient::Fn(_)));
     assert!(matches!(lookup("ApplyAdam").unwrap().grad, Gradient::Undefined));
 }
+
+// ---------------------------------------------------------------- functional `If`
+
+use oxiflow_core::function::Function;
+use oxiflow_core::ops::AttrValue;
+use oxiflow_core::{NodeSpec, Tensor};
+
+/// then: `sin(x) * y`; else: `x * x + y` (two inputs of shape [3], one output).
+fn branch(then: bool) -> Arc<Function> {
+    let mut f = Graph::new();
+    let x = f.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let y = f.placeholder(DType::Float64, &[3], Some("y")).unwrap();
+    let out = if then {
+        let s = f.op("Sin", &[x]).unwrap();
+        f.op("Mul", &[s, y]).unwrap()
+    } else {
+        let sq = f.op("Mul", &[x, x]).unwrap();
+        f.op("Add", &[sq, y]).unwrap()
+    };
+    Arc::new(Function::new(f, vec![x, y], vec![out]).unwrap())
+}
+
+fn if_node(g: &mut Graph, pred: Output, args: &[Output], then_f: Arc<Function>, else_f: Arc<Function>) -> oxiflow_core::Result<Output> {
+    let mut inputs = vec![pred];
+    inputs.extend_from_slice(args);
+    g.op_spec(NodeSpec::new("If", &inputs).attr("then_branch", AttrValue::Func(then_f)).attr("else_branch", AttrValue::Func(else_f)))
+}
+
+#[test]
+fn if_runs_the_branch_its_condition_picks() {
+    let (xv, yv) = (rand_t(&[3], 31, -1.0, 1.0), rand_t(&[3], 32, -1.0, 1.0));
+    let (xs, ys) = (xv.to_f64_vec(), yv.to_f64_vec());
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Bool, &[], Some("p")).unwrap();
+    let (x, y) = (g.constant(xv.clone()).unwrap(), g.constant(yv.clone()).unwrap());
+    let o = if_node(&mut g, p, &[x, y], branch(true), branch(false)).unwrap();
+    let then_want: Vec<f64> = (0..3).map(|i| xs[i].sin() * ys[i]).collect();
+    let else_want: Vec<f64> = (0..3).map(|i| xs[i] * xs[i] + ys[i]).collect();
+    assert_eq!(eval1(&g, &[(p, Tensor::scalar(true))], o).to_f64_vec(), then_want);
+    assert_eq!(eval1(&g, &[(p, Tensor::scalar(false))], o).to_f64_vec(), else_want);
+}
+
+#[test]
+fn if_runs_only_the_taken_branch() {
+    // else_branch fails when it runs (an index out of range): a run taking then_branch never
+    // sees it, one taking else_branch names the branch and the failing op
+    let mut f = Graph::new();
+    let x = f.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let bad_idx = f.constant(Tensor::from_vec(&[1], vec![7i64], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let gathered = f.op("GatherV2", &[x, bad_idx]).unwrap();
+    // shape [1] tiled to [3], the other branch's shape
+    let t = f.op_spec(NodeSpec::new("Tile", &[gathered]).attr("multiples", vec![3i64])).unwrap();
+    let else_f = Arc::new(Function::new(f, vec![x], vec![t]).unwrap());
+    let mut h = Graph::new();
+    let hx = h.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let neg = h.op("Neg", &[hx]).unwrap();
+    let then_f = Arc::new(Function::new(h, vec![hx], vec![neg]).unwrap());
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Bool, &[], Some("p")).unwrap();
+    let c = g.constant(t64(&[3], vec![1.0, 2.0, 3.0])).unwrap();
+    let o = if_node(&mut g, p, &[c], then_f, else_f).unwrap();
+    assert_eq!(eval1(&g, &[(p, Tensor::scalar(true))], o).to_f64_vec(), vec![-1.0, -2.0, -3.0]);
+    let e = eval(&g, &[(p, Tensor::scalar(false))], &[o]).unwrap_err().to_string();
+    assert!(e.contains("If") && e.contains("else_branch") && e.contains("GatherV2"), "{e}");
+}
+
+#[test]
+fn if_gradients_match_finite_differences() {
+    for taken in [true, false] {
+        let (a, b) = (rand_t(&[3], 33, -1.0, 1.0), rand_t(&[3], 34, -1.0, 1.0));
+        check_grads(&[a.clone(), b.clone()], move |g, xs| {
+            let p = g.constant(Tensor::scalar(taken))?;
+            if_node(g, p, xs, branch(true), branch(false))
+        });
+        // gradients of gradients: the gradient of If is an If of the branches' gradients
+        check_second_grads(&[a, b], 1e-5, move |g, xs| {
+            let p = g.constant(Tensor::scalar(taken))?;
+            if_node(g, p, xs, branch(true), branch(false))
+        });
+    }
+}
+
+#[test]
+fn if_refuses_branches_that_disagree() {
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Bool, &[], Some("p")).unwrap();
+    let x = g.constant(t64(&[3], vec![1.0, 2.0, 3.0])).unwrap();
+    let y = g.constant(t64(&[2], vec![1.0, 2.0])).unwrap();
+    // input shapes the branches do not take
+    let e = if_node(&mut g, p, &[x, y], branch(true), branch(false)).unwrap_err().to_string();
+    assert!(e.contains("If") && e.contains("input 1") && e.contains("[3]") && e.contains("[2]"), "{e}");
+    // a branch returning another shape
+    let mut f = Graph::new();
+    let (fx, fy) = (f.placeholder(DType::Float64, &[3], Some("x")).unwrap(), f.placeholder(DType::Float64, &[3], Some("y")).unwrap());
+    let s = f.op("Sum", &[fx]).unwrap();
+    let sum_f = Arc::new(Function::new(f, vec![fx, fy], vec![s]).unwrap());
+    let e = if_node(&mut g, p, &[x, x], branch(true), sum_f).unwrap_err().to_string();
+    assert!(e.contains("output 0") && e.contains("[3]") && e.contains("[]"), "{e}");
+    // a non-Bool condition
+    let e = if_node(&mut g, x, &[x, x], branch(true), branch(false)).unwrap_err().to_string();
+    assert!(e.contains("Bool scalar"), "{e}");
+    // the graph is still usable
+    let o = if_node(&mut g, p, &[x, x], branch(true), branch(false)).unwrap();
+    assert_eq!(eval1(&g, &[(p, Tensor::scalar(false))], o).to_f64_vec(), vec![2.0, 6.0, 12.0]);
+}

@@ -31,6 +31,7 @@ export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimi
 
 include("capi.jl")
 include("graph.jl")
+include("control_flow.jl")
 include("ops.jl")
 include("shapes.jl")
 include("indexing.jl")

@@ -23,7 +23,7 @@ Base.unsafe_convert(::Type{Ptr{Cvoid}}, g::Graph) = g.ptr
 const DEFAULT_GRAPH = Ref{Graph}()
 
 """The graph new ops go into."""
-get_default_graph() = DEFAULT_GRAPH[]
+get_default_graph() = isempty(FUNCTION_STACK) ? DEFAULT_GRAPH[] : FUNCTION_STACK[end].graph
 
 """
     reset_default_graph()
@@ -244,7 +244,14 @@ returns its output 0. Attributes go as keywords (`transpose_a=true`, `axis=[0]`,
 `DstT=Float32`). Errors (shape, dtype, unknown op) are `OxiflowError`s naming the op.
 """
 function add_op(op_type::AbstractString, inputs::Vector{Tensor}; name=nothing, attrs...)
-    g = isempty(inputs) ? get_default_graph() : getfield(inputs[1], :graph)
+    if !isempty(FUNCTION_STACK)
+        # building a branch (control_flow.jl): the op goes into the branch's graph, and
+        # inputs of enclosing graphs are captured
+        g = FUNCTION_STACK[end].graph
+        inputs = Tensor[capture(t) for t in inputs]
+    else
+        g = isempty(inputs) ? get_default_graph() : getfield(inputs[1], :graph)
+    end
     for t in inputs
         getfield(t, :graph) === g || invalid("$op_type: inputs come from different graphs (was reset_default_graph called in between?)")
     end

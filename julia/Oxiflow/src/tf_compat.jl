@@ -89,6 +89,7 @@ const TF_EXTRA = merge(TF_DTYPES, TF_MATH, (
     cast=(t, dtype; name=nothing) -> cast(as_tensor(t), dtype),
     identity=(t; name=nothing) -> add_op("Identity", [as_tensor(t)]; name=name),
     stop_gradient=independent, where=if_else,
+    cond=(pred, true_fn, false_fn; name=nothing) -> cond(pred, true_fn, false_fn; name=name),
     zeros=tf_fill(0, Float32), ones=tf_fill(1, Float32), zeros_like=zeros_like, ones_like=ones_like,
     convert_to_tensor=(x; dtype=nothing) -> convert_to_tensor(x; dtype=dtype),
     einsum=einsum, matmul=matmul,

@@ -253,6 +253,7 @@ include("layers.jl")
 include("adcme_api.jl")
 include("adcme_api2.jl")
 include("scatter.jl")
+include("control_flow.jl")
 include("examples.jl")
 include("robustness.jl")
 

@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 pub mod activation_grad;
 pub mod array;
 pub mod blas;
+pub mod functional;
 pub mod fused;
 pub(crate) mod grad_util;
 pub mod index;
@@ -46,6 +47,8 @@ pub enum AttrValue {
     /// The program of a `_FusedElementwise` step (made by the graph optimizer, never in a
     /// graph).
     Program(std::sync::Arc<fused::Program>),
+    /// A function (TF's `func` attr): a branch of `If` ([`crate::function::Function`]).
+    Func(std::sync::Arc<crate::function::Function>),
 }
 
 /// Attributes of a node, by name.
@@ -100,12 +103,13 @@ impl fmt::Display for AttrValue {
             AttrValue::Shape(v) => write!(f, "{}", Shape(v.clone())),
             AttrValue::Tensor(t) => write!(f, "<{} tensor of shape {}>", t.dtype(), t.shape()),
             AttrValue::Program(p) => write!(f, "<fused program of {} ops>", p.replaced.len()),
+            AttrValue::Func(func) => write!(f, "{func}"),
         }
     }
 }
 
 /// The type of an op attribute (TF's `OpDef.AttrDef.type`: `int`, `float`, `bool`,
-/// `string`, `type`, `shape`, `list(int)`, `tensor`).
+/// `string`, `type`, `shape`, `list(int)`, `tensor`, `func`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum AttrKind {
     /// One `i64` (`axis` of `ArgMax`, `seed`).
@@ -124,6 +128,8 @@ pub enum AttrKind {
     Ints,
     /// A host tensor (`Const`'s `value`).
     Tensor,
+    /// A function (`If`'s `then_branch`).
+    Func,
 }
 
 impl AttrKind {
@@ -138,6 +144,7 @@ impl AttrKind {
             AttrKind::Shape => "shape",
             AttrKind::Ints => "list(int)",
             AttrKind::Tensor => "tensor",
+            AttrKind::Func => "func",
         }
     }
 
@@ -154,6 +161,7 @@ impl AttrKind {
             (AttrKind::Shape, AttrValue::Ints(v)) => v.iter().all(|&d| d >= 0),
             (AttrKind::Ints, AttrValue::Ints(_) | AttrValue::Int(_) | AttrValue::Shape(_)) => true,
             (AttrKind::Tensor, AttrValue::Tensor(_)) => true,
+            (AttrKind::Func, AttrValue::Func(_)) => true,
             _ => false,
         }
     }
@@ -698,6 +706,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     shape_ops::register(&mut r);
     index::register(&mut r);
     scatter::register(&mut r);
+    functional::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);
     reduce::register(&mut r);
