@@ -136,12 +136,14 @@ impl Backprop {
                 Gradient::Fn(f) => Some(f),
                 Gradient::Undefined | Gradient::NotDifferentiable => None,
             };
-            let differentiable = grad_fn.is_some() && node.outputs.iter().all(|t| t.dtype.is_float());
+            // an op with any float output is differentiable (TF's `_IsBackpropagatable` per
+            // tensor): a loop's Int64 counter beside its float loop variables does not stop it
+            let differentiable = grad_fn.is_some() && node.outputs.iter().any(|t| t.dtype.is_float());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
             let is_x = xs.iter().any(|x| x.node == node.id);
             let stop = is_x && !node.inputs.iter().any(|i| between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
-                let float_out = node.outputs.iter().all(|t| t.dtype.is_float());
+                let float_out = node.outputs.iter().any(|t| t.dtype.is_float());
                 // TF: an op with no registered gradient on a float path is an error, one
                 // marked ops.NotDifferentiable is not (Gradient::NotDifferentiable)
                 let undefined = matches!(node.op.grad, Gradient::Undefined);

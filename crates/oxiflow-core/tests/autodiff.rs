@@ -392,3 +392,107 @@ fn if_refuses_branches_that_disagree() {
     let o = if_node(&mut g, p, &[x, x], branch(true), branch(false)).unwrap();
     assert_eq!(eval1(&g, &[(p, Tensor::scalar(false))], o).to_f64_vec(), vec![2.0, 6.0, 12.0]);
 }
+
+// ---------------------------------------------------------------- functional `While`
+
+/// cond: `i < n`; body: `(i + 1, sin(x) * a, a)` (`a` passed through, as a capture is).
+fn loop_fns(n: i64) -> (Arc<Function>, Arc<Function>) {
+    let vars = |f: &mut Graph| {
+        let i = f.placeholder(DType::Int64, &[], Some("i")).unwrap();
+        let x = f.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+        let a = f.placeholder(DType::Float64, &[3], Some("a")).unwrap();
+        (i, x, a)
+    };
+    let mut c = Graph::new();
+    let (i, x, a) = vars(&mut c);
+    let nn = c.constant(Tensor::scalar(n)).unwrap();
+    let less = c.op("Less", &[i, nn]).unwrap();
+    let cond = Arc::new(Function::new(c, vec![i, x, a], vec![less]).unwrap());
+    let mut b = Graph::new();
+    let (i, x, a) = vars(&mut b);
+    let one = b.constant(Tensor::scalar(1i64)).unwrap();
+    let i1 = b.op("Add", &[i, one]).unwrap();
+    let s = b.op("Sin", &[x]).unwrap();
+    let x1 = b.op("Mul", &[s, a]).unwrap();
+    let body = Arc::new(Function::new(b, vec![i, x, a], vec![i1, x1, a]).unwrap());
+    (cond, body)
+}
+
+fn while_node(g: &mut Graph, vars: &[Output], n: i64, max: Option<i64>) -> oxiflow_core::Result<oxiflow_core::NodeId> {
+    let (cond, body) = loop_fns(n);
+    let mut spec = NodeSpec::new("While", vars).attr("cond", AttrValue::Func(cond)).attr("body", AttrValue::Func(body));
+    if let Some(m) = max {
+        spec = spec.attr("maximum_iterations", m);
+    }
+    g.add_node(spec)
+}
+
+#[test]
+fn while_runs_body_until_cond_is_false_or_the_limit() {
+    let (xv, av) = (rand_t(&[3], 41, -1.0, 1.0), rand_t(&[3], 42, 0.5, 1.5));
+    let (xs, a) = (xv.to_f64_vec(), av.to_f64_vec());
+    let naive = |k: usize| {
+        let mut x = xs.clone();
+        for _ in 0..k {
+            x = (0..3).map(|j| x[j].sin() * a[j]).collect();
+        }
+        x
+    };
+    for (n, max, iters) in [(5, None, 5usize), (5, Some(2), 2), (0, None, 0), (-3, Some(4), 0)] {
+        let mut g = Graph::new();
+        let i0 = g.constant(Tensor::scalar(0i64)).unwrap();
+        let (x, a_) = (g.constant(xv.clone()).unwrap(), g.constant(av.clone()).unwrap());
+        let w = while_node(&mut g, &[i0, x, a_], n, max).unwrap();
+        let out = eval(&g, &[], &[Output::new(w, 0), Output::new(w, 1), Output::new(w, 2)]).unwrap();
+        assert_eq!(out[0].to_f64_vec(), vec![iters as f64], "n {n}, max {max:?}");
+        assert_eq!(out[1].to_f64_vec(), naive(iters), "n {n}, max {max:?}");
+        assert_eq!(out[2].to_f64_vec(), a);
+    }
+}
+
+#[test]
+fn while_gradients_match_finite_differences() {
+    for (n, max) in [(4, None), (6, Some(3)), (0, None)] {
+        let (x, a) = (rand_t(&[3], 43, -1.0, 1.0), rand_t(&[3], 44, 0.5, 1.5));
+        check_grads(&[x, a], move |g, xs| {
+            let i0 = g.constant(Tensor::scalar(0i64))?;
+            let w = while_node(g, &[i0, xs[0], xs[1]], n, max)?;
+            // both the loop's x and its pass-through a reach the loss
+            g.op("Mul", &[Output::new(w, 1), Output::new(w, 2)])
+        });
+    }
+    // differentiating the gradient again is an error naming WhileGrad; the graph stays usable
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let a = g.constant(rand_t(&[3], 45, 0.5, 1.5)).unwrap();
+    let i0 = g.constant(Tensor::scalar(0i64)).unwrap();
+    let w = while_node(&mut g, &[i0, x, a], 3, None).unwrap();
+    let s = g.op("Sum", &[Output::new(w, 1)]).unwrap();
+    let dx = gradients(&mut g, &[s], &[x], None, false).unwrap()[0].unwrap();
+    let ds = g.op("Sum", &[dx]).unwrap();
+    let e = gradients(&mut g, &[ds], &[x], None, false).unwrap_err().to_string();
+    assert!(e.contains("WhileGrad"), "{e}");
+    assert_eq!(eval1(&g, &[(x, t64(&[3], vec![0.1, 0.2, 0.3]))], dx).dims(), &[3]);
+}
+
+#[test]
+fn while_refuses_loop_variables_that_change_shape() {
+    let mut g = Graph::new();
+    let i0 = g.constant(Tensor::scalar(0i64)).unwrap();
+    let x = g.constant(t64(&[2], vec![1.0, 2.0])).unwrap();
+    let a = g.constant(t64(&[3], vec![1.0, 2.0, 3.0])).unwrap();
+    let e = while_node(&mut g, &[i0, x, a], 3, None).unwrap_err().to_string();
+    assert!(e.contains("While") && e.contains("loop variable 1") && e.contains("[2]") && e.contains("[3]"), "{e}");
+    // a body changing a shape
+    let mut b = Graph::new();
+    let bx = b.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let sum = b.op("Sum", &[bx]).unwrap();
+    let body = Arc::new(Function::new(b, vec![bx], vec![sum]).unwrap());
+    let mut c = Graph::new();
+    let cx = c.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let t = c.constant(Tensor::scalar(false)).unwrap();
+    let cond = Arc::new(Function::new(c, vec![cx], vec![t]).unwrap());
+    let spec = NodeSpec::new("While", &[a]).attr("cond", AttrValue::Func(cond)).attr("body", AttrValue::Func(body));
+    let e = g.add_node(spec).unwrap_err().to_string();
+    assert!(e.contains("loop variable 0") && e.contains("its shape may not change"), "{e}");
+}

@@ -101,3 +101,173 @@ function cond(pred::Tensor, true_fn, false_fn; name=nothing)
     outs = [Tensor(g, getfield(node, :node), Int32(k - 1)) for k in 1:length(tout)]
     return single ? outs[1] : Tuple(outs)
 end
+
+# ---------------------------------------------------------------- TensorArray
+
+export TensorArray, while_loop
+
+"""
+    TensorArray(n; dtype=Float64, clear_after_read=true, element_shape=nothing)
+
+ADCME's `TensorArray` (TF's `tf.TensorArray` of fixed size `n`): `n` elements of one dtype
+and shape, written with `write(ta, i, v)` (returns the new array) and read with
+`read(ta, i)`, 1-based `i` (an integer or an Int scalar tensor); `stack(ta)` is the
+`n×...` tensor of all elements, `unstack(ta, t)` writes the rows of `t`, `size(ta)` is
+`n`. A loop variable of `while_loop`.
+
+Oxiflow keeps the elements in one dense tensor of shape `[n, element_shape...]` (elements not
+written are zeros): `write` is a `TensorScatterUpdate` of one row and `read` a `GatherV2`,
+so both are differentiable. The element shape comes from `element_shape` or the first
+`write`; a `TensorArray` entering `while_loop` needs it (write an element before the loop, as
+ADCME's examples do). Each `write` copies the array (O(n) per write). `clear_after_read` is
+accepted for compatibility; elements may be read any number of times.
+"""
+struct TensorArray
+    n::Int
+    dtype::Type
+    data::Union{Nothing,Tensor}
+end
+function TensorArray(n::Integer; dtype::Type=Float64, clear_after_read::Bool=true, element_shape=nothing)
+    n >= 0 || invalid("TensorArray: size must be >= 0, got $n")
+    element_shape === nothing && return TensorArray(Int(n), dtype, nothing)
+    return TensorArray(Int(n), dtype, constant(zeros(dtype, n, element_shape...)))
+end
+TensorArray(n::Integer, dtype::Type; kwargs...) = TensorArray(n; dtype=dtype, kwargs...)
+
+Base.size(ta::TensorArray) = ta.n
+Base.length(ta::TensorArray) = ta.n
+
+# 0-based Int64 scalar tensor of the 1-based position `i` (an Int or an Int scalar tensor),
+# in the graph of `like`.
+function ta_index(ta::TensorArray, i, fname)
+    if i isa Integer
+        1 <= i <= ta.n || invalid("TensorArray $fname: index $i is out of bounds for a TensorArray of size $(ta.n)")
+        return constant_in(getfield(ta.data, :graph), Int64(i - 1))
+    end
+    i isa Tensor && i.dtype in (Int32, Int64) && ndims(i) == 0 ||
+        invalid("TensorArray $fname: the index must be an integer or an Int scalar tensor, got $(typeof(i))")
+    return cast(i, Int64) - 1
+end
+
+"""`write(ta::TensorArray, i, v)`: `ta` with element `i` (1-based) set to `v` (ADCME)."""
+function Base.write(ta::TensorArray, i, v)
+    val = v isa Tensor ? v : constant(v; dtype=ta.dtype)
+    val.dtype == ta.dtype || invalid("TensorArray write: a $(val.dtype) value into a $(ta.dtype) TensorArray")
+    data = ta.data === nothing ? constant_in(getfield(val, :graph), zeros(ta.dtype, ta.n, size(val)...)) : ta.data
+    size(data)[2:end] == size(val) ||
+        invalid("TensorArray write: element of size $(size(val)) into a TensorArray of elements of size $(size(data)[2:end])")
+    idx = reshape(ta_index(TensorArray(ta.n, ta.dtype, data), i, "write"), [1, 1])
+    row = reshape(val, [1, size(val)...])
+    return TensorArray(ta.n, ta.dtype, add_op("TensorScatterUpdate", Tensor[data, idx, row]))
+end
+
+"""`read(ta::TensorArray, i)`: element `i` (1-based) of `ta` (ADCME)."""
+function Base.read(ta::TensorArray, i)
+    ta.data === nothing && invalid("TensorArray read: nothing was written to this TensorArray (its element shape is unknown)")
+    return add_op("GatherV2", Tensor[ta.data, ta_index(ta, i, "read")])
+end
+
+"""`stack(ta::TensorArray)`: all elements as one tensor of size `(n, element size...)` (ADCME)."""
+function stack(ta::TensorArray)
+    ta.data === nothing && invalid("TensorArray stack: nothing was written to this TensorArray (its element shape is unknown)")
+    return ta.data
+end
+
+"""`unstack(ta::TensorArray, t)`: a TensorArray holding the rows `t[i, ...]` of `t` (TF's `TensorArray.unstack`)."""
+function unstack(ta::TensorArray, t)
+    x = t isa Tensor ? t : constant(t; dtype=ta.dtype)
+    (ndims(x) >= 1 && size(x, 1) == ta.n) || invalid("TensorArray unstack: a tensor of size $(size(x)) into a TensorArray of size $(ta.n)")
+    return TensorArray(ta.n, ta.dtype, cast(x, ta.dtype))
+end
+
+# ---------------------------------------------------------------- while_loop
+
+# A loop variable as a tensor of graph `g`'s scope (a TensorArray as its data).
+function loop_tensor(v, k)
+    if v isa TensorArray
+        v.data === nothing && invalid("while_loop: TensorArray loop variable $k has no element shape yet; write an element before the loop or give element_shape")
+        return v.data
+    end
+    v isa Tensor && return v
+    v isa Union{Number,AbstractArray} && return constant(v)
+    invalid("while_loop: loop variable $k is a $(typeof(v)), not a tensor, TensorArray or value")
+end
+# `t` in the form of loop variable `like` (a TensorArray again where `like` was one).
+as_loop_var(like, t::Tensor) = like isa TensorArray ? TensorArray(like.n, like.dtype, t) : t
+
+"""
+    while_loop(condition, body, loop_vars; parallel_iterations=10, back_prop=true,
+               maximum_iterations=nothing, name=nothing)
+
+ADCME's and TF's `while_loop` (TF2's functional `While` op): starting from `loop_vars` (a
+vector or tuple of tensors, numbers, arrays or `TensorArray`s), while `condition(vars...)`
+(a Bool scalar tensor) is true and fewer than `maximum_iterations` iterations ran, replaces
+the variables with `body(vars...)`; returns their final values as a tuple (one value when
+`loop_vars` is a single tensor). `body` returns as many values as there are loop variables,
+each with the dtype and shape of its variable (an `OxiflowError` names `While` and the
+variable otherwise). `condition` and `body` may use any tensor of the enclosing graph; they
+may not create variables.
+
+Differentiable with respect to the initial values and the tensors the loop uses: the
+gradient runs the loop again, keeping each iteration's values, then the body's gradient
+backwards (`WhileGrad`); gradients of gradients through a loop are not supported (an error
+naming `WhileGrad`). `back_prop=false` stops gradients at the outputs;
+`parallel_iterations` is accepted and ignored (iterations run one after another). The loop
+runs on the CPU as one step (`While` has no GPU kernel).
+"""
+function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10, back_prop::Bool=true,
+                    maximum_iterations=nothing, name=nothing)
+    single = loop_vars isa Union{Tensor,TensorArray}
+    vars0 = single ? Any[loop_vars] : collect(Any, loop_vars)
+    isempty(vars0) && invalid("while_loop: no loop variables")
+    flat0 = Tensor[loop_tensor(v, k) for (k, v) in enumerate(vars0)]
+    isempty(FUNCTION_STACK) || (flat0 = Tensor[capture(t) for t in flat0])
+    outer = isempty(FUNCTION_STACK) ? getfield(flat0[1], :graph) : FUNCTION_STACK[end].graph
+    for t in flat0
+        getfield(t, :graph) === outer || invalid("while_loop: loop variables come from different graphs (was reset_default_graph called in between?)")
+    end
+    # builds `f(vars...)` in a new function graph whose first inputs are the loop variables
+    function build(f, what)
+        b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
+        ps = Tensor[Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)...], "loop_var"), 0) for t in flat0]
+        push!(FUNCTION_STACK, b)
+        try
+            out = f((as_loop_var(v, p) for (v, p) in zip(vars0, ps))...)
+            return b, ps, out
+        finally
+            pop!(FUNCTION_STACK)
+        end
+    end
+    cb, cps, c = build(condition, "condition")
+    push!(FUNCTION_STACK, cb)
+    cout = try
+        c isa Bool ? constant(c) : (c isa Tensor ? capture(c) : invalid("while_loop: condition returned a $(typeof(c)), not a Bool scalar tensor"))
+    finally
+        pop!(FUNCTION_STACK)
+    end
+    bb, bps, r = build(body, "body")
+    rs = r isa Union{Tuple,AbstractVector} ? collect(Any, r) : Any[r]
+    length(rs) == length(vars0) || invalid("while_loop: body returned $(length(rs)) values for $(length(vars0)) loop variables")
+    push!(FUNCTION_STACK, bb)
+    bout = try
+        Tensor[v isa TensorArray ? capture(loop_tensor(v, k)) :
+               (v isa Tensor ? capture(v) : constant(v; dtype=flat0[k].dtype)) for (k, v) in enumerate(rs)]
+    finally
+        pop!(FUNCTION_STACK)
+    end
+    # captured tensors become loop variables that body passes through
+    keys_ = unique(vcat(cb.order, bb.order))
+    caps = Tensor[(haskey(cb.captures, k) ? cb.captures[k] : bb.captures[k])[1] for k in keys_]
+    cap_inputs(b) = Tensor[haskey(b.captures, k) ? b.captures[k][2] :
+                           Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(x.dtype), Int64[size(x)...], "unused"), 0)
+                           for (k, x) in zip(keys_, caps)]
+    cin = [cps; cap_inputs(cb)]; bcap = cap_inputs(bb)
+    cond_f = FuncAttr(cb.graph, cin, Tensor[cout])
+    body_f = FuncAttr(bb.graph, [bps; bcap], [bout; bcap])
+    attrs = maximum_iterations === nothing ? () : ((:maximum_iterations, Int(maximum_iterations)),)
+    node = GC.@preserve cond_f body_f add_op("While", Tensor[flat0; caps]; name=name, cond=cond_f, body=body_f, attrs...)
+    g = getfield(node, :graph)
+    outs = Any[as_loop_var(v, (t = Tensor(g, getfield(node, :node), Int32(k - 1)); back_prop ? t : independent(t)))
+               for (k, v) in enumerate(vars0)]
+    return single ? outs[1] : Tuple(outs)
+end

@@ -71,3 +71,75 @@ end
     @test e isa OxiflowError && occursin("variable", e.msg)
     @test run(Session(), cond(p, () -> x, () -> 2x), p => false) ≈ 2 .* run(Session(), x)
 end
+
+@testset "while_loop matches a Julia loop, with captures, TensorArray and nesting" begin
+    reset_default_graph()
+    s = Session()
+    i, x = while_loop((i, x) -> i < 10, (i, x) -> (i + 1, x * 1.1), [constant(0), constant(1.0)])
+    @test run(s, [i, x]) ≈ [10, 1.1^10]
+    # a placeholder the body reads, and maximum_iterations
+    a = placeholder(Float64; shape=[2])
+    _, y = while_loop((k, y) -> k < 100, (k, y) -> (k + 1, sin(y) .* a), [constant(0), constant([0.3, -0.2])]; maximum_iterations=7)
+    A = [1.5, 0.7]; Y = [0.3, -0.2]
+    for _ in 1:7; Y = sin.(Y) .* A; end
+    @test run(s, y, a => A) ≈ Y
+    # a single loop variable comes back as one tensor; zero iterations return the start
+    @test run(s, while_loop(z -> sum(z) > 100.0, z -> 2z, constant([1.0, 2.0]))) == [1.0, 2.0]
+    # TensorArray: u_k = a .* u_{k-1} stored at each step (ADCME's pattern)
+    ta = write(TensorArray(5), 1, constant([1.0, 2.0]))
+    _, ta = while_loop((k, ta) -> k <= 5, (k, ta) -> (k + 1, write(ta, k, read(ta, k - 1) .* a)), [constant(2), ta])
+    U = zeros(5, 2); U[1, :] = [1.0, 2.0]
+    for k in 2:5; U[k, :] = U[k-1, :] .* A; end
+    @test run(s, stack(ta), a => A) ≈ U
+    @test size(ta) == 5 && size(stack(ta)) == (5, 2)
+    # cond inside the body
+    _, w = while_loop((k, w) -> k < 4, (k, w) -> (k + 1, cond(k < 2, () -> w + 1.0, () -> 2w)), [constant(0), constant(1.0)])
+    @test run(s, w) == ((1.0 + 1 + 1) * 2 * 2)
+    @test run(s, tf.while_loop((k, v) -> k < 3, (k, v) -> (k + 1, v * 3.0), [constant(0), constant(1.0)])[2]) == 27.0
+end
+
+@testset "while_loop gradients match finite differences" begin
+    reset_default_graph()
+    s = Session()
+    A0 = [1.2, 0.8]; U0 = [0.4, -0.6]; W = [0.5, 1.5]
+    a = Variable(A0); u0 = Variable(U0)
+    ta = write(TensorArray(6), 1, u0)
+    _, ta = while_loop((k, ta) -> k <= 6, (k, ta) -> (k + 1, write(ta, k, sin(read(ta, k - 1)) .* a)), [constant(2), ta])
+    L = sum(stack(ta) * W)
+    ga, gu = gradients(L, [a, u0])
+    init(s)
+    function f(Av, Uv)
+        U = zeros(6, 2); U[1, :] = Uv
+        for k in 2:6; U[k, :] = sin.(U[k-1, :]) .* Av; end
+        return sum(U * W)
+    end
+    @test run(s, L) ≈ f(A0, U0)
+    @test run(s, ga) ≈ fd_grad(Av -> f(Av, U0), A0) rtol = 1e-6
+    @test run(s, gu) ≈ fd_grad(Uv -> f(A0, Uv), U0) rtol = 1e-6
+    # back_prop=false stops the gradient at the loop's outputs
+    _, z = while_loop((k, z) -> k < 3, (k, z) -> (k + 1, z .* a), [constant(0), u0]; back_prop=false)
+    @test gradients(sum(z), a) === nothing
+    # differentiating twice through a loop is an error naming WhileGrad
+    e = try; gradients(sum(ga), a); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("WhileGrad", e.msg)
+end
+
+@testset "while_loop errors name While and the loop variable" begin
+    reset_default_graph()
+    err(f) = try; f(); nothing; catch e; e; end
+    e = err(() -> while_loop((x,) -> sum(x) < 1.0, x -> sum(x), constant([1.0, 2.0])))
+    @test e isa OxiflowError && occursin("While", e.msg) && occursin("loop variable 0", e.msg)
+    e = err(() -> while_loop(x -> x, x -> x, constant(1.0)))
+    @test e isa OxiflowError && occursin("Bool scalar", e.msg)
+    e = err(() -> while_loop((i, x) -> i < 3, (i, x) -> i + 1, [constant(0), constant(1.0)]))
+    @test e isa OxiflowError && occursin("1 values for 2 loop variables", e.msg)
+    e = err(() -> while_loop((k, t) -> k < 2, (k, t) -> (k + 1, t), [constant(0), TensorArray(3)]))
+    @test e isa OxiflowError && occursin("element shape", e.msg)
+    # a failing body names the iteration; the session stays usable
+    k = placeholder(Int64)
+    _, v = while_loop((i, v) -> i < 3, (i, v) -> (i + 1, v + constant([1.0, 2.0, 3.0])[reshape(k + i, [1])]), [constant(0), constant([0.0])])
+    s = Session()
+    e = err(() -> run(s, v, k => 2))
+    @test e isa OxiflowError && occursin("While", e.msg) && occursin("iteration 2", e.msg)
+    @test run(s, v, k => 1) == [1.0 + 2.0 + 3.0]
+end

@@ -1,5 +1,7 @@
-//! Functional control flow: `If` (TF2's `If` op, which `tf.cond` builds in TF2 and which
-//! ADCME's `cond` stands for): `If(cond, input...)` runs `then_branch` on the inputs when the
+//! Functional control flow: `If` and `While` (TF2's ops, which `tf.cond` and
+//! `tf.while_loop` build in TF2).
+//!
+//! `If` (ADCME's `cond`): `If(cond, input...)` runs `then_branch` on the inputs when the
 //! Bool scalar `cond` is true and `else_branch` otherwise, and only that branch. Its outputs
 //! are the branch's outputs; both branches take the inputs' dtypes and shapes and return the
 //! same dtypes and shapes (checked when the node is built, naming the branch and position).
@@ -9,7 +11,21 @@
 //! gradients and returns the inputs' gradients (zeros where a branch does not use an input),
 //! so the backward pass also runs only the taken branch, and gradients of gradients follow.
 //!
-//! CPU kernel only: the branch runs on the calling thread with the step's variable store
+//! `While(input...)` (ADCME's `while_loop`): the loop variables start as the inputs; while
+//! `cond` (a function of the loop variables returning a Bool scalar) is true and fewer than
+//! `maximum_iterations` iterations ran (attr, -1: no limit), `body` (loop variables to loop
+//! variables, same dtypes and shapes) replaces them; the outputs are their final values.
+//! Tensors the loop only reads are loop variables that `body` passes through (TF2's
+//! captures).
+//!
+//! Gradient: `WhileGrad(input..., output gradients...)`, which runs the loop again keeping
+//! each iteration's loop variables, then runs `body`'s gradient function backwards over them
+//! (TF2 stacks the intermediates in the forward loop instead; recomputing costs one more
+//! forward loop and keeps the forward op's outputs as they are). A loop variable that
+//! `body` passes through collects the gradient of every iteration. `WhileGrad` has no
+//! gradient itself, so second derivatives through a loop are an error naming it.
+//!
+//! CPU kernels only: the branch or body runs on the calling thread with the step's variable store
 //! ([`Function::call`]); on a GPU without soft placement the placer refuses the op.
 
 use super::*;
@@ -113,9 +129,156 @@ fn grad_if(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<O
     Ok(out)
 }
 
+// ---------------------------------------------------------------- While
+
+/// The `cond` and `body` functions of a `While` or `WhileGrad` node, and its iteration limit
+/// (`None`: none).
+fn loop_fns<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<(&'a Arc<Function>, &'a Arc<Function>, Option<u64>)> {
+    let get = |k: &str| match attrs.get(k) {
+        Some(AttrValue::Func(f)) => Ok(f),
+        _ => Err(OxiflowError::InvalidArgument(format!("{op} '{node}': attr '{k}' (a function) is missing"))),
+    };
+    let max = super::shape_ops::int_or(attrs, op, "maximum_iterations", -1)?;
+    Ok((get("cond")?, get("body")?, u64::try_from(max).ok()))
+}
+
+/// Checks that `f` takes `types` (as `which` of a loop).
+fn check_takes(ctx: &InferCtx, which: &str, f: &Function, types: &[TensorType]) -> Result<()> {
+    let ins = f.input_types()?;
+    if ins.len() != types.len() {
+        return Err(ctx.invalid(format!("{which} takes {} inputs, the loop has {} loop variables", ins.len(), types.len())));
+    }
+    for (k, (want, got)) in ins.iter().zip(types).enumerate() {
+        if want != got {
+            return Err(ctx.invalid(format!(
+                "loop variable {k}: {which} takes {} of shape {}, the loop gives {} of shape {}",
+                want.dtype, want.shape, got.dtype, got.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn infer_while(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let vars = ctx.inputs;
+    let (cond, body, _) = loop_fns(ctx.op, ctx.node, ctx.attrs)?;
+    check_takes(ctx, "cond", cond, vars)?;
+    check_takes(ctx, "body", body, vars)?;
+    match &cond.output_types()?[..] {
+        [t] if t.dtype == DType::Bool && t.shape.rank() == 0 => {}
+        other => {
+            let got: Vec<String> = other.iter().map(|t| format!("{} of shape {}", t.dtype, t.shape)).collect();
+            return Err(ctx.invalid(format!("cond must return one Bool scalar, returns [{}]", got.join(", "))));
+        }
+    }
+    let outs = body.output_types()?;
+    if outs.len() != vars.len() {
+        return Err(ctx.invalid(format!("body returns {} values for {} loop variables", outs.len(), vars.len())));
+    }
+    for (k, (o, v)) in outs.iter().zip(vars).enumerate() {
+        if o != v {
+            return Err(ctx.invalid(format!(
+                "loop variable {k} enters the loop as {} of shape {} and body returns {} of shape {} (its shape may not change)",
+                v.dtype, v.shape, o.dtype, o.shape
+            )));
+        }
+    }
+    Ok(vars.to_vec())
+}
+
+/// Runs the loop from `vars`; with `history`, keeps the loop variables each body call got.
+fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
+    let (cond, body, max) = loop_fns(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
+    let mut i = 0u64;
+    while max.map_or(true, |m| i < m) {
+        let c = cond.call(&vars, ctx.state).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
+        match c.first() {
+            Some(Tensor::Bool(b)) if b.iter().next() == Some(&true) => {}
+            Some(Tensor::Bool(_)) => break,
+            _ => return Err(ctx.error("cond did not return a Bool scalar")),
+        }
+        let next = body.call(&vars, ctx.state).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
+        if let Some(h) = history.as_deref_mut() {
+            h.push(std::mem::replace(&mut vars, next));
+        } else {
+            vars = next;
+        }
+        i += 1;
+    }
+    Ok(vars)
+}
+
+fn kernel_while(ctx: &KernelCtx) -> Result<Outputs> {
+    Ok(Outputs::from_vec(run_loop(ctx, ctx.inputs.to_vec(), None)?))
+}
+
+fn body_grad_of(node: &Node) -> Result<&Arc<Function>> {
+    match node.attrs.get("body_grad") {
+        Some(AttrValue::Func(f)) => Ok(f),
+        _ => Err(OxiflowError::InvalidArgument(format!("{} '{}': attr 'body_grad' (a function) is missing", node.op.name, node.name))),
+    }
+}
+
+fn infer_while_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let n = ctx.inputs.len() / 2;
+    if ctx.inputs.len() != 2 * n || ctx.inputs[..n] != ctx.inputs[n..] {
+        return Err(ctx.invalid("takes the loop's inputs, then one gradient of each loop variable's type"));
+    }
+    Ok(ctx.inputs[..n].to_vec())
+}
+
+/// The forward loop again, keeping each iteration's loop variables, then `body_grad`
+/// (loop variables and the gradients of body's outputs to the gradients of its inputs)
+/// from the last iteration to the first.
+fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
+    let n = ctx.inputs.len() / 2;
+    let body_grad = body_grad_of(ctx.node)?;
+    let mut history = Vec::new();
+    run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut history))?;
+    let mut d: Vec<Tensor> = ctx.inputs[n..].to_vec();
+    for (i, vars) in history.into_iter().enumerate().rev() {
+        let mut args = vars;
+        args.extend(d);
+        d = body_grad.call(&args, ctx.state).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
+    }
+    Ok(Outputs::from_vec(d))
+}
+
+/// `WhileGrad(inputs ++ output gradients)` (missing gradients are zeros) with the body's
+/// gradient function ([`branch_gradient`]: loop variables and output gradients to input
+/// gradients).
+fn grad_while(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let (cond, body, _) = loop_fns(node.op.name, &node.name, &node.attrs)?;
+    let body_grad = Arc::new(branch_gradient(body)?);
+    let mut inputs = node.inputs.clone();
+    for (k, dy) in grads.iter().enumerate() {
+        inputs.push(match dy {
+            Some(d) => *d,
+            None => g.op("ZerosLike", &[Output::new(node.id, k)])?,
+        });
+    }
+    let mut spec = NodeSpec::new("WhileGrad", &inputs)
+        .attr("cond", AttrValue::Func(cond.clone()))
+        .attr("body", AttrValue::Func(body.clone()))
+        .attr("body_grad", AttrValue::Func(body_grad));
+    if let Some(m) = node.attrs.get("maximum_iterations") {
+        spec = spec.attr("maximum_iterations", m.clone());
+    }
+    let grad = g.add_node(spec)?;
+    Ok((0..node.inputs.len()).map(|k| Some(Output::new(grad, k))).collect())
+}
+
 pub(crate) fn register(r: &mut Registry) {
     r.add(
         super::math::def("If", "If", Arity::AtLeast(1), infer_if, kernel_if, GpuSupport::None, Some(grad_if))
             .with_attrs(attrs!["then_branch" => Func, "else_branch" => Func]),
+    );
+    r.add(
+        super::math::def("While", "while", Arity::AtLeast(1), infer_while, kernel_while, GpuSupport::None, Some(grad_while))
+            .with_attrs(attrs!["cond" => Func, "body" => Func, "maximum_iterations" => Int]),
+    );
+    r.add(
+        super::math::def("WhileGrad", "WhileGrad", Arity::AtLeast(2), infer_while_grad, kernel_while_grad, GpuSupport::None, None)
+            .with_attrs(attrs!["cond" => Func, "body" => Func, "body_grad" => Func, "maximum_iterations" => Int]),
     );
 }
