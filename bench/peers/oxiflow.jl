@@ -19,6 +19,8 @@
 #                  2 × 8 MiB per run.
 #   chain10k       a scalar Float64 placeholder through 10,000 alternating sin/cos, µs per
 #                  op of a forward run; chain10k_grad: the value and gradients(y, x), ms.
+#   while10k       while_loop of 10,000 iterations, scalar Float64 body (counter + 1,
+#                  x * 1.0001) from a fed x, µs per iteration.
 #   digits_epoch   examples/digits_mlp.jl run as a program in a scratch directory; the
 #                  median of the epoch times it prints, the first (compilation) left out.
 #                  Skipped with OXIFLOW_BENCH_DIGITS=0.
@@ -171,6 +173,16 @@ function bench_chain()
     emit("chain10k_grad", "float64", t * 1e3, "ms")
 end
 
+function bench_while()
+    reset_default_graph()
+    n = 10_000
+    x = placeholder(Float64; shape=Int[])
+    _, w = while_loop((i, v) -> i < n, (i, v) -> (i + 1, v * 1.0001), [constant(0), x])
+    sess = session()
+    t = time_calls(() -> run(sess, w, x => 0.5))
+    emit("while10k", "float64", t / n * 1e6, "us/iter")
+end
+
 """The epoch times `(N.NN s)` that examples/digits_mlp.jl prints, run as a program."""
 function bench_digits()
     script = normpath(joinpath(@__DIR__, "..", "..", "examples", "digits_mlp.jl"))
@@ -189,7 +201,7 @@ end
 function main()
     steps = Any[() -> bench_mlp(Float32), () -> bench_mlp(Float64),
                 () -> bench_matmul(Float32), () -> bench_matmul(Float64),
-                bench_unary, bench_feed_fetch, bench_chain]
+                bench_unary, bench_feed_fetch, bench_chain, bench_while]
     get(ENV, "OXIFLOW_BENCH_DIGITS", "1") == "0" || push!(steps, bench_digits)
     emit_loadavg("start")
     for s in steps

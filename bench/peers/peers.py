@@ -33,6 +33,9 @@ What is measured (the same definitions as oxiflow.jl):
                 TF1 (also framework "tf1-nograppler": rewrite_options.disable_meta_optimizer),
                 torch eager, JAX jit (its compile time in "note"; JAX's chain10k_grad is not
                 run by default, see JAX_CHAIN_GRAD_NOTE).
+  while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
+                + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
+                Session; JAX jax.lax.while_loop under jit (compile time in "note").
 
 Timing: a warm-up (0.5 s; 2 s for mlp_step), then blocks of ~0.1 s of back-to-back calls
 (at least 3 blocks, ~1 s; 2 s for mlp_step); the figure is the median of the blocks'
@@ -66,6 +69,7 @@ SIZES = (256, 1024, 2048)
 UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu")
 NUNARY = 1 << 20
 CHAIN = 10_000
+WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 
 
@@ -209,6 +213,14 @@ def run_tf1():
             t = time_calls(lambda: s.run([y, dy], {x: 0.5}))
             emit(fw, "chain10k_grad", "float64", t * 1e3, "ms", ver)
 
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder("float64", [])
+        _, w = tf1.while_loop(lambda i, v: i < WHILE_N, lambda i, v: (i + 1, v * 1.0001), [tf.constant(0), x])
+    with session(g) as s:
+        t = time_calls(lambda: s.run(w, {x: 0.5}))
+        emit("tf1", "while10k", "float64", t / WHILE_N * 1e6, "us/iter", ver)
+
 
 # ---------------------------------------------------------------- PyTorch (eager)
 def run_torch():
@@ -341,6 +353,20 @@ def run_jax():
             out[0] = f(x0)
         t = time_calls(call, sync=lambda: jax.block_until_ready(out[0]))
         emit("jax", workload, "float64", t * scale, unit, ver, note=f"trace+compile {compile_s:.1f} s")
+
+
+    def loop(x):
+        return jax.lax.while_loop(lambda c: c[0] < WHILE_N, lambda c: (c[0] + 1, c[1] * 1.0001), (0, x))[1]
+    f = jax.jit(loop)
+    c0 = time.perf_counter()
+    jax.block_until_ready(f(x0))
+    compile_s = time.perf_counter() - c0
+    out = [None]
+
+    def call_loop():
+        out[0] = f(x0)
+    t = time_calls(call_loop, sync=lambda: jax.block_until_ready(out[0]))
+    emit("jax", "while10k", "float64", t / WHILE_N * 1e6, "us/iter", ver, note=f"trace+compile {compile_s:.1f} s")
 
 
 # ---------------------------------------------------------------- NumPy

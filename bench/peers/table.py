@@ -8,7 +8,7 @@ prints a Markdown report and writes it to OUTDIR/bench-peers.md, the records it 
 OUTDIR/bench-peers.jsonl. One row per workload and dtype: each framework's figure, the best
 peer's, and the ratio Oxiflow / best peer, turned so that it always reads "Oxiflow is x
 times as fast as the best peer" (above 1: Oxiflow ahead): figure / best for rates
-(steps/s, GFLOP/s, Gelem/s, GB/s), best / figure for times (us/op, ms, s). "—": the
+(steps/s, GFLOP/s, Gelem/s, GB/s), best / figure for times (us/op, us/iter, ms, s). "—": the
 framework does not run that workload; "not installed", "failed": as the records say. Under
 the table: the machine (lscpu's model name, nproc), the date, the frameworks' versions and
 the figures outside the columns (TF1 with Grappler off, notes such as JAX's compile time).
@@ -22,8 +22,8 @@ import sys
 
 COLUMNS = [("oxiflow", "Oxiflow"), ("tf1", "TF1"), ("torch", "PyTorch"), ("jax", "JAX"), ("numpy", "NumPy")]
 PEERS = [c for c, _ in COLUMNS[1:]]
-TIME_UNITS = {"us/op", "ms", "s"}
-ORDER = ["mlp_step", "matmul", "matmul_fed", "unary", "feed_fetch", "chain10k", "chain10k_grad", "digits_epoch"]
+TIME_UNITS = {"us/op", "us/iter", "ms", "s"}
+ORDER = ["mlp_step", "matmul", "matmul_fed", "unary", "feed_fetch", "chain10k", "chain10k_grad", "while10k", "digits_epoch"]
 UNARY = ["tanh", "exp", "log", "sigmoid", "sqrt", "relu"]
 
 
@@ -34,7 +34,9 @@ def runs(framework, workload):
         return base != "digits_epoch"
     if framework == "numpy":
         return base in ("matmul", "unary")
-    return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad")   # torch, jax
+    if framework == "jax":
+        return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad", "while10k")
+    return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad")   # torch
 
 
 def split(workload):
@@ -158,7 +160,7 @@ def report(recs):
         lines.append(f"| {key[0]} | {key[1]} | {unit} | " + " | ".join(cells) + f" | {best} | {ratio} |")
     lines.append("")
     lines.append("Oxiflow/best: how many times as fast as the best peer Oxiflow is (above 1: Oxiflow ahead); "
-                 "for rates figure / best, for times (us/op, ms, s) best / figure.")
+                 "for rates figure / best, for times (us/op, us/iter, ms, s) best / figure.")
     lines.append("")
     vers = [f"{names.get(fw, fw)} {versions[fw]}" for fw, _ in COLUMNS if fw in versions]
     lines.append("Versions: " + (", ".join(vers) if vers else "none recorded") + ".")

@@ -6,15 +6,15 @@
 //! any outputs of that graph (TF's `_Retval`). Tensors of the enclosing graph that a branch
 //! uses are passed in as extra inputs (the caller captures them: the Julia package does
 //! when it builds a branch). Calling a function runs the nodes its outputs need, one after
-//! another on the calling thread ([`crate::eval::evaluate`]), with the caller's variable
-//! store; inside it nothing is placed, fused or traced: a functional op runs on one device
+//! another on the calling thread (as [`crate::eval::evaluate`] does, with the node order
+//! found once), with the caller's variable store; inside it nothing is placed, fused or traced: a functional op runs on one device
 //! (the CPU) as one step.
 
 use crate::error::{OxiflowError, Result};
-use crate::eval::evaluate;
-use crate::graph::{Graph, Output, TensorType};
-use crate::ops::StateAccess;
+use crate::graph::{Graph, NodeId, Output, TensorType};
+use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
 use crate::tensor::Tensor;
+use smallvec::SmallVec;
 use std::fmt;
 
 /// A graph with inputs (its `Placeholder`s, in order) and outputs.
@@ -22,6 +22,9 @@ pub struct Function {
     graph: Graph,
     inputs: Vec<Output>,
     outputs: Vec<Output>,
+    /// The nodes a call runs (those the outputs need, inputs excluded), in id order: found
+    /// once here, as a loop calls its body every iteration.
+    order: Vec<NodeId>,
 }
 
 impl fmt::Debug for Function {
@@ -58,7 +61,7 @@ impl Function {
             graph.output_type(*o)?;
         }
         let needed = crate::eval::needed_nodes(&graph, &outputs, &[], &inputs.iter().copied().collect())?;
-        for id in needed {
+        for &id in &needed {
             let n = graph.node(id)?;
             if n.op.name == "Placeholder" {
                 return bad(format!("its outputs need Placeholder '{}', which is not one of its inputs", n.name));
@@ -67,7 +70,7 @@ impl Function {
                 return bad(format!("it holds variable '{}'; read variables of the enclosing graph instead", n.name));
             }
         }
-        Ok(Function { graph, inputs, outputs })
+        Ok(Function { graph, inputs, outputs, order: needed })
     }
 
     /// The function's graph.
@@ -98,7 +101,20 @@ impl Function {
         if args.len() != self.inputs.len() {
             return Err(OxiflowError::Internal(format!("function called with {} arguments, it takes {}", args.len(), self.inputs.len())));
         }
-        let feeds: Vec<(Output, Tensor)> = self.inputs.iter().copied().zip(args.iter().cloned()).collect();
-        evaluate(&self.graph, &feeds, &self.outputs, &[], state)
+        // each node's outputs, by node id (a function's graph is small)
+        let mut vals: Vec<Option<Outputs>> = vec![None; self.graph.len()];
+        for (i, a) in self.inputs.iter().zip(args) {
+            vals[i.node] = Some(smallvec![a.clone()]);
+        }
+        let get = |vals: &[Option<Outputs>], o: &Output| {
+            vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| OxiflowError::Internal(format!("function: input {o:?} missing")))
+        };
+        for &id in &self.order {
+            let n = self.graph.node(id)?;
+            let ins: SmallVec<[Tensor; 4]> =
+                n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)).map(|(_, o)| get(&vals, o)).collect::<Result<_>>()?;
+            vals[id] = Some((n.op.kernel)(&KernelCtx { node: n, inputs: &ins, state })?);
+        }
+        self.outputs.iter().map(|o| get(&vals, o)).collect()
     }
 }
