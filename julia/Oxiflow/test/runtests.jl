@@ -254,6 +254,7 @@ include("adcme_api.jl")
 include("adcme_api2.jl")
 include("scatter.jl")
 include("control_flow.jl")
+include("ode.jl")
 include("examples.jl")
 include("robustness.jl")
 
