@@ -271,3 +271,46 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
                for (k, v) in enumerate(vars0)]
     return single ? outs[1] : Tuple(outs)
 end
+
+# ---------------------------------------------------------------- map
+
+"""
+    map(f, t::Tensor; dtype=nothing)
+    map(f, ts::Vector{Tensor}; dtype=nothing)
+
+ADCME's `map` (TF's `tf.map_fn`): `f` applied to each slice `t[i, ...]` along the first
+dimension, the results stacked into a tensor whose first dimension is `size(t, 1)`. With a
+vector of tensors (equal first dimensions) `f` gets a vector of their slices. `f` returns a
+tensor (or a number) of the same size for every slice; `dtype` is accepted for ADCME's
+programs (the result's dtype is what `f` returns). Built as a `while_loop` over the slices
+with a `TensorArray`, so it is differentiable; `f` may use other tensors of the graph.
+"""
+function Base.map(f::Function, t::Tensor; dtype=nothing)
+    ndims(t) >= 1 || invalid("map: needs a tensor of rank >= 1, got a scalar")
+    return map_slices(f, Tensor[t], false)
+end
+function Base.map(f::Function, ts::AbstractVector{<:Tensor}; dtype=nothing)
+    isempty(ts) && invalid("map: no tensors")
+    n = size(ts[1], 1)
+    all(t -> ndims(t) >= 1 && size(t, 1) == n, ts) ||
+        invalid("map: the tensors' first dimensions differ: $(join((size(t) for t in ts), ", "))")
+    return map_slices(f, Vector{Tensor}(ts), true)
+end
+
+function map_slices(f, ts::Vector{Tensor}, many::Bool)
+    n = size(ts[1], 1)
+    slice(i) = [add_op("GatherV2", Tensor[t, i]) for t in ts]
+    call(xs) = (r = many ? f(xs) : f(xs[1]); r isa Tensor ? r : constant(r))
+    # the size and dtype of f's result, from a throwaway build on placeholders of a slice
+    b = FunctionBuilder(Graph(), getfield(ts[1], :graph), Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
+    push!(FUNCTION_STACK, b)
+    probe = try
+        call([Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)[2:end]...], "slice"), 0) for t in ts])
+    finally
+        pop!(FUNCTION_STACK)
+    end
+    n == 0 && invalid("map: the tensors have no slices (first dimension 0)")
+    ta = TensorArray(n; dtype=probe.dtype, element_shape=size(probe))
+    _, out = while_loop((i, ta) -> i < n, (i, ta) -> (i + 1, write(ta, i + 1, call(slice(i)))), [constant(0), ta])
+    return stack(out)
+end

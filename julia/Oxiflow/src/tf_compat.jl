@@ -90,7 +90,7 @@ const TF_EXTRA = merge(TF_DTYPES, TF_MATH, (
     identity=(t; name=nothing) -> add_op("Identity", [as_tensor(t)]; name=name),
     stop_gradient=independent, where=if_else,
     cond=(pred, true_fn, false_fn; name=nothing) -> cond(pred, true_fn, false_fn; name=name),
-    while_loop=while_loop,
+    while_loop=while_loop, map_fn=(f, elems; dtype=nothing, name=nothing) -> map(f, elems),
     TensorArray=(args...; dtype=Float32, size=0, clear_after_read::Bool=true, element_shape=nothing) ->
         TensorArray(size; dtype=dtype, clear_after_read=clear_after_read, element_shape=element_shape),
     zeros=tf_fill(0, Float32), ones=tf_fill(1, Float32), zeros_like=zeros_like, ones_like=ones_like,

@@ -143,3 +143,19 @@ end
     @test e isa OxiflowError && occursin("While", e.msg) && occursin("iteration 2", e.msg)
     @test run(s, v, k => 1) == [1.0 + 2.0 + 3.0]
 end
+
+@testset "map applies f to each slice, like Julia's mapslices; differentiable" begin
+    reset_default_graph()
+    s = Session()
+    A = rand(5, 3); B = rand(5, 3)
+    @test run(s, map(x -> sum(x), constant(A))) ≈ vec(sum(A; dims=2))
+    @test run(s, map(x -> 2x, constant(A))) ≈ 2A
+    @test run(s, map(xy -> xy[1] .* xy[2], [constant(A), constant(B)])) ≈ A .* B
+    w = constant([1.0, 2.0, 3.0])
+    @test run(s, map(x -> sum(x .* w), constant(A))) ≈ A * [1.0, 2.0, 3.0]   # captures w
+    v = Variable(A)
+    init(s)
+    @test run(s, gradients(sum(map(x -> sin(x) .* w, v)), v)) ≈ cos.(A) .* [1.0 2.0 3.0]
+    e = try; map(x -> x, [constant(A), constant(rand(4, 3))]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("first dimensions differ", e.msg)
+end
