@@ -43,6 +43,30 @@ fn branches<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<[&'a Arc<Funct
     Ok([get("then_branch")?, get("else_branch")?])
 }
 
+/// `dtype of shape shape`, for messages.
+fn describe(t: &TensorType) -> String {
+    format!("{} of shape {}", t.dtype, t.shape)
+}
+
+/// Checks that two lists of types are equal, position by position: `count(a, b)` is the
+/// error text when their lengths `a` and `b` differ, `item(k, a_k, b_k)` when entry `k`
+/// does (both InvalidArgument naming the node).
+fn check_same(
+    ctx: &InferCtx,
+    a: &[TensorType],
+    b: &[TensorType],
+    count: impl Fn(usize, usize) -> String,
+    item: impl Fn(usize, &str, &str) -> String,
+) -> Result<()> {
+    if a.len() != b.len() {
+        return Err(ctx.invalid(count(a.len(), b.len())));
+    }
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(k) => Err(ctx.invalid(item(k, &describe(&a[k]), &describe(&b[k])))),
+        None => Ok(()),
+    }
+}
+
 fn infer_if(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let cond = &ctx.inputs[0];
     if cond.dtype != DType::Bool || cond.shape.rank() != 0 {
@@ -50,37 +74,24 @@ fn infer_if(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     let args = &ctx.inputs[1..];
     let [then_f, else_f] = branches(ctx.op, ctx.node, ctx.attrs)?;
-    let mut outs: Option<Vec<TensorType>> = None;
     for (which, f) in [("then_branch", then_f), ("else_branch", else_f)] {
-        let ins = f.input_types()?;
-        if ins.len() != args.len() {
-            return Err(ctx.invalid(format!("{which} takes {} inputs, the node gives {}", ins.len(), args.len())));
-        }
-        for (k, (want, got)) in ins.iter().zip(args).enumerate() {
-            if want != got {
-                return Err(ctx
-                    .invalid(format!("input {k}: {which} takes {} of shape {}, the node gives {} of shape {}", want.dtype, want.shape, got.dtype, got.shape)));
-            }
-        }
-        let o = f.output_types()?;
-        match &outs {
-            None => outs = Some(o),
-            Some(first) if first.len() != o.len() => {
-                return Err(ctx.invalid(format!("then_branch returns {} outputs, else_branch {}", first.len(), o.len())));
-            }
-            Some(first) => {
-                for (k, (a, b)) in first.iter().zip(&o).enumerate() {
-                    if a != b {
-                        return Err(ctx.invalid(format!(
-                            "output {k}: then_branch returns {} of shape {}, else_branch {} of shape {}",
-                            a.dtype, a.shape, b.dtype, b.shape
-                        )));
-                    }
-                }
-            }
-        }
+        check_same(
+            ctx,
+            &f.input_types()?,
+            args,
+            |a, b| format!("{which} takes {a} inputs, the node gives {b}"),
+            |k, a, b| format!("input {k}: {which} takes {a}, the node gives {b}"),
+        )?;
     }
-    Ok(outs.unwrap_or_default())
+    let outs = then_f.output_types()?;
+    check_same(
+        ctx,
+        &outs,
+        &else_f.output_types()?,
+        |a, b| format!("then_branch returns {a} outputs, else_branch {b}"),
+        |k, a, b| format!("output {k}: then_branch returns {a}, else_branch {b}"),
+    )?;
+    Ok(outs)
 }
 
 fn kernel_if(ctx: &KernelCtx) -> Result<Outputs> {
@@ -144,19 +155,13 @@ fn loop_fns<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<(&'a Arc<Funct
 
 /// Checks that `f` takes `types` (as `which` of a loop).
 fn check_takes(ctx: &InferCtx, which: &str, f: &Function, types: &[TensorType]) -> Result<()> {
-    let ins = f.input_types()?;
-    if ins.len() != types.len() {
-        return Err(ctx.invalid(format!("{which} takes {} inputs, the loop has {} loop variables", ins.len(), types.len())));
-    }
-    for (k, (want, got)) in ins.iter().zip(types).enumerate() {
-        if want != got {
-            return Err(ctx.invalid(format!(
-                "loop variable {k}: {which} takes {} of shape {}, the loop gives {} of shape {}",
-                want.dtype, want.shape, got.dtype, got.shape
-            )));
-        }
-    }
-    Ok(())
+    check_same(
+        ctx,
+        &f.input_types()?,
+        types,
+        |a, b| format!("{which} takes {a} inputs, the loop has {b} loop variables"),
+        |k, a, b| format!("loop variable {k}: {which} takes {a}, the loop gives {b}"),
+    )
 }
 
 fn infer_while(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -167,22 +172,17 @@ fn infer_while(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     match &cond.output_types()?[..] {
         [t] if t.dtype == DType::Bool && t.shape.rank() == 0 => {}
         other => {
-            let got: Vec<String> = other.iter().map(|t| format!("{} of shape {}", t.dtype, t.shape)).collect();
+            let got: Vec<String> = other.iter().map(describe).collect();
             return Err(ctx.invalid(format!("cond must return one Bool scalar, returns [{}]", got.join(", "))));
         }
     }
-    let outs = body.output_types()?;
-    if outs.len() != vars.len() {
-        return Err(ctx.invalid(format!("body returns {} values for {} loop variables", outs.len(), vars.len())));
-    }
-    for (k, (o, v)) in outs.iter().zip(vars).enumerate() {
-        if o != v {
-            return Err(ctx.invalid(format!(
-                "loop variable {k} enters the loop as {} of shape {} and body returns {} of shape {} (its shape may not change)",
-                v.dtype, v.shape, o.dtype, o.shape
-            )));
-        }
-    }
+    check_same(
+        ctx,
+        vars,
+        &body.output_types()?,
+        |a, b| format!("body returns {b} values for {a} loop variables"),
+        |k, a, b| format!("loop variable {k} enters the loop as {a} and body returns {b} (its shape may not change)"),
+    )?;
     Ok(vars.to_vec())
 }
 
