@@ -138,7 +138,7 @@ Base.size(ta::TensorArray) = ta.n
 Base.length(ta::TensorArray) = ta.n
 
 # 0-based Int64 scalar tensor of the 1-based position `i` (an Int or an Int scalar tensor),
-# in the graph of `like`.
+# in the graph of `ta`'s elements.
 function ta_index(ta::TensorArray, i, fname)
     if i isa Integer
         1 <= i <= ta.n || invalid("TensorArray $fname: index $i is out of bounds for a TensorArray of size $(ta.n)")
@@ -182,7 +182,7 @@ end
 
 # ---------------------------------------------------------------- while_loop
 
-# A loop variable as a tensor of graph `g`'s scope (a TensorArray as its data).
+# Loop variable `k` as a tensor (a TensorArray as its data, a Julia value as a constant).
 function loop_tensor(v, k)
     if v isa TensorArray
         v.data === nothing && invalid("while_loop: TensorArray loop variable $k has no element shape yet; write an element before the loop or give element_shape")
@@ -227,7 +227,7 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
         getfield(t, :graph) === outer || invalid("while_loop: loop variables come from different graphs (was reset_default_graph called in between?)")
     end
     # builds `f(vars...)` in a new function graph whose first inputs are the loop variables
-    function build(f, what)
+    function build(f)
         b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
         ps = Tensor[Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)...], "loop_var"), 0) for t in flat0]
         push!(FUNCTION_STACK, b)
@@ -238,14 +238,14 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
             pop!(FUNCTION_STACK)
         end
     end
-    cb, cps, c = build(condition, "condition")
+    cb, cps, c = build(condition)
     push!(FUNCTION_STACK, cb)
     cout = try
         c isa Bool ? constant(c) : (c isa Tensor ? capture(c) : invalid("while_loop: condition returned a $(typeof(c)), not a Bool scalar tensor"))
     finally
         pop!(FUNCTION_STACK)
     end
-    bb, bps, r = build(body, "body")
+    bb, bps, r = build(body)
     rs = r isa Union{Tuple,AbstractVector} ? collect(Any, r) : Any[r]
     length(rs) == length(vars0) || invalid("while_loop: body returned $(length(rs)) values for $(length(vars0)) loop variables")
     push!(FUNCTION_STACK, bb)
@@ -302,7 +302,8 @@ function map_slices(f, ts::Vector{Tensor}, many::Bool)
     slice(i) = [add_op("GatherV2", Tensor[t, i]) for t in ts]
     call(xs) = (r = many ? f(xs) : f(xs[1]); r isa Tensor ? r : constant(r))
     # the size and dtype of f's result, from a throwaway build on placeholders of a slice
-    b = FunctionBuilder(Graph(), getfield(ts[1], :graph), Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
+    outer = isempty(FUNCTION_STACK) ? getfield(ts[1], :graph) : FUNCTION_STACK[end].graph
+    b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
     push!(FUNCTION_STACK, b)
     probe = try
         call([Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)[2:end]...], "slice"), 0) for t in ts])

@@ -159,3 +159,14 @@ end
     e = try; map(x -> x, [constant(A), constant(rand(4, 3))]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("first dimensions differ", e.msg)
 end
+
+@testset "map and while_loop nest inside each other" begin
+    reset_default_graph()
+    s = Session()
+    A = rand(4, 3)
+    # a map inside a loop body, capturing the loop variable
+    _, M = while_loop((k, m) -> k < 2, (k, m) -> (k + 1, map(r -> r .* 2.0, m)), [constant(0), constant(A)])
+    @test run(s, M) ≈ 4A
+    # a loop inside map's function
+    @test run(s, map(r -> while_loop((k, v) -> k < 3, (k, v) -> (k + 1, v + r), [constant(0), r])[2], constant(A))) ≈ 4A
+end
