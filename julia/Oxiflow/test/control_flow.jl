@@ -170,3 +170,20 @@ end
     # a loop inside map's function
     @test run(s, map(r -> while_loop((k, v) -> k < 3, (k, v) -> (k + 1, v + r), [constant(0), r])[2], constant(A))) ≈ 4A
 end
+
+@testset "no silently wrong gradient through a random op in a branch or loop body" begin
+    reset_default_graph()
+    x = Variable([1.0, 2.0]); p = placeholder(Bool)
+    y = cond(p, () -> x .* tf.random.normal((2,); dtype=Float64), () -> x)
+    e = try; gradients(sum(y), x); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("If", e.msg) && occursin("RandomStandardNormal", e.msg)
+    _, z = while_loop((k, v) -> k < 2, (k, v) -> (k + 1, v + tf.random.normal((2,); dtype=Float64)), [constant(0), x])
+    e = try; gradients(sum(z), x); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("While", e.msg) && occursin("RandomStandardNormal", e.msg)
+    # without gradients, a random op in a loop body draws new values each iteration
+    ta = write(TensorArray(3), 1, constant([0.0]))
+    _, ta = while_loop((k, t) -> k <= 3, (k, t) -> (k + 1, write(t, k, tf.random.normal((1,); dtype=Float64))), [constant(2), ta])
+    s = Session(); init(s)
+    draws = run(s, stack(ta))
+    @test draws[2] != draws[3] && draws[2] != 0.0
+end

@@ -107,7 +107,18 @@ fn kernel_if(ctx: &KernelCtx) -> Result<Outputs> {
 
 /// The gradient function of branch `f`: inputs `f`'s inputs then one gradient per output of
 /// `f` (of its type), outputs the gradient of each input (`ZerosLike` where none flows).
-fn branch_gradient(f: &Function) -> Result<Function> {
+///
+/// The gradient function runs the forward ops of `f` again (`WhileGrad` also reruns the
+/// loop), so a stateful op in `f` (a random op: `RandomStandardNormal`) would give the
+/// gradient other values than the forward pass used: InvalidArgument naming the op, as a
+/// silently wrong gradient is worse than none.
+fn branch_gradient(node: &Node, f: &Function) -> Result<Function> {
+    if let Some(n) = f.graph().nodes().iter().find(|n| n.op.stateful && n.op.name != "Placeholder") {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "{} '{}': no gradient through a function holding the stateful op {} '{}' (the gradient reruns the function, which would draw other values)",
+            node.op.name, node.name, n.op.name, n.name
+        )));
+    }
     let mut g = f.graph().duplicate();
     let mut inputs = f.inputs().to_vec();
     let mut dys = Vec::new();
@@ -125,7 +136,7 @@ fn branch_gradient(f: &Function) -> Result<Function> {
 /// functions; missing output gradients are zeros. No gradient for `cond`.
 fn grad_if(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let [then_f, else_f] = branches(node.op.name, &node.name, &node.attrs)?;
-    let (then_g, else_g) = (Arc::new(branch_gradient(then_f)?), Arc::new(branch_gradient(else_f)?));
+    let (then_g, else_g) = (Arc::new(branch_gradient(node, then_f)?), Arc::new(branch_gradient(node, else_f)?));
     let mut inputs = node.inputs.clone();
     for (k, dy) in grads.iter().enumerate() {
         inputs.push(match dy {
@@ -249,7 +260,7 @@ fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
 /// gradients).
 fn grad_while(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let (cond, body, _) = loop_fns(node.op.name, &node.name, &node.attrs)?;
-    let body_grad = Arc::new(branch_gradient(body)?);
+    let body_grad = Arc::new(branch_gradient(node, body)?);
     let mut inputs = node.inputs.clone();
     for (k, dy) in grads.iter().enumerate() {
         inputs.push(match dy {
