@@ -34,7 +34,7 @@ impl fmt::Debug for Function {
 }
 
 impl fmt::Display for Function {
-    /// `<function (2 inputs, 1 output, 7 nodes)>`, as a node's attrs show it.
+    /// `<function (2 inputs, 1 outputs, 7 nodes)>`, as a node's attrs show it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "<function ({} inputs, {} outputs, {} nodes)>", self.inputs.len(), self.outputs.len(), self.graph.len())
     }

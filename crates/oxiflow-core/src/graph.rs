@@ -238,9 +238,10 @@ impl Graph {
     pub fn new() -> Graph {
         Graph::default()
     }
+
     /// A copy of the graph: its nodes (same ids and names), collections and variables, with
-    /// no scope open. The gradient of a functional op (`If`) builds the gradient of a branch
-    /// function in such a copy, leaving the branch itself as it was.
+    /// no scope open. The gradient of a functional op (`If`, `While`) builds the gradient of
+    /// a branch or loop body in such a copy, leaving the function itself as it was.
     pub fn duplicate(&self) -> Graph {
         Graph {
             nodes: self.nodes.clone(),
