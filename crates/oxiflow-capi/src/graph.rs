@@ -176,8 +176,8 @@ fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec
 /// "outputs": [[node, index], ...]}`: a function of a copy of that graph as it is now
 /// (later nodes added to it do not change the function). Errors: a handle that is not a
 /// live graph, malformed pairs, and what [`oxiflow_core::function::Function::new`] refuses.
-fn function_attr(k: &str, f: &serde_json::Map<String, serde_json::Value>) -> Result<oxiflow_core::function::Function> {
-    let bad = |m: &str| OxiflowError::InvalidArgument(format!("attr '{k}': {m}"));
+fn function_attr(op: &str, k: &str, f: &serde_json::Map<String, serde_json::Value>) -> Result<oxiflow_core::function::Function> {
+    let bad = |m: &str| OxiflowError::InvalidArgument(format!("{op}: attr '{k}': {m}"));
     let handle = f.get("graph").and_then(|v| v.as_u64()).ok_or_else(|| bad("\"graph\" must be a graph handle"))?;
     let pairs = |key: &str| -> Result<Vec<Output>> {
         let items = f.get(key).and_then(|v| v.as_array()).ok_or_else(|| bad(&format!("\"{key}\" must be a list of [node, index] pairs")))?;
@@ -191,7 +191,10 @@ fn function_attr(k: &str, f: &serde_json::Map<String, serde_json::Value>) -> Res
     };
     let (inputs, outputs) = (pairs("inputs")?, pairs("outputs")?);
     let copy = graph(handle as usize as *const OxGraph)?.read()?.duplicate();
-    oxiflow_core::function::Function::new(copy, inputs, outputs)
+    oxiflow_core::function::Function::new(copy, inputs, outputs).map_err(|e| match e {
+        OxiflowError::InvalidArgument(m) => bad(&m),
+        e => e,
+    })
 }
 
 /// Parses the attrs JSON object by the op's declared attribute types (`OpDef::attrs`, TF's
@@ -222,7 +225,7 @@ fn parse_attrs(op: Option<&OpDef>, json: Option<&str>) -> Result<Attrs> {
                 AttrValue::Shape(ints(items)?.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_>>()?)
             }
             (Some(AttrKind::Float), J::Number(n)) => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
-            (Some(AttrKind::Func), J::Object(f)) => AttrValue::Func(Arc::new(function_attr(k, f)?)),
+            (Some(AttrKind::Func), J::Object(f)) => AttrValue::Func(Arc::new(function_attr(op.map_or("", |d| d.name), k, f)?)),
             (_, J::Bool(b)) => AttrValue::Bool(*b),
             (_, J::Number(n)) => match n.as_i64() {
                 Some(i) => AttrValue::Int(i),

@@ -45,7 +45,8 @@ impl Function {
     /// (InvalidArgument): an input that is not output 0 of a `Placeholder` of `graph`, or
     /// appears twice; an output that `graph` does not have; a function whose outputs need a
     /// `Placeholder` that is not one of its inputs (it could never be fed); a function holding
-    /// variables (a branch reads the caller's variables as captured inputs).
+    /// variables (a branch reads the caller's variables as captured inputs) or an op that
+    /// assigns one (`Assign`, `ApplyAdam`, ...: any op with reference inputs).
     pub fn new(graph: Graph, inputs: Vec<Output>, outputs: Vec<Output>) -> Result<Function> {
         let bad = |m: String| Err(OxiflowError::InvalidArgument(format!("function: {m}")));
         for (k, i) in inputs.iter().enumerate() {
@@ -60,14 +61,26 @@ impl Function {
         for o in &outputs {
             graph.output_type(*o)?;
         }
+        // Variables live in the enclosing graph; a function only reads their values, passed
+        // in as inputs. An op writing one (`Assign`, the `Apply*` updates: ops with reference
+        // inputs) would write through such an input, not to the variable: refused, wherever
+        // it is in the function (one nothing reads would not even run).
+        for n in graph.nodes() {
+            if n.op.name == "VariableV2" {
+                return bad(format!("it holds variable '{}'; read variables of the enclosing graph instead", n.name));
+            }
+            if !n.op.ref_inputs.is_empty() {
+                return bad(format!(
+                    "it holds {} '{}', which assigns a variable: assign outside cond and while_loop (not supported inside them yet)",
+                    n.op.name, n.name
+                ));
+            }
+        }
         let needed = crate::eval::needed_nodes(&graph, &outputs, &[], &inputs.iter().copied().collect())?;
         for &id in &needed {
             let n = graph.node(id)?;
             if n.op.name == "Placeholder" {
                 return bad(format!("its outputs need Placeholder '{}', which is not one of its inputs", n.name));
-            }
-            if n.op.name == "VariableV2" {
-                return bad(format!("it holds variable '{}'; read variables of the enclosing graph instead", n.name));
             }
         }
         Ok(Function { graph, inputs, outputs, order: needed })

@@ -206,7 +206,7 @@ the variables with `body(vars...)`; returns their final values as a tuple (one v
 `loop_vars` is a single tensor). `body` returns as many values as there are loop variables,
 each with the dtype and shape of its variable (an `OxiflowError` names `While` and the
 variable otherwise). `condition` and `body` may use any tensor of the enclosing graph; they
-may not create variables.
+may not create or assign variables.
 
 Differentiable with respect to the initial values and the tensors the loop uses: the
 gradient runs the loop again, keeping each iteration's values, then the body's gradient

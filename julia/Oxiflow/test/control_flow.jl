@@ -69,6 +69,17 @@ end
     @test e isa OxiflowError && occursin("Bool scalar", e.msg)
     e = err(() -> cond(p, () -> Variable(1.0), () -> constant(1.0)))
     @test e isa OxiflowError && occursin("variable", e.msg)
+    # assigning a variable inside a branch or body is refused (it would write through the
+    # captured value, not to the variable), also when nothing reads the assignment
+    v = Variable(1.0)
+    e = err(() -> cond(p, () -> assign(v, 2.0), () -> v + 0.0))
+    @test e isa OxiflowError && occursin("If", e.msg) && occursin("then_branch", e.msg) && occursin("Assign", e.msg)
+    e = err(() -> cond(p, () -> (assign(v, 2.0); v + 1.0), () -> v + 0.0))
+    @test e isa OxiflowError && occursin("Assign", e.msg)
+    e = err(() -> while_loop((k, x) -> k < 2, (k, x) -> (k + 1, assign(v, x)), [constant(0), constant(1.0)]))
+    @test e isa OxiflowError && occursin("While", e.msg) && occursin("body", e.msg) && occursin("Assign", e.msg)
+    e = err(() -> cond(p, () -> placeholder(Float64), () -> constant(1.0)))
+    @test e isa OxiflowError && occursin("Placeholder", e.msg)
     @test run(Session(), cond(p, () -> x, () -> 2x), p => false) ≈ 2 .* run(Session(), x)
 end
 
