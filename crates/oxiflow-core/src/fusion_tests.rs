@@ -262,6 +262,33 @@ fn column_major_inputs_run_in_memory_order_and_mixed_layouts_in_row_order() {
     }
 }
 
+/// A `BroadcastTo` output (a view with a zero stride, as the softmax gradient's) and a
+/// column-major tensor in one cluster: both are copied to row order first (row by row for a
+/// matrix), with the unfused bits.
+#[test]
+fn a_broadcast_view_and_a_column_major_input_in_one_cluster() {
+    let (m, n) = (256, 10);
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float32, &[m, n], Some("x")).unwrap();
+    let w = g.placeholder(DType::Float32, &[m, 1], Some("w")).unwrap();
+    let wb = g.op_spec(crate::graph::NodeSpec::new("BroadcastTo", &[w]).attr("shape", crate::ops::AttrValue::Shape(vec![m, n]))).unwrap();
+    let e = g.op("Exp", &[x]).unwrap();
+    let a = g.op("Mul", &[wb, e]).unwrap();
+    let z = g.op("AddN", &[a, x]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let xr = tensor(DType::Float32, &[m, n], &mut Rng(21));
+    let v = xr.to_f64_vec();
+    let xc = Tensor::from_vec(&[m, n], (0..m * n).map(|k| v[(k % m) * n + k / m] as f32).collect::<Vec<f32>>(), Layout::ColumnMajor).unwrap();
+    let wr = tensor(DType::Float32, &[m, 1], &mut Rng(22));
+    for xin in [xr.clone(), xc] {
+        let feeds = [(x, xin), (w, wr.clone())];
+        let (want, _) = run(&session(&g, false, 0), &feeds, &[z]);
+        let (got, st) = run(&session(&g, true, 0), &feeds, &[z]);
+        assert!(fused_steps(&st) >= 1);
+        assert!(bits(&got[0]) == bits(&want[0]));
+    }
+}
+
 #[test]
 fn constants_built_after_a_clusters_first_op_join_it() {
     // Julia's `(1 .- tanh(x) .^ 2) .* y` builds each constant just before the op using it,

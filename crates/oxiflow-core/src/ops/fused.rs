@@ -471,6 +471,22 @@ fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usiz
     }
 }
 
+/// The elements of `a` in row-major order. A matrix (the common case: a column-major
+/// tensor from Julia, a `BroadcastTo` view with a zero stride) is copied row by row with
+/// the fixed-rank iterator, several times faster than `IxDyn`'s per-element index walk.
+fn row_major_copy<T: Copy>(a: &ArcArray<T, IxDyn>) -> Vec<T> {
+    match a.view().into_dimensionality::<ndarray::Ix2>() {
+        Ok(m) => {
+            let mut out = Vec::with_capacity(a.len());
+            for row in m.rows() {
+                out.extend(row.iter().copied());
+            }
+            out
+        }
+        Err(_) => a.iter().copied().collect(),
+    }
+}
+
 /// Elements × instructions above which a run is split over the intra-op pool.
 const SHARD_WORK: usize = 1 << 16;
 
@@ -501,7 +517,7 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     let copies: Vec<Option<Vec<T>>> = full
         .iter()
         .map(|a| match a {
-            Some(a) if !column && !a.is_standard_layout() => Some(a.iter().copied().collect()),
+            Some(a) if !column && !a.is_standard_layout() => Some(row_major_copy(a)),
             _ => None,
         })
         .collect();
