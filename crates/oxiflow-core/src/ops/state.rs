@@ -70,20 +70,9 @@ fn kernel_noop(_: &KernelCtx) -> Result<Outputs> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    let base = |name, default_name, arity, infer, kernel| OpDef {
-        name,
-        default_name,
-        arity,
-        ref_inputs: &[],
-        infer,
-        kernel,
-        gpu: GpuSupport::Any,
-        inputs: &[],
-        attrs: &[],
-        launch: GpuLaunch::DeviceHandled,
-        grad: Gradient::Undefined,
-        stateful: false,
-        inexpensive: false,
+    // run by the device itself (no kernel launch), no gradient unless marked below
+    let base = |name, default_name, arity, infer, kernel| {
+        super::math::def(name, default_name, arity, infer, kernel, GpuSupport::Any, None).launched_as(GpuLaunch::DeviceHandled)
     };
     const TYPED: &[AttrDef] = attrs!["dtype" => Type, "shape" => Shape];
     r.add(
