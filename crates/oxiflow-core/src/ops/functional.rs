@@ -34,13 +34,31 @@ use crate::function::Function;
 use crate::graph::NodeSpec;
 use std::sync::Arc;
 
-/// The branch functions of an `If` node's attrs.
-fn branches<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<[&'a Arc<Function>; 2]> {
-    let get = |k: &str| match attrs.get(k) {
+/// The function in attr `k` of node `node` (op `op`); InvalidArgument naming both when the
+/// attr is missing or not a function.
+fn func_attr<'a>(op: &str, node: &str, attrs: &'a Attrs, k: &str) -> Result<&'a Arc<Function>> {
+    match attrs.get(k) {
         Some(AttrValue::Func(f)) => Ok(f),
         _ => Err(OxiflowError::InvalidArgument(format!("{op} '{node}': attr '{k}' (a function) is missing"))),
-    };
-    Ok([get("then_branch")?, get("else_branch")?])
+    }
+}
+
+/// The branch functions of an `If` node's attrs.
+fn branches<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<[&'a Arc<Function>; 2]> {
+    Ok([func_attr(op, node, attrs, "then_branch")?, func_attr(op, node, attrs, "else_branch")?])
+}
+
+/// The functional op's inputs followed by the gradient of each of its outputs (`ZerosLike`
+/// of the output where none flows): the inputs of its gradient op.
+fn inputs_and_output_grads(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Output>> {
+    let mut inputs = node.inputs.clone();
+    for (k, dy) in grads.iter().enumerate() {
+        inputs.push(match dy {
+            Some(d) => *d,
+            None => g.op("ZerosLike", &[Output::new(node.id, k)])?,
+        });
+    }
+    Ok(inputs)
 }
 
 /// `dtype of shape shape`, for messages.
@@ -70,7 +88,7 @@ fn check_same(
 fn infer_if(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let cond = &ctx.inputs[0];
     if cond.dtype != DType::Bool || cond.shape.rank() != 0 {
-        return Err(ctx.invalid(format!("cond must be a Bool scalar, got {} of shape {}", cond.dtype, cond.shape)));
+        return Err(ctx.invalid(format!("cond must be a Bool scalar, got {}", describe(cond))));
     }
     let args = &ctx.inputs[1..];
     let [then_f, else_f] = branches(ctx.op, ctx.node, ctx.attrs)?;
@@ -137,13 +155,7 @@ fn branch_gradient(node: &Node, f: &Function) -> Result<Function> {
 fn grad_if(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let [then_f, else_f] = branches(node.op.name, &node.name, &node.attrs)?;
     let (then_g, else_g) = (Arc::new(branch_gradient(node, then_f)?), Arc::new(branch_gradient(node, else_f)?));
-    let mut inputs = node.inputs.clone();
-    for (k, dy) in grads.iter().enumerate() {
-        inputs.push(match dy {
-            Some(d) => *d,
-            None => g.op("ZerosLike", &[Output::new(node.id, k)])?,
-        });
-    }
+    let inputs = inputs_and_output_grads(g, node, grads)?;
     let spec = NodeSpec::new("If", &inputs).attr("then_branch", AttrValue::Func(then_g)).attr("else_branch", AttrValue::Func(else_g));
     let grad = g.add_node(spec)?;
     let mut out = vec![None];
@@ -156,12 +168,8 @@ fn grad_if(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<O
 /// The `cond` and `body` functions of a `While` or `WhileGrad` node, and its iteration limit
 /// (`None`: none).
 fn loop_fns<'a>(op: &str, node: &str, attrs: &'a Attrs) -> Result<(&'a Arc<Function>, &'a Arc<Function>, Option<u64>)> {
-    let get = |k: &str| match attrs.get(k) {
-        Some(AttrValue::Func(f)) => Ok(f),
-        _ => Err(OxiflowError::InvalidArgument(format!("{op} '{node}': attr '{k}' (a function) is missing"))),
-    };
     let max = super::shape_ops::int_or(attrs, op, "maximum_iterations", -1)?;
-    Ok((get("cond")?, get("body")?, u64::try_from(max).ok()))
+    Ok((func_attr(op, node, attrs, "cond")?, func_attr(op, node, attrs, "body")?, u64::try_from(max).ok()))
 }
 
 /// Checks that `f` takes `types` (as `which` of a loop).
@@ -223,13 +231,6 @@ fn kernel_while(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(Outputs::from_vec(run_loop(ctx, ctx.inputs.to_vec(), None)?))
 }
 
-fn body_grad_of(node: &Node) -> Result<&Arc<Function>> {
-    match node.attrs.get("body_grad") {
-        Some(AttrValue::Func(f)) => Ok(f),
-        _ => Err(OxiflowError::InvalidArgument(format!("{} '{}': attr 'body_grad' (a function) is missing", node.op.name, node.name))),
-    }
-}
-
 fn infer_while_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let n = ctx.inputs.len() / 2;
     if ctx.inputs.len() != 2 * n || ctx.inputs[..n] != ctx.inputs[n..] {
@@ -243,7 +244,7 @@ fn infer_while_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 /// from the last iteration to the first.
 fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
     let n = ctx.inputs.len() / 2;
-    let body_grad = body_grad_of(ctx.node)?;
+    let body_grad = func_attr(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs, "body_grad")?;
     let mut history = Vec::new();
     run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut history))?;
     let mut d: Vec<Tensor> = ctx.inputs[n..].to_vec();
@@ -261,13 +262,7 @@ fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
 fn grad_while(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let (cond, body, _) = loop_fns(node.op.name, &node.name, &node.attrs)?;
     let body_grad = Arc::new(branch_gradient(node, body)?);
-    let mut inputs = node.inputs.clone();
-    for (k, dy) in grads.iter().enumerate() {
-        inputs.push(match dy {
-            Some(d) => *d,
-            None => g.op("ZerosLike", &[Output::new(node.id, k)])?,
-        });
-    }
+    let inputs = inputs_and_output_grads(g, node, grads)?;
     let mut spec = NodeSpec::new("WhileGrad", &inputs)
         .attr("cond", AttrValue::Func(cond.clone()))
         .attr("body", AttrValue::Func(body.clone()))
