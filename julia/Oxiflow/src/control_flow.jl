@@ -38,23 +38,50 @@ function capture(t::Tensor, level::Int=length(FUNCTION_STACK))
     return p
 end
 
+FunctionBuilder(outer::Graph) =
+    FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
+
+# Runs `f(b)` with a new builder `b` over `outer` open (ops go into `b.graph`); returns `b`
+# and what `f` returned. The builder is closed however `f` ends.
+function with_builder(f, outer::Graph)
+    b = FunctionBuilder(outer)
+    push!(FUNCTION_STACK, b)
+    try
+        return b, f(b)
+    finally
+        pop!(FUNCTION_STACK)
+    end
+end
+
+# A new placeholder in `b`'s graph, of dtype `T` and size `dims`, or of tensor `x`'s.
+builder_placeholder(b::FunctionBuilder, T::Type, dims, name) =
+    Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(T), Int64[dims...], name), 0)
+builder_placeholder(b::FunctionBuilder, x::Tensor, name) = builder_placeholder(b, x.dtype, size(x), name)
+
+# The tensors the builders `bs` captured, in one list (the functional op's extra inputs),
+# and for each builder its placeholders for them in that order (a plain placeholder where
+# the builder did not use one), so every function takes the same inputs.
+function shared_captures(bs::FunctionBuilder...)
+    keys_ = unique(vcat((b.order for b in bs)...))
+    outer = Tensor[first(b.captures[k][1] for b in bs if haskey(b.captures, k)) for k in keys_]
+    ins = [Tensor[haskey(b.captures, k) ? b.captures[k][2] : builder_placeholder(b, x, "unused") for (k, x) in zip(keys_, outer)]
+           for b in bs]
+    return outer, ins
+end
+
 # Calls `f()` with a new builder open over `outer`; returns the builder and the branch's
 # outputs as tensors of its graph, and whether `f` returned one value (not a tuple/vector).
 function build_function(f, outer::Graph, what)
-    b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
-    push!(FUNCTION_STACK, b)
-    try
+    b, (outs, single) = with_builder(outer) do _
         out = f()
         single = !(out isa Union{Tuple,AbstractVector})
         vals = single ? (out,) : Tuple(out)
         isempty(vals) && invalid("cond: $what returned no values")
-        outs = Tensor[v isa Tensor ? capture(v) :
-                      (v isa Union{Number,AbstractArray} ? constant(v) : invalid("cond: $what returned a $(typeof(v)), not a tensor or value"))
-                      for v in vals]
-        return b, outs, single
-    finally
-        pop!(FUNCTION_STACK)
+        Tensor[v isa Tensor ? capture(v) :
+               (v isa Union{Number,AbstractArray} ? constant(v) : invalid("cond: $what returned a $(typeof(v)), not a tensor or value"))
+               for v in vals], single
     end
+    return b, outs, single
 end
 
 # The JSON of a `func` attribute: the branch graph's handle, inputs and outputs.
@@ -88,14 +115,10 @@ function cond(pred::Tensor, true_fn, false_fn; name=nothing)
     fb, fout, _ = build_function(false_fn, outer, "false_fn")
     length(tout) == length(fout) ||
         invalid("cond: true_fn returned $(length(tout)) values, false_fn $(length(fout))")
-    # every captured tensor is an input of both branches (unused ones as plain placeholders)
-    keys_ = unique(vcat(tb.order, fb.order))
-    outer_inputs = Tensor[(haskey(tb.captures, k) ? tb.captures[k] : fb.captures[k])[1] for k in keys_]
-    branch_inputs(b) = Tensor[haskey(b.captures, k) ? b.captures[k][2] :
-                              Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(x.dtype), Int64[size(x)...], "unused"), 0)
-                              for (k, x) in zip(keys_, outer_inputs)]
-    then_f = FuncAttr(tb.graph, branch_inputs(tb), tout)
-    else_f = FuncAttr(fb.graph, branch_inputs(fb), fout)
+    # every captured tensor is an input of both branches
+    outer_inputs, (tin, fin) = shared_captures(tb, fb)
+    then_f = FuncAttr(tb.graph, tin, tout)
+    else_f = FuncAttr(fb.graph, fin, fout)
     node = GC.@preserve then_f else_f add_op("If", Tensor[pred; outer_inputs]; name=name, then_branch=then_f, else_branch=else_f)
     g = getfield(node, :graph)
     outs = [Tensor(g, getfield(node, :node), Int32(k - 1)) for k in 1:length(tout)]
@@ -226,43 +249,26 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
     for t in flat0
         getfield(t, :graph) === outer || invalid("while_loop: loop variables come from different graphs (was reset_default_graph called in between?)")
     end
-    # builds `f(vars...)` in a new function graph whose first inputs are the loop variables
-    function build(f)
-        b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
-        ps = Tensor[Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)...], "loop_var"), 0) for t in flat0]
-        push!(FUNCTION_STACK, b)
-        try
-            out = f((as_loop_var(v, p) for (v, p) in zip(vars0, ps))...)
-            return b, ps, out
-        finally
-            pop!(FUNCTION_STACK)
+    # builds `f(vars...)` in a new function graph whose first inputs are the loop variables;
+    # `finish(b, out)` turns its result into tensors of that graph while the builder is open
+    function build(f, finish)
+        b, (ps, outs) = with_builder(outer) do b
+            ps = Tensor[builder_placeholder(b, t, "loop_var") for t in flat0]
+            ps, finish(f((as_loop_var(v, p) for (v, p) in zip(vars0, ps))...))
         end
+        return b, ps, outs
     end
-    cb, cps, c = build(condition)
-    push!(FUNCTION_STACK, cb)
-    cout = try
-        c isa Bool ? constant(c) : (c isa Tensor ? capture(c) : invalid("while_loop: condition returned a $(typeof(c)), not a Bool scalar tensor"))
-    finally
-        pop!(FUNCTION_STACK)
-    end
-    bb, bps, r = build(body)
-    rs = r isa Union{Tuple,AbstractVector} ? collect(Any, r) : Any[r]
-    length(rs) == length(vars0) || invalid("while_loop: body returned $(length(rs)) values for $(length(vars0)) loop variables")
-    push!(FUNCTION_STACK, bb)
-    bout = try
+    cb, cps, cout = build(condition, c -> Tensor[c isa Bool ? constant(c) : (c isa Tensor ? capture(c) :
+        invalid("while_loop: condition returned a $(typeof(c)), not a Bool scalar tensor"))])
+    bb, bps, bout = build(body, r -> begin
+        rs = r isa Union{Tuple,AbstractVector} ? collect(Any, r) : Any[r]
+        length(rs) == length(vars0) || invalid("while_loop: body returned $(length(rs)) values for $(length(vars0)) loop variables")
         Tensor[v isa TensorArray ? capture(loop_tensor(v, k)) :
                (v isa Tensor ? capture(v) : constant(v; dtype=flat0[k].dtype)) for (k, v) in enumerate(rs)]
-    finally
-        pop!(FUNCTION_STACK)
-    end
+    end)
     # captured tensors become loop variables that body passes through
-    keys_ = unique(vcat(cb.order, bb.order))
-    caps = Tensor[(haskey(cb.captures, k) ? cb.captures[k] : bb.captures[k])[1] for k in keys_]
-    cap_inputs(b) = Tensor[haskey(b.captures, k) ? b.captures[k][2] :
-                           Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(x.dtype), Int64[size(x)...], "unused"), 0)
-                           for (k, x) in zip(keys_, caps)]
-    cin = [cps; cap_inputs(cb)]; bcap = cap_inputs(bb)
-    cond_f = FuncAttr(cb.graph, cin, Tensor[cout])
+    caps, (ccap, bcap) = shared_captures(cb, bb)
+    cond_f = FuncAttr(cb.graph, [cps; ccap], cout)
     body_f = FuncAttr(bb.graph, [bps; bcap], [bout; bcap])
     attrs = maximum_iterations === nothing ? () : ((:maximum_iterations, Int(maximum_iterations)),)
     node = GC.@preserve cond_f body_f add_op("While", Tensor[flat0; caps]; name=name, cond=cond_f, body=body_f, attrs...)
@@ -303,13 +309,7 @@ function map_slices(f, ts::Vector{Tensor}, many::Bool)
     call(xs) = (r = many ? f(xs) : f(xs[1]); r isa Tensor ? r : constant(r))
     # the size and dtype of f's result, from a throwaway build on placeholders of a slice
     outer = isempty(FUNCTION_STACK) ? getfield(ts[1], :graph) : FUNCTION_STACK[end].graph
-    b = FunctionBuilder(Graph(), outer, Dict{Tuple{Int64,Int32},Tuple{Tensor,Tensor}}(), Tuple{Int64,Int32}[])
-    push!(FUNCTION_STACK, b)
-    probe = try
-        call([Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(t.dtype), Int64[size(t)[2:end]...], "slice"), 0) for t in ts])
-    finally
-        pop!(FUNCTION_STACK)
-    end
+    _, probe = with_builder(b -> call([builder_placeholder(b, t.dtype, size(t)[2:end], "slice") for t in ts]), outer)
     n == 0 && invalid("map: the tensors have no slices (first dimension 0)")
     ta = TensorArray(n; dtype=probe.dtype, element_shape=size(probe))
     _, out = while_loop((i, ta) -> i < n, (i, ta) -> (i + 1, write(ta, i + 1, call(slice(i)))), [constant(0), ta])
