@@ -46,6 +46,12 @@ pub enum OxiflowError {
     #[error("OOM when allocating {requested} bytes on {device}: {in_use} bytes in use, limit {limit} bytes")]
     ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize },
 
+    /// A device allocation within the limit that the device itself refused because it has
+    /// no room left (other allocators or processes hold its memory; the CUDA driver's
+    /// `CUDA_ERROR_OUT_OF_MEMORY`). `msg` says what holds it and what to change.
+    #[error("OOM when allocating {requested} bytes on {device}: {msg}")]
+    DeviceMemoryFull { device: String, requested: usize, msg: String },
+
     /// An output a kernel would allocate in host memory that the host cannot give (TF's
     /// `OOM when allocating tensor with shape[...] and type ... on ...`), found before the
     /// kernel runs; `bytes` is `None` when the size overflows.
@@ -90,7 +96,7 @@ impl OxiflowError {
             | Feed { .. }
             | InvalidArgument(_) => 3,
             NotFound(_) => 5,
-            ResourceExhausted { .. } | OutOfMemory { .. } => 8,
+            ResourceExhausted { .. } | DeviceMemoryFull { .. } | OutOfMemory { .. } => 8,
             Uninitialized { .. } | FailedPrecondition(_) => 9,
             Unimplemented(_) => 12,
             Internal(_) => 13,

@@ -136,13 +136,36 @@ impl Allocator {
     }
 
     /// Takes a new region big enough for `size` within the limit; gives back wholly free
-    /// regions and retries before reporting OOM.
+    /// regions and retries before reporting OOM. When the device itself has no room
+    /// ([`CudaError::DeviceFull`] from the driver), a growing allocator first tries a
+    /// region of just `size` (TF's BFC allocator also backs off to the request), and the
+    /// final error says what holds the memory.
     fn grow(&self, s: &mut State, size: u64, requested: u64) -> CudaResult<()> {
         for attempt in 0..2 {
             let room = self.limit - s.reserved;
             if size <= room {
                 let want = if self.allow_growth { s.next_region.max(size).min(room) } else { room.max(size) };
-                let ptr = self.raw.alloc(want)?;
+                let got = match self.raw.alloc(want) {
+                    Err(CudaError::DeviceFull { .. }) if want > size && self.allow_growth => self.raw.alloc(size).map(|p| (p, size)),
+                    other => other.map(|p| (p, want)),
+                };
+                let (ptr, want) = match got {
+                    Ok(g) => g,
+                    Err(CudaError::DeviceFull { .. }) if attempt == 0 && self.release_free_regions(s) => continue,
+                    Err(CudaError::DeviceFull { .. }) => {
+                        return Err(CudaError::DeviceFull {
+                            device: self.device.clone(),
+                            requested,
+                            msg: format!(
+                                "the GPU has no room for a region of {want} bytes (this allocator holds {} bytes, {} in use, of its limit of {} bytes); \
+                                 other sessions with other gpu_options, or other processes, hold the rest. Sessions with the same gpu_options share \
+                                 one allocator per GPU; otherwise set allow_growth, lower per_process_gpu_memory_fraction, or close the other session",
+                                s.reserved, s.in_use, self.limit
+                            ),
+                        })
+                    }
+                    Err(e) => return Err(e),
+                };
                 s.regions.insert(ptr, want);
                 s.chunks.insert(ptr, Chunk { size: want, free: true, region: ptr });
                 s.free.insert((want, ptr));

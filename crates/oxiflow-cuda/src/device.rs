@@ -52,7 +52,13 @@ impl RawMemory for DriverMemory {
     fn alloc(&self, bytes: u64) -> CudaResult<u64> {
         self.ctx.bind_to_thread().map_err(driver_err(&self.device, "cuCtxSetCurrent"))?;
         // SAFETY: plain device allocation in a bound context.
-        unsafe { result::malloc_sync(bytes as usize) }.map_err(driver_err(&self.device, "cuMemAlloc"))
+        unsafe { result::malloc_sync(bytes as usize) }.map_err(|e| {
+            if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+                CudaError::DeviceFull { device: self.device.clone(), requested: bytes, msg: "CUDA_ERROR_OUT_OF_MEMORY".into() }
+            } else {
+                driver_err(&self.device, "cuMemAlloc")(e)
+            }
+        })
     }
     fn free(&self, ptr: u64) {
         if self.ctx.bind_to_thread().is_ok() {
@@ -198,17 +204,84 @@ impl Scratch for ScratchBlock {
     }
 }
 
-/// A CUDA GPU as a session device (`/job:localhost/replica:0/task:0/device:GPU:<id>`).
-pub struct CudaDevice {
-    attrs: DeviceAttributes,
+/// What the session devices on one GPU share while any of them lives: the context, the
+/// compute and copy streams, the staging buffer, the allocator, cuBLAS and the launch lock.
+///
+/// TF keeps one BFC allocator per GPU for the whole process (`GPUProcessState`) and one
+/// stream group per GPU (`BaseGPUDevice::StreamGroupFactory`), whatever the number of
+/// sessions: a second session neither takes the GPU's memory a second time nor frees
+/// blocks that another stream may still be using. Here sessions on the same physical GPU
+/// and session device id with the same memory limit and growth mode share one core (found
+/// through [`GpuCore::shared_or_new`]); the core is dropped with its last session device
+/// and tensor, so its memory goes back to the driver then (TF keeps it until the process
+/// ends). A session with other `gpu_options` gets a core of its own, which must find room
+/// on the device; if it cannot, its allocation fails naming what holds the memory.
+pub struct GpuCore {
     shared: Arc<Shared>,
     allocator: Arc<Allocator>,
-    memory: TensorMemory,
     kernels: Arc<dyn KernelLookup>,
     blas: Option<cudarc::cublas::CudaBlas>,
     /// One launch at a time: a stream is serial anyway, and cuBLAS handles are not
     /// thread-safe.
     launch_lock: Mutex<()>,
+}
+
+/// Physical ordinal, session device id, limit in bytes, `allow_growth`.
+type CoreKey = (usize, u32, u64, bool);
+
+impl GpuCore {
+    /// The live core for GPU `id` on CUDA ordinal `ordinal` with this `limit` and growth
+    /// mode, or a new one (context, two streams, cuBLAS when it loads, an allocator).
+    /// `kernels` is asked for the kernel library only when a core is made. Errors: the
+    /// driver's (context or stream creation), naming the device.
+    pub fn shared_or_new(
+        id: u32,
+        ordinal: usize,
+        limit: u64,
+        allow_growth: bool,
+        kernels: impl FnOnce(&Arc<CudaContext>) -> CudaResult<Arc<dyn KernelLookup>>,
+    ) -> CudaResult<Arc<GpuCore>> {
+        static CORES: Mutex<Vec<(CoreKey, std::sync::Weak<GpuCore>)>> = Mutex::new(Vec::new());
+        let key = (ordinal, id, limit, allow_growth);
+        // held while a core is made, so two sessions starting at once share one
+        let mut cores = CORES.lock().unwrap_or_else(|p| p.into_inner());
+        cores.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(core) = cores.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+            return Ok(core);
+        }
+        let name = DeviceSpec::local("GPU", id).to_string();
+        let ctx = CudaContext::new(ordinal).map_err(driver_err(&name, "cuDevicePrimaryCtxRetain"))?;
+        let kernels = kernels(&ctx)?;
+        let compute = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
+        let copy = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
+        // cuBLAS is loaded on demand by cudarc, which panics when libcublas is missing: probe
+        // first (MatMul then reports that cuBLAS is unavailable).
+        let blas = if crate::probe::cublas_status().is_present() {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cudarc::cublas::CudaBlas::new(compute.clone()).ok())).ok().flatten()
+        } else {
+            None
+        };
+        let raw = DriverMemory { ctx: ctx.clone(), device: name.clone() };
+        let allocator = Allocator::new(name.clone(), limit, allow_growth, Box::new(raw));
+        let shared = Arc::new(Shared { name, ctx, compute, copy, staging: Mutex::new(Staging { ptr: std::ptr::null_mut(), cap: 0 }) });
+        let core = Arc::new(GpuCore { shared, allocator, kernels, blas, launch_lock: Mutex::new(()) });
+        cores.push((key, Arc::downgrade(&core)));
+        Ok(core)
+    }
+
+    /// The allocator every session device of this core draws from.
+    pub fn allocator(&self) -> &Arc<Allocator> {
+        &self.allocator
+    }
+}
+
+/// A CUDA GPU as a session device (`/job:localhost/replica:0/task:0/device:GPU:<id>`).
+pub struct CudaDevice {
+    attrs: DeviceAttributes,
+    core: Arc<GpuCore>,
+    shared: Arc<Shared>,
+    allocator: Arc<Allocator>,
+    memory: TensorMemory,
     /// Bytes copied onto the device (feeds, `_Recv`), as the emulated GPU counts them.
     copied: AtomicUsize,
     /// `Const` values uploaded once per session device: node -> (the host value, whose
@@ -240,6 +313,8 @@ impl CudaDevice {
     /// Session device `GPU:<id>` on CUDA ordinal `ordinal` (after `CUDA_VISIBLE_DEVICES`),
     /// allowed `limit` bytes, growing on demand or taking the whole limit at the first
     /// allocation (`allow_growth`); `description` is TF's physical device description.
+    /// Its streams and allocator are those of a live session device with the same GPU,
+    /// id, limit and growth mode, if there is one ([`GpuCore`]).
     /// Errors: the driver's (context or stream creation), naming the device.
     /// `kernels` gives the kernel library for the device's context (compiled or loaded
     /// from the disk cache by the caller).
@@ -253,19 +328,7 @@ impl CudaDevice {
     ) -> CudaResult<CudaDevice> {
         let spec = DeviceSpec::local("GPU", id);
         let name = spec.to_string();
-        let ctx = CudaContext::new(ordinal).map_err(driver_err(&name, "cuDevicePrimaryCtxRetain"))?;
-        let kernels = kernels(&ctx)?;
-        let compute = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
-        let copy = ctx.new_stream().map_err(driver_err(&name, "cuStreamCreate"))?;
-        // cuBLAS is loaded on demand by cudarc, which panics when libcublas is missing: probe
-        // first (MatMul then reports that cuBLAS is unavailable).
-        let blas = if crate::probe::cublas_status().is_present() {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cudarc::cublas::CudaBlas::new(compute.clone()).ok())).ok().flatten()
-        } else {
-            None
-        };
-        let raw = DriverMemory { ctx: ctx.clone(), device: name.clone() };
-        let allocator = Allocator::new(name.clone(), limit, allow_growth, Box::new(raw));
+        let core = GpuCore::shared_or_new(id, ordinal, limit, allow_growth, kernels)?;
         Ok(CudaDevice {
             memory: TensorMemory::new(&name, limit, allow_growth),
             attrs: DeviceAttributes {
@@ -275,11 +338,9 @@ impl CudaDevice {
                 description: format!("{description}, memory limit: {limit} bytes"),
                 name: name.clone(),
             },
-            shared: Arc::new(Shared { name, ctx, compute, copy, staging: Mutex::new(Staging { ptr: std::ptr::null_mut(), cap: 0 }) }),
-            allocator,
-            kernels,
-            blas,
-            launch_lock: Mutex::new(()),
+            shared: core.shared.clone(),
+            allocator: core.allocator.clone(),
+            core,
             copied: AtomicUsize::new(0),
             consts: Mutex::new(HashMap::new()),
             timing: Mutex::new(None),
@@ -401,13 +462,13 @@ impl CudaDevice {
         }
         let out_args: Vec<DevArg> = outs.iter().map(Self::arg).collect();
         {
-            let _g = self.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _g = self.core.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.shared.ctx.bind_to_thread().map_err(driver_err(&self.attrs.name, "cuCtxSetCurrent"))?;
-            let kernels = &self.kernels;
+            let kernels = &self.core.kernels;
             let function = |e: &str| kernels.function(e);
             let alloc = &self.allocator;
             let scratch = |n: usize| -> CudaResult<Box<dyn Scratch>> { Ok(Box::new(ScratchBlock(alloc.allocate(n as u64)?))) };
-            let lctx = LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.blas.as_ref(), scratch: &scratch };
+            let lctx = LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.core.blas.as_ref(), scratch: &scratch };
             let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
             let start = timing.as_ref().and_then(|_| self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             f(&lctx, node, &args, &out_args)?;

@@ -42,6 +42,17 @@ pub enum CudaError {
         /// The allocator's limit in bytes.
         limit: u64,
     },
+    /// The device refused an allocation within the limit: it has no room left
+    /// (`CUDA_ERROR_OUT_OF_MEMORY` from `cuMemAlloc`); `msg` says what holds the memory.
+    #[error("OOM when allocating {requested} bytes on {device}: {msg}")]
+    DeviceFull {
+        /// Full device name.
+        device: String,
+        /// Bytes asked for (the request, not the region tried).
+        requested: u64,
+        /// What holds the memory and what to change.
+        msg: String,
+    },
     /// The op or dtype has no CUDA kernel, or a request the device cannot serve.
     #[error("{0}")]
     Unsupported(String),
@@ -56,6 +67,7 @@ impl From<CudaError> for OxiflowError {
             CudaError::OutOfMemory { device, requested, in_use, limit } => {
                 OxiflowError::ResourceExhausted { device, requested: requested as usize, in_use: in_use as usize, limit: limit as usize }
             }
+            CudaError::DeviceFull { device, requested, msg } => OxiflowError::DeviceMemoryFull { device, requested: requested as usize, msg },
             CudaError::Unsupported(m) => OxiflowError::Unimplemented(m),
             CudaError::NoDriver(m) => OxiflowError::FailedPrecondition(format!("no CUDA driver: {m}")),
             other => OxiflowError::Internal(other.to_string()),

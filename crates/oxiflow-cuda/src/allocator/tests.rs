@@ -6,21 +6,32 @@ use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A driver that hands out disjoint address ranges and counts what it holds.
-#[derive(Default)]
 struct FakeMemory {
     next: AtomicU64,
     held: Arc<AtomicU64>,
     calls: Arc<AtomicU64>,
     fail: bool,
+    /// What the fake device has left (`u64::MAX` unless a test fills it).
+    free_on_device: AtomicU64,
+}
+
+impl Default for FakeMemory {
+    fn default() -> Self {
+        FakeMemory { next: AtomicU64::new(0), held: Arc::default(), calls: Arc::default(), fail: false, free_on_device: AtomicU64::new(u64::MAX) }
+    }
 }
 
 impl RawMemory for FakeMemory {
     fn alloc(&self, bytes: u64) -> CudaResult<u64> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         if self.fail {
-            return Err(CudaError::Driver { device: "fake".into(), call: "cuMemAlloc".into(), msg: "CUDA_ERROR_OUT_OF_MEMORY".into() });
+            return Err(CudaError::Driver { device: "fake".into(), call: "cuMemAlloc".into(), msg: "CUDA_ERROR_INVALID_VALUE".into() });
+        }
+        if bytes > self.free_on_device.load(Ordering::Relaxed) {
+            return Err(CudaError::DeviceFull { device: "fake".into(), requested: bytes, msg: String::new() });
         }
         self.held.fetch_add(bytes, Ordering::Relaxed);
+        self.free_on_device.fetch_sub(bytes, Ordering::Relaxed);
         // leave a gap after every region so that regions are never adjacent
         Ok(0x1000_0000 + self.next.fetch_add(bytes + (1 << 20), Ordering::Relaxed))
     }
@@ -157,4 +168,26 @@ proptest! {
         prop_assert_eq!(a.stats().bytes_in_use, 0);
         prop_assert_eq!(a.stats().num_allocs, 0);
     }
+}
+
+#[test]
+fn a_full_device_is_named_as_such_and_a_growing_allocator_backs_off_to_the_request() {
+    // the device has 5 MiB left: a growing allocator's third region (8 MiB) does not fit,
+    // but the 3 MiB request itself does
+    let m = FakeMemory { free_on_device: AtomicU64::new(5 * MB), ..FakeMemory::default() };
+    let a = Allocator::new(DEV, 64 * MB, true, Box::new(m));
+    let _x = a.allocate(2 * MB).unwrap(); // 2 MiB region
+    let _y = a.allocate(MB).unwrap(); // 4 MiB region wanted, 3 MiB left: backs off to 1 MiB
+    assert_eq!(a.stats().bytes_reserved, 3 * MB);
+    let e = a.allocate(3 * MB).unwrap_err();
+    assert!(matches!(e, CudaError::DeviceFull { requested, .. } if requested == 3 * MB), "{e}");
+    let msg = e.to_string();
+    assert!(msg.starts_with(&format!("OOM when allocating {} bytes on {DEV}: the GPU has no room", 3 * MB)) && msg.contains("allow_growth"), "{msg}");
+    assert_eq!(a.stats().bytes_in_use, 3 * MB, "a failed allocation changes nothing");
+    // without growth the whole limit is asked for at once, and a full device says so
+    let m = FakeMemory { free_on_device: AtomicU64::new(10 * MB), ..FakeMemory::default() };
+    let a = Allocator::new(DEV, 64 * MB, false, Box::new(m));
+    let e = oxiflow_core::OxiflowError::from(a.allocate(8).unwrap_err());
+    assert_eq!(e.code(), 8, "ResourceExhausted, as TF's OOM: {e}");
+    assert!(e.to_string().contains("region of 67108864 bytes"), "{e}");
 }
