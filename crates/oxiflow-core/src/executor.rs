@@ -321,7 +321,7 @@ impl std::fmt::Debug for TimeCell {
     }
 }
 
-const NO_TIME: NodeExecStats = NodeExecStats { step: 0, thread: 0, start_ns: 0, end_ns: 0, output_bytes: 0 };
+const NO_TIME: NodeExecStats = NodeExecStats { step: 0, thread: 0, start_ns: 0, end_ns: 0, output_bytes: 0, device_clock: false };
 
 /// The clock of traced steps. On x86_64 with an invariant TSC (the CPU flags `constant_tsc`
 /// `nonstop_tsc`) it reads the time-stamp counter, about 11 ns on the project's VM against
@@ -558,7 +558,7 @@ impl RunCtx<'_> {
             let output_bytes = outs.iter().map(Tensor::num_bytes).sum();
             let end = self.clock.now().max(start + 1);
             w.last_end = Some(end);
-            let t = NodeExecStats { step: s, thread: w.thread, start_ns: start, end_ns: end, output_bytes };
+            let t = NodeExecStats { step: s, thread: w.thread, start_ns: start, end_ns: end, output_bytes, device_clock: false };
             // SAFETY: only this step writes its time cell; it is read after the run.
             unsafe { *self.scratch.times[s].0.get() = t };
         }

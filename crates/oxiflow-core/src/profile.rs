@@ -50,6 +50,11 @@ pub struct NodeExecStats {
     pub end_ns: u64,
     /// Bytes of all outputs (for a copy: the bytes copied).
     pub output_bytes: usize,
+    /// `true` when `start_ns`/`end_ns` are the kernel's own times read from the device's
+    /// timer (CUDA events around the launch, mapped onto the host clock, as TF's GPU
+    /// tracer reports stream activity), `false` when they are the host's clock around the
+    /// call (CPU kernels, emulated GPUs, copies, asynchronous launches without events).
+    pub device_clock: bool,
 }
 
 /// A device's bytes in use after an allocation or free during a traced step (devices with
@@ -121,7 +126,8 @@ impl StepStats {
     /// `args.shape`/`args.dtype`: each output's static shape in TF notation and dtype,
     /// joined by `", "` for several outputs) on greedy non-overlapping lanes (`tid`). A fused
     /// step (`_FusedElementwise`) also has `args.fused_ops`: `"<node> (<op>)"` for each op
-    /// it replaced.
+    /// it replaced. An op timed by the device's own timer (a real GPU's CUDA events) has
+    /// `args.clock = "device"`.
     ///
     /// Copies go to the destination device's own process, pid 2n+1+k `<device> Memcpy`
     /// (as TF's GPU tracer puts memcpys on their own stream), one lane per direction
@@ -212,6 +218,9 @@ impl StepStats {
                 args.insert(format!("input{k}"), json!(inp));
             }
             args.insert("bytes".into(), json!(n.output_bytes));
+            if n.device_clock {
+                args.insert("clock".into(), json!("device"));
+            }
             if !l.output_types.is_empty() {
                 let join = |f: &dyn Fn(&TensorType) -> String| l.output_types.iter().map(f).collect::<Vec<_>>().join(", ");
                 args.insert("shape".into(), json!(join(&|t| t.shape.to_string())));

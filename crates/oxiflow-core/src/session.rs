@@ -596,7 +596,7 @@ impl Session {
                     let l = &cached.labels[n.step];
                     if l.copy.is_none() {
                         if let Some(&(s, e)) = kernel_times.get(&(l.device.as_str(), l.node_name.clone())) {
-                            (n.start_ns, n.end_ns) = (s, e);
+                            (n.start_ns, n.end_ns, n.device_clock) = (s, e, true);
                         }
                     }
                 }
