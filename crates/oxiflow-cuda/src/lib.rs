@@ -15,6 +15,7 @@
 //! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC, cached on disk and loaded
 //!   into a context; the entries the op registry calls for.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.
+//! - [`testing`]: the gate of every GPU test (skip only where no driver or GPU exists).
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with
 //! `dynamic-loading`); tests that need a GPU print that they were skipped.
@@ -27,5 +28,6 @@ pub mod kernels;
 pub mod launch;
 pub mod probe;
 pub mod provider;
+pub mod testing;
 
 pub use error::{CudaError, CudaResult};
