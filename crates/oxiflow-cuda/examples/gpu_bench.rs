@@ -8,7 +8,8 @@
 //!    elements, through Oxiflow's launchers, in GB/s and as a share of the copy bandwidth.
 //! 3. `MatMul` Float32/Float64 GFLOP/s through the launcher against a bare cuBLAS call on
 //!    the same buffers.
-//! 4. Per-op overhead of a 10k-op scalar `Sin`/`Cos` chain fed by a placeholder, run in a
+//! 4. Per-op overhead: 10k scalar `Sin` launches through the launcher alone, then a 10k-op
+//!    scalar `Sin`/`Cos` chain fed by a placeholder, run in a
 //!    session on GPU:0 (what the CPU executor's 0.1 µs/op target measures on the host).
 //! 5. An MLP training step (784-512-512-10, batch 256, Float32, gradient descent) in a
 //!    session on GPU:0; `scripts/torch_bench.py` times the same chain and step in PyTorch.
@@ -76,8 +77,14 @@ impl Scratch for NoScratch {
     }
 }
 
-/// Times `op` on fresh buffers of the node's shapes through its launcher.
+/// Times `op` on fresh buffers of the node's shapes through its launcher: the median of
+/// `reps` launches by CUDA events in ms, or, with `host_us`, host microseconds per launch
+/// over `reps` launches in a row followed by one synchronize (the launch path's cost).
 fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::cublas::CudaBlas>, g: &Graph, out: Output, reps: usize) -> f64 {
+    launch_op(stream, lib, blas, g, out, reps, false)
+}
+
+fn launch_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::cublas::CudaBlas>, g: &Graph, out: Output, reps: usize, host_us: bool) -> f64 {
     let node = g.node(out.node).unwrap();
     let ins: Vec<Buf> = node
         .inputs
@@ -98,6 +105,18 @@ fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::
     let ctx = LaunchCtx { device: "/device:GPU:0", stream, function: &function, blas, scratch: &scratch };
     let ia: Vec<DevArg> = ins.iter().map(|b| b.arg.clone()).collect();
     let oa: Vec<DevArg> = outs.iter().map(|b| b.arg.clone()).collect();
+    if host_us {
+        for _ in 0..100 {
+            f(&ctx, node, &ia, &oa).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let t = Instant::now();
+        for _ in 0..reps {
+            f(&ctx, node, &ia, &oa).unwrap();
+        }
+        stream.synchronize().unwrap();
+        return t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+    }
     time_ms(stream, reps, || f(&ctx, node, &ia, &oa).unwrap())
 }
 
@@ -174,7 +193,13 @@ fn main() {
         }
     }
 
-    // 4. the 10k-op chain in a session on GPU:0
+    // 4. per-op cost: the launcher alone (kernel launch and its metadata), then the
+    // 10k-op chain in a session on GPU:0 (executor, allocator, launch)
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float32, &[], None).unwrap();
+    let sin = g.op("Sin", &[x]).unwrap();
+    let us = launch_op(&stream, &lib, blas.as_ref(), &g, sin, 10_000, true);
+    println!("launcher alone, scalar Sin f32: {us:.2} us/op (10k launches, host clock)");
     let mut g = Graph::new();
     g.push_device(DeviceScope::Spec(DeviceSpec::parse("/GPU:0").unwrap()));
     let x = g.placeholder(DType::Float32, &[], None).unwrap();
