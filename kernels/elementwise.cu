@@ -9,7 +9,9 @@
 //   cast_{src}_{dst}(const S* x, D* y, long long n)        every pair of f32 f64 i32 i64 bool
 //
 // Semantics mirror the CPU kernels in crates/oxiflow-core/src/ops/{math,nn,array}.rs:
-// - Relu: x > 0 ? x : 0 (NaN -> 0); Relu6: clamp to [0, 6] with NaN kept (Rust's clamp);
+// - Relu: x > 0 ? x : 0 with NaN kept (TF's Relu, nn.rs `x > 0 || isnan(x)`); Relu6: clamp
+//   to [0, 6] with NaN kept (Rust's clamp); Elu, Selu, LeakyRelu and Softplus give NaN for
+//   NaN through their arithmetic (no compare may pick a constant for it);
 // - Sign: -1, 0, 1, NaN kept, +0 for both zeros;
 // - Floor: floor (NaN and infinities kept), as f32::floor / f64::floor;
 // - Sigmoid, Softplus, Elu, Selu in the overflow-free forms of nn.rs;
@@ -52,8 +54,13 @@ struct Exp      { template <typename T> __device__ T operator()(T x) const { ret
 struct Log      { template <typename T> __device__ T operator()(T x) const { return m_log(x); } };
 struct Sqrt     { template <typename T> __device__ T operator()(T x) const { return m_sqrt(x); } };
 struct Floor    { template <typename T> __device__ T operator()(T x) const { return m_floor(x); } };
-struct Relu     { template <typename T> __device__ T operator()(T x) const { return x > T(0) ? x : T(0); } };
 struct Softsign { template <typename T> __device__ T operator()(T x) const { return x / (T(1) + m_abs(x)); } };
+
+// TF's Relu (nn.rs kernel_relu): NaN stays NaN, -0 and negatives give +0. A plain
+// `x > 0 ? x : 0` would turn NaN into 0.
+struct Relu {
+    template <typename T> __device__ T operator()(T x) const { return (x > T(0) || is_nan(x)) ? x : T(0); }
+};
 
 // Rust's f64::clamp(0, 6): NaN stays NaN.
 struct Relu6 {

@@ -1,9 +1,10 @@
 // Emulated runs of kernels/{binary,elementwise,random,training}.cu
 // (scripts/emulate-kernels.sh): broadcasting offsets, AddN chaining, SelectV2, Cast edge
-// values (NaN, infinities, saturation, wrapping), unary special values, Floor/FloorDiv/
-// FloorMod at mixed signs (Python's `//` and `%`), Philox4x32-10 known-answer vectors
-// (Random123's kat_vectors) and moments, the formulas of ApplyAdam, ApplyAdagrad and
-// ApplyAdadelta.
+// values (NaN, infinities, saturation, wrapping), unary special values (NaN through Relu,
+// Relu6, Elu, Selu, Softplus, LeakyRelu, Sigmoid, Sign, Maximum and Minimum, as on the
+// CPU), Floor/FloorDiv/FloorMod at mixed signs (Python's `//` and `%`), Philox4x32-10
+// known-answer vectors (Random123's kat_vectors) and moments, the formulas of ApplyAdam,
+// ApplyAdagrad and ApplyAdadelta.
 #include "shim.h"
 namespace bin {
 #include "../../../../kernels/prelude.cuh"
@@ -37,6 +38,7 @@ int main() {
     launch(1, 4, [&]{ bin::mul_f32(a, &s, o2, f); }); for(int i=0;i<6;i++) CHECK(o2[i]==a[i]*2, "flat mul");
     float n1[2]={NAN,1}, n2[2]={1,NAN}, mo[2]; bin::Bcast g{}; g.n=2; g.strides[0][0]=1; g.strides[1][0]=1;
     launch(1,2,[&]{ bin::maximum_f32(n1,n2,mo,g); }); CHECK(std::isnan(mo[0]) && std::isnan(mo[1]), "maximum nan: %f %f", mo[0], mo[1]); // TF: a NaN on either side gives NaN
+    launch(1,2,[&]{ bin::minimum_f32(n1,n2,mo,g); }); CHECK(std::isnan(mo[0]) && std::isnan(mo[1]), "minimum nan: %f %f", mo[0], mo[1]);
     // AddN chain semantics
     bin::Ptrs8 p{}; float x1[3]={1,2,3}, x2[3]={10,20,30}, out[3]; p.p[0]=(unsigned long long)x1; p.p[1]=(unsigned long long)x2;
     launch(1,2,[&]{ bin::add_n_f32(p, 2, out, 3); }); p.p[0]=(unsigned long long)out; p.p[1]=(unsigned long long)x2;
@@ -79,6 +81,13 @@ int main() {
     launch(1,4,[&]{ ew::softplus_f32(v, sp, 6); ew::sigmoid_f32(v, sm, 6); });
     CHECK(sp[5]==800 && sp[4]==0 && std::fabs(sp[2]-std::log(2.0))<1e-6, "softplus %g %g", sp[4], sp[5]); CHECK(sm[5]==1 && sm[4]==0 && sm[2]==0.5f, "sigmoid");
     float lr[6]; launch(1,2,[&]{ ew::leaky_relu_f32(v, lr, 6, 0.2); }); CHECK(lr[1]==-0.2f && lr[3]==7, "leaky");
+    // NaN goes through every activation as on the CPU (nn.rs): Relu keeps it (TF's
+    // Relu), -0 gives +0; the others give NaN through their arithmetic
+    float re[6], el[6], se[6]; launch(1,4,[&]{ ew::relu_f32(v, re, 6); ew::elu_f32(v, el, 6); ew::selu_f32(v, se, 6); });
+    CHECK(std::isnan(re[0]) && re[1]==0 && re[3]==7 && re[4]==0, "relu %g %g %g", re[0], re[1], re[3]);
+    CHECK(std::isnan(el[0]) && std::isnan(se[0]) && std::isnan(sp[0]) && std::isnan(lr[0]) && std::isnan(sm[0]), "NaN through elu %g selu %g softplus %g leaky %g sigmoid %g", el[0], se[0], sp[0], lr[0], sm[0]);
+    double vd[4] = {NAN, -0.0, -3, 2}, rd[4]; launch(1,2,[&]{ ew::relu_f64(vd, rd, 4); });
+    CHECK(std::isnan(rd[0]) && rd[1]==0 && !std::signbit(rd[1]) && rd[2]==0 && rd[3]==2, "relu f64 %g %g", rd[0], rd[1]);
   }
   // Floor, FloorDiv, FloorMod: Python's -7 // 3 == -3, -7 % 3 == 2, 7 % -3 == -2, 7.5 % -2 == -0.5
   { double x[8] = {-7, 7, -7, 7, 6, 7.5, 0, 1}, y[8] = {3, -3, -3, 3, 3, -2, 4, 0}, q[8], r[8];
