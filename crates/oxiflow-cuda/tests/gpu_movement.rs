@@ -6,17 +6,22 @@
 //! rows) and record the first bad position for `launch_checked`.
 //!
 //! Buffers, streams and modules come from cudarc directly (not from the device), and the
-//! kernels are compiled here with NVRTC for the GPU's compute capability. Without a CUDA
-//! driver (or without `libnvrtc.so.13`) the test prints why it was skipped and passes.
+//! kernels are compiled here with NVRTC for the GPU's compute capability, as the library
+//! compiles them (`kernels::compile_ptx`). Output and scratch buffers start as 0xAB bytes,
+//! so an element a launch never writes shows. Each test starts at
+//! [`oxiflow_cuda::testing::gpu_or_skip`]: it skips only where no CUDA driver or GPU
+//! exists, and fails where a GPU is present but cannot be used (NVRTC missing, say).
 
 #[path = "common/movement_cases.rs"]
 mod cases;
 
 use cases::{bad_index_cases, cases, tensor_bytes, Case};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
+use cudarc::nvrtc::Ptx;
 use oxiflow_cuda::launch::movement::index::{bad_index_error, bad_index_row, launch_checked, NO_BAD_INDEX};
 use oxiflow_cuda::launch::movement::{execute_with_grid, planner, Step};
 use oxiflow_cuda::launch::{launcher, DevArg, LaunchCtx, Scratch};
+use oxiflow_cuda::testing::gpu_or_skip;
 use oxiflow_cuda::{CudaError, CudaResult};
 use std::sync::Arc;
 
@@ -40,29 +45,22 @@ fn driver(call: &str, e: cudarc::driver::DriverError) -> CudaError {
     CudaError::Driver { device: DEVICE.into(), call: call.into(), msg: e.to_string() }
 }
 
-/// `Some(gpu)`, or `None` after printing why the test is skipped.
-fn gpu() -> Option<Gpu> {
-    let status = oxiflow_cuda::probe::driver_status();
-    if let oxiflow_cuda::probe::DriverStatus::Absent { reason } = status {
-        println!("skipped: no CUDA driver ({reason})");
-        return None;
-    }
-    // cudarc panics when libnvrtc is missing: probe it first.
-    if let Err(e) = unsafe { libloading::Library::new("libnvrtc.so.13") } {
-        println!("skipped: libnvrtc.so.13 cannot be loaded ({e}); set LD_LIBRARY_PATH to the nvidia-cuda-nvrtc lib folder");
+/// `Some(gpu)`, or `None` where [`gpu_or_skip`] skips `test` (it has printed why); panics
+/// where a GPU is present but cannot be used.
+fn gpu(test: &str) -> Option<Gpu> {
+    if !gpu_or_skip(test) {
         return None;
     }
     let ctx = CudaContext::new(0).expect("CUDA context on GPU 0");
     let (major, minor) = ctx.compute_capability().expect("compute capability");
-    let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
+    let arch = oxiflow_cuda::kernels::arch_for(major, minor);
     let modules = ["shape.cu", "index.cu"]
         .iter()
         .map(|file| {
-            // the source the library compiles (prelude included)
-            let src = oxiflow_cuda::kernels::KERNEL_FILES.iter().find(|f| f.name == *file).expect("kernel file").source;
-            let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some((*file).into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).unwrap_or_else(|e| panic!("NVRTC {file} for {arch}: {e:?}"));
-            ctx.load_module(ptx).unwrap_or_else(|e| panic!("loading {file}: {e}"))
+            // the source and options the library compiles with (prelude included)
+            let kf = oxiflow_cuda::kernels::KERNEL_FILES.iter().find(|f| f.name == *file).expect("kernel file");
+            let ptx = oxiflow_cuda::kernels::compile_ptx(kf, &arch).unwrap_or_else(|e| panic!("{file} for {arch}: {e}"));
+            ctx.load_module(Ptx::from_src(ptx)).unwrap_or_else(|e| panic!("loading {file}: {e}"))
         })
         .collect();
     println!("running on GPU 0 ({arch})");
@@ -120,7 +118,8 @@ impl Gpu {
         let function = |name: &str| self.function(name);
         let stream = self.stream.clone();
         let scratch = move |n: usize| -> CudaResult<Box<dyn Scratch>> {
-            let buf = stream.alloc_zeros::<u8>(n.max(1)).map_err(|e| driver("cuMemAlloc", e))?;
+            // 0xAB bytes, as the outputs: the device's allocator gives uninitialised memory
+            let buf = stream.clone_htod(&vec![0xABu8; n.max(1)]).map_err(|e| driver("cuMemcpyHtoD (scratch)", e))?;
             Ok(Box::new(GpuScratch { buf, stream: stream.clone() }))
         };
         let ctx = LaunchCtx { device: DEVICE, stream: &self.stream, function: &function, blas: None, scratch: &scratch };
@@ -151,7 +150,7 @@ impl Gpu {
 
 #[test]
 fn movement_kernels_match_the_cpu_kernels_on_the_gpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu("movement_kernels_match_the_cpu_kernels_on_the_gpu") else { return };
     let all = cases();
     let mut failed = Vec::new();
     for case in &all {
@@ -169,7 +168,7 @@ fn movement_kernels_match_the_cpu_kernels_on_the_gpu() {
 
 #[test]
 fn bad_indices_on_the_gpu_follow_tf_and_are_recorded() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu("bad_indices_on_the_gpu_follow_tf_and_are_recorded") else { return };
     for (case, pos, cpu_error) in bad_index_cases() {
         let word = gpu.stream.clone_htod(&[NO_BAD_INDEX]).expect("bad-index word");
         let outs = gpu.run(&case, Mode::Checked(&word));
