@@ -97,7 +97,8 @@ lint:
 # --release: the tests share the build of the cdylib's dependencies and run fast.
 # --all-targets: benches are built and each runs once (criterion test mode), so an API
 # change that breaks a bench fails CI. NVRTC on LD_LIBRARY_PATH: oxiflow-cuda's
-# tests/kernels_compile.rs compiles every kernel file (and fails without NVRTC).
+# tests/kernels_compile.rs compiles every kernel file (OXIFLOW_REQUIRE_NVRTC=1: it fails
+# without NVRTC instead of skipping). GPU tests skip here, naming why (no driver or GPU).
 # oxiflow-cuda's tests run with --nocapture so that each GPU test that cannot run here says
 # `skipped: no CUDA ...` in the log (the other crates' passing tests print nothing: their
 # property tests provoke 100,000 caught panics). The two invocations share one build of the
@@ -105,7 +106,7 @@ lint:
 # feature sets equal.
 test-rust: nvrtc
 	$(CARGO) test --workspace --exclude oxiflow-cuda --release --all-targets
-	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
+	OXIFLOW_REQUIRE_NVRTC=1 LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
 
 # Property tests with hostile arguments (crates/oxiflow-capi/tests/abi_props_*.rs,
 # crates/oxiflow-core/tests/device_names.rs), many more cases than `make test` runs.
@@ -149,6 +150,11 @@ test-examples: setup build
 		(cd "$$tmp" && $(JULIA_RUN) $(CURDIR)/$$t) || { rm -rf "$$tmp"; exit 1; }; \
 		rm -rf "$$tmp"; \
 	done
+	@echo "=== crates/oxiflow-cuda/examples/digits_gpu.rs (the main job without Julia, as the GPU machines run it)"
+	@$(CARGO) build -q --release -p oxiflow-cuda --example digits_gpu
+	@tmp=$$(mktemp -d); gunzip -c data/digits.csv.gz > "$$tmp/digits.csv"; \
+	./target/release/examples/digits_gpu "$$tmp/digits.csv" | tail -1; rc=$${PIPESTATUS[0]}; \
+	rm -rf "$$tmp"; exit $$rc
 
 test-seeds: setup build
 	@if [ -z "$(SEEDS)" ]; then echo "seeds: no seed scripts found in test/seeds/"; exit 1; fi

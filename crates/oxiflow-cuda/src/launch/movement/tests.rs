@@ -1,8 +1,10 @@
 //! Checks of the movement family that need no GPU:
 //! - NVRTC 13 compiles `kernels/shape.cu` and `kernels/index.cu` for `compute_80` and
 //!   `compute_90`, every `{op}_{dtype}` entry the core's registry asks for is in the PTX,
-//!   and each entry's metadata parameter has the size of its Rust mirror (skipped with a
-//!   message when `libnvrtc.so.13` cannot be loaded);
+//!   and each entry's metadata parameter has the size of its Rust mirror (NVRTC found as
+//!   the library finds it, `OXIFLOW_NVRTC_LIB` included; without NVRTC the check skips,
+//!   saying so, only on a machine without a GPU and without `OXIFLOW_REQUIRE_GPU=1`, and
+//!   fails otherwise: `tests/common/nvrtc_gate.rs`);
 //! - every case of `tests/common/movement_cases.rs` gives the CPU kernel's bytes when its
 //!   launch plan is run by a host emulation of the kernels (a line-for-line mirror of the
 //!   `.cu` bodies), including the bad-index word and TF's zeros for bad indices.
@@ -16,6 +18,9 @@ use oxiflow_core::Tensor;
 #[path = "../../../tests/common/movement_cases.rs"]
 mod cases;
 use cases::{bad_index_cases, cases, tensor_bytes, Case};
+
+#[path = "../../../tests/common/nvrtc_gate.rs"]
+mod nvrtc_gate;
 
 #[test]
 fn metadata_structs_have_the_cuda_layout() {
@@ -81,19 +86,22 @@ fn meta_size(entry: &str) -> usize {
 
 #[test]
 fn kernels_compile_with_nvrtc_and_export_every_entry() {
-    // cudarc panics when libnvrtc is missing: probe it first.
-    if let Err(e) = unsafe { libloading::Library::new("libnvrtc.so.13") } {
-        println!("skipped: libnvrtc.so.13 cannot be loaded ({e}); set LD_LIBRARY_PATH to the nvidia-cuda-nvrtc lib folder");
+    // cudarc panics when libnvrtc is missing: the probe (which honours OXIFLOW_NVRTC_LIB)
+    // decides first.
+    let nvrtc = match crate::probe::nvrtc_status() {
+        crate::probe::LibStatus::Present { library, version } => Ok(format!("{}.{} from {library}", version.0, version.1)),
+        crate::probe::LibStatus::Absent { reason } => Err(reason.clone()),
+    };
+    if !nvrtc_gate::nvrtc_or_skip("kernels_compile_with_nvrtc_and_export_every_entry", nvrtc, crate::testing::driver_gpu_count, crate::testing::REQUIRE_GPU) {
         return;
     }
     let required = required_entries();
     for arch in ["compute_80", "compute_90"] {
         let mut found = Vec::new();
         for file in ["shape.cu", "index.cu"] {
-            // the source the library compiles (prelude included)
-            let src = crate::kernels::KERNEL_FILES.iter().find(|f| f.name == file).expect("kernel file").source;
-            let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), name: Some(file.into()), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).unwrap_or_else(|e| panic!("{file} for {arch}: {e:?}")).to_src();
+            // the source and options the library compiles with (prelude included)
+            let kf = crate::kernels::KERNEL_FILES.iter().find(|f| f.name == file).expect("kernel file");
+            let ptx = crate::kernels::compile_ptx(kf, arch).unwrap_or_else(|e| panic!("{file} for {arch}: {e}"));
             for e in &required {
                 if ptx.contains(&format!(".entry {e}(")) {
                     let size = param0_size(&ptx, e).unwrap_or_else(|| panic!("{e}: no metadata parameter in the PTX"));
