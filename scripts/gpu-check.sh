@@ -63,10 +63,11 @@ run)
     if ! timeout 300 "$t" --nocapture --test-threads=1 >> "$out/tests.log" 2>&1; then problems+=("$(basename "$t") failed"); fi
   done
   grep -E "^test result|^skipped|panicked|FAILED" "$out/tests.log" || true
-  passed=$(grep -oE "^test result: [A-Za-z]+\. [0-9]+ passed" "$out/tests.log" | awk '{s += $4} END {print s + 0}')
-  failed=$(grep -oE "[0-9]+ failed" "$out/tests.log" | awk '{s += $1} END {print s + 0}')
-  skipped=$(grep -cE "^(test .* \.\.\. )?skipped" "$out/tests.log" || true)
-  timed=$(grep -oE "kernels timed by CUDA events on [^:]+: [0-9]+" "$out/tests.log" | awk '{s += $NF} END {print s + 0}')
+  # counts from the libtest lines; `|| true`: a grep that finds nothing must not end the run
+  passed=$({ grep -oE "^test result: [A-Za-z]+\. [0-9]+ passed" "$out/tests.log" || true; } | awk '{s += $4} END {print s + 0}')
+  failed=$({ grep -oE "^test result: .* [0-9]+ failed" "$out/tests.log" || true; } | awk '{s += $(NF-1)} END {print s + 0}')
+  skipped=$({ grep -E "^(test .* \.\.\. )?skipped" "$out/tests.log" || true; } | wc -l)
+  timed=$({ grep -oE "kernels timed by CUDA events on GPU:[0-9]+: [0-9]+" "$out/tests.log" || true; } | awk '{s += $NF} END {print s + 0}')
   [ "$skipped" -eq 0 ] || problems+=("$skipped test(s) skipped")
   [ "$timed" -gt 0 ] || problems+=("no kernel was timed on the GPU")
   : > "$out/bench.txt"
@@ -78,7 +79,7 @@ run)
   echo "--- digits, CPU only, for comparison" >> "$out/digits.txt"
   timeout 300 .gpu/bin/digits_gpu "${TMPDIR:-/tmp}/digits.csv" --cpu >> "$out/digits.txt" 2>&1 || problems+=("digits_gpu --cpu failed")
   cat "$out/digits.txt"
-  figures=$(grep -cE "GB/s|GFLOP/s|us/op|ms|steps/s" "$out/bench.txt" "$out/digits.txt" | awk -F: '{s += $2} END {print s + 0}')
+  figures=$({ grep -hE "GB/s|GFLOP/s|us/op| ms|steps/s" "$out/bench.txt" "$out/digits.txt" || true; } | wc -l)
   summary="gpu-check: $(head -1 "$out/gpu.txt"); tests: $passed passed, $failed failed, $skipped skipped; $timed kernels timed by CUDA events; $figures figure lines in bench.txt and digits.txt"
   if [ ${#problems[@]} -gt 0 ]; then summary="$summary; FAILED: $(IFS=';'; echo "${problems[*]}")"; fi
   echo "$summary" | tee "$out/summary.txt"

@@ -84,7 +84,15 @@ fn time_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::
     launch_op(stream, lib, blas, g, out, reps, false)
 }
 
-fn launch_op(stream: &Arc<CudaStream>, lib: &KernelLibrary, blas: Option<&cudarc::cublas::CudaBlas>, g: &Graph, out: Output, reps: usize, host_us: bool) -> f64 {
+fn launch_op(
+    stream: &Arc<CudaStream>,
+    lib: &KernelLibrary,
+    blas: Option<&cudarc::cublas::CudaBlas>,
+    g: &Graph,
+    out: Output,
+    reps: usize,
+    host_us: bool,
+) -> f64 {
     let node = g.node(out.node).unwrap();
     let ins: Vec<Buf> = node
         .inputs

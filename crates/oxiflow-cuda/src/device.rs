@@ -468,7 +468,8 @@ impl CudaDevice {
             let function = |e: &str| kernels.function(e);
             let alloc = &self.allocator;
             let scratch = |n: usize| -> CudaResult<Box<dyn Scratch>> { Ok(Box::new(ScratchBlock(alloc.allocate(n as u64)?))) };
-            let lctx = LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.core.blas.as_ref(), scratch: &scratch };
+            let lctx =
+                LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.core.blas.as_ref(), scratch: &scratch };
             let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
             let start = timing.as_ref().and_then(|_| self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             f(&lctx, node, &args, &out_args)?;
