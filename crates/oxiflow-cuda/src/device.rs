@@ -268,19 +268,13 @@ impl GpuCore {
         cores.push((key, Arc::downgrade(&core)));
         Ok(core)
     }
-
-    /// The allocator every session device of this core draws from.
-    pub fn allocator(&self) -> &Arc<Allocator> {
-        &self.allocator
-    }
 }
 
 /// A CUDA GPU as a session device (`/job:localhost/replica:0/task:0/device:GPU:<id>`).
 pub struct CudaDevice {
     attrs: DeviceAttributes,
+    /// Context, streams, allocator and cuBLAS, shared with other sessions' devices.
     core: Arc<GpuCore>,
-    shared: Arc<Shared>,
-    allocator: Arc<Allocator>,
     memory: TensorMemory,
     /// Bytes copied onto the device (feeds, `_Recv`), as the emulated GPU counts them.
     copied: AtomicUsize,
@@ -338,8 +332,6 @@ impl CudaDevice {
                 description: format!("{description}, memory limit: {limit} bytes"),
                 name: name.clone(),
             },
-            shared: core.shared.clone(),
-            allocator: core.allocator.clone(),
             core,
             copied: AtomicUsize::new(0),
             consts: Mutex::new(HashMap::new()),
@@ -350,11 +342,11 @@ impl CudaDevice {
     /// The device's allocator (its figures are the real reservation; [`Device::memory`]
     /// counts tensors as the emulated GPU does).
     pub fn allocator(&self) -> &Arc<Allocator> {
-        &self.allocator
+        &self.core.allocator
     }
 
     fn wrap(&self, block: Block, dtype: DType, dims: Vec<usize>) -> Tensor {
-        Tensor::Device(DeviceTensor { dtype, dims, buffer: Arc::new(CudaBuffer { block, shared: self.shared.clone() }) })
+        Tensor::Device(DeviceTensor { dtype, dims, buffer: Arc::new(CudaBuffer { block, shared: self.core.shared.clone() }) })
     }
 
     /// A tensor resident here: itself when it already is, else uploaded (downloaded first
@@ -366,8 +358,8 @@ impl CudaDevice {
             }
         }
         let host = t.to_host()?;
-        let block = self.allocator.allocate(host.num_bytes() as u64)?;
-        self.shared.upload(&host, &block)?;
+        let block = self.core.allocator.allocate(host.num_bytes() as u64)?;
+        self.core.shared.upload(&host, &block)?;
         self.copied.fetch_add(host.num_bytes(), Ordering::Relaxed);
         Ok(self.wrap(block, host.dtype(), host.dims().to_vec()))
     }
@@ -382,10 +374,10 @@ impl CudaDevice {
     /// A fresh copy of a resident tensor, enqueued on the compute stream.
     fn device_copy(&self, t: &Tensor) -> Result<Tensor> {
         let a = Self::arg(t);
-        let block = self.allocator.allocate(a.num_bytes() as u64)?;
+        let block = self.core.allocator.allocate(a.num_bytes() as u64)?;
         if a.num_bytes() > 0 {
             // SAFETY: both blocks hold `num_bytes`; ordered on the compute stream.
-            unsafe { result::memcpy_dtod_async(block.ptr(), a.ptr, a.num_bytes(), self.shared.compute.cu_stream()) }
+            unsafe { result::memcpy_dtod_async(block.ptr(), a.ptr, a.num_bytes(), self.core.shared.compute.cu_stream()) }
                 .map_err(driver_err(&self.attrs.name, "cuMemcpyDtoDAsync"))?;
         }
         Ok(self.wrap(block, a.dtype, a.dims))
@@ -456,25 +448,30 @@ impl CudaDevice {
             for tt in &node.outputs {
                 let dims = tt.shape.dims().to_vec();
                 let n: usize = dims.iter().product();
-                let block = self.allocator.allocate((n * tt.dtype.size_of()) as u64)?;
+                let block = self.core.allocator.allocate((n * tt.dtype.size_of()) as u64)?;
                 outs.push(self.wrap(block, tt.dtype, dims));
             }
         }
         let out_args: Vec<DevArg> = outs.iter().map(Self::arg).collect();
         {
             let _g = self.core.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.ctx.bind_to_thread().map_err(driver_err(&self.attrs.name, "cuCtxSetCurrent"))?;
+            self.core.shared.ctx.bind_to_thread().map_err(driver_err(&self.attrs.name, "cuCtxSetCurrent"))?;
             let kernels = &self.core.kernels;
             let function = |e: &str| kernels.function(e);
-            let alloc = &self.allocator;
+            let alloc = &self.core.allocator;
             let scratch = |n: usize| -> CudaResult<Box<dyn Scratch>> { Ok(Box::new(ScratchBlock(alloc.allocate(n as u64)?))) };
-            let lctx =
-                LaunchCtx { device: &self.attrs.name, stream: &self.shared.compute, function: &function, blas: self.core.blas.as_ref(), scratch: &scratch };
+            let lctx = LaunchCtx {
+                device: &self.attrs.name,
+                stream: &self.core.shared.compute,
+                function: &function,
+                blas: self.core.blas.as_ref(),
+                scratch: &scratch,
+            };
             let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
-            let start = timing.as_ref().and_then(|_| self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
+            let start = timing.as_ref().and_then(|_| self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             f(&lctx, node, &args, &out_args)?;
             if let (Some(t), Some(start)) = (timing.as_mut(), start) {
-                if let Ok(end) = self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) {
+                if let Ok(end) = self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) {
                     t.kernels.push((node.name.clone(), start, end));
                 }
             }
@@ -519,7 +516,7 @@ impl Device for CudaDevice {
 
     fn start_kernel_timing(&self) {
         // the anchor is waited for, so its device time is (about) the host time read next
-        let anchor = self.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).and_then(|e| e.synchronize().map(|_| e));
+        let anchor = self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).and_then(|e| e.synchronize().map(|_| e));
         *self.timing.lock().unwrap_or_else(|p| p.into_inner()) = anchor.ok().map(|anchor| Timing { anchor, anchor_ns: unix_ns(), kernels: Vec::new() });
     }
 

@@ -28,6 +28,12 @@ impl DriverStatus {
     }
 }
 
+/// `true` when `OXIFLOW_DISABLE_CUDA=1`: the probes report no driver, and tests on a machine
+/// with a GPU refuse to skip ([`crate::testing::gpu_or_skip`]).
+pub fn cuda_disabled() -> bool {
+    std::env::var("OXIFLOW_DISABLE_CUDA").as_deref() == Ok("1")
+}
+
 /// The driver status of this process (probed on first call, then cached).
 ///
 /// Setting `OXIFLOW_DISABLE_CUDA=1` makes the probe report an absent driver, so a machine
@@ -35,7 +41,7 @@ impl DriverStatus {
 pub fn driver_status() -> &'static DriverStatus {
     static STATUS: OnceLock<DriverStatus> = OnceLock::new();
     STATUS.get_or_init(|| {
-        if std::env::var("OXIFLOW_DISABLE_CUDA").map(|v| v == "1").unwrap_or(false) {
+        if cuda_disabled() {
             return DriverStatus::Absent { reason: "disabled by OXIFLOW_DISABLE_CUDA=1".into() };
         }
         probe_libraries(DRIVER_LIBRARIES)
@@ -269,7 +275,7 @@ mod tests {
     #[test]
     fn the_cached_driver_status_is_what_probing_finds_now() {
         let cached = driver_status().clone();
-        if std::env::var("OXIFLOW_DISABLE_CUDA").as_deref() == Ok("1") {
+        if cuda_disabled() {
             assert!(matches!(&cached, DriverStatus::Absent { reason } if reason.contains("OXIFLOW_DISABLE_CUDA")), "{cached:?}");
         } else {
             assert_eq!(cached, probe_libraries(DRIVER_LIBRARIES), "the cache must hold a fresh probe's answer");

@@ -69,7 +69,7 @@ pub fn gpu_or_skip(test: &str) -> bool {
             false
         }
         Ok(n) => {
-            if std::env::var("OXIFLOW_DISABLE_CUDA").map(|v| v == "1").unwrap_or(false) {
+            if crate::probe::cuda_disabled() {
                 panic!("{test}: the driver shows {n} GPU(s) but OXIFLOW_DISABLE_CUDA=1 hides them; GPU tests do not skip on a GPU machine");
             }
             if let LibStatus::Absent { reason } = nvrtc_status() {
