@@ -221,9 +221,13 @@ fn parse_attrs(op: Option<&OpDef>, json: Option<&str>) -> Result<Attrs> {
             (Some(AttrKind::Type), J::String(s)) => {
                 AttrValue::Type(DType::parse(s).ok_or_else(|| OxiflowError::InvalidArgument(format!("attr '{k}': unknown dtype '{s}'")))?)
             }
-            (Some(AttrKind::Shape), J::Array(items)) => {
-                AttrValue::Shape(ints(items)?.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_>>()?)
-            }
+            // -1: an unknown dimension (ops that take none refuse it with their name)
+            (Some(AttrKind::Shape), J::Array(items)) => AttrValue::Shape(
+                ints(items)?
+                    .iter()
+                    .map(|&d| if d == -1 { Ok(oxiflow_core::shape::UNKNOWN) } else { usize::try_from(d).map_err(|_| bad()) })
+                    .collect::<Result<_>>()?,
+            ),
             (Some(AttrKind::Float), J::Number(n)) => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
             (Some(AttrKind::Func), J::Object(f)) => AttrValue::Func(Arc::new(function_attr(op.map_or("", |d| d.name), k, f)?)),
             (_, J::Bool(b)) => AttrValue::Bool(*b),
@@ -284,12 +288,20 @@ pub extern "C" fn oxf_const(
     })
 }
 
-/// `tf.placeholder(dtype, shape)`; `name` may be null (default `Placeholder`).
+/// `tf.placeholder(dtype, shape)`; a dimension of `-1` is unknown (TF's `None`), fed any
+/// size; `name` may be null (default `Placeholder`).
 #[no_mangle]
 pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims: *const i64, name: *const c_char, out: *mut i64) -> i32 {
     guard(|| {
         let dt = self::dtype(dtype)?;
-        let d = dims_of(ndims, dims)?;
+        // -1 is an unknown dimension (TF's `shape=[None, 10]`)
+        let d = slice(dims, ndims as i64, "dims")?
+            .iter()
+            .map(|&d| match d {
+                -1 => Ok(oxiflow_core::shape::UNKNOWN),
+                d => usize::try_from(d).map_err(|_| OxiflowError::InvalidArgument(format!("placeholder: dimension {d} (give -1 for an unknown one)"))),
+            })
+            .collect::<Result<Vec<usize>>>()?;
         let o = graph(g)?.write()?.placeholder(dt, &d, opt_str(name, "name")?)?;
         out_node(o.node, out)
     })
@@ -402,7 +414,8 @@ pub extern "C" fn oxf_node_by_name(g: *const OxGraph, name: *const c_char, out: 
     })
 }
 
-/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of output `index`.
+/// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of output `index`;
+/// an unknown dimension is `-1`.
 #[no_mangle]
 pub extern "C" fn oxf_output_type(g: *const OxGraph, node: i64, index: i32, dtype: *mut i32, rank: *mut i32, dims: *mut i64, max_dims: i32) -> i32 {
     guard(|| {
@@ -419,7 +432,8 @@ pub extern "C" fn oxf_output_type(g: *const OxGraph, node: i64, index: i32, dtyp
             return Err(OxiflowError::InvalidArgument("null dims buffer".into()));
         }
         for (i, &d) in tt.shape.dims().iter().enumerate() {
-            unsafe { *dims.add(i) = d as i64 };
+            let d = if d == oxiflow_core::shape::UNKNOWN { -1 } else { d as i64 };
+            unsafe { *dims.add(i) = d };
         }
         Ok(())
     })

@@ -31,6 +31,7 @@ impl Graph {
     }
 
     /// `Placeholder` of `dtype` and `shape`, named `name` or `Placeholder`.
+    /// A dimension of `shape` may be [`crate::shape::UNKNOWN`] (fed any size).
     pub fn placeholder(&mut self, dtype: DType, shape: &[usize], name: Option<&str>) -> Result<Output> {
         let mut spec = NodeSpec::new("Placeholder", &[]).attr("dtype", dtype).attr("shape", AttrValue::Shape(shape.to_vec()));
         spec.name = name.map(str::to_string);

@@ -4,7 +4,7 @@
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output};
-use crate::ops::{KernelCtx, StateAccess};
+use crate::ops::StateAccess;
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -68,7 +68,7 @@ pub fn evaluate(graph: &Graph, feeds: &[(Output, Tensor)], fetches: &[Output], t
             .filter(|(i, _)| !n.op.ref_inputs.contains(i))
             .map(|(_, o)| values.get(o).cloned().ok_or_else(|| OxiflowError::Internal(format!("input {o:?} missing"))))
             .collect::<Result<_>>()?;
-        let outs = (n.op.kernel)(&KernelCtx { node: n, inputs: &inputs, state })?;
+        let outs = crate::ops::dynamic_shape::run_kernel(n, &inputs, state)?;
         for (i, t) in outs.into_iter().enumerate() {
             values.entry(Output::new(id, i)).or_insert(t);
         }

@@ -521,9 +521,21 @@ impl RunCtx<'_> {
                     }
                     &w.inputs
                 };
-                if self.derived.large[s] {
+                // a node with unknown static dimensions (never `large == false`) runs as its
+                // specialisation to the fed shapes, so its kernel sees full shapes
+                let special;
+                let node: &Node = if self.derived.large[s] {
+                    let node = if crate::ops::dynamic_shape::is_partial(node) {
+                        special = crate::ops::dynamic_shape::specialize(node, inputs)?;
+                        &special
+                    } else {
+                        &**node
+                    };
                     check_outputs_fit(node, device.as_ref())?;
-                }
+                    node
+                } else {
+                    node
+                };
                 let ctx = KernelCtx { node, inputs, state: self.state };
                 let outs = device.compute(&ctx)?;
                 if outs.len() != node.outputs.len()

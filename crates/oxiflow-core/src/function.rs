@@ -12,7 +12,7 @@
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output, TensorType};
-use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
+use crate::ops::{smallvec, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::fmt;
@@ -126,7 +126,7 @@ impl Function {
             let n = self.graph.node(id)?;
             let ins: SmallVec<[Tensor; 4]> =
                 n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)).map(|(_, o)| get(&vals, o)).collect::<Result<_>>()?;
-            vals[id] = Some((n.op.kernel)(&KernelCtx { node: n, inputs: &ins, state })?);
+            vals[id] = Some(crate::ops::dynamic_shape::run_kernel(n, &ins, state)?);
         }
         self.outputs.iter().map(|o| get(&vals, o)).collect()
     }

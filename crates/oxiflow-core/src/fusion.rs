@@ -77,14 +77,15 @@ fn elements(dims: &[usize]) -> usize {
 fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) -> bool, dev: usize, max_len: usize) -> bool {
     let [out] = &n.outputs[..] else { return false };
     let dims = out.shape.dims();
-    if !fusable(n.op.name) || !n.control_inputs.is_empty() || !cpu(dev) || !matches!(out.dtype, DType::Float32 | DType::Float64) {
+    // a partial shape is only known at run time: never fused
+    if !out.shape.is_fully_defined() || !fusable(n.op.name) || !n.control_inputs.is_empty() || !cpu(dev) || !matches!(out.dtype, DType::Float32 | DType::Float64) {
         return false;
     }
     if elements(dims) == 0 || elements(dims) > max_len || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {
         return false;
     }
     n.inputs.iter().all(|&i| match graph.output_type(i) {
-        Ok(t) => t.dtype == out.dtype && (t.shape.dims() == dims || elements(t.shape.dims()) == 1),
+        Ok(t) => t.dtype == out.dtype && t.shape.is_fully_defined() && (t.shape.dims() == dims || elements(t.shape.dims()) == 1),
         Err(_) => false,
     })
 }

@@ -498,11 +498,12 @@ impl Graph {
         op.check_arity(&name, inputs.len())?;
         op.check_attrs(&name, &spec.attrs)?;
         let input_types: Vec<TensorType> = inputs.iter().map(|o| self.output_type(*o).cloned()).collect::<Result<_>>()?;
+        ops::dynamic_shape::check_unknown_dims(op, &name, &input_types)?;
         let outputs = (op.infer)(&InferCtx { op: op.name, node: &name, inputs: &input_types, attrs: &spec.attrs })?;
         // TF's TensorShape refuses a shape whose element count overflows; a byte size over
         // isize::MAX could not be allocated either.
         for (k, tt) in outputs.iter().enumerate() {
-            if crate::strided::element_count(tt.shape.dims(), tt.dtype.size_of()).is_err() {
+            if tt.shape.is_fully_defined() && crate::strided::element_count(tt.shape.dims(), tt.dtype.size_of()).is_err() {
                 return Err(OxiflowError::InvalidArgument(format!(
                     "{} '{name}': output {k} would have shape {} of {}, whose size in bytes overflows",
                     op.name, tt.shape, tt.dtype

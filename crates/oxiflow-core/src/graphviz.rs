@@ -52,7 +52,7 @@ pub fn graph_dot(graph: &Graph, placed: &HashMap<NodeId, String>) -> String {
             // TF's input naming: `Sin` for output 0, `Sin:1` otherwise (as in the timeline)
             let tensor = if o.index == 0 { src.name.clone() } else { graph.tensor_name(*o) };
             if cross {
-                let bytes = src.outputs.get(o.index).map(|t| t.shape.num_elements() * t.dtype.size_of()).unwrap_or(0);
+                let bytes = src.outputs.get(o.index).map(|t| t.shape.num_elements().saturating_mul(t.dtype.size_of())).unwrap_or(0);
                 let _ = writeln!(
                     out,
                     "  {} -> {} [style=dashed, color=\"#c0392b\", penwidth=1.5, label={}];",

@@ -492,7 +492,7 @@ impl Session {
         if t.dtype() != tt.dtype {
             return Err(OxiflowError::Feed { tensor: graph.tensor_name(o), what: format!("dtype {}", t.dtype()), expected: format!("dtype {}", tt.dtype) });
         }
-        if t.dims() != tt.shape.dims() {
+        if !tt.shape.matches(t.dims()) {
             return Err(OxiflowError::Feed { tensor: graph.tensor_name(o), what: format!("shape {}", t.shape()), expected: format!("shape {}", tt.shape) });
         }
         Ok(())

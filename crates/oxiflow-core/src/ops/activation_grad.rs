@@ -25,10 +25,10 @@ fn infer_activation_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     if y.dtype != dy.dtype {
         return Err(ctx.invalid(format!("y and dy must have one dtype, got {} and {}", y.dtype, dy.dtype)));
     }
-    if y.shape != dy.shape {
+    let Some(shape) = y.shape.merge(&dy.shape) else {
         return Err(ctx.shape_error(&y.shape, &dy.shape, "y and dy must have the same shape"));
-    }
-    Ok(vec![y.clone()])
+    };
+    Ok(vec![TensorType::new(y.dtype, shape)])
 }
 
 /// `TanhGrad`'s element function, `dy * (1 - y * y)`; the fused interpreter

@@ -49,9 +49,29 @@ pub fn sum_to_shape(g: &mut Graph, grad: Output, target: &Shape) -> Result<Outpu
 
 // ---------------------------------------------------------------- Reshape
 
+/// `Reshape`'s shape function. One target dimension may be unknown (`-1`, TF's inferred
+/// dimension): it is the input's element count over the others' product when the input's
+/// shape is fully defined, else it stays unknown until the run.
 fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
-    let target = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    let mut target = Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?);
+    let free: Vec<usize> = (0..target.rank()).filter(|&i| target.0[i] == crate::shape::UNKNOWN).collect();
+    if free.len() > 1 {
+        return Err(ctx.invalid(format!("only one input size may be -1, not both {} and {} (target shape {})", free[0], free[1], target)));
+    }
+    if let [f] = free[..] {
+        let known: usize = target.0.iter().filter(|&&d| d != crate::shape::UNKNOWN).product();
+        if !x.shape.is_fully_defined() {
+            return Ok(vec![TensorType::new(x.dtype, target)]);
+        }
+        let n = x.shape.num_elements();
+        if known == 0 || n % known != 0 {
+            return Err(ctx.shape_error(&x.shape, &target, format!(" (Input to reshape is a tensor with {n} values, but the requested shape requires a multiple of {known})")));
+        }
+        target.0[f] = n / known;
+    } else if !x.shape.is_fully_defined() {
+        return Err(ctx.shape_error(&x.shape, &target, " (the input has an unknown dimension: give -1 for one dimension of the target)"));
+    }
     if x.shape.num_elements() != target.num_elements() {
         return Err(ctx.shape_error(
             &x.shape,
@@ -82,8 +102,7 @@ fn kernel_reshape(ctx: &KernelCtx) -> Result<Outputs> {
 /// TF `_ReshapeGrad`: `dy` reshaped to the input's shape.
 fn grad_reshape(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
-    let shape = g.shape_of(node.inputs[0])?;
-    Ok(vec![Some(reshape(g, dy, &shape)?)])
+    Ok(vec![Some(super::dynamic_shape::reshape_to_like(g, dy, node.inputs[0])?)])
 }
 
 // ---------------------------------------------------------------- BroadcastTo
@@ -108,8 +127,7 @@ fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Outputs> {
 /// TF `_BroadcastToGrad`: `dy` summed back to the input's shape.
 fn grad_broadcast_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
-    let shape = g.shape_of(node.inputs[0])?;
-    Ok(vec![Some(sum_to_shape(g, dy, &shape)?)])
+    Ok(vec![Some(super::dynamic_shape::sum_to_like(g, dy, node.inputs[0])?)])
 }
 
 // ---------------------------------------------------------------- Cast

@@ -1,7 +1,6 @@
 //! Helpers shared by the gradient functions of the op families (`math.rs`, `nn.rs`,
 //! `reduce.rs`, `linalg.rs`, ...).
 
-use super::array::sum_to_shape;
 use crate::error::Result;
 use crate::graph::{Graph, Node, Output};
 
@@ -27,8 +26,9 @@ pub(crate) fn scalar_of(g: &mut Graph, like: Output, v: f64) -> Result<Output> {
     g.scalar(d, v)
 }
 
-/// `dy` summed to the static shape of `node`'s input `i` (for broadcasting binaries).
+/// `dy` summed to the shape of `node`'s input `i` (for broadcasting binaries): static when
+/// that shape is fully defined, decided at run time otherwise
+/// ([`super::dynamic_shape::sum_to_like`]).
 pub(crate) fn to_input_shape(g: &mut Graph, node: &Node, dy: Output, i: usize) -> Result<Output> {
-    let shape = g.shape_of(node.inputs[i])?;
-    sum_to_shape(g, dy, &shape)
+    super::dynamic_shape::sum_to_like(g, dy, node.inputs[i])
 }

@@ -293,15 +293,15 @@ fn infer_select(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn infer_addn(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let first = &ctx.inputs[0];
     require_numeric(ctx, first.dtype)?;
+    let mut shape = first.shape.clone();
     for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
         if t.dtype != first.dtype {
             return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; AddN inputs must share a dtype)")));
         }
-        if t.shape != first.shape {
-            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; AddN inputs must share a shape)")));
-        }
+        // unknown dimensions merge with known ones (TF's `merge_with`)
+        shape = shape.merge(&t.shape).ok_or_else(|| ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; AddN inputs must share a shape)")))?;
     }
-    Ok(vec![first.clone()])
+    Ok(vec![TensorType::new(first.dtype, shape)])
 }
 
 // ---------------------------------------------------------------- kernels

@@ -38,7 +38,7 @@ fn infer_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (ad, bd) = (a.shape.dims(), b.shape.dims());
     let (m, k1) = if ta { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
     let (k2, n) = if tb { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
-    if k1 != k2 {
+    if k1 != k2 && k1 != crate::shape::UNKNOWN && k2 != crate::shape::UNKNOWN {
         return Err(ctx.shape_error(&a.shape, &b.shape, format!(" (MatMul inner dimensions differ: {k1} vs {k2}; transpose_a={ta}, transpose_b={tb})")));
     }
     Ok(vec![TensorType::new(a.dtype, Shape(vec![m, n]))])

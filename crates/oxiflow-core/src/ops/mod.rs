@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 pub mod activation_grad;
 pub mod array;
 pub mod blas;
+pub mod dynamic_shape;
 pub mod functional;
 pub mod fused;
 pub(crate) mod grad_util;
@@ -265,6 +266,9 @@ pub trait AttrsExt {
     fn get_type(&self, op: &str, k: &str) -> Result<DType>;
     /// Shape attr (non-negative dims).
     fn get_shape(&self, op: &str, k: &str) -> Result<Vec<usize>>;
+    /// Shape attr whose dimensions may be [`crate::shape::UNKNOWN`] (`Placeholder`,
+    /// `Reshape`'s `-1`).
+    fn get_partial_shape(&self, op: &str, k: &str) -> Result<Vec<usize>>;
     /// Tensor attr (`Const`'s `value`).
     fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor>;
     /// Float attr (`alpha`); an int is widened.
@@ -306,9 +310,18 @@ impl AttrsExt for Attrs {
     }
     fn get_shape(&self, op: &str, k: &str) -> Result<Vec<usize>> {
         match self.get(k) {
+            Some(AttrValue::Shape(v)) if v.contains(&crate::shape::UNKNOWN) => {
+                Err(OxiflowError::InvalidArgument(format!("{op}: attribute '{k}' has an unknown dimension (-1), which {op} does not accept")))
+            }
             Some(AttrValue::Shape(v)) => Ok(v.clone()),
             Some(AttrValue::Ints(v)) if v.iter().all(|&d| d >= 0) => Ok(v.iter().map(|&d| d as usize).collect()),
             _ => Err(missing(op, k, "shape")),
+        }
+    }
+    fn get_partial_shape(&self, op: &str, k: &str) -> Result<Vec<usize>> {
+        match self.get(k) {
+            Some(AttrValue::Shape(v)) => Ok(v.clone()),
+            _ => self.get_shape(op, k),
         }
     }
     fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor> {
@@ -713,6 +726,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     linalg::register(&mut r);
     random::register(&mut r);
     training::register(&mut r);
+    dynamic_shape::register(&mut r);
     #[cfg(test)]
     crate::intra_op::register_probe(&mut r);
     r.0

@@ -64,17 +64,8 @@ fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 /// broadcast to the input's shape (`BroadcastTo` where TF uses `Tile`).
 fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
-    let in_shape = g.shape_of(node.inputs[0])?;
-    let axes = reduce_axes("Sum", &node.attrs, in_shape.rank()).map_err(OxiflowError::InvalidArgument)?;
-    let kept = Shape(in_shape.dims().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect());
-    let mut out = dy;
-    if g.shape_of(out)? != kept {
-        out = reshape(g, out, &kept)?;
-    }
-    if kept != in_shape {
-        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
-    }
-    Ok(vec![Some(out)])
+    let (in_shape, axes) = node_axes(g, node)?;
+    Ok(vec![Some(broadcast_back(g, dy, node.inputs[0], &in_shape, &axes)?)])
 }
 
 /// The input's dims with the reduced axes set to 1 (`keep_dims` shape).
@@ -269,16 +260,39 @@ fn kernel_min(ctx: &KernelCtx) -> Result<Outputs> {
 
 // ---------------------------------------------------------------- gradients
 
-/// `t` (shaped like the reduction's output) reshaped to the kept shape and broadcast to the
-/// input's shape: TF's `reshape(grad, output_shape_kept_dims)` + `tile`.
-fn broadcast_back(g: &mut Graph, t: Output, in_shape: &Shape, axes: &[usize]) -> Result<Output> {
+/// `t` (shaped like the reduction's output) with the reduced axes back as size-1 axes
+/// (the `keep_dims` shape): a `Reshape` when that shape is fully defined, else one
+/// `ExpandDims` per reduced axis, which needs no dimension (TF's
+/// `reshape(grad, output_shape_kept_dims)` builds that shape at run time).
+fn to_kept(g: &mut Graph, t: Output, in_shape: &Shape, axes: &[usize]) -> Result<Output> {
     let kept = kept_shape(in_shape, axes);
-    let mut out = t;
-    if g.shape_of(out)? != kept {
-        out = reshape(g, out, &kept)?;
+    let ts = g.shape_of(t)?;
+    if ts == kept || (!kept.is_fully_defined() && ts.rank() == kept.rank()) {
+        return Ok(t);
     }
-    if &kept != in_shape {
-        out = g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())))?;
+    if kept.is_fully_defined() {
+        return reshape(g, t, &kept);
+    }
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    let mut out = t;
+    for a in sorted {
+        out = g.op_spec(NodeSpec::new("ExpandDims", &[out]).attr("dim", a as i64))?;
+    }
+    Ok(out)
+}
+
+/// `t` (shaped like the reduction's output) reshaped to the kept shape and broadcast to
+/// the shape of `x`, the reduction's input: TF's `reshape(grad, output_shape_kept_dims)` +
+/// `tile`. Static (`BroadcastTo`) when `x`'s shape is fully defined, else decided at run
+/// time (`_BroadcastToShapeOf`).
+fn broadcast_back(g: &mut Graph, t: Output, x: Output, in_shape: &Shape, axes: &[usize]) -> Result<Output> {
+    let out = to_kept(g, t, in_shape, axes)?;
+    if !in_shape.is_fully_defined() {
+        return super::dynamic_shape::broadcast_to_like(g, out, x, false);
+    }
+    if g.shape_of(out)? != *in_shape {
+        return g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())));
     }
     Ok(out)
 }
@@ -293,8 +307,12 @@ fn node_axes(g: &Graph, node: &Node) -> Result<(Shape, Vec<usize>)> {
 fn grad_mean(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
     let (in_shape, axes) = node_axes(g, node)?;
+    if !in_shape.is_fully_defined() {
+        let kept = to_kept(g, dy, &in_shape, &axes)?;
+        return Ok(vec![Some(super::dynamic_shape::broadcast_to_like(g, kept, node.inputs[0], true)?)]);
+    }
     let count: usize = axes.iter().map(|&a| in_shape.dims()[a]).product();
-    let b = broadcast_back(g, dy, &in_shape, &axes)?;
+    let b = broadcast_back(g, dy, node.inputs[0], &in_shape, &axes)?;
     let f = super::grad_util::scalar_of(g, b, 1.0 / count.max(1) as f64)?;
     Ok(vec![Some(g.op("Mul", &[b, f])?)])
 }
@@ -324,7 +342,7 @@ fn grad_prod(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let at_zero = g.op("SelectV2", &[is_zero, prod_nz, zeros])?;
     let at_zero = g.op("SelectV2", &[one_zero, at_zero, zeros])?;
     let others = g.op("SelectV2", &[no_zero, others_nz, at_zero])?;
-    let dyb = broadcast_back(g, dy, &in_shape, &axes)?;
+    let dyb = broadcast_back(g, dy, x, &in_shape, &axes)?;
     Ok(vec![Some(g.op("Mul", &[dyb, others])?)])
 }
 
@@ -333,16 +351,8 @@ fn grad_min_max(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
     let dy = need_dy!(grads, 1);
     let (in_shape, axes) = node_axes(g, node)?;
     let x = node.inputs[0];
-    let kept = kept_shape(&in_shape, &axes);
-    let reshape_kept = |g: &mut Graph, t: Output| -> Result<Output> {
-        if g.shape_of(t)? != kept {
-            reshape(g, t, &kept)
-        } else {
-            Ok(t)
-        }
-    };
-    let y = reshape_kept(g, y0(node))?;
-    let dyk = reshape_kept(g, dy)?;
+    let y = to_kept(g, y0(node), &in_shape, &axes)?;
+    let dyk = to_kept(g, dy, &in_shape, &axes)?;
     let eq = g.op("Equal", &[y, x])?;
     let dt = g.dtype_of(x)?;
     let ind = g.op_spec(NodeSpec::new("Cast", &[eq]).attr("DstT", dt))?;

@@ -474,8 +474,11 @@ fn infer_squeeze(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         Some(_) => ctx.attrs.get_ints(ctx.op, "squeeze_dims")?,
     };
     let axes = listed.iter().map(|&a| norm_axis(ctx, a, x.shape.rank())).collect::<Result<Vec<_>>>()?;
+    if axes.is_empty() && !x.shape.is_fully_defined() {
+        return Err(ctx.invalid(format!("cannot squeeze every dimension of size 1 of shape {}, whose dimensions are not all known; name the axes", x.shape)));
+    }
     for &a in &axes {
-        if x.shape.0[a] != 1 {
+        if x.shape.0[a] != 1 && x.shape.0[a] != crate::shape::UNKNOWN {
             return Err(ctx.invalid(format!("can not squeeze dim[{a}], expected a dimension of 1, got {} (shape {})", x.shape.0[a], x.shape)));
         }
     }
@@ -500,8 +503,7 @@ fn kernel_reshape_like(ctx: &KernelCtx) -> Result<Outputs> {
 /// TF `_SqueezeGrad` / `_ExpandDimsGrad`: `dy` reshaped to the input's shape.
 fn grad_reshape_like(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
-    let shape = g.shape_of(node.inputs[0])?;
-    Ok(vec![Some(reshape_to(g, dy, &shape)?)])
+    Ok(vec![Some(super::dynamic_shape::reshape_to_like(g, dy, node.inputs[0])?)])
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -12,10 +12,18 @@ fn kernel_const(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![ctx.node.attrs.get_tensor("Const", "value")?.clone()])
 }
 
-/// `Placeholder`: attrs `dtype`, `shape`. Must be fed.
+/// `Placeholder`: attrs `dtype`, `shape` (scalar when absent; dimensions may be
+/// [`crate::shape::UNKNOWN`], TF's partial shape). Must be fed.
 fn infer_placeholder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let dtype = ctx.attrs.get_type(ctx.op, "dtype")?;
-    let shape = ctx.attrs.get_shape(ctx.op, "shape").unwrap_or_default();
+    let shape = if ctx.attrs.contains_key("shape") { ctx.attrs.get_partial_shape(ctx.op, "shape")? } else { Vec::new() };
+    Ok(vec![TensorType::new(dtype, Shape(shape))])
+}
+
+/// `VariableV2`: attrs `dtype`, `shape` (scalar when absent; fully defined).
+fn infer_variable(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let dtype = ctx.attrs.get_type(ctx.op, "dtype")?;
+    let shape = if ctx.attrs.contains_key("shape") { ctx.attrs.get_shape(ctx.op, "shape")? } else { Vec::new() };
     Ok(vec![TensorType::new(dtype, Shape(shape))])
 }
 fn kernel_placeholder(ctx: &KernelCtx) -> Result<Outputs> {
@@ -93,7 +101,7 @@ pub(crate) fn register(r: &mut Registry) {
         .with_attrs(TYPED),
     );
     r.add(
-        OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_placeholder, kernel_variable) }
+        OpDef { stateful: true, inexpensive: true, ..base("VariableV2", "Variable", Arity::Fixed(0), infer_variable, kernel_variable) }
             .not_differentiable()
             .with_attrs(attrs!["dtype" => Type, "shape" => Shape, "container" => Str, "shared_name" => Str]),
     );

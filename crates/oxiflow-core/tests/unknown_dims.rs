@@ -1,0 +1,209 @@
+//! Unknown dimensions (TF1's partial shapes): a `Placeholder` of shape `[?, k]` fed batches
+//! of any size through one graph and one session, static shapes carried through the ops
+//! that accept them, run-time shape errors naming the op, and gradients equal to finite
+//! differences for every fed size (the oracle: plain Rust loops and central differences).
+
+mod common;
+use common::*;
+use oxiflow_core::autodiff::gradients;
+use oxiflow_core::shape::UNKNOWN as U;
+use oxiflow_core::{DType, Graph, NodeSpec, Output, Session, SessionOptions, Shape, Tensor};
+use std::sync::{Arc, RwLock};
+
+fn session(g: Graph) -> Session {
+    Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap()
+}
+
+fn run(s: &Session, feeds: &[(Output, Tensor)], fetches: &[Output]) -> Vec<Tensor> {
+    s.run(feeds, fetches, &[], false).unwrap().values
+}
+
+/// `tanh(x W + b)` summed, for a batch `x` of `n` rows of 3: the oracle of the MLP layer.
+fn layer_loss(x: &[f64], n: usize, w: &[f64], b: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..n {
+        for j in 0..2 {
+            let z: f64 = (0..3).map(|k| x[i * 3 + k] * w[k * 2 + j]).sum::<f64>() + b[j];
+            s += z.tanh();
+        }
+    }
+    s
+}
+
+#[test]
+fn static_shapes_carry_unknown_dimensions() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 3], Some("x")).unwrap();
+    assert_eq!(g.shape_of(x).unwrap().to_string(), "[?,3]");
+    let w = g.placeholder(DType::Float64, &[3, 2], Some("w")).unwrap();
+    let z = g.op("MatMul", &[x, w]).unwrap();
+    assert_eq!(g.shape_of(z).unwrap(), Shape(vec![U, 2]));
+    let b = g.placeholder(DType::Float64, &[2], Some("b")).unwrap();
+    let y = g.op("Add", &[z, b]).unwrap();
+    assert_eq!(g.shape_of(y).unwrap(), Shape(vec![U, 2]));
+    let col = g.op_spec(NodeSpec::new("Sum", &[y]).attr("axis", vec![1i64])).unwrap();
+    assert_eq!(g.shape_of(col).unwrap(), Shape(vec![U]));
+    let rows = g.op_spec(NodeSpec::new("Mean", &[y]).attr("axis", vec![0i64])).unwrap();
+    assert_eq!(g.shape_of(rows).unwrap(), Shape(vec![2]));
+    let flat = g.op_spec(NodeSpec::new("Reshape", &[y]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![U]))).unwrap();
+    assert_eq!(g.shape_of(flat).unwrap(), Shape(vec![U]));
+    // a known inner dimension that differs is still caught when the node is added
+    let w4 = g.placeholder(DType::Float64, &[4, 2], None).unwrap();
+    let e = g.op("MatMul", &[x, w4]).unwrap_err().to_string();
+    assert!(e.contains("MatMul") && e.contains("[?,3]") && e.contains("[4,2]"), "{e}");
+}
+
+#[test]
+fn one_session_runs_every_batch_size_and_the_gradients_match_finite_differences() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 3], Some("x")).unwrap();
+    let w = g.placeholder(DType::Float64, &[3, 2], Some("w")).unwrap();
+    let b = g.placeholder(DType::Float64, &[2], Some("b")).unwrap();
+    let z = g.op("MatMul", &[x, w]).unwrap();
+    let zb = g.op("Add", &[z, b]).unwrap();
+    let t = g.op("Tanh", &[zb]).unwrap();
+    let loss = g.op("Sum", &[t]).unwrap();
+    let d = gradients(&mut g, &[loss], &[x, w, b], None, false).unwrap();
+    let (dx, dw, db) = (d[0].unwrap(), d[1].unwrap(), d[2].unwrap());
+    assert_eq!(g.shape_of(dx).unwrap(), Shape(vec![U, 3]));
+    assert_eq!(g.shape_of(dw).unwrap(), Shape(vec![3, 2]));
+    assert_eq!(g.shape_of(db).unwrap(), Shape(vec![2]));
+    let s = session(g);
+    let wv = rand_vec(6, 7, -1.0, 1.0);
+    let bv = rand_vec(2, 8, -0.5, 0.5);
+    for n in [1usize, 4, 9] {
+        let xv = rand_vec(n * 3, n as u64, -1.0, 1.0);
+        let feeds = [(x, t64(&[n, 3], xv.clone())), (w, t64(&[3, 2], wv.clone())), (b, t64(&[2], bv.clone()))];
+        let out = run(&s, &feeds, &[loss, dx, dw, db]);
+        assert_close(&out[0].to_f64_vec(), &[layer_loss(&xv, n, &wv, &bv)], 1e-12, "loss");
+        assert_eq!(out[1].dims(), &[n, 3]);
+        let eps = 1e-6;
+        let fd = |f: &dyn Fn(f64) -> f64| (f(eps) - f(-eps)) / (2.0 * eps);
+        let ndx: Vec<f64> = (0..n * 3)
+            .map(|j| {
+                fd(&|e| {
+                    let mut v = xv.clone();
+                    v[j] += e;
+                    layer_loss(&v, n, &wv, &bv)
+                })
+            })
+            .collect();
+        let ndw: Vec<f64> = (0..6)
+            .map(|j| {
+                fd(&|e| {
+                    let mut v = wv.clone();
+                    v[j] += e;
+                    layer_loss(&xv, n, &v, &bv)
+                })
+            })
+            .collect();
+        let ndb: Vec<f64> = (0..2)
+            .map(|j| {
+                fd(&|e| {
+                    let mut v = bv.clone();
+                    v[j] += e;
+                    layer_loss(&xv, n, &wv, &v)
+                })
+            })
+            .collect();
+        assert_close(&out[1].to_f64_vec(), &ndx, 1e-6, &format!("dL/dx, batch {n}"));
+        assert_close(&out[2].to_f64_vec(), &ndw, 1e-6, &format!("dL/dW, batch {n}"));
+        assert_close(&out[3].to_f64_vec(), &ndb, 1e-6, &format!("dL/db, batch {n}"));
+    }
+}
+
+#[test]
+fn reductions_reshape_and_softmax_take_any_fed_size() {
+    // the oracle: the same graph built with the fed size known, and finite differences
+    let build = |g: &mut Graph, x: Output| -> Output {
+        let m = g.op_spec(NodeSpec::new("Mean", &[x]).attr("axis", vec![0i64]).attr("keep_dims", true)).unwrap();
+        let c = g.op("Sub", &[x, m]).unwrap();
+        let sm = g.op("Softmax", &[c]).unwrap();
+        let mx = g.op_spec(NodeSpec::new("Max", &[sm]).attr("axis", vec![1i64])).unwrap();
+        let flat = g.op_spec(NodeSpec::new("Reshape", &[sm]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![U, 2]))).unwrap();
+        let sq = g.op("Square", &[flat]).unwrap();
+        let a = g.op_spec(NodeSpec::new("Mean", &[sq])).unwrap();
+        let bsum = g.op("Sum", &[mx]).unwrap();
+        g.op("Add", &[a, bsum]).unwrap()
+    };
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 4], Some("x")).unwrap();
+    let y = build(&mut g, x);
+    let dx = gradients(&mut g, &[y], &[x], None, false).unwrap()[0].unwrap();
+    let s = session(g);
+    for n in [2usize, 5] {
+        let xv = rand_t(&[n, 4], 10 + n as u64, -1.0, 1.0);
+        let out = run(&s, &[(x, xv.clone())], &[y, dx]);
+        // the same graph with the shape known
+        let mut gk = Graph::new();
+        let xk = gk.placeholder(DType::Float64, &[n, 4], None).unwrap();
+        let yk = build(&mut gk, xk);
+        let dk = gradients(&mut gk, &[yk], &[xk], None, false).unwrap()[0].unwrap();
+        let want = eval(&gk, &[(xk, xv.clone())], &[yk, dk]).unwrap();
+        assert_close(&out[0].to_f64_vec(), &want[0].to_f64_vec(), 1e-14, "value");
+        assert_close(&out[1].to_f64_vec(), &want[1].to_f64_vec(), 1e-13, "gradient");
+        // and finite differences
+        let base = xv.to_f64_vec();
+        let at = |v: Vec<f64>| run(&s, &[(x, t64(&[n, 4], v))], &[y])[0].to_f64_vec()[0];
+        let numeric: Vec<f64> = (0..base.len())
+            .map(|j| {
+                let (mut p, mut m) = (base.clone(), base.clone());
+                p[j] += 1e-6;
+                m[j] -= 1e-6;
+                (at(p) - at(m)) / 2e-6
+            })
+            .collect();
+        assert_close(&out[1].to_f64_vec(), &numeric, 1e-6, "finite differences");
+    }
+}
+
+#[test]
+fn a_dimension_broadcast_only_at_run_time_gets_its_gradient_summed() {
+    // x: [?] fed [1], y: [?] fed [4]: x broadcasts at run time, so dL/dx sums four terms
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U], Some("x")).unwrap();
+    let y = g.placeholder(DType::Float64, &[U], Some("y")).unwrap();
+    let p = g.op("Mul", &[x, y]).unwrap();
+    let l = g.op("Sum", &[p]).unwrap();
+    let d = gradients(&mut g, &[l], &[x, y], None, false).unwrap();
+    let s = session(g);
+    let yv = vec![1.0, 2.0, 3.0, 4.5];
+    let out = run(&s, &[(x, t64(&[1], vec![2.0])), (y, t64(&[4], yv.clone()))], &[l, d[0].unwrap(), d[1].unwrap()]);
+    assert_close(&out[0].to_f64_vec(), &[21.0], 1e-15, "loss");
+    assert_eq!(out[1].dims(), &[1]);
+    assert_close(&out[1].to_f64_vec(), &[10.5], 1e-15, "dL/dx");
+    assert_close(&out[2].to_f64_vec(), &[2.0; 4], 1e-15, "dL/dy");
+    // and the other way round in the same session
+    let out = run(&s, &[(x, t64(&[3], vec![1.0, 2.0, 3.0])), (y, t64(&[1], vec![5.0]))], &[d[0].unwrap(), d[1].unwrap()]);
+    assert_close(&out[0].to_f64_vec(), &[5.0; 3], 1e-15, "dL/dx");
+    assert_close(&out[1].to_f64_vec(), &[6.0], 1e-15, "dL/dy");
+}
+
+#[test]
+fn mismatches_are_errors_naming_the_op_and_the_session_stays_usable() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 3], Some("x")).unwrap();
+    let v = g.placeholder(DType::Float64, &[U], Some("v")).unwrap();
+    let w = g.placeholder(DType::Float64, &[U, 2], Some("w")).unwrap();
+    let z = g.op("MatMul", &[x, w]).unwrap();
+    let sum = g.op("Add", &[x, v]).unwrap();
+    // an op that does not accept unknown dimensions says so when it is added
+    let e = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![2i64, 1])).unwrap_err().to_string();
+    assert!(e.contains("Tile") && e.contains("[?,3]") && e.contains("unknown dimension"), "{e}");
+    // Reshape of a partial shape needs a -1
+    let e = g.op_spec(NodeSpec::new("Reshape", &[x]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![6]))).unwrap_err().to_string();
+    assert!(e.contains("Reshape") && e.contains("-1"), "{e}");
+    let s = session(g);
+    // a fed shape that contradicts the known dimension
+    let e = s.run(&[(x, t64(&[2, 4], vec![0.0; 8]))], &[x], &[], false).unwrap_err().to_string();
+    assert!(e.contains("x:0") && e.contains("[2,4]") && e.contains("[?,3]"), "{e}");
+    // inner dimensions that only the run can compare
+    let e = s.run(&[(x, t64(&[2, 3], vec![1.0; 6])), (w, t64(&[4, 2], vec![1.0; 8]))], &[z], &[], false).unwrap_err().to_string();
+    assert!(e.contains("MatMul") && e.contains("[2,3]") && e.contains("[4,2]"), "{e}");
+    // shapes that do not broadcast at run time
+    let e = s.run(&[(x, t64(&[2, 3], vec![1.0; 6])), (v, t64(&[2], vec![1.0; 2]))], &[sum], &[], false).unwrap_err().to_string();
+    assert!(e.contains("Add") && e.contains("[2,3]") && e.contains("[2]"), "{e}");
+    // the session still runs
+    let out = run(&s, &[(x, t64(&[1, 3], vec![1.0, 2.0, 3.0])), (w, t64(&[3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]))], &[z]);
+    assert_close(&out[0].to_f64_vec(), &[4.0, 5.0], 1e-15, "x w");
+}
