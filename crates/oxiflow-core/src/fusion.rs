@@ -78,7 +78,12 @@ fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) 
     let [out] = &n.outputs[..] else { return false };
     let dims = out.shape.dims();
     // a partial shape is only known at run time: never fused
-    if !out.shape.is_fully_defined() || !fusable(n.op.name) || !n.control_inputs.is_empty() || !cpu(dev) || !matches!(out.dtype, DType::Float32 | DType::Float64) {
+    if !out.shape.is_fully_defined()
+        || !fusable(n.op.name)
+        || !n.control_inputs.is_empty()
+        || !cpu(dev)
+        || !matches!(out.dtype, DType::Float32 | DType::Float64)
+    {
         return false;
     }
     if elements(dims) == 0 || elements(dims) > max_len || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {

@@ -207,3 +207,46 @@ fn mismatches_are_errors_naming_the_op_and_the_session_stays_usable() {
     let out = run(&s, &[(x, t64(&[1, 3], vec![1.0, 2.0, 3.0])), (w, t64(&[3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]))], &[z]);
     assert_close(&out[0].to_f64_vec(), &[4.0, 5.0], 1e-15, "x w");
 }
+
+#[test]
+fn a_partial_graph_and_its_gradient_run_on_a_gpu_without_soft_placement() {
+    // every op, the run-time shape ops of the gradient included, has a GPU kernel: with
+    // soft placement off, an emulated GPU runs the whole step and matches the CPU
+    let build = |g: &mut Graph| -> (Output, Output, Output, Output, Output) {
+        let x = g.placeholder(DType::Float64, &[U, 3], Some("x")).unwrap();
+        let w = g.placeholder(DType::Float64, &[3, 2], Some("w")).unwrap();
+        let z = g.op("MatMul", &[x, w]).unwrap();
+        let t = g.op("Tanh", &[z]).unwrap();
+        let m = g.op_spec(NodeSpec::new("Mean", &[t]).attr("axis", vec![1i64])).unwrap();
+        let r = g.op_spec(NodeSpec::new("Reshape", &[m]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![U, 1]))).unwrap();
+        let p = g.op("Mul", &[r, x]).unwrap();
+        let l = g.op("Sum", &[p]).unwrap();
+        let d = gradients(g, &[l], &[x, w], None, true).unwrap();
+        (x, w, l, d[0].unwrap(), d[1].unwrap())
+    };
+    let mut gc = Graph::new();
+    let (xc, wc, lc, dxc, dwc) = build(&mut gc);
+    let cpu = session(gc);
+    let mut g = Graph::new();
+    g.push_device(oxiflow_core::graph::DeviceScope::Spec(oxiflow_core::DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let (x, w, l, dx, dw) = build(&mut g);
+    let ops: Vec<String> = g.nodes().iter().map(|n| n.op.name.to_string()).collect();
+    assert!(
+        ops.iter().any(|o| o == "_SumToShapeOf") && ops.iter().any(|o| o == "_BroadcastToShapeOf") && ops.iter().any(|o| o == "_ReshapeToShapeOf"),
+        "{ops:?}"
+    );
+    let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(1), allow_soft_placement: false, ..Default::default() }).unwrap();
+    let wv = t64(&[3, 2], rand_vec(6, 3, -1.0, 1.0));
+    for n in [2usize, 6] {
+        let xv = rand_t(&[n, 3], 30 + n as u64, -1.0, 1.0);
+        let got = run(&s, &[(x, xv.clone()), (w, wv.clone())], &[l, dx, dw]);
+        let want = run(&cpu, &[(xc, xv), (wc, wv.clone())], &[lc, dxc, dwc]);
+        assert_close(&got[0].to_f64_vec(), &want[0].to_f64_vec(), 1e-14, "loss");
+        assert_eq!(got[1].dims(), &[n, 3]);
+        assert_close(&got[1].to_f64_vec(), &want[1].to_f64_vec(), 1e-14, "dL/dx");
+        assert_close(&got[2].to_f64_vec(), &want[2].to_f64_vec(), 1e-14, "dL/dW");
+    }
+    for (_, dev) in s.placed_devices() {
+        assert!(dev.ends_with("GPU:0"), "placed on {dev}");
+    }
+}

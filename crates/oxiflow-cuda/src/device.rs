@@ -410,6 +410,20 @@ impl CudaDevice {
                     buffer: d.buffer.clone()
                 })]
             }
+            // the run-time shape ops of gradients with unknown dimensions: the `Sum` or
+            // `BroadcastTo` they stand for, launched, then the target's dimensions
+            "_SumToShapeOf" | "_BroadcastToShapeOf" | "_ReshapeToShapeOf" => {
+                let out = match oxiflow_core::ops::dynamic_shape::standard_node(node, ctx.inputs[0].dims())? {
+                    None => ctx.inputs[0].clone(),
+                    Some(n) => self.launched(&KernelCtx { node: &n, inputs: &ctx.inputs[..1], state: ctx.state })?.swap_remove(0),
+                };
+                let Tensor::Device(d) = &out else { unreachable!("made resident first") };
+                oxiflow_core::ops::smallvec![Tensor::Device(DeviceTensor {
+                    dtype: d.dtype,
+                    dims: node.outputs[0].shape.dims().to_vec(),
+                    buffer: d.buffer.clone()
+                })]
+            }
             // Placeholder, PlaceholderWithDefault, VariableV2, Assign, Identity, StopGradient,
             // NoOp: their CPU kernels only move tensors, never read the data.
             _ => {

@@ -7,7 +7,9 @@
 //! `per_process_gpu_memory_fraction` fails cleanly and leaves the session usable; two live
 //! sessions share the GPU's allocator (TF's per-process allocator) and a session with other
 //! options is told what holds the memory; and `CUDA_VISIBLE_DEVICES` shows or hides the
-//! GPU (checked in child processes, since the driver reads it once per process).
+//! GPU (checked in child processes, since the driver reads it once per process). A graph
+//! with an unknown batch dimension runs on the GPU for two fed sizes, its gradient's
+//! run-time shape ops included.
 //!
 //! Every test starts at [`oxiflow_cuda::testing::gpu_or_skip`]: it skips only where no
 //! driver or GPU exists, and fails under `OXIFLOW_REQUIRE_GPU=1`. The tests share one GPU
@@ -181,6 +183,61 @@ fn an_mlp_training_step_on_the_gpu_equals_the_cpus() {
     for (a, b) in results[0].iter().zip(&results[1]) {
         for (x, y) in a.iter().zip(b) {
             assert!((x - y).abs() < 1e-12 * (1.0 + y.abs()), "gpu {x} cpu {y}");
+        }
+    }
+}
+
+#[test]
+fn a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size() {
+    let Some(_gpu) = gpu("a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size") else { return };
+    // x: [?, 5] fed 3 and 11 rows through one session; its gradient needs the run-time
+    // shape ops (`_SumToShapeOf` launching a `Sum`, `_BroadcastToShapeOf` a `BroadcastTo`,
+    // `_ReshapeToShapeOf`), all on GPU:0 with soft placement off
+    use oxiflow_core::ops::AttrValue;
+    use oxiflow_core::shape::UNKNOWN;
+    use oxiflow_core::NodeSpec;
+    let mut g = Graph::new();
+    let rand = |n: usize, seed: u64| -> Vec<f64> { (0..n).map(|i| (((i as u64 * 2654435761 + seed) % 1000) as f64) / 500.0 - 1.0).collect() };
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/GPU:0").unwrap()));
+    let x = g.placeholder(oxiflow_core::DType::Float64, &[UNKNOWN, 5], Some("x")).unwrap();
+    let w = g.variable(Tensor::from_vec(&[5, 4], rand(20, 3), Layout::RowMajor).unwrap(), Some("w"), true).unwrap();
+    let b = g.variable(Tensor::from_vec(&[4], rand(4, 4), Layout::RowMajor).unwrap(), Some("b"), true).unwrap();
+    let h = g.op("MatMul", &[x, Output::new(w, 0)]).unwrap();
+    let h = g.op("Add", &[h, Output::new(b, 0)]).unwrap();
+    let h = g.op("Tanh", &[h]).unwrap();
+    let m = g.op_spec(NodeSpec::new("Mean", &[h]).attr("axis", vec![1i64])).unwrap();
+    let col = g.op_spec(NodeSpec::new("Reshape", &[m]).attr("shape", AttrValue::Shape(vec![UNKNOWN, 1]))).unwrap();
+    let p = g.op("Mul", &[col, h]).unwrap();
+    let loss = g.op("Sum", &[p]).unwrap();
+    let grads = gradients(&mut g, &[loss], &[x, Output::new(w, 0), Output::new(b, 0)], None, true).unwrap();
+    g.pop_device().unwrap();
+    let init = g.global_variables_initializer().unwrap();
+    let fetches = [loss, grads[0].unwrap(), grads[1].unwrap(), grads[2].unwrap()];
+    let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.name).collect();
+    for op in ["_SumToShapeOf", "_BroadcastToShapeOf", "_ReshapeToShapeOf"] {
+        assert!(ops.contains(&op), "{op} missing from the gradient: {ops:?}");
+    }
+    let all: Vec<(NodeId, String)> = g.nodes().iter().map(|n| (n.id, n.name.clone())).collect();
+    let g = Arc::new(RwLock::new(g));
+    let (gpu_s, cpu_s) = (Session::new(g.clone(), real(GpuOptions::default())).unwrap(), Session::new(g.clone(), cpu_only()).unwrap());
+    for s in [&gpu_s, &cpu_s] {
+        s.run(&[], &[], &[init], false).unwrap();
+    }
+    for (id, name) in &all {
+        if let Ok(d) = gpu_s.assigned_device(*id) {
+            assert!(d == GPU0 || name.starts_with("init"), "{name} was placed on {d}");
+        }
+    }
+    for rows in [3usize, 11] {
+        let feed = [(x, Tensor::from_vec(&[rows, 5], rand(rows * 5, rows as u64), Layout::RowMajor).unwrap())];
+        traced_step_has_cuda_event_times(&gpu_s, &feed, &fetches, &[]);
+        let got = gpu_s.run(&feed, &fetches, &[], false).unwrap().values;
+        let want = cpu_s.run(&feed, &fetches, &[], false).unwrap().values;
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a.dims(), b.dims(), "fetch {k}, {rows} rows");
+            for (u, v) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
+                assert!((u - v).abs() < 1e-12 * (1.0 + v.abs()), "fetch {k}, {rows} rows: gpu {u} cpu {v}");
+            }
         }
     }
 }

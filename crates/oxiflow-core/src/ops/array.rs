@@ -66,7 +66,11 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         }
         let n = x.shape.num_elements();
         if known == 0 || n % known != 0 {
-            return Err(ctx.shape_error(&x.shape, &target, format!(" (Input to reshape is a tensor with {n} values, but the requested shape requires a multiple of {known})")));
+            return Err(ctx.shape_error(
+                &x.shape,
+                &target,
+                format!(" (Input to reshape is a tensor with {n} values, but the requested shape requires a multiple of {known})"),
+            ));
         }
         target.0[f] = n / known;
     } else if !x.shape.is_fully_defined() {

@@ -15,7 +15,6 @@
 use super::array::{reshape, reshape_array, sum_to_shape};
 use super::math::def;
 use super::*;
-use crate::graph::NodeSpec;
 use crate::tensor::Element;
 use crate::with_array;
 
@@ -127,11 +126,9 @@ pub fn reshape_to_like(g: &mut Graph, x: Output, like: Output) -> Result<Output>
     g.op("_ReshapeToShapeOf", &[x, like])
 }
 
-/// `x` broadcast to the shape of `like` (NumPy rules), divided by the broadcast factor
-/// (`like`'s element count over `x`'s) when `mean` (the gradient of `Mean`):
-/// `_BroadcastToShapeOf(x, like)`.
-pub fn broadcast_to_like(g: &mut Graph, x: Output, like: Output, mean: bool) -> Result<Output> {
-    g.op_spec(NodeSpec::new("_BroadcastToShapeOf", &[x, like]).attr("mean", mean))
+/// `x` broadcast to the shape of `like` (NumPy rules): `_BroadcastToShapeOf(x, like)`.
+pub fn broadcast_to_like(g: &mut Graph, x: Output, like: Output) -> Result<Output> {
+    g.op("_BroadcastToShapeOf", &[x, like])
 }
 
 // ---------------------------------------------------------------- the ops
@@ -166,62 +163,71 @@ fn infer_reshape_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![like_type(ctx, x)])
 }
 
-/// Runs `op`'s kernel as a node with `attrs` and the one output `out` on `inputs`.
-fn run_as(ctx: &KernelCtx, op: &str, attrs: Attrs, out: Shape, inputs: &[Tensor]) -> Result<Tensor> {
+/// The standard node that computes the internal op `node` (`_SumToShapeOf`,
+/// `_BroadcastToShapeOf` or `_ReshapeToShapeOf`, specialised: its output shape is the
+/// run-time target) on its input 0, whose dimensions are `dims`: a `Sum` over the
+/// broadcast axes, a `BroadcastTo`, or `None` where the result is input 0's buffer with the
+/// target's dimensions (equal shapes, or a reshape). The caller gives the result the
+/// target's dimensions. The CPU kernels below and the CUDA device both run through it, so
+/// the two compute the same thing. `InvalidArgument` naming the op when the shapes do not
+/// fit.
+pub fn standard_node(node: &Node, dims: &[usize]) -> Result<Option<Node>> {
+    let target = &node.outputs[0].shape;
+    let shape = Shape(dims.to_vec());
+    if node.op.name == "_ReshapeToShapeOf" || shape == *target {
+        if shape.num_elements() != target.num_elements() {
+            return Err(OxiflowError::InvalidArgument(format!("{} '{}': cannot reshape {shape} to {target}", node.op.name, node.name)));
+        }
+        return Ok(None);
+    }
+    let mut attrs = Attrs::new();
+    let (op, out) = match node.op.name {
+        "_SumToShapeOf" => {
+            if Shape::broadcast(target, &shape).as_ref() != Some(&shape) {
+                return Err(OxiflowError::InvalidArgument(format!(
+                    "{} '{}': a gradient of shape {shape} is not a broadcast of shape {target}",
+                    node.op.name, node.name
+                )));
+            }
+            let axes = target.broadcast_axes(&shape);
+            let kept = Shape(dims.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect());
+            attrs.insert("axis".into(), AttrValue::Ints(axes.iter().map(|&a| a as i64).collect()));
+            ("Sum", kept)
+        }
+        "_BroadcastToShapeOf" => {
+            if Shape::broadcast(&shape, target).as_ref() != Some(target) {
+                return Err(OxiflowError::InvalidArgument(format!("{} '{}': cannot broadcast {shape} to {target}", node.op.name, node.name)));
+            }
+            attrs.insert("shape".into(), AttrValue::Shape(target.0.clone()));
+            ("BroadcastTo", target.clone())
+        }
+        other => return Err(OxiflowError::Internal(format!("standard_node: {other} is not a run-time shape op"))),
+    };
     let op = lookup(op)?;
-    let node = Node { op, attrs, outputs: vec![TensorType::new(inputs[0].dtype(), out)], ..ctx.node.clone() };
-    let mut outs = (op.kernel)(&KernelCtx { node: &node, inputs, state: ctx.state })?;
-    Ok(outs.swap_remove(0))
+    Ok(Some(Node { op, attrs, outputs: vec![TensorType::new(node.outputs[0].dtype, out)], ..node.clone() }))
 }
 
-fn kernel_sum_to(ctx: &KernelCtx) -> Result<Outputs> {
-    let (grad, target) = (&ctx.inputs[0], Shape(ctx.inputs[1].dims().to_vec()));
-    let shape = Shape(grad.dims().to_vec());
-    if shape == target {
-        return Ok(smallvec![grad.clone()]);
-    }
-    if Shape::broadcast(&target, &shape).as_ref() != Some(&shape) {
-        return Err(ctx.error(format!("a gradient of shape {shape} is not a broadcast of shape {target}")));
-    }
-    let axes: Vec<i64> = target.broadcast_axes(&shape).into_iter().map(|a| a as i64).collect();
-    let kept = Shape(shape.dims().iter().enumerate().filter(|(i, _)| !axes.contains(&(*i as i64))).map(|(_, &d)| d).collect());
-    let mut attrs = Attrs::new();
-    attrs.insert("axis".into(), AttrValue::Ints(axes));
-    let summed = run_as(ctx, "Sum", attrs, kept, std::slice::from_ref(grad))?;
-    Ok(smallvec![with_array!(&summed, a => Element::wrap(reshape_array(ctx, a, target.dims())?))])
-}
-
-fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Outputs> {
-    let (x, target) = (&ctx.inputs[0], Shape(ctx.inputs[1].dims().to_vec()));
-    let mut attrs = Attrs::new();
-    attrs.insert("shape".into(), AttrValue::Shape(target.0.clone()));
-    let out = if x.dims() == target.dims() { x.clone() } else { run_as(ctx, "BroadcastTo", attrs, target.clone(), std::slice::from_ref(x))? };
-    if !ctx.node.attrs.get_bool_or(ctx.node.op.name, "mean", false)? {
+/// CPU kernel of the three ops: [`standard_node`]'s kernel, then the target's dimensions.
+fn kernel_to_shape_of(ctx: &KernelCtx) -> Result<Outputs> {
+    let x = &ctx.inputs[0];
+    let out = match standard_node(ctx.node, x.dims())? {
+        None => x.clone(),
+        Some(n) => (n.op.kernel)(&KernelCtx { node: &n, inputs: std::slice::from_ref(x), state: ctx.state })?.swap_remove(0),
+    };
+    let dims = ctx.node.outputs[0].shape.dims();
+    if out.dims() == dims {
         return Ok(smallvec![out]);
     }
-    let n = (target.num_elements() / Shape(x.dims().to_vec()).num_elements().max(1)).max(1);
-    Ok(smallvec![match out {
-        Tensor::F32(a) => Tensor::F32(a.mapv(|v| v / n as f32).into_shared()),
-        Tensor::F64(a) => Tensor::F64(a.mapv(|v| v / n as f64).into_shared()),
-        t => return Err(ctx.error(format!("no kernel for {}", t.dtype()))),
-    }])
-}
-
-fn kernel_reshape_to(ctx: &KernelCtx) -> Result<Outputs> {
-    let dims = ctx.inputs[1].dims();
-    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(reshape_array(ctx, a, dims)?))])
+    Ok(smallvec![with_array!(&out, a => Element::wrap(reshape_array(ctx, a, dims)?))])
 }
 
 fn grad_sum_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
-    Ok(vec![Some(broadcast_to_like(g, dy, node.inputs[0], false)?), None])
+    Ok(vec![Some(broadcast_to_like(g, dy, node.inputs[0])?), None])
 }
 
 fn grad_broadcast_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
-    if node.attrs.get_bool_or(node.op.name, "mean", false)? {
-        return Err(OxiflowError::Unimplemented("the second derivative of Mean with unknown dimensions".into()));
-    }
     Ok(vec![Some(sum_to_like(g, dy, node.inputs[0])?), None])
 }
 
@@ -232,10 +238,9 @@ fn grad_reshape_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
 
 pub(crate) fn register(r: &mut Registry) {
     let two = Arity::Fixed(2);
-    r.add(def("_SumToShapeOf", "SumToShapeOf", two, infer_sum_to, kernel_sum_to, GpuSupport::None, Some(grad_sum_to)));
-    r.add(
-        def("_BroadcastToShapeOf", "BroadcastToShapeOf", two, infer_broadcast_to, kernel_broadcast_to, GpuSupport::None, Some(grad_broadcast_to))
-            .with_attrs(attrs!["mean" => Bool]),
-    );
-    r.add(def("_ReshapeToShapeOf", "ReshapeToShapeOf", two, infer_reshape_to, kernel_reshape_to, GpuSupport::None, Some(grad_reshape_to)));
+    // the CUDA device runs them through `standard_node` too (no kernel of their own)
+    let gpu = |d: OpDef| d.launched_as(GpuLaunch::DeviceHandled);
+    r.add(gpu(def("_SumToShapeOf", "SumToShapeOf", two, infer_sum_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_sum_to))));
+    r.add(gpu(def("_BroadcastToShapeOf", "BroadcastToShapeOf", two, infer_broadcast_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_broadcast_to))));
+    r.add(gpu(def("_ReshapeToShapeOf", "ReshapeToShapeOf", two, infer_reshape_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_reshape_to))));
 }

@@ -289,7 +289,7 @@ fn to_kept(g: &mut Graph, t: Output, in_shape: &Shape, axes: &[usize]) -> Result
 fn broadcast_back(g: &mut Graph, t: Output, x: Output, in_shape: &Shape, axes: &[usize]) -> Result<Output> {
     let out = to_kept(g, t, in_shape, axes)?;
     if !in_shape.is_fully_defined() {
-        return super::dynamic_shape::broadcast_to_like(g, out, x, false);
+        return super::dynamic_shape::broadcast_to_like(g, out, x);
     }
     if g.shape_of(out)? != *in_shape {
         return g.op_spec(NodeSpec::new("BroadcastTo", &[out]).attr("shape", AttrValue::Shape(in_shape.0.clone())));
@@ -308,8 +308,14 @@ fn grad_mean(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     let dy = need_dy!(grads, 1);
     let (in_shape, axes) = node_axes(g, node)?;
     if !in_shape.is_fully_defined() {
+        // the count is known only at run time: the reduced sum of ones (kept shape)
+        let x = node.inputs[0];
         let kept = to_kept(g, dy, &in_shape, &axes)?;
-        return Ok(vec![Some(super::dynamic_shape::broadcast_to_like(g, kept, node.inputs[0], true)?)]);
+        let ones = g.op("OnesLike", &[x])?;
+        let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+        let count = reduce_sum(g, ones, &ax, true)?;
+        let share = g.op("RealDiv", &[kept, count])?;
+        return Ok(vec![Some(super::dynamic_shape::broadcast_to_like(g, share, x)?)]);
     }
     let count: usize = axes.iter().map(|&a| in_shape.dims()[a]).product();
     let b = broadcast_back(g, dy, node.inputs[0], &in_shape, &axes)?;
