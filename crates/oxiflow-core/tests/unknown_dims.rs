@@ -250,3 +250,88 @@ fn a_partial_graph_and_its_gradient_run_on_a_gpu_without_soft_placement() {
         assert!(dev.ends_with("GPU:0"), "placed on {dev}");
     }
 }
+
+/// Builds `build(x)` once with `x: [?, 4]` and, for each fed batch size, compares its value
+/// and gradient with the same graph built for that size, and the gradient with central
+/// finite differences.
+fn matches_the_known_shape_graph(build: impl Fn(&mut Graph, Output) -> Output) {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 4], Some("x")).unwrap();
+    let y = build(&mut g, x);
+    let dx = gradients(&mut g, &[y], &[x], None, false).unwrap()[0].unwrap();
+    let s = session(g);
+    for n in [2usize, 5] {
+        let xv = rand_t(&[n, 4], 50 + n as u64, -1.0, 1.0);
+        let out = run(&s, &[(x, xv.clone())], &[y, dx]);
+        let mut gk = Graph::new();
+        let xk = gk.placeholder(DType::Float64, &[n, 4], None).unwrap();
+        let yk = build(&mut gk, xk);
+        let dk = gradients(&mut gk, &[yk], &[xk], None, false).unwrap()[0].unwrap();
+        let want = eval(&gk, &[(xk, xv.clone())], &[yk, dk]).unwrap();
+        assert_close(&out[0].to_f64_vec(), &want[0].to_f64_vec(), 1e-14, "value");
+        assert_eq!(out[1].dims(), &[n, 4]);
+        assert_close(&out[1].to_f64_vec(), &want[1].to_f64_vec(), 1e-13, "gradient");
+        let base = xv.to_f64_vec();
+        let at = |v: Vec<f64>| run(&s, &[(x, t64(&[n, 4], v))], &[y])[0].to_f64_vec()[0];
+        let numeric: Vec<f64> = (0..base.len())
+            .map(|j| {
+                let (mut p, mut m) = (base.clone(), base.clone());
+                p[j] += 1e-6;
+                m[j] -= 1e-6;
+                (at(p) - at(m)) / 2e-6
+            })
+            .collect();
+        assert_close(&out[1].to_f64_vec(), &numeric, 1e-6, "finite differences");
+    }
+}
+
+#[test]
+fn indexing_and_slicing_along_an_unknown_dimension() {
+    use oxiflow_core::ops::index::strided_slice;
+    matches_the_known_shape_graph(|g, x| {
+        // x[:, 1] (an index into the known axis), x[1:, 2:] (a slice of the unknown one),
+        // x[end, :] (a negative index into the unknown one)
+        let partial = !g.shape_of(x).unwrap().is_fully_defined();
+        let col = strided_slice(g, x, &[0, 1], &[0, 2], &[1, 1], 1, 1, 2).unwrap();
+        let tail = strided_slice(g, x, &[1, 2], &[0, 0], &[1, 1], 0, 3, 0).unwrap();
+        let last = strided_slice(g, x, &[-1, 0], &[0, 0], &[1, 1], 2, 2, 1).unwrap();
+        if partial {
+            assert_eq!(g.shape_of(col).unwrap(), Shape(vec![U]));
+            assert_eq!(g.shape_of(tail).unwrap(), Shape(vec![U, 2]));
+            assert_eq!(g.shape_of(last).unwrap(), Shape(vec![4]));
+        }
+        let a = g.op("Sin", &[col]).unwrap();
+        let b = g.op("Square", &[tail]).unwrap();
+        let (a, b) = (g.op("Sum", &[a]).unwrap(), g.op("Sum", &[b]).unwrap());
+        let c = g.op("Sum", &[last]).unwrap();
+        let ab = g.op("Add", &[a, b]).unwrap();
+        g.op("Mul", &[ab, c]).unwrap()
+    });
+}
+
+#[test]
+fn concatenation_and_stacking_with_an_unknown_dimension() {
+    use oxiflow_core::ops::shape_ops::{concat, pack};
+    matches_the_known_shape_graph(|g, x| {
+        let partial = !g.shape_of(x).unwrap().is_fully_defined();
+        let s = g.op("Sin", &[x]).unwrap();
+        let c = concat(g, &[x, s], 1).unwrap();
+        let p = pack(g, &[x, s], 2).unwrap();
+        if partial {
+            assert_eq!(g.shape_of(c).unwrap(), Shape(vec![U, 8]));
+            assert_eq!(g.shape_of(p).unwrap(), Shape(vec![U, 4, 2]));
+            let rows = concat(g, &[x, s], 0).unwrap();
+            assert_eq!(g.shape_of(rows).unwrap(), Shape(vec![U, 4]));
+        }
+        let (c2, p2) = (g.op("Square", &[c]).unwrap(), g.op("Cos", &[p]).unwrap());
+        let (a, b) = (g.op("Sum", &[c2]).unwrap(), g.op("Sum", &[p2]).unwrap());
+        g.op("Add", &[a, b]).unwrap()
+    });
+    // the gradient of a concatenation along the unknown axis is refused, naming it
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 4], Some("x")).unwrap();
+    let rows = concat(&mut g, &[x, x], 0).unwrap();
+    let l = g.op("Sum", &[rows]).unwrap();
+    let e = gradients(&mut g, &[l], &[x], None, false).unwrap_err().to_string();
+    assert!(e.contains("ConcatV2") && e.contains("unknown"), "{e}");
+}

@@ -108,10 +108,24 @@ fn slice_dims(spec: &[DimSlice]) -> (Vec<usize>, Vec<usize>) {
     (out, full)
 }
 
+/// Output dims of a slice of `shape`, which may have unknown dimensions: a slice of an
+/// unknown dimension is unknown (TF's `None`), an index into one drops it and is checked
+/// at run time.
+fn partial_slice_dims(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Vec<usize>, String> {
+    if shape.is_fully_defined() {
+        return Ok(slice_dims(&slice_spec(attrs, op, shape)?).0);
+    }
+    // a stand-in size for the unknown dimensions that any index fits
+    const STAND_IN: usize = 1 << 40;
+    let known = Shape(shape.0.iter().map(|&d| if d == crate::shape::UNKNOWN { STAND_IN } else { d }).collect());
+    let spec = slice_spec(attrs, op, &known)?;
+    Ok(spec.iter().zip(&shape.0).filter(|(s, _)| !s.shrink).map(|(s, &d)| if d == crate::shape::UNKNOWN { d } else { s.len }).collect())
+}
+
 fn infer_strided_slice(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
-    let spec = slice_spec(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
-    Ok(vec![TensorType::new(x.dtype, Shape(slice_dims(&spec).0))])
+    let dims = partial_slice_dims(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
+    Ok(vec![TensorType::new(x.dtype, Shape(dims))])
 }
 
 fn kernel_strided_slice(ctx: &KernelCtx) -> Result<Outputs> {
@@ -164,22 +178,33 @@ fn slice_attrs(node: &Node) -> NodeSpec {
 
 /// TF `_StridedSliceGrad`: a `StridedSliceGrad` that writes `dy` into zeros of the input's
 /// shape at the sliced positions.
+/// TF `_StridedSliceGrad`. Where the input's shape has unknown dimensions, the input itself
+/// is a second operand whose run-time shape the gradient takes (TF passes `Shape(x)`).
 fn grad_strided_slice(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let shape = g.shape_of(node.inputs[0])?;
     let mut spec = slice_attrs(node);
     spec.op = "StridedSliceGrad".into();
-    spec.inputs = vec![dy];
-    spec.attrs.insert("shape".into(), AttrValue::Shape(shape.0));
+    if shape.is_fully_defined() {
+        spec.inputs = vec![dy];
+        spec.attrs.insert("shape".into(), AttrValue::Shape(shape.0));
+    } else {
+        spec.inputs = vec![dy, node.inputs[0]];
+    }
     Ok(vec![Some(g.op_spec(spec)?)])
 }
 
+/// `StridedSliceGrad(dy)` with attr `shape`, or `StridedSliceGrad(dy, x)` taking the shape
+/// of `x` (possibly partial when the node is built, full when it runs).
 fn infer_strided_slice_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let dy = &ctx.inputs[0];
-    let shape = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
-    let spec = slice_spec(ctx.attrs, ctx.op, &shape).map_err(|m| ctx.invalid(m))?;
-    let want = Shape(slice_dims(&spec).0);
-    if dy.shape != want {
+    let shape = match ctx.inputs {
+        [_] => Shape(ctx.attrs.get_shape(ctx.op, "shape")?),
+        [_, like] => like.shape.clone(),
+        _ => return Err(ctx.invalid(format!("takes dy and at most the sliced tensor, got {} inputs", ctx.inputs.len()))),
+    };
+    let want = Shape(partial_slice_dims(ctx.attrs, ctx.op, &shape).map_err(|m| ctx.invalid(m))?);
+    if want.merge(&dy.shape).is_none() {
         return Err(ctx.shape_error(&want, &dy.shape, format!(" (the slice of shape {shape} and its gradient)")));
     }
     Ok(vec![TensorType::new(dy.dtype, shape)])
@@ -423,7 +448,7 @@ pub(crate) fn register(r: &mut Registry) {
     let def = |name, default_name, arity, infer, kernel, gpu, grad| def(name, default_name, arity, infer, kernel, gpu, grad).launched_as(GpuLaunch::Movement);
     r.add(def("StridedSlice", "strided_slice", one, infer_strided_slice, kernel_strided_slice, any, Some(grad_strided_slice)).with_attrs(SLICE));
     r.add(
-        def("StridedSliceGrad", "StridedSliceGrad", one, infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad))
+        def("StridedSliceGrad", "StridedSliceGrad", Arity::AtLeast(1), infer_strided_slice_grad, kernel_strided_slice_grad, any, Some(grad_strided_slice_grad))
             .with_attrs(SLICE_GRAD),
     );
     r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)).with_attrs(attrs!["axis" => Int, "batch_dims" => Int]));

@@ -111,11 +111,20 @@ fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         if t.dtype != first.dtype {
             return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; concatenated tensors must share a dtype)")));
         }
-        let same = t.shape.rank() == dims.len() && (0..dims.len()).all(|d| d == axis || t.shape.0[d] == dims[d]);
+        // unknown dimensions merge with known ones; along the axis one unknown makes the
+        // sum unknown
+        let mut merged = Vec::with_capacity(dims.len());
+        let same = t.shape.rank() == dims.len()
+            && (0..dims.len()).all(|d| {
+                let m = if d == axis { Some(dims[d]) } else { Shape(vec![dims[d]]).merge(&Shape(vec![t.shape.0[d]])).map(|s| s.0[0]) };
+                m.map(|m| merged.push(m)).is_some()
+            });
         if !same {
             return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}: dimensions other than axis {axis} must match)")));
         }
-        dims[axis] += t.shape.0[axis];
+        let (a, b) = (dims[axis], t.shape.0[axis]);
+        dims = merged;
+        dims[axis] = if a == crate::shape::UNKNOWN || b == crate::shape::UNKNOWN { crate::shape::UNKNOWN } else { a + b };
     }
     Ok(vec![TensorType::new(first.dtype, Shape(dims))])
 }
@@ -153,7 +162,14 @@ fn grad_concat(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let Some(dy) = grads[0] else { return Ok(vec![None; n]) };
     let rank = node.outputs[0].shape.rank() as i64;
     let axis = (node.attrs.get_int("ConcatV2", "axis")? + rank) % rank;
-    let sizes = node.inputs.iter().map(|&i| Ok(g.shape_of(i)?.0[axis as usize] as i64)).collect::<Result<Vec<_>>>()?;
+    let sizes = node.inputs.iter().map(|&i| Ok(g.shape_of(i)?.0[axis as usize])).collect::<Result<Vec<_>>>()?;
+    if sizes.contains(&crate::shape::UNKNOWN) {
+        return Err(OxiflowError::Unimplemented(format!(
+            "the gradient of ConcatV2 '{}' along axis {axis}, where an input's size is unknown; concatenate along a known dimension",
+            node.name
+        )));
+    }
+    let sizes: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
     Ok(split_v(g, dy, &sizes, axis)?.into_iter().map(Some).collect())
 }
 
@@ -166,18 +182,17 @@ pub fn concat(g: &mut Graph, xs: &[Output], axis: i64) -> Result<Output> {
 
 fn infer_pack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let first = &ctx.inputs[0];
+    let mut shape = first.shape.clone();
     for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
         if t.dtype != first.dtype {
             return Err(ctx.dtype_error(first.dtype, t.dtype, format!(" (input {i}; stacked tensors must share a dtype)")));
         }
-        if t.shape != first.shape {
-            return Err(ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; stacked tensors must share a shape)")));
-        }
+        shape = shape.merge(&t.shape).ok_or_else(|| ctx.shape_error(&first.shape, &t.shape, format!(" (input {i}; stacked tensors must share a shape)")))?;
     }
     let rank = first.shape.rank() + 1;
     let a = int_or(ctx.attrs, ctx.op, "axis", 0)?;
     let axis = norm_axis(ctx, a, rank)?;
-    let mut dims = first.shape.0.clone();
+    let mut dims = shape.0;
     dims.insert(axis, ctx.inputs.len());
     Ok(vec![TensorType::new(first.dtype, Shape(dims))])
 }
@@ -220,6 +235,9 @@ fn infer_unpack(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     let axis = norm_axis(ctx, int_or(ctx.attrs, ctx.op, "axis", 0)?, x.shape.rank())?;
     let n = x.shape.0[axis];
+    if n == crate::shape::UNKNOWN {
+        return Err(ctx.invalid(format!("cannot unstack along dimension {axis} of shape {}, whose size is unknown (one output per slice)", x.shape)));
+    }
     if let Some(num) = ctx.attrs.get("num").map(|_| ctx.attrs.get_int(ctx.op, "num")).transpose()? {
         if num != n as i64 {
             return Err(ctx.invalid(format!("num {num} does not match dimension {axis} of shape {} ({n})", x.shape)));
@@ -284,6 +302,9 @@ fn split_sizes(ctx: &InferCtx, dim: usize) -> Result<Vec<usize>> {
 fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     let axis = norm_axis(ctx, ctx.attrs.get_int(ctx.op, "axis")?, x.shape.rank())?;
+    if x.shape.0[axis] == crate::shape::UNKNOWN {
+        return Err(ctx.invalid(format!("cannot split dimension {axis} of shape {}, whose size is unknown", x.shape)));
+    }
     let sizes = split_sizes(ctx, x.shape.0[axis])?;
     Ok(sizes
         .iter()

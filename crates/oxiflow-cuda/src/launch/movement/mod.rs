@@ -221,11 +221,12 @@ pub fn strided_slice(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u
     map_step(node, dtype, gather_meta(node, &axes, base, x.len())?, x, y)
 }
 
-/// `StridedSliceGrad(dy)`: zeros of attr `shape` (the node's output) with `dy` written at
+/// `StridedSliceGrad(dy[, x])`: zeros of the node's output shape with `dy` written at
 /// the positions [`strided_slice`] reads (the CPU kernel's zero fill + `assign`; TF's
 /// `StridedSliceGrad`). One pass over the output.
 pub fn strided_slice_grad(node: &Node, inputs: &[DevArg], outputs: &[DevArg], _bad: u64) -> CudaResult<Vec<Step>> {
-    arity(node, inputs, outputs, 1, 1)?;
+    // a second input (the sliced tensor, for its run-time shape) is not read
+    arity(node, &inputs[..inputs.len().min(1)], outputs, 1, 1)?;
     let (dy, y) = (&inputs[0], &outputs[0]);
     let dtype = dtype_in(node, dy, ALL_DTYPES)?;
     check_rank(node, y.dims.len())?;
