@@ -335,3 +335,22 @@ fn concatenation_and_stacking_with_an_unknown_dimension() {
     let e = gradients(&mut g, &[l], &[x], None, false).unwrap_err().to_string();
     assert!(e.contains("ConcatV2") && e.contains("unknown"), "{e}");
 }
+
+#[test]
+fn second_derivatives_through_the_run_time_shape_ops() {
+    // the value is built from a first gradient, so the checked gradient is a second
+    // derivative through _SumToShapeOf, _BroadcastToShapeOf and _ReshapeToShapeOf
+    matches_the_known_shape_graph(|g, x| {
+        let b = g.constant(t64(&[4], vec![0.5, -1.0, 2.0, 1.5])).unwrap();
+        let xb = g.op("Mul", &[x, b]).unwrap();
+        let sq = g.op("Mul", &[xb, x]).unwrap();
+        let m = g.op_spec(NodeSpec::new("Mean", &[sq]).attr("axis", vec![1i64])).unwrap();
+        let r = g.op_spec(NodeSpec::new("Reshape", &[m]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![U, 1]))).unwrap();
+        let t = g.op("Tanh", &[r]).unwrap();
+        let l = g.op("Sum", &[t]).unwrap();
+        let dx = gradients(g, &[l], &[x], None, false).unwrap()[0].unwrap();
+        let s = g.op("Sin", &[x]).unwrap();
+        let p = g.op("Mul", &[dx, s]).unwrap();
+        g.op("Sum", &[p]).unwrap()
+    });
+}
