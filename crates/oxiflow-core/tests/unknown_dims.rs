@@ -354,3 +354,57 @@ fn second_derivatives_through_the_run_time_shape_ops() {
         g.op("Sum", &[p]).unwrap()
     });
 }
+
+#[test]
+fn a_batch_of_ids_of_unknown_size_gathers_and_its_gradient_scatters() {
+    // embedding lookup: params [6, 3] known, ids [?]; the oracle sums by hand
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Float64, &[6, 3], Some("params")).unwrap();
+    let ids = g.placeholder(DType::Int64, &[U], Some("ids")).unwrap();
+    let y = g.op("GatherV2", &[p, ids]).unwrap();
+    assert_eq!(g.shape_of(y).unwrap(), Shape(vec![U, 3]));
+    let t = g.op("Tanh", &[y]).unwrap();
+    let l = g.op("Sum", &[t]).unwrap();
+    let dp = gradients(&mut g, &[l], &[p], None, false).unwrap()[0].unwrap();
+    assert_eq!(g.shape_of(dp).unwrap(), Shape(vec![6, 3]));
+    // GatherNd with indices of unknown count, and its gradient
+    let idx = g.placeholder(DType::Int64, &[U, 2], Some("idx")).unwrap();
+    let z = g.op("GatherNd", &[p, idx]).unwrap();
+    assert_eq!(g.shape_of(z).unwrap(), Shape(vec![U]));
+    let zs = g.op("Square", &[z]).unwrap();
+    let lz = g.op("Sum", &[zs]).unwrap();
+    let dz = gradients(&mut g, &[lz], &[p], None, false).unwrap()[0].unwrap();
+    // params of unknown shape: the gradient is refused, naming the op
+    let q = g.placeholder(DType::Float64, &[U, 3], Some("q")).unwrap();
+    let yq = g.op("GatherV2", &[q, ids]).unwrap();
+    let lq = g.op("Sum", &[yq]).unwrap();
+    let e = gradients(&mut g, &[lq], &[q], None, false).unwrap_err().to_string();
+    assert!(e.contains("GatherV2") && e.contains("[?,3]"), "{e}");
+    let s = session(g);
+    let pv = rand_vec(18, 61, -1.0, 1.0);
+    for idv in [vec![2i64, 0, 2], vec![5, 1, 1, 1, 4, 0, 3]] {
+        let n = idv.len();
+        let ids_t = Tensor::from_vec(&[n], idv.clone(), oxiflow_core::Layout::RowMajor).unwrap();
+        let pairs: Vec<i64> = idv.iter().flat_map(|&r| [r, (r + 1) % 3]).collect();
+        let idx_t = Tensor::from_vec(&[n, 2], pairs.clone(), oxiflow_core::Layout::RowMajor).unwrap();
+        let out = run(&s, &[(p, t64(&[6, 3], pv.clone())), (ids, ids_t), (idx, idx_t)], &[l, dp, lz, dz]);
+        let (mut want_l, mut want_d) = (0.0, vec![0.0; 18]);
+        for &r in &idv {
+            for c in 0..3 {
+                let v = pv[r as usize * 3 + c];
+                want_l += v.tanh();
+                want_d[r as usize * 3 + c] += 1.0 - v.tanh().powi(2);
+            }
+        }
+        assert_close(&out[0].to_f64_vec(), &[want_l], 1e-13, "gather loss");
+        assert_close(&out[1].to_f64_vec(), &want_d, 1e-13, "gather gradient (duplicates summed)");
+        let (mut want_lz, mut want_dz) = (0.0, vec![0.0; 18]);
+        for pr in pairs.chunks(2) {
+            let at = pr[0] as usize * 3 + pr[1] as usize;
+            want_lz += pv[at] * pv[at];
+            want_dz[at] += 2.0 * pv[at];
+        }
+        assert_close(&out[2].to_f64_vec(), &[want_lz], 1e-13, "GatherNd loss");
+        assert_close(&out[3].to_f64_vec(), &want_dz, 1e-13, "GatherNd gradient");
+    }
+}

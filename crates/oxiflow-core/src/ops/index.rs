@@ -301,10 +301,13 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
     let (params, indices) = (node.inputs[0], node.inputs[1]);
     let p = g.shape_of(params)?;
+    params_known(node, &p)?;
     let rank = p.rank();
     let axis = ((int_or(&node.attrs, "GatherV2", "axis", 0)? + rank as i64) % rank as i64) as usize;
     let k = g.shape_of(indices)?.rank();
-    let n: usize = g.shape_of(indices)?.num_elements();
+    // indices of unknown size (a batch of ids): the row count is the reshape's -1
+    let is = g.shape_of(indices)?;
+    let n: usize = if is.is_fully_defined() { is.num_elements() } else { crate::shape::UNKNOWN };
     // dy: p[..axis] + idx + p[axis+1..]  ->  idx + p[..axis] + p[axis+1..]
     let mut moved = dy;
     if axis > 0 && k > 0 {
@@ -377,9 +380,22 @@ fn kernel_gather_nd(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 /// TF `_GatherNdGrad`: `ScatterNd(indices, dy, shape(params))`.
+/// The gradient of a gather scatters into the params' shape, an attribute: refused, naming
+/// the node, where that shape has an unknown dimension.
+fn params_known(node: &Node, p: &Shape) -> Result<()> {
+    if p.is_fully_defined() {
+        return Ok(());
+    }
+    Err(OxiflowError::Unimplemented(format!(
+        "the gradient of {} '{}' with respect to params of shape {p}, which has an unknown dimension",
+        node.op.name, node.name
+    )))
+}
+
 fn grad_gather_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
     let shape = g.shape_of(node.inputs[0])?;
+    params_known(node, &shape)?;
     let dx = g.op_spec(NodeSpec::new("ScatterNd", &[node.inputs[1], dy]).attr("shape", AttrValue::Shape(shape.0)))?;
     Ok(vec![Some(dx), None])
 }
@@ -394,7 +410,7 @@ fn infer_scatter_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         return Err(ctx.shape_error(&shape, &idx.shape, " (indices must have rank >= 1 and a last dimension in 1..=rank(shape))"));
     }
     let want = Shape(idx.shape.0[..idx.shape.rank() - 1].iter().chain(&shape.0[k..]).copied().collect());
-    if upd.shape != want {
+    if want.merge(&upd.shape).is_none() {
         return Err(ctx.shape_error(&want, &upd.shape, format!(" (updates for indices of shape {} into shape {shape})", idx.shape)));
     }
     Ok(vec![TensorType::new(upd.dtype, shape)])
