@@ -538,9 +538,7 @@ impl RunCtx<'_> {
                 };
                 let ctx = KernelCtx { node, inputs, state: self.state };
                 let outs = device.compute(&ctx)?;
-                if outs.len() != node.outputs.len()
-                    || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !same_dims(t.dims(), tt.shape.dims()))
-                {
+                if outs.len() != node.outputs.len() || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !tt.shape.matches(t.dims())) {
                     return Err(OxiflowError::Internal(format!(
                         "kernel of {} '{}' returned {:?}, expected {:?}",
                         node.op.name,
@@ -647,14 +645,6 @@ impl RunCtx<'_> {
             }
         }
     }
-}
-
-/// `a == b` for dimension lists, element by element: slice equality of `usize`s calls
-/// `memcmp` even for the empty dims of a scalar, and that call (which reads the dims the
-/// kernel has just written) cost ~20 % of a scalar chain's step (docs/performance.md).
-#[inline]
-fn same_dims(a: &[usize], b: &[usize]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Memory hook: the tensors of cell `cell` (a step's outputs, or a feed) leave the run;

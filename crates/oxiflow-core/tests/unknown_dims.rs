@@ -408,3 +408,39 @@ fn a_batch_of_ids_of_unknown_size_gathers_and_its_gradient_scatters() {
         assert_close(&out[3].to_f64_vec(), &want_dz, 1e-13, "GatherNd gradient");
     }
 }
+
+#[test]
+fn a_while_loop_over_a_batch_of_unknown_size_and_its_gradient() {
+    use oxiflow_core::function::Function;
+    use oxiflow_core::ops::AttrValue;
+    // i < 3; (i + 1, sin(x) * a + x); the loop variable x has x's static shape, [?, 4] or
+    // the fed size
+    matches_the_known_shape_graph(|g, x| {
+        let shape = g.shape_of(x).unwrap().0;
+        let vars = |f: &mut Graph| {
+            let i = f.placeholder(DType::Int64, &[], Some("i")).unwrap();
+            let v = f.placeholder(DType::Float64, &shape, Some("x")).unwrap();
+            (i, v)
+        };
+        let mut c = Graph::new();
+        let (i, v) = vars(&mut c);
+        let n = c.constant(Tensor::scalar(3i64)).unwrap();
+        let less = c.op("Less", &[i, n]).unwrap();
+        let cond = Arc::new(Function::new(c, vec![i, v], vec![less]).unwrap());
+        let mut b = Graph::new();
+        let (i, v) = vars(&mut b);
+        let one = b.constant(Tensor::scalar(1i64)).unwrap();
+        let i1 = b.op("Add", &[i, one]).unwrap();
+        let a = b.constant(t64(&[4], vec![0.5, 1.0, -0.75, 1.25])).unwrap();
+        let s = b.op("Sin", &[v]).unwrap();
+        let sa = b.op("Mul", &[s, a]).unwrap();
+        let v1 = b.op("Add", &[sa, v]).unwrap();
+        let body = Arc::new(Function::new(b, vec![i, v], vec![i1, v1]).unwrap());
+        let i0 = g.constant(Tensor::scalar(0i64)).unwrap();
+        let w = g.add_node(NodeSpec::new("While", &[i0, x]).attr("cond", AttrValue::Func(cond)).attr("body", AttrValue::Func(body))).unwrap();
+        let out = Output::new(w, 1);
+        assert_eq!(g.shape_of(out).unwrap().0, shape);
+        let sq = g.op("Square", &[out]).unwrap();
+        g.op("Sum", &[sq]).unwrap()
+    });
+}

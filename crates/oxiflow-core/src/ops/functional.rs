@@ -79,7 +79,8 @@ fn check_same(
     if a.len() != b.len() {
         return Err(ctx.invalid(count(a.len(), b.len())));
     }
-    match a.iter().zip(b).position(|(x, y)| x != y) {
+    // an unknown dimension on either side fits any size (TF's `is_compatible_with`)
+    match a.iter().zip(b).position(|(x, y)| x.dtype != y.dtype || x.shape.merge(&y.shape).is_none()) {
         Some(k) => Err(ctx.invalid(item(k, &describe(&a[k]), &describe(&b[k])))),
         None => Ok(()),
     }
@@ -217,6 +218,15 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec
             _ => return Err(ctx.error("cond did not return a Bool scalar")),
         }
         let next = body.call(&vars, ctx.state).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
+        // a loop variable of unknown static size may not change size either (TF's
+        // shape invariants are the loop variables' shapes)
+        if let Some(k) = (0..vars.len().min(next.len())).find(|&k| next[k].dims() != vars[k].dims()) {
+            return Err(ctx.error(format!(
+                "loop variable {k} changed shape from {} to {} in iteration {i}; the body must keep each loop variable's shape",
+                Shape(vars[k].dims().to_vec()),
+                Shape(next[k].dims().to_vec())
+            )));
+        }
         if let Some(h) = history.as_deref_mut() {
             h.push(std::mem::replace(&mut vars, next));
         } else {
@@ -233,7 +243,8 @@ fn kernel_while(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn infer_while_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let n = ctx.inputs.len() / 2;
-    if ctx.inputs.len() != 2 * n || ctx.inputs[..n] != ctx.inputs[n..] {
+    let fits = |(a, b): (&TensorType, &TensorType)| a.dtype == b.dtype && a.shape.merge(&b.shape).is_some();
+    if ctx.inputs.len() != 2 * n || !ctx.inputs[..n].iter().zip(&ctx.inputs[n..]).all(fits) {
         return Err(ctx.invalid("takes the loop's inputs, then one gradient of each loop variable's type"));
     }
     Ok(ctx.inputs[..n].to_vec())
