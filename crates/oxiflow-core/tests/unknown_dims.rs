@@ -444,3 +444,31 @@ fn a_while_loop_over_a_batch_of_unknown_size_and_its_gradient() {
         g.op("Sum", &[sq]).unwrap()
     });
 }
+
+#[test]
+fn ensure_shape_refines_the_static_shape_and_checks_the_run() {
+    use oxiflow_core::ops::AttrValue;
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, U], Some("x")).unwrap();
+    let e = g.op_spec(NodeSpec::new("EnsureShape", &[x]).attr("shape", AttrValue::Shape(vec![U, 2]))).unwrap();
+    assert_eq!(g.shape_of(e).unwrap(), Shape(vec![U, 2]));
+    let w = g.placeholder(DType::Float64, &[2, 3], Some("w")).unwrap();
+    // without the refinement the inner dimension was unknown; now a wrong one is caught
+    let w4 = g.placeholder(DType::Float64, &[4, 3], None).unwrap();
+    let err = g.op("MatMul", &[e, w4]).unwrap_err().to_string();
+    assert!(err.contains("MatMul") && err.contains("[?,2]"), "{err}");
+    let err = g.op_spec(NodeSpec::new("EnsureShape", &[e]).attr("shape", AttrValue::Shape(vec![U, 3]))).unwrap_err().to_string();
+    assert!(err.contains("EnsureShape") && err.contains("[?,2]") && err.contains("[?,3]"), "{err}");
+    let z = g.op("MatMul", &[e, w]).unwrap();
+    let l = g.op("Sum", &[z]).unwrap();
+    let dx = gradients(&mut g, &[l], &[x], None, false).unwrap()[0].unwrap();
+    let s = session(g);
+    let wv = t64(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let out = run(&s, &[(x, t64(&[1, 2], vec![1.0, -1.0])), (w, wv.clone())], &[l, dx]);
+    assert_close(&out[0].to_f64_vec(), &[-9.0], 1e-15, "value");
+    assert_close(&out[1].to_f64_vec(), &[6.0, 15.0], 1e-15, "gradient passes through");
+    let err = s.run(&[(x, t64(&[1, 3], vec![0.0; 3])), (w, wv.clone())], &[l], &[], false).unwrap_err().to_string();
+    assert!(err.contains("EnsureShape") && err.contains("[1,3]") && err.contains("[?,2]"), "{err}");
+    // the session still runs
+    assert_eq!(run(&s, &[(x, t64(&[2, 2], vec![0.0; 4])), (w, wv)], &[l])[0].to_f64_vec(), vec![0.0]);
+}

@@ -55,6 +55,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "ScatterNd",
     "BroadcastTo",
     "Prod",
+    "EnsureShape",
     "If",
     "While",
     "WhileGrad",
@@ -250,7 +251,46 @@ fn grad_reshape_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
     Ok(vec![Some(reshape_to_like(g, dy, node.inputs[0])?), None])
 }
 
+// ---------------------------------------------------------------- EnsureShape
+
+/// TF's `EnsureShape` (`tf.ensure_shape`, what `set_shape` needs at run time): the input,
+/// with the static shape refined by attr `shape` (dimensions may be unknown). Adding it
+/// fails when a known dimension differs; running it fails when the fed tensor does not fit.
+fn infer_ensure_shape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let want = Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?);
+    let merged = x.shape.merge(&want).ok_or_else(|| ctx.shape_error(&x.shape, &want, " (the tensor's shape is not compatible with the expected shape)"))?;
+    Ok(vec![TensorType::new(x.dtype, merged)])
+}
+
+fn kernel_ensure_shape(ctx: &KernelCtx) -> Result<Outputs> {
+    let x = &ctx.inputs[0];
+    let want = Shape(ctx.node.attrs.get_partial_shape(ctx.node.op.name, "shape")?);
+    if !want.matches(x.dims()) {
+        return Err(OxiflowError::InvalidArgument(format!(
+            "{} '{}': Shape of tensor {} is not compatible with expected shape {want}",
+            ctx.node.op.name,
+            ctx.node.name,
+            Shape(x.dims().to_vec())
+        )));
+    }
+    Ok(smallvec![x.clone()])
+}
+
+/// TF's `_EnsureShapeGrad`: the gradient passes through.
+fn grad_ensure_shape(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    Ok(vec![grads[0]])
+}
+
 pub(crate) fn register(r: &mut Registry) {
+    r.add(
+        OpDef {
+            inexpensive: true,
+            ..def("EnsureShape", "EnsureShape", Arity::Fixed(1), infer_ensure_shape, kernel_ensure_shape, GpuSupport::Any, Some(grad_ensure_shape))
+        }
+        .launched_as(GpuLaunch::DeviceHandled)
+        .with_attrs(attrs!["shape" => Shape]),
+    );
     let two = Arity::Fixed(2);
     // the CUDA device runs them through `standard_node` too (no kernel of their own)
     let gpu = |d: OpDef| d.launched_as(GpuLaunch::DeviceHandled);
