@@ -254,8 +254,10 @@ impl Derived {
             .steps
             .iter()
             .map(|step| match &step.kind {
+                // a node with partial shapes takes this path too (its specialisation)
                 StepKind::Op(node) => {
-                    node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).map_or(true, |t| t >= CHECK_MIN_BYTES)
+                    node.partial
+                        || node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).map_or(true, |t| t >= CHECK_MIN_BYTES)
                 }
                 StepKind::Copy { .. } => false,
             })
@@ -521,7 +523,7 @@ impl RunCtx<'_> {
                     }
                     &w.inputs
                 };
-                // a node with unknown static dimensions (never `large == false`) runs as its
+                // a node with unknown static dimensions (`large` is true for it) runs as its
                 // specialisation to the fed shapes, so its kernel sees full shapes
                 let special;
                 let node: &Node = if self.derived.large[s] {

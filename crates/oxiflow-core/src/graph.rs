@@ -60,6 +60,10 @@ pub struct Node {
     /// Colocation constraints, TF's `_class` attr: `loc:@<node name>` entries, sorted.
     pub colocation: Vec<String>,
     pub outputs: Vec<TensorType>,
+    /// Some input or output static shape has an unknown dimension: the node runs as its
+    /// specialisation to the fed shapes (`ops::dynamic_shape::specialize`), which also
+    /// checks inputs whose sizes only the run knows (an `AddN` of `[?,3]` and `[5,3]`).
+    pub partial: bool,
 }
 
 impl Node {
@@ -514,7 +518,9 @@ impl Graph {
         control_inputs.extend_from_slice(&spec.control_inputs);
         control_inputs.sort_unstable();
         control_inputs.dedup();
+        let partial = input_types.iter().chain(&outputs).any(|t| !t.shape.is_fully_defined());
         let mut node = Node {
+            partial,
             id: self.nodes.len(),
             name,
             op,

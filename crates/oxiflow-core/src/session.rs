@@ -353,6 +353,8 @@ impl Session {
                         requested_device: last.requested_device.clone(),
                         colocation: Vec::new(),
                         outputs: cl.outputs.iter().map(|&o| graph.output_type(o).cloned()).collect::<Result<_>>()?,
+                        // fusion takes fully known nodes only
+                        partial: false,
                     };
                     units.push((Arc::new(node), cl.inputs, cl.outputs, cl.members));
                 }

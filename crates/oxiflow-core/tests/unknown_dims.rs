@@ -187,6 +187,12 @@ fn mismatches_are_errors_naming_the_op_and_the_session_stays_usable() {
     let w = g.placeholder(DType::Float64, &[U, 2], Some("w")).unwrap();
     let z = g.op("MatMul", &[x, w]).unwrap();
     let sum = g.op("Add", &[x, v]).unwrap();
+    let k = g.placeholder(DType::Float64, &[2, 3], Some("k")).unwrap();
+    let addn = g.op("AddN", &[x, k]).unwrap();
+    assert_eq!(g.shape_of(addn).unwrap(), Shape(vec![2, 3]));
+    // x^T w: both inner dimensions unknown, the [3, 2] product fully known
+    let xtw = g.op_spec(NodeSpec::new("MatMul", &[x, w]).attr("transpose_a", true)).unwrap();
+    assert_eq!(g.shape_of(xtw).unwrap(), Shape(vec![3, 2]));
     // an op that does not accept unknown dimensions says so when it is added
     let e = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![2i64, 1])).unwrap_err().to_string();
     assert!(e.contains("Tile") && e.contains("[?,3]") && e.contains("unknown dimension"), "{e}");
@@ -203,6 +209,12 @@ fn mismatches_are_errors_naming_the_op_and_the_session_stays_usable() {
     // shapes that do not broadcast at run time
     let e = s.run(&[(x, t64(&[2, 3], vec![1.0; 6])), (v, t64(&[2], vec![1.0; 2]))], &[sum], &[], false).unwrap_err().to_string();
     assert!(e.contains("Add") && e.contains("[2,3]") && e.contains("[2]"), "{e}");
+    // a node whose output is fully known still checks inputs only the run can size:
+    // AddN of [?,3] and [2,3] is [2,3]; fed 4 rows, it is an error, not a crash
+    let e = s.run(&[(x, t64(&[4, 3], vec![1.0; 12])), (k, t64(&[2, 3], vec![1.0; 6]))], &[addn], &[], false).unwrap_err().to_string();
+    assert!(e.contains("AddN") && e.contains("[4,3]") && e.contains("[2,3]"), "{e}");
+    let e = s.run(&[(x, t64(&[4, 3], vec![1.0; 12])), (w, t64(&[3, 2], vec![1.0; 6]))], &[xtw], &[], false).unwrap_err().to_string();
+    assert!(e.contains("MatMul") && e.contains("[4,3]") && e.contains("[3,2]"), "{e}");
     // the session still runs
     let out = run(&s, &[(x, t64(&[1, 3], vec![1.0, 2.0, 3.0])), (w, t64(&[3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]))], &[z]);
     assert_close(&out[0].to_f64_vec(), &[4.0, 5.0], 1e-15, "x w");

@@ -84,9 +84,10 @@ pub fn check_unknown_dims(op: &OpDef, node: &str, inputs: &[TensorType]) -> Resu
     }
 }
 
-/// Whether a node's static output shapes are partial (it then runs through [`specialize`]).
+/// Whether a node runs through [`specialize`]: some input or output static shape of it is
+/// partial ([`Node::partial`]).
 pub fn is_partial(node: &Node) -> bool {
-    node.outputs.iter().any(|t| !t.shape.is_fully_defined())
+    node.partial
 }
 
 /// `node` with the output types its shape function gives for the run-time `inputs` (the
@@ -105,7 +106,7 @@ pub fn specialize(node: &Node, inputs: &[Tensor]) -> Result<Node> {
             node.op.name, node.name, outputs, node.outputs
         )));
     }
-    Ok(Node { outputs, ..node.clone() })
+    Ok(Node { outputs, partial: false, ..node.clone() })
 }
 
 /// Runs `node`'s kernel on `inputs` (its data inputs), as its [`specialize`]d node when its
@@ -219,7 +220,7 @@ pub fn standard_node(node: &Node, dims: &[usize]) -> Result<Option<Node>> {
         other => return Err(OxiflowError::Internal(format!("standard_node: {other} is not a run-time shape op"))),
     };
     let op = lookup(op)?;
-    Ok(Some(Node { op, attrs, outputs: vec![TensorType::new(node.outputs[0].dtype, out)], ..node.clone() }))
+    Ok(Some(Node { op, attrs, outputs: vec![TensorType::new(node.outputs[0].dtype, out)], partial: false, ..node.clone() }))
 }
 
 /// CPU kernel of the three ops: [`standard_node`]'s kernel, then the target's dimensions.
