@@ -51,7 +51,8 @@ pub fn sum_to_shape(g: &mut Graph, grad: Output, target: &Shape) -> Result<Outpu
 
 /// `Reshape`'s shape function. One target dimension may be unknown (`-1`, TF's inferred
 /// dimension): it is the input's element count over the others' product when the input's
-/// shape is fully defined, else it stays unknown until the run.
+/// shape is fully defined, else it stays unknown until the run. An input with an unknown
+/// dimension and a full target is compared with the target when it runs (TF).
 fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     let mut target = Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?);
@@ -74,7 +75,8 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         }
         target.0[f] = n / known;
     } else if !x.shape.is_fully_defined() {
-        return Err(ctx.shape_error(&x.shape, &target, " (the input has an unknown dimension: give -1 for one dimension of the target)"));
+        // as TF: the element counts are compared when the fed size is known
+        return Ok(vec![TensorType::new(x.dtype, target)]);
     }
     if x.shape.num_elements() != target.num_elements() {
         return Err(ctx.shape_error(
