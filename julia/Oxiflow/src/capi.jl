@@ -94,6 +94,8 @@ Base.showerror(io::IO, e::OxiflowError) = print(io, "OxiflowError (", e.kind, ")
 
 """Throws an `OxiflowError` of kind InvalidArgumentError: bad input caught on the Julia side."""
 invalid(msg::AbstractString) = throw(OxiflowError(3, "InvalidArgumentError", msg))
+"""Throws an `OxiflowError` of kind UnimplementedError: valid input that Oxiflow does not handle yet."""
+unimplemented(msg::AbstractString) = throw(OxiflowError(12, "UnimplementedError", msg))
 
 """Throws an `OxiflowError` carrying the engine's last error message unless `status == 0`."""
 function check(status::Integer)

@@ -32,7 +32,8 @@ function capture(t::Tensor, level::Int=length(FUNCTION_STACK))
         invalid("a tensor from another graph ($(tensorname(t))) is used in a branch (was reset_default_graph called in between?)")
     key = (getfield(outer_t, :node), getfield(outer_t, :index))
     haskey(b.captures, key) && return b.captures[key][2]
-    p = Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(outer_t.dtype), Int64[size(outer_t)...], "capture"), 0)
+    # an unknown dimension stays unknown in the branch (If and While take partial inputs)
+    p = Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(outer_t.dtype), engine_dims(outer_t), "capture"), 0)
     b.captures[key] = (outer_t, p)
     push!(b.order, key)
     return p
@@ -53,9 +54,9 @@ function with_builder(f, outer::Graph)
     end
 end
 
-# A new placeholder in `b`'s graph, of dtype `T` and size `dims`, or of tensor `x`'s.
+# A new placeholder in `b`'s graph, of dtype `T` and size `dims` (`nothing`: unknown), or of tensor `x`'s.
 builder_placeholder(b::FunctionBuilder, T::Type, dims, name) =
-    Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(T), Int64[dims...], name), 0)
+    Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(T), Int64[d === nothing ? -1 : d for d in dims], name), 0)
 builder_placeholder(b::FunctionBuilder, x::Tensor, name) = builder_placeholder(b, x.dtype, size(x), name)
 
 # The tensors the builders `bs` captured, in one list (the functional op's extra inputs),
@@ -105,7 +106,8 @@ branch uses (placeholders, variables, any result) are passed into it. Differenti
 gradient is another `If` running the gradient of the taken branch (TF's `cond_v2`), and
 gradients of gradients work. With a Julia `Bool` as `pred` the chosen function is simply
 called. The branches run on the CPU, as one step (`If` has no GPU kernel: on a GPU it needs
-soft placement).
+soft placement). Tensors with an unknown dimension (a batch fed at run time) may be used in
+the branches; such a dimension stays unknown in them.
 """
 cond(pred::Bool, true_fn::Function, false_fn::Function; name=nothing) = pred ? true_fn() : false_fn()
 function cond(pred::Tensor, true_fn, false_fn; name=nothing)
@@ -172,10 +174,11 @@ function ta_index(ta::TensorArray, i, fname)
     return cast(i, Int64) - 1
 end
 
-"""`write(ta::TensorArray, i, v)`: `ta` with element `i` (1-based) set to `v` (ADCME)."""
+"""`write(ta::TensorArray, i, v)`: `ta` with element `i` (1-based) set to `v` (ADCME); a `v` with an unknown dimension raises an `OxiflowError` (UnimplementedError)."""
 function Base.write(ta::TensorArray, i, v)
     val = v isa Tensor ? v : constant(v; dtype=ta.dtype)
     val.dtype == ta.dtype || invalid("TensorArray write: a $(val.dtype) value into a $(ta.dtype) TensorArray")
+    known_size(val, "TensorArray write")
     data = ta.data === nothing ? constant_in(getfield(val, :graph), zeros(ta.dtype, ta.n, size(val)...)) : ta.data
     size(data)[2:end] == size(val) ||
         invalid("TensorArray write: element of size $(size(val)) into a TensorArray of elements of size $(size(data)[2:end])")
@@ -196,9 +199,10 @@ function stack(ta::TensorArray)
     return ta.data
 end
 
-"""`unstack(ta::TensorArray, t)`: a TensorArray holding the rows `t[i, ...]` of `t` (TF's `TensorArray.unstack`)."""
+"""`unstack(ta::TensorArray, t)`: a TensorArray holding the rows `t[i, ...]` of `t` (TF's `TensorArray.unstack`); a `t` with an unknown dimension raises an `OxiflowError` (UnimplementedError)."""
 function unstack(ta::TensorArray, t)
     x = t isa Tensor ? t : constant(t; dtype=ta.dtype)
+    known_size(x, "TensorArray unstack")
     (ndims(x) >= 1 && size(x, 1) == ta.n) || invalid("TensorArray unstack: a tensor of size $(size(x)) into a TensorArray of size $(ta.n)")
     return TensorArray(ta.n, ta.dtype, cast(x, ta.dtype))
 end
@@ -236,7 +240,9 @@ gradient runs the loop again, keeping each iteration's values, then the body's g
 backwards (`WhileGrad`); gradients of gradients through a loop are not supported (an error
 naming `WhileGrad`). `back_prop=false` stops gradients at the outputs;
 `parallel_iterations` is accepted and ignored (iterations run one after another). The loop
-runs on the CPU as one step (`While` has no GPU kernel).
+runs on the CPU as one step (`While` has no GPU kernel). Loop variables and used tensors may
+have unknown dimensions (a batch fed at run time); a loop variable whose size changes from
+one iteration to the next is an error naming it when the loop runs.
 """
 function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10, back_prop::Bool=true,
                     maximum_iterations=nothing, name=nothing)
@@ -290,6 +296,8 @@ vector of tensors (equal first dimensions) `f` gets a vector of their slices. `f
 tensor (or a number) of the same size for every slice; `dtype` is accepted for ADCME's
 programs (the result's dtype is what `f` returns). Built as a `while_loop` over the slices
 with a `TensorArray`, so it is differentiable; `f` may use other tensors of the graph.
+The tensors need every dimension known (the loop runs `size(t, 1)` times); an unknown one
+raises an `OxiflowError` (UnimplementedError).
 """
 function Base.map(f::Function, t::Tensor; dtype=nothing)
     ndims(t) >= 1 || invalid("map: needs a tensor of rank >= 1, got a scalar")
@@ -304,6 +312,7 @@ function Base.map(f::Function, ts::AbstractVector{<:Tensor}; dtype=nothing)
 end
 
 function map_slices(f, ts::Vector{Tensor}, many::Bool)
+    foreach(t -> known_size(t, "map"), ts)
     n = size(ts[1], 1)
     slice(i) = [add_op("GatherV2", Tensor[t, i]) for t in ts]
     call(xs) = (r = many ? f(xs) : f(xs[1]); r isa Tensor ? r : constant(r))

@@ -91,13 +91,15 @@ Examples: `einsum("ij,jk->ik", A, B)` (matrix product), `einsum("bij,bjk->bik", 
 A)` (trace). Operands are tensors or Julia arrays (arrays take the first tensor's dtype)
 with one dtype. A composite of `Transpose`, `Reshape`, `Sum`, `MatrixDiagPart`, `MatMul`
 and `BatchMatMulV2`, so it is differentiable. Errors (`OxiflowError`) name the equation:
-wrong operand count, a letter of two different sizes, an ellipsis (not supported).
+wrong operand count, a letter of two different sizes, an ellipsis (not supported). Operands
+need every dimension known (an unknown one raises an `OxiflowError`, UnimplementedError).
 """
 function einsum(equation::AbstractString, args...)
     isempty(args) && invalid("einsum: \"$equation\" needs at least one operand")
     xs = collect(Any, args)
     any(x -> x isa Tensor, xs) || (xs[1] = constant(xs[1]))
     ts = as_tensors(xs, "einsum")
+    foreach(t -> known_size(t, "einsum"), ts)
     terms, out = einsum_parse(equation, length(ts))
     dimof = Dict{Char,Int}()
     for (k, (t, term)) in enumerate(zip(ts, terms))

@@ -15,7 +15,10 @@ nodes named `gradients/<forward op>_grad/<Op>` (TF's `tf.gradients`). As ADCME:
 - vector `ys` and vector `xs`: the dense Jacobian, `length(ys) × length(xs)` ([`jacobian`](@ref));
 - matrix `ys` and scalar `xs`: the matrix `dys[i,j]/dxs`.
 
-Other shapes raise an `OxiflowError`. With a vector of `xs`, a vector of results.
+Other shapes raise an `OxiflowError`. With a vector of `xs`, a vector of results. Unknown
+dimensions (a batch fed at run time) are fine for a scalar `ys` or with `grad_ys`: the
+gradient of a partial tensor is partial (its size comes from the feed); the Jacobian cases
+need known sizes and raise an `OxiflowError` (UnimplementedError) otherwise.
 `colocate=true` (TF's `colocate_gradients_with_ops`) puts each gradient op on its forward
 op's device; otherwise gradient ops take the device scope active at this call.
 """
@@ -64,13 +67,14 @@ The dense Jacobian `J[i..., j...] = ∂y[i...]/∂x[j...]`, of size `(size(y)...
 `parallel_for.gradients.jacobian`). Built from one backward pass per component of `y`
 (seeded with a one-hot `grad_ys`), each row placed with a one-hot `Mul` and summed with
 `AddN`; rows `y` does not depend on are zeros. `nothing` when no component of `y` depends
-on `x`. Needs float `y` and `x`.
+on `x`. Needs float `y` and `x` with every dimension known (an unknown one raises an
+`OxiflowError`, UnimplementedError: the number of rows is the number of elements).
 """
 function jacobian(y::Tensor, x::Tensor; colocate::Bool=false)
     T = y.dtype
     T <: AbstractFloat && x.dtype <: AbstractFloat || invalid("jacobian: y and x must be float tensors, got $(y.dtype) and $(x.dtype)")
+    ydims, xdims = known_size(y, "jacobian"), known_size(x, "jacobian")
     m, n = length(y), length(x)
-    ydims, xdims = size(y), size(x)
     rows = Tensor[]
     for I in CartesianIndices(ydims)
         e = zeros(T, ydims...)
@@ -94,10 +98,12 @@ The Hessian `H[i, j] = ∂²f/∂x[i]∂x[j]` of a scalar `f` with respect to a 
 (`length(x) × length(x)`; for a scalar `x`, the scalar second derivative), as ADCME's
 `hessian` (TF's `tf.hessians`): the [`jacobian`](@ref) of the gradient graph, so every op
 on the path needs a differentiable gradient. `nothing` when `f` does not depend on `x`.
+An `x` with an unknown dimension raises an `OxiflowError` (UnimplementedError).
 """
 function hessian(f::Tensor, x::Tensor)
     ndims(f) == 0 || invalid("hessian: f must be a scalar, got shape $(size(f))")
     ndims(x) <= 1 || invalid("hessian: x must be a scalar or a vector, got shape $(size(x))")
+    known_size(x, "hessian")
     g = gradients(f, x)
     g === nothing && return nothing
     ndims(x) == 0 && return something_or_zero(gradients(g, x), x)

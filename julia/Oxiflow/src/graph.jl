@@ -44,7 +44,8 @@ end
 One output of a graph node (TF's `tf.Tensor`; a node without outputs, such as `init`'s
 `NoOp`, is also held as a `Tensor` and fetches as `nothing`). Properties, as in TF/ADCME:
 `t.name` (`"Sin:0"`), `t.device` (requested device, canonical, `""` when unplaced),
-`t.op` (an [`Operation`]), `t.node_def`, `t.dtype` (a Julia type), `t.shape` (a tuple).
+`t.op` (an [`Operation`]), `t.node_def`, `t.dtype` (a Julia type), `t.shape` (a tuple, the
+static shape as `size(t)` gives it: `nothing` for an unknown dimension, TF's `None`/`?`).
 """
 struct Tensor
     graph::Graph
@@ -115,7 +116,7 @@ function Base.getproperty(t::Tensor, s::Symbol)
     s === :op && return Operation(g, n)
     s === :node_def && return Operation(g, n).node_def
     s === :dtype && return julia_type(first(oxf_output_type(g, n, i)))
-    s === :shape && return Tuple(Int.(last(oxf_output_type(g, n, i))))
+    s === :shape && return static_shape(last(oxf_output_type(g, n, i)))
     return getfield(t, s)
 end
 Base.propertynames(::Tensor) = (:name, :device, :op, :node_def, :dtype, :shape, :graph, :node, :index)
@@ -134,16 +135,58 @@ function dtype_code(T::Type)
 end
 julia_type(code::Integer) = CODE_TYPES[Int32(code)]
 
-"""`size(t)` is the static shape (Julia order: a `2×3` tensor has size `(2, 3)`)."""
+# The engine reports an unknown dimension as -1; Julia sees `nothing` (ADCME's and TF's `None`).
+static_shape(dims::AbstractVector{<:Integer}) = Tuple(d < 0 ? nothing : Int(d) for d in dims)
+
+"""
+    size(t), size(t, i)
+
+The static shape (Julia order: a `2×3` tensor has size `(2, 3)`), as a tuple of `Int`s, with
+`nothing` for a dimension that is unknown until the graph runs (a `placeholder` declared
+`shape=[nothing, 10]` has size `(nothing, 10)`, and so has `tanh(x * W)` for a `10×10` `W`);
+`size(t, i)` is one entry (`nothing` when unknown; 1 beyond the rank, as for arrays).
+`ndims(t)` is always known. `length(t)` is the element count; for a tensor with an unknown
+dimension it raises an `OxiflowError` (InvalidArgumentError) saying so.
+"""
 Base.size(t::Tensor) = t.shape
 Base.size(t::Tensor, i::Integer) = (s = t.shape; i <= length(s) ? s[i] : 1)
-Base.length(t::Tensor) = prod(t.shape)
+function Base.length(t::Tensor)
+    s = t.shape
+    any(d -> d === nothing, s) &&
+        invalid("length: $(t.name) has size $(s), with an unknown dimension, so its number of elements is only known when the graph runs")
+    return prod(s)
+end
 Base.ndims(t::Tensor) = length(t.shape)
+
+"""`is_fully_defined(t)`: whether every dimension of `t`'s static shape is known (TF's `TensorShape.is_fully_defined`)."""
+is_fully_defined(t::Tensor) = all(d -> d !== nothing, size(t))
+
+"""
+    known_size(t, fname) -> Tuple of Ints
+
+`size(t)` when every dimension is known; else an `OxiflowError` (UnimplementedError) saying
+that `fname` does not accept a tensor with an unknown dimension yet, naming `t` and its size.
+For the functions that compute on sizes in Julia.
+"""
+function known_size(t::Tensor, fname)
+    s = size(t)
+    any(d -> d === nothing, s) &&
+        unimplemented("$fname: $(t.name) has size $(s) with an unknown dimension (nothing), which $fname does not accept yet; give the placeholder's full shape")
+    return s
+end
+
+"""The static shape as the engine takes it (`-1` for an unknown dimension), row by row as `size`."""
+engine_dims(t::Tensor) = Int64[d === nothing ? -1 : d for d in size(t)]
 Base.eltype(t::Tensor) = t.dtype
 """`get_dtype(t)`: the Julia element type of a tensor (ADCME)."""
 get_dtype(t::Tensor) = t.dtype
-Base.lastindex(t::Tensor) = size(t, 1)
-Base.lastindex(t::Tensor, i::Integer) = size(t, i)
+Base.lastindex(t::Tensor) = lastindex(t, 1)
+function Base.lastindex(t::Tensor, i::Integer)
+    d = size(t, i)
+    d === nothing &&
+        unimplemented("getindex: `end` in dimension $i of $(t.name), of size $(size(t)): that dimension is unknown until the graph runs, so `end` cannot be resolved yet; slice it with `:` or a range")
+    return d
+end
 
 # Arrays cross the ABI column-major; Julia's scalar becomes a rank-0 tensor.
 as_array(x::Number) = fill(x)
@@ -201,12 +244,30 @@ end
 A `Placeholder` of element type `T` and static `shape` (default scalar) that must be fed in
 `run`; or, given a value, a `PlaceholderWithDefault` whose default is `value` (ADCME's
 `placeholder(o)`), converted to `dtype` when given. `placeholder(T; dtype=T)` is accepted.
+
+`shape` (a vector or tuple, Julia order) may mark dimensions unknown with `nothing`
+(ADCME's `placeholder(Float64, shape=[nothing, 10])`, TF1's `None`) or `-1`: such a
+placeholder accepts a feed of any size in those dimensions (the others must match), so one
+graph and one session run batches of any size; `size(x) == (nothing, 10)`. What works on
+such tensors and what raises is in the user guide ("Unknown dimensions"). A shape that is
+not a vector or tuple of sizes (`shape=nothing`, an unknown rank) or a negative size other
+than `-1` raises an `OxiflowError` (InvalidArgumentError).
 """
 function placeholder(T::Type; shape=Int[], name=nothing, dtype=nothing)
     dtype === nothing || dtype === T || invalid("placeholder: element type $T and dtype=$(repr(dtype)) disagree")
-    any(d -> d === nothing, shape) && invalid("placeholder: unknown dimensions (nothing) are not supported yet; give every dimension of $(shape)")
     g = get_default_graph()
-    return Tensor(g, oxf_placeholder(g, dtype_code(T), Int64[d for d in shape], name), 0)
+    return Tensor(g, oxf_placeholder(g, dtype_code(T), placeholder_dims(shape), name), 0)
+end
+
+# A user's placeholder shape as the engine takes it: `nothing` and -1 (unknown) become -1.
+function placeholder_dims(shape)
+    shape isa Union{AbstractVector,Tuple} ||
+        invalid("placeholder: shape must be a vector or tuple of sizes (nothing or -1 for an unknown one), got $(repr(shape)); a tensor of unknown rank is not supported")
+    for d in shape
+        (d === nothing || (d isa Integer && !(d isa Bool) && d >= -1)) ||
+            invalid("placeholder: shape $(repr(shape)) has the entry $(repr(d)); give sizes >= 0, or nothing or -1 for an unknown size")
+    end
+    return Int64[d === nothing ? -1 : Int64(d) for d in shape]
 end
 placeholder(value::Union{Number,AbstractArray}; name=nothing, dtype=nothing) =
     add_op("PlaceholderWithDefault", [constant(value; dtype=dtype)]; name=name)

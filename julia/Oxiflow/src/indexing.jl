@@ -25,21 +25,25 @@ function normalize_index(t::Tensor, k::Int, i)
     elseif i isa Bool
         invalid("getindex: a Bool scalar is not an index (dimension $k of a tensor of size $(size(t)))")
     elseif i isa Integer
-        1 <= i <= d || oob(i, k, t)
+        # along an unknown dimension the upper bound is checked when the graph runs
+        1 <= i && (d === nothing || i <= d) || oob(i, k, t)
         return Ix(:int, Int(i))
     elseif i isa AbstractVector{Bool}
+        d === nothing &&
+            unimplemented("getindex: a Bool mask as index $k of $(t.name), of size $(size(t)): dimension $k is unknown until the graph runs, so the mask's length cannot be checked against it; use integer indices there")
         length(i) == d || invalid("getindex (GatherV2): a Bool mask of length $(length(i)) for dimension $k of size $d (tensor of size $(size(t)))")
         return Ix(:vector, findall(i))
     elseif i isa AbstractRange{<:Integer}
         isempty(i) && return Ix(:range, i)
         for j in (first(i), last(i))
-            1 <= j <= d || oob(j, k, t)
+            1 <= j && (d === nothing || j <= d) || oob(j, k, t)
         end
         (first(i) == 1 && last(i) == d && step(i) == 1) && return Ix(:full, nothing)
         return Ix(:range, i)
     elseif i isa AbstractVector{<:Integer}
         for j in i
-            1 <= j <= d || invalid("getindex (GatherV2): index $j is out of bounds for dimension $k of size $d (tensor of size $(size(t)))")
+            # along an unknown dimension GatherV2 checks the upper bound when it runs
+            1 <= j && (d === nothing || j <= d) || invalid("getindex (GatherV2): index $j is out of bounds for dimension $k of size $d (tensor of size $(size(t)))")
         end
         return Ix(:vector, collect(Int, i))
     end
@@ -87,6 +91,16 @@ dimension), a `Vector{Int}`, a `Vector{Bool}` mask, or an `Int32`/`Int64` tensor
 drops the dimension; 1-d: keeps it; checked when run). Several vector indices select
 their product, as in Julia. `t[:]` is `vec(t)`; `t[i]` on a tensor of rank ≥ 2 is the
 slice `t[i, :, ...]` along the first dimension (ADCME's row access `m[2]`).
+
+Tensors with an unknown dimension (`size(t, k) === nothing`, a batch fed at run time) are
+indexed the same way: along the unknown dimension an `Int`, an integer vector or an Int
+tensor beyond the fed size fails when the graph runs (an `OxiflowError` naming
+`StridedSlice` or `GatherV2`), and a range is cut to the fed size, as TF's slices are
+(`x[1:3, :]` of a 2-row batch has 2 rows). `end` and a Bool mask along an unknown dimension
+raise an `OxiflowError` (UnimplementedError) naming `getindex`: both need the size. The
+gradient of a vector or tensor index (`GatherV2`) with respect to a tensor that still has an
+unknown dimension is not supported yet: `gradients` raises an `OxiflowError` naming
+`GatherV2` (slices with `:`, `Int`s and ranges differentiate).
 
 Ops: `StridedSlice` for integers and ranges, then `GatherV2` per vector or tensor index;
 both have gradients (`StridedSliceGrad`, `ScatterNd`). A static index out of bounds is an

@@ -48,7 +48,9 @@ named `batch_normalization`, `batch_normalization_1`, ... in creation order.
   moving statistics unchanged when it is false (TF's `momentum = 1` branch).
 
 Errors: an `OxiflowError` for a non-float or rank < 2 input, an unknown `axis`, or a
-`momentum` outside [0, 1].
+`momentum` outside [0, 1]. Other dimensions than the feature `axis` may be unknown (a batch
+of any size, `placeholder(Float64; shape=[nothing, C])`); an unknown feature dimension raises
+an `OxiflowError` (its variables need a size).
 """
 function batch_normalization(x::Tensor; axis::Integer=-1, momentum::Real=0.99, epsilon::Real=1e-3, center::Bool=true,
                              scale::Bool=true, training=false, name=nothing, reuse=nothing)
@@ -62,6 +64,7 @@ function batch_normalization(x::Tensor; axis::Integer=-1, momentum::Real=0.99, e
     training isa Bool || (training isa Tensor && training.dtype == Bool && ndims(training) == 0) ||
         invalid("batch_normalization: training must be a Bool or a scalar Bool tensor")
     C = size(x, ax)
+    C === nothing && unimplemented("batch_normalization: the feature dimension $ax of $(x.name), of size $(size(x)), is unknown; gamma, beta and the moving statistics need its size")
     red = [a - 1 for a in 1:nd if a != ax]                   # 0-based reduction axes
     bshape = [a == ax ? C : 1 for a in 1:nd]                 # broadcast shape of the statistics
     scope = name === nothing ? unique_layer_name("batch_normalization") : String(name)
@@ -146,6 +149,8 @@ Labels get no gradient (TF1's version stops it). Computed stably as
 the value does not depend on it), so huge logits do not overflow; the gradient with
 respect to `logits` is `softmax(logits) - labels`. Float32/Float64 logits (a Julia array
 becomes Float64); an `OxiflowError` when the shapes do not fit or a class is out of range.
+The batch dimensions may be unknown (`placeholder(Float64; shape=[nothing, C])` logits and
+labels); the class dimension must be known for integer labels.
 """
 function softmax_cross_entropy_with_logits(logits, labels)
     lg = logits isa Tensor ? logits : labels isa Tensor ? constant_in(getfield(labels, :graph), Float64.(logits)) : constant(Float64.(logits))
@@ -153,6 +158,7 @@ function softmax_cross_entropy_with_logits(logits, labels)
              (labels isa AbstractArray{<:Integer} && ndims(labels) == ndims(lg) - 1)
     sparse || return dense_softmax_xent(labels, lg)
     ndims(lg) == 2 || invalid("softmax_cross_entropy_with_logits: class labels need N×C logits, got shape $(size(lg))")
+    size(lg, 2) === nothing && unimplemented("softmax_cross_entropy_with_logits: the number of classes of $(lg.name), of size $(size(lg)), is unknown; class labels need it")
     if labels isa Tensor
         return sparse_softmax_cross_entropy_with_logits(labels - one(labels.dtype), lg)
     end
@@ -170,7 +176,7 @@ function dense_softmax_xent(labels, logits)
     lg.dtype in (Float32, Float64) || invalid("softmax_cross_entropy_with_logits: logits must be Float32 or Float64, got $(lg.dtype)")
     ndims(lg) >= 1 || invalid("softmax_cross_entropy_with_logits: logits must have rank ≥ 1, got a scalar")
     lb = labels isa Tensor ? labels : as_tensor(labels, lg)
-    size(lb) == size(lg) ||
+    compatible_sizes(size(lb), size(lg)) ||
         invalid("softmax_cross_entropy_with_logits: labels of shape $(size(lb)) and logits of shape $(size(lg)) must have the same shape")
     return name_scope("softmax_cross_entropy_with_logits") do
         logp = log_softmax_stable(lg)
@@ -178,6 +184,10 @@ function dense_softmax_xent(labels, logits)
         -add_op("Sum", [independent(cast(lb, lg.dtype)) .* logp]; axis=[last], keep_dims=false)
     end
 end
+
+# Whether two static sizes can describe the same tensor (`nothing` matches any size; TF's
+# `is_compatible_with`).
+compatible_sizes(a, b) = length(a) == length(b) && all(x === nothing || y === nothing || x == y for (x, y) in zip(a, b))
 
 # log(softmax(x)) over the last axis by log-sum-exp.
 function log_softmax_stable(lg::Tensor)
@@ -196,19 +206,21 @@ length-`N` vector `-log(softmax(logits))[i, labels[i]]`. `labels` is an integer 
 (checked here: a label out of range raises an `OxiflowError` naming its position) or an
 Int32/Int64 tensor of length `N` (compared with `0:C-1` by `Equal`; a label out of range
 then gives the row's log-sum-exp, where TF's CPU kernel fails). Gradient: `softmax - onehot`.
+`N` may be unknown (a batch fed at run time); `C` must be known.
 """
 function sparse_softmax_cross_entropy_with_logits(labels, logits::Tensor)
     ndims(logits) == 2 || invalid("sparse_softmax_cross_entropy_with_logits: logits must be N×C, got shape $(size(logits))")
     N, C = size(logits)
+    C === nothing && unimplemented("sparse_softmax_cross_entropy_with_logits: the number of classes of $(logits.name), of size $(size(logits)), is unknown; it must be known")
     T = logits.dtype
     if labels isa Tensor
         labels.dtype in (Int32, Int64) || invalid("sparse_softmax_cross_entropy_with_logits: labels must be Int32/Int64, got $(labels.dtype)")
-        size(labels) == (N,) || invalid("sparse_softmax_cross_entropy_with_logits: labels of shape $(size(labels)) do not match logits of shape $(size(logits))")
+        compatible_sizes(size(labels), (N,)) || invalid("sparse_softmax_cross_entropy_with_logits: labels of shape $(size(labels)) do not match logits of shape $(size(logits))")
         classes = constant_in(getfield(labels, :graph), collect(labels.dtype, 0:C-1))
-        onehot = cast(add_op("Equal", [reshape(labels, [N, 1]), classes]), T)
+        onehot = cast(add_op("Equal", [reshape(labels, [-1, 1]), classes]), T)
     else
-        length(labels) == N || invalid("sparse_softmax_cross_entropy_with_logits: $(length(labels)) labels for logits of shape $(size(logits))")
-        onehot = zeros(T, N, C)
+        N === nothing || length(labels) == N || invalid("sparse_softmax_cross_entropy_with_logits: $(length(labels)) labels for logits of shape $(size(logits))")
+        onehot = zeros(T, length(labels), C)
         for (i, l) in enumerate(labels)
             (l isa Integer && 0 <= l < C) ||
                 invalid("sparse_softmax_cross_entropy_with_logits: label $l at position $i is outside the valid range [0, $C)")

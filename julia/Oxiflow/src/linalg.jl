@@ -1,5 +1,9 @@
 # Dense linear algebra with ADCME's semantics (ADCME.jl src/ops.jl): `\`, `inv`, `det`, `tr`,
 # `diag`, `diagm`, `dot`, `batch_matmul`, `sym`, `spd`, `tril`, `triu` (einsum: einsum.jl). Ops: crates/oxiflow-core/src/ops/linalg.rs.
+# Unknown dimensions: `dot` and `sym` work (elementwise ops, `Sum`, `Transpose`); the
+# functions that check sizes in Julia raise an `OxiflowError` (UnimplementedError) naming
+# themselves, and the engine refuses the linear-algebra ops (`inv`, `det`, `diag`, `svd`, ...)
+# on such a tensor, naming the op.
 
 export batch_matmul, det, tr, diag, diagm, dot, I, sym, spd, tril, triu, einsum, solve_batch, vector
 
@@ -11,8 +15,10 @@ Solves `A x = b` (ADCME's `\\`): a square `A` uses `MatrixSolve` (LU), any other
 rows). `b` is a vector (the result is a vector) or a matrix. Mismatched sizes raise an
 `OxiflowError` naming both shapes when the graph is built; a singular `A` raises one naming
 the op and the shape when the graph runs ("Input matrix is not invertible.").
+Operands with an unknown dimension raise an `OxiflowError` (UnimplementedError).
 """
 function Base.:\(A::Tensor, b::Tensor)
+    known_size(A, "\\"); known_size(b, "\\")
     ndims(A) == 2 || invalid("\\: the matrix must have rank 2, got a tensor of shape $(size(A))")
     (ndims(b) in (1, 2) && size(b, 1) == size(A, 1)) ||
         invalid("\\: cannot solve with a matrix of shape $(size(A)) and a right-hand side of shape $(size(b))")
@@ -75,9 +81,11 @@ axes broadcasting. As in ADCME, a rank-3 `a` with a rank-2 `b` multiplies each m
 matching row of `b`, `a[i,:,:] * b[i,:]` (`b` is a batch of vectors; the result is
 `[batch, m]`). `adj_x`/`adj_y` transpose the last two axes of an operand first. Operands may
 be tensors or Julia arrays in any mix (an array takes the tensor's dtype; two arrays keep
-their own). Errors name both shapes.
+their own). Errors name both shapes. Operands with an unknown dimension raise an
+`OxiflowError` (UnimplementedError).
 """
 function batch_matmul(a::Tensor, b::Tensor; adj_x::Bool=false, adj_y::Bool=false)
+    known_size(a, "batch_matmul"); known_size(b, "batch_matmul")
     (ndims(a) >= 2 && ndims(b) >= 1) ||
         invalid("batch_matmul: needs a tensor of rank ≥ 2 first, got shapes $(size(a)) and $(size(b))")
     if ndims(a) == 3 && ndims(b) == 2
@@ -109,9 +117,10 @@ sym(A::AbstractMatrix) = sym(constant(A))
 ADCME's `spd`: the symmetric positive semi-definite matrix `A * A'` of a square matrix (a
 tensor or a Julia matrix; ADCME's source computes `o * o'`), positive definite when `A` is
 nonsingular. A non-square input raises an `OxiflowError` ("Input `o` must be a square
-matrix" in ADCME).
+matrix" in ADCME), and so does one with an unknown dimension (UnimplementedError).
 """
 function spd(A::Tensor)
+    known_size(A, "spd")
     (ndims(A) == 2 && size(A, 1) == size(A, 2)) || invalid("spd: the input must be a square matrix, got shape $(size(A))")
     return A * A'
 end
@@ -120,6 +129,7 @@ spd(A::AbstractMatrix) = spd(constant(A))
 # The Bool mask `keep(i, j)` over the last two axes of `A` (`i`, `j` 1-based), as a constant.
 function band_mask(A::Tensor, keep, fname)
     ndims(A) >= 2 || invalid("$fname: needs a matrix or a batch of matrices, got shape $(size(A))")
+    known_size(A, fname)
     m, n = size(A, ndims(A) - 1), size(A, ndims(A))
     return constant_in(getfield(A, :graph), Bool[keep(i, j) for i in 1:m, j in 1:n])
 end
@@ -131,7 +141,8 @@ The lower (upper) triangle of a matrix or of each matrix of a batch `[..., m, n]
 Julia's `tril`/`triu` (ADCME's `tril`/`triu`, TF's `tf.linalg.band_part` family): `tril`
 keeps the elements with `j - i ≤ k`, `triu` those with `j - i ≥ k`, the rest become 0.
 `SelectV2` with a constant mask, so the gradient passes through the kept elements only
-(and an `Inf` outside the triangle still gives 0).
+(and an `Inf` outside the triangle still gives 0). The mask needs the matrix size: a tensor
+with an unknown dimension raises an `OxiflowError` (UnimplementedError).
 """
 function LinearAlgebra.tril(A::Tensor, k::Integer=0)
     return add_op("SelectV2", [band_mask(A, (i, j) -> j - i <= k, "tril"), A, zeros_like(A)])
@@ -147,10 +158,12 @@ ADCME's `solve_batch`: solves `A x = b` for every row `b` of the `k×m` matrix `
 `m×n` matrix `A` (square: LU; otherwise least squares, as `\\`), returning the `k×n` matrix
 of solutions, row by row: `(A \\ rhs')'`. Tensors or Julia matrices; a composite of
 `Transpose` and `MatrixSolve`/`MatrixSolveLs`, so differentiable in both.
+Operands with an unknown dimension raise an `OxiflowError` (UnimplementedError).
 """
 function solve_batch(A, rhs)
     a = A isa Tensor ? A : (rhs isa Tensor ? as_tensor(A, rhs) : constant(A))
     r = as_tensor(rhs, a)
+    known_size(a, "solve_batch"); known_size(r, "solve_batch")
     (ndims(a) == 2 && ndims(r) == 2 && size(r, 2) == size(a, 1)) ||
         invalid("solve_batch: needs an m×n matrix and k×m right-hand sides, got shapes $(size(a)) and $(size(r))")
     return (a \ r')'
@@ -163,11 +176,13 @@ ADCME's `vector`: the length-`n` vector with `v[k]` at the 1-based position `i[k
 elsewhere (values at a repeated position are summed; TF's `scatter_nd`, op `ScatterNd`,
 whose gradient gathers `v`'s gradient back). `i` is an integer vector, range or Int tensor;
 `v` a tensor or array of the same length; `n` an integer. Julia indices outside `1:n` raise an
-`OxiflowError` naming the position.
+`OxiflowError` naming the position. Tensors with an unknown dimension raise an
+`OxiflowError` (UnimplementedError).
 """
 function vector(i, v, n::Integer)
     idx = if i isa Tensor
         i.dtype in (Int32, Int64) && ndims(i) == 1 || invalid("vector: indices must be an Int vector, got $(i.dtype) of shape $(size(i))")
+        known_size(i, "vector")
         reshape(i - one(i.dtype), [length(i), 1])
     else
         ii = collect(Int64, i)
@@ -178,6 +193,7 @@ function vector(i, v, n::Integer)
         v isa Tensor ? constant_in(getfield(v, :graph), ix) : constant(ix)
     end
     vals = v isa Tensor ? v : constant_in(getfield(idx, :graph), v)
+    known_size(idx, "vector"); known_size(vals, "vector")
     ndims(vals) == 1 && length(vals) == size(idx, 1) ||
         invalid("vector: $(size(idx, 1)) indices but values of shape $(size(vals))")
     return add_op("ScatterNd", [idx, vals]; shape=[Int(n)])

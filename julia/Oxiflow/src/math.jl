@@ -120,6 +120,7 @@ if_else(cond::Bool, x, y) = (b = cond ? x : y; b isa Function ? b() : as_tensor(
 # A + I, I - A, ... with LinearAlgebra's UniformScaling: a dense identity of the tensor's
 # dtype (ADCME ops.jl:990-1002); square matrices only.
 function identity_like(A::Tensor, J::UniformScaling, what)
+    known_size(A, "$what with UniformScaling")
     (ndims(A) == 2 && size(A, 1) == size(A, 2)) ||
         invalid("$what: UniformScaling needs a square matrix, got a tensor of shape $(size(A))")
     return constant_in(getfield(A, :graph), Matrix{A.dtype}(J, size(A, 1), size(A, 2)))
@@ -147,6 +148,8 @@ Reductions over all axes (a scalar) or over the 1-based `dims` (an Int or a coll
 negative counts from the end, `dims=-1` is the last); reduced dimensions are dropped (ADCME: `maximum(A; dims=1)` of a 10×2 tensor is a length-2
 vector). Ops `Sum`, `Prod`, `Max`, `Min`, `Mean` (TF's `tf.reduce_*`). `mean` needs a float
 tensor. The gradient of `maximum`/`minimum` is shared equally among tied elements (TF's).
+Unknown dimensions (a batch fed at run time) are fine: `sum(x; dims=1)` of an `n×10` batch
+is a length-10 vector, `mean(x)` divides by the fed element count.
 """
 Base.sum(t::Tensor; dims=nothing) = reduction("Sum", t, dims, "sum")
 Base.prod(t::Tensor; dims=nothing) = reduction("Prod", t, dims, "prod")
@@ -160,11 +163,14 @@ Statistics.mean(t::Tensor; dims=nothing) = reduction("Mean", t, dims, "mean")
 
 Standard deviation over all axes or `dims` (reduced dims dropped). ADCME's `std` is TF's
 `tf.math.reduce_std`, the *uncorrected* (population) deviation, hence `corrected=false` by
-default; `corrected=true` divides by `n - 1` like `Statistics.std`. A composite of `Mean`,
+default; `corrected=true` divides by `n - 1` like `Statistics.std` (that needs the reduced
+dimensions known, else an `OxiflowError`, UnimplementedError). A composite of `Mean`,
 `Sub`, `Square`, `Sqrt`.
 """
 function Statistics.std(t::Tensor; dims=nothing, corrected::Bool=false)
     axes = reduce_axes(t, dims, "std")
+    corrected && any(a -> size(t, a + 1) === nothing, axes) &&
+        unimplemented("std: corrected=true over an unknown dimension of $(t.name), of size $(size(t)), is not supported yet (n - 1 is only known at run time); use corrected=false or give the placeholder its full shape")
     m = add_op("Mean", [t]; axis=axes, keep_dims=true)
     v = reduction("Mean", (t - m)^2, dims, "std")
     if corrected

@@ -52,7 +52,10 @@ Base.broadcasted(f::Function, a::Tensor) = f(a)
 
 ADCME's rules: with a scalar (number or rank-0 tensor) on either side, elementwise `Mul`;
 matrix × matrix is `MatMul`; matrix × vector is a matrix-vector product; vector × vector
-is elementwise. Other ranks raise an `OxiflowError`.
+is elementwise. Other ranks raise an `OxiflowError`. Unknown dimensions (`nothing` in
+`size`, e.g. the batch of a `placeholder(Float64; shape=[nothing, 10])`) pass through: an
+`n×10` batch times a `10×k` matrix is an `n×k` batch for every fed `n`; a size that does not
+fit fails when the graph runs, naming `MatMul` and both shapes.
 """
 function Base.:*(a::Tensor, b::Tensor)
     ra, rb = ndims(a), ndims(b)
@@ -61,11 +64,13 @@ function Base.:*(a::Tensor, b::Tensor)
     elseif ra == 2 && rb == 2
         return add_op("MatMul", [a, b])
     elseif ra == 2 && rb == 1
-        m = add_op("MatMul", [a, add_op("Reshape", [b]; shape=[size(b, 1), 1])])
-        return add_op("Reshape", [m]; shape=[size(a, 1)])
+        m = add_op("MatMul", [a, add_op("Reshape", [b]; shape=[free_dim(size(b, 1)), 1])])
+        return add_op("Reshape", [m]; shape=[free_dim(size(a, 1))])
     end
     invalid("*: no product of a rank-$ra tensor $(size(a)) and a rank-$rb tensor $(size(b)); use .* for elementwise products")
 end
+# A static size for a `Reshape` target: an unknown one (`nothing`) is the engine's -1.
+free_dim(d) = d === nothing ? -1 : d
 Base.:*(a::Tensor, b::Union{Number,AbstractArray}) = a * as_tensor(b, a)
 Base.:*(a::Union{Number,AbstractArray}, b::Tensor) = as_tensor(a, b) * b
 

@@ -97,12 +97,12 @@ end
 
 Data-parallel training step. Each input tensor (batch along dimension 1, e.g. a
 placeholder `[N, 64]`) is split on the parameter device into `R = num_replicas(strategy)`
-consecutive slices (`SplitV`; `N` must be divisible by `R`, else an `OxiflowError`); replica
-`i` builds `loss_fn(slices_i...)` (a scalar: the mean loss over its slice) through
-[`replicate`](@ref), and its gradients with `gradients(...; colocate)` (on its device when
-`colocate=true`). Batch-norm update ops created by a replica are bound to that replica's
-training (TF's tower pattern: in `:sync` mode only replica 0's, as TF's multi-GPU
-examples).
+consecutive slices (`SplitV`; `N` must be known and divisible by `R` when `R > 1`, else an
+`OxiflowError`); replica `i` builds `loss_fn(slices_i...)` (a scalar: the mean loss over its
+slice) through [`replicate`](@ref), and its gradients with `gradients(...; colocate)` (on
+its device when `colocate=true`). Batch-norm update ops created by a replica are bound to
+that replica's training (TF's tower pattern: in `:sync` mode only replica 0's, as TF's
+multi-GPU examples).
 
 - `mode=:sync`: per variable `AddN` of the replicas' gradients times `1/R` on the parameter
   device, then one `apply_gradients` (one update per step, all replicas wait for it). With
@@ -124,7 +124,9 @@ function minimize(s::MirroredStrategy, opt::Optimizer, loss_fn::Function, inputs
     isempty(inputs) && invalid("minimize(strategy): no input tensors to split")
     for t in inputs
         ndims(t) >= 1 || invalid("minimize(strategy): input $(t.name) is a scalar; inputs are batches along dimension 1")
-        size(t, 1) % R == 0 ||
+        size(t, 1) === nothing && R > 1 &&
+            unimplemented("minimize(strategy): the batch dimension of $(t.name) (size $(size(t))) is unknown, so it cannot be split into $R slices yet; give the placeholder its batch size")
+        R == 1 || size(t, 1) % R == 0 ||
             invalid("minimize(strategy): the batch of $(t.name) (shape $(size(t))) does not split into $R equal slices")
     end
     slices = with_device(s.ps_device) do

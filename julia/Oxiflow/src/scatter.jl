@@ -67,6 +67,9 @@ function scatter_values(fname, u, like::Tensor, n::Integer, shape)
     return ndims(t) == 1 ? t : reshape(t, [n])
 end
 
+# Every tensor argument with its sizes known (the positions and blocks are computed here).
+scatter_known(fname, xs...) = foreach(x -> x isa Tensor && known_size(x, fname), xs)
+
 for (f, op, sym) in ((:scatter_update, "TensorScatterUpdate", "="), (:scatter_add, "TensorScatterAdd", "+="), (:scatter_sub, "TensorScatterSub", "-="))
     fname = string(f)
     @eval begin
@@ -84,7 +87,10 @@ for (f, op, sym) in ((:scatter_update, "TensorScatterUpdate", "="), (:scatter_ad
         $( $sym == "=" ? "A repeated index keeps the last update." : "Updates at a repeated index add up.")
         A Julia index out of bounds raises an `OxiflowError` naming the function, dimension and
         position; a tensor index out of bounds fails when the op runs, naming the node.
+        The tensor, the updates and a tensor index need every dimension known (an unknown one
+        raises an `OxiflowError`, UnimplementedError).
         """ function $f(a::Tensor, indices, updates)
+            scatter_known($fname, a, indices, updates)
             ndims(a) == 1 || invalid(string($fname, ": the vector form needs a 1-d tensor, got size ", size(a), "; use ", $fname, "(A, ii, jj, updates) for a matrix"))
             p = scatter_positions($fname, indices, length(a), 1)
             n = length(p)
@@ -93,6 +99,7 @@ for (f, op, sym) in ((:scatter_update, "TensorScatterUpdate", "="), (:scatter_ad
             return add_op($op, Tensor[a, idx, vals])
         end
         function $f(A::Tensor, ii, jj, updates)
+            scatter_known($fname, A, ii, jj, updates)
             ndims(A) == 2 || invalid(string($fname, ": the matrix form needs a 2-d tensor, got size ", size(A)))
             px = scatter_positions($fname, ii, size(A, 1), 1)
             py = scatter_positions($fname, jj, size(A, 2), 2)

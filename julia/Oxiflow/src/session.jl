@@ -232,15 +232,22 @@ feeds_of(pairs, feed_dict) = feed_dict === nothing ? pairs : vcat(collect(pairs)
 
 """
     run(sess, fetches, feeds...; feed_dict=nothing)
+    run(sess, fetches, feed_dict::AbstractDict)
 
 Computes `fetches` (a tensor, or nested vectors/tuples of tensors; ops such as
 `init`'s fetch `nothing`) with `feeds` given as `x => value` pairs or as
-`feed_dict=Dict(x => value)`. Scalars come back as Julia numbers, tensors as arrays of the
-same size. A fed value must match the placeholder's dtype and shape exactly.
+`feed_dict=Dict(x => value)` (or that `Dict` in third place, as TF's `sess.run(fetches,
+feed_dict)`). Scalars come back as Julia numbers, tensors as arrays of the same size. A fed
+value must match the placeholder's dtype and shape exactly, except in the placeholder's
+unknown dimensions (`shape=[nothing, 10]`), which take any size: the same session runs
+batches of any size, each result sized by its feed, with no new placement or plan. A value
+of another dtype or of another size in a known dimension raises an `OxiflowError` naming
+the placeholder and both shapes.
 """
 function Base.run(sess::Session, fetches, feeds::Pair...; feed_dict=nothing)
     return first(execute(sess, fetches, feeds_of(feeds, feed_dict), false))
 end
+Base.run(sess::Session, fetches, feed_dict::AbstractDict) = first(execute(sess, fetches, collect(feed_dict), false))
 
 """One traced step: TF timeline JSON and the engine's event list."""
 struct Profile

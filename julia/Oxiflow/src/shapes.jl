@@ -16,6 +16,20 @@
     import Base: stack
 end
 
+# Whether the loaded engine registers op type `op` (asked once per op and process).
+const HAS_OP = Dict{String,Bool}()
+function has_op(op::AbstractString)
+    get!(HAS_OP, op) do
+        try
+            oxf_op_inputs(op)
+            true
+        catch e
+            e isa OxiflowError && e.code == 5 || rethrow()
+            false
+        end
+    end
+end
+
 """Every output of the node that produced `t` (for ops with several outputs)."""
 function node_outputs(t::Tensor)
     g = getfield(t, :graph); n = getfield(t, :node)
@@ -89,9 +103,10 @@ end
 flip_axes(t::Tensor) = ndims(t) < 2 ? t : transpose_tensor(t, ndims(t)-1:-1:0)
 
 # Target dims with at most one `:` or -1 resolved from the element count; with `check`,
-# an element count that does not fit is an error here (else the engine reports it).
+# an element count that does not fit is an error here (else the engine reports it). When
+# `t` has an unknown dimension its element count is known only at run time: the `:` or -1
+# stays -1 for the engine's `Reshape` to resolve when the graph runs.
 function resolve_dims(t::Tensor, dims, fname; check=true)
-    n = length(t)
     free = findall(d -> d isa Colon || d == -1, collect(dims))
     length(free) <= 1 || invalid("$fname: at most one dimension may be `:` or -1, got $(Tuple(dims))")
     known = prod(Int[d for d in dims if !(d isa Colon || d == -1)])
@@ -99,6 +114,8 @@ function resolve_dims(t::Tensor, dims, fname; check=true)
         (d isa Colon || d >= -1) || invalid("$fname: negative dimension $d in $(Tuple(dims))")
     end
     out = Int[d isa Colon ? -1 : Int(d) for d in dims]
+    is_fully_defined(t) || return out
+    n = length(t)
     if !isempty(free)
         (known > 0 && n % known == 0) || invalid("Reshape: cannot reshape a tensor of size $(size(t)) ($n elements) to $(Tuple(dims))")
         out[free[1]] = n ÷ known
@@ -117,30 +134,44 @@ be `:`) reshape in **column-major** order, exactly as Julia's `reshape(A, 2, 3)`
 `Transpose`, `Reshape`, `Transpose`). In the tuple form one entry may be `-1` or `:`.
 An element count that does not fit raises an `OxiflowError` naming `Reshape` and both
 shapes.
+
+A tensor with an unknown dimension (`size(t) == (nothing, 10)`) reshapes in both forms when
+one target entry is `-1` or `:`: that entry is computed when the graph runs, from the fed
+size (`reshape(x, (-1, 5))` of an `n×10` batch is `2n×5`), and is unknown (`nothing`) in
+the result's `size`. A fed size whose element count does not fit fails at run time, naming
+`Reshape`. Without a `-1`/`:` the engine raises an `OxiflowError` naming `Reshape` ("give -1
+for one dimension of the target"), since the element count cannot be checked statically.
 """
 Base.reshape(t::Tensor, dims::Tuple) = add_op("Reshape", [t]; shape=resolve_dims(t, dims, "reshape"; check=false))
 Base.reshape(t::Tensor, dims::AbstractVector) = add_op("Reshape", [t]; shape=resolve_dims(t, dims, "reshape"; check=false))
 function Base.reshape(t::Tensor, d1::Union{Integer,Colon}, ds::Union{Integer,Colon}...)
     dims = resolve_dims(t, (d1, ds...), "reshape")
-    dims == collect(size(t)) && return t
+    is_fully_defined(t) && dims == collect(size(t)) && return t
     ndims(t) <= 1 && length(dims) <= 1 && return add_op("Reshape", [t]; shape=dims)
     return flip_axes(add_op("Reshape", [flip_axes(t)]; shape=reverse(dims)))
 end
 
+# (`:` is resolved from the element count: statically when it is known, else at run time, so
+# these work on tensors with unknown dimensions.)
 """`vec(t)`: the elements in column-major order as a vector (Julia's `vec`; ADCME)."""
-Base.vec(t::Tensor) = ndims(t) == 1 ? t : reshape(t, length(t))
+Base.vec(t::Tensor) = ndims(t) == 1 ? t : reshape(t, :)
 """`rvec(t)`: the elements in column-major order as a `1×n` row (ADCME)."""
-rvec(t::Tensor) = reshape(t, 1, length(t))
+rvec(t::Tensor) = reshape(t, 1, :)
 """`cvec(t)`: the elements in column-major order as an `n×1` column (ADCME)."""
-cvec(t::Tensor) = reshape(t, length(t), 1)
+cvec(t::Tensor) = reshape(t, :, 1)
 
 """
     squeeze(t; dims=nothing)
 
 Drops dimensions of size 1: all of them, or the 1-based `dims` (each must have size 1,
-else an `OxiflowError` naming `Squeeze` and the shape). TF's `tf.squeeze`.
+else an `OxiflowError` naming `Squeeze` and the shape). TF's `tf.squeeze`. On a tensor
+with an unknown dimension `dims` must be given (which dimensions have size 1 is otherwise
+only known at run time; an `OxiflowError` says so); a `dims` entry that is unknown is
+checked to be 1 when the graph runs.
 """
 function squeeze(t::Tensor; dims=nothing)
+    dims === nothing && !is_fully_defined(t) &&
+        invalid("squeeze: $(t.name) has size $(size(t)) with an unknown dimension, so which dimensions have size 1 is only known when the graph runs; name them with dims=... (Squeeze)")
     dims === nothing && return add_op("Squeeze", [t])
     return add_op("Squeeze", [t]; squeeze_dims=axes0(t, dims, "squeeze"))
 end
@@ -189,7 +220,8 @@ end
     unstack(t, axis=0; dims)
 
 The slices of `t` along a 0-based `axis` / 1-based `dims`, as a vector of tensors
-(TF's `tf.unstack`, `Unpack`).
+(TF's `tf.unstack`, `Unpack`). That dimension must be known (the engine raises an
+`OxiflowError` naming `Unpack` otherwise); others may be unknown.
 """
 unstack(t::Tensor, args...; dims=nothing) = node_outputs(add_op("Unpack", [t]; axis=axis_arg(t, args, dims, 0, "unstack")))
 
@@ -198,12 +230,15 @@ unstack(t::Tensor, args...; dims=nothing) = node_outputs(add_op("Unpack", [t]; a
     split(t, sizes::Vector; dims=1)
 
 Cuts `t` along `dims` into `n` equal pieces or pieces of `sizes` (one may be -1), as a
-vector of tensors (ADCME's `split`, TF's `tf.split`, `SplitV`).
+vector of tensors (ADCME's `split`, TF's `tf.split`, `SplitV`). Other dimensions may be
+unknown; `dims` itself must be known (an `OxiflowError` otherwise: the number or sizes of the
+pieces would depend on the feed).
 """
 function Base.split(t::Tensor, n_or_sizes::Union{Integer,AbstractVector{<:Integer}}; dims=1)
     ax = axes0(t, dims, "split")[1]
     d = size(t, ax + 1)
     sizes = if n_or_sizes isa Integer
+        d === nothing && unimplemented("split: dimension $(ax + 1) of $(t.name), of size $(size(t)), is unknown, so it cannot be cut into $n_or_sizes equal pieces yet; split along a known dimension")
         (n_or_sizes > 0 && d % n_or_sizes == 0) || invalid("split: dimension $(ax + 1) of a tensor of size $(size(t)) does not split into $n_or_sizes equal pieces")
         fill(d ÷ n_or_sizes, n_or_sizes)
     else
@@ -212,8 +247,16 @@ function Base.split(t::Tensor, n_or_sizes::Union{Integer,AbstractVector{<:Intege
     return node_outputs(add_op("SplitV", [t]; size_splits=sizes, axis=ax))
 end
 
-# `x` with trailing dimensions of size 1 up to rank `r` (a vector becomes a column).
-pad_rank(x::Tensor, r) = ndims(x) >= r ? x : add_op("Reshape", [x]; shape=[collect(size(x)); ones(Int, r - ndims(x))])
+# `x` with trailing dimensions of size 1 up to rank `r` (a vector becomes a column); with
+# an unknown dimension by `ExpandDims`, which keeps it.
+function pad_rank(x::Tensor, r)
+    ndims(x) >= r && return x
+    is_fully_defined(x) && return add_op("Reshape", [x]; shape=[collect(size(x)); ones(Int, r - ndims(x))])
+    for k in ndims(x):r-1
+        x = add_op("ExpandDims", [x]; dim=k)
+    end
+    return x
+end
 
 function tensor_vcat(xs)
     ts = as_tensors(xs, "vcat")
@@ -265,7 +308,8 @@ Base.hvcat(rows::Tuple{Vararg{Int}}, a::JuliaValue, b::JuliaValue, c::Tensor, xs
     repeat(t, counts...; outer=counts)
 
 Julia's `repeat(A, counts...)`: `t` tiled `counts[i]` times along dimension `i` (a vector
-repeated with two counts becomes a matrix, as in Julia and ADCME). `Tile`.
+repeated with two counts becomes a matrix, as in Julia and ADCME). `Tile`, which does not
+accept a tensor with an unknown dimension yet (an `OxiflowError` naming it).
 """
 function Base.repeat(t::Tensor, counts::Integer...; outer=nothing)
     c = outer === nothing ? collect(Int, counts) : collect(Int, outer)
@@ -307,11 +351,18 @@ end
     diff(t; dims=1)
 
 Differences of neighbours along `dims`, as Julia's `diff` (`t[2:end] - t[1:end-1]`,
-ADCME). `StridedSlice` and `Sub`.
+ADCME). `StridedSlice` and `Sub`. Along an unknown dimension the slices are TF's `t[1:]`
+and `t[:-1]`, sized when the graph runs.
 """
 function Base.diff(t::Tensor; dims=1)
     ax = axes0(t, dims, "diff")[1]
     d = size(t, ax + 1)
+    if d === nothing
+        n = ndims(t); all_ = (1 << n) - 1; others = all_ & ~(1 << ax)
+        hi = strided_slice_op(t, [k == ax ? 1 : 0 for k in 0:n-1], zeros(Int, n), ones(Int, n), others, all_, 0)
+        lo = strided_slice_op(t, zeros(Int, n), [k == ax ? -1 : 0 for k in 0:n-1], ones(Int, n), all_, others, 0)
+        return hi - lo
+    end
     return slice_along(t, ax, 1, d) - slice_along(t, ax, 0, max(d - 1, 0))
 end
 
@@ -356,16 +407,31 @@ convert_to_tensor(x::Union{Number,AbstractArray}; dtype=nothing) = constant(x; d
 """
     set_shape(o, shape), set_shape(o, dims::Integer...)
 
-ADCME's `set_shape` (TF's `Tensor.set_shape`): asserts that `o`'s static shape is compatible
-with `shape` (a tuple or vector; `nothing` entries match any size) and returns `o`. Every
-dimension of an Oxiflow tensor is known when it is built, so nothing is refined; a shape that
-differs in rank or in a known size raises an `OxiflowError` with TF's text ("Shapes (2, 3)
-and (3, 2) are incompatible").
+ADCME's `set_shape` (TF's `Tensor.set_shape`): checks that `o`'s static shape is compatible
+with `shape` (a tuple or vector; `nothing` or -1 entries match any size, and an unknown
+dimension of `o` matches any size). A shape that differs in rank or in a known size raises
+an `OxiflowError` with TF's text ("Shapes (2, 3) and (3, 2) are incompatible"). When
+`shape` adds nothing, `o` itself is returned.
+
+When `shape` gives a size to an unknown dimension of `o` (`set_shape(x, [5, 10])` for
+`size(x) == (nothing, 10)`), the result is a new tensor with the refined static shape, an
+`EnsureShape` node (TF's `tf.ensure_shape`): later ops see the known size, and a run whose
+value does not have it fails with an `OxiflowError` naming `EnsureShape` and both shapes.
+Its gradient passes through. Oxiflow tensors are immutable, so TF's in-place refinement
+becomes a new tensor: use the result (`x5 = set_shape(x, [5, 10])`), which is what ADCME's
+`set_shape` returns. An engine without `EnsureShape` raises an `OxiflowError`
+(UnimplementedError) for a refinement instead.
 """
 function set_shape(o::Tensor, shape::Union{Tuple,AbstractVector})
     s = size(o)
-    ok = length(shape) == length(s) && all(d === nothing || d == s[k] for (k, d) in enumerate(shape))
+    want = Any[d === nothing || d == -1 ? nothing : d for d in shape]
+    ok = length(want) == length(s) && all(d === nothing || s[k] === nothing || d == s[k] for (k, d) in enumerate(want))
     ok || invalid("set_shape: Shapes $(s) and $(Tuple(shape)) are incompatible ($(o.name))")
-    return o
+    refined = [k for (k, d) in enumerate(want) if d !== nothing && s[k] === nothing]
+    isempty(refined) && return o
+    has_op("EnsureShape") ||
+        unimplemented("set_shape: refining the unknown dimension(s) $(Tuple(refined)) of $(o.name), of size $(s), to $(Tuple(shape)) needs the engine's EnsureShape op, which this library lacks; keep them unknown or give the placeholder its full shape")
+    merged = Int[want[k] !== nothing ? want[k] : s[k] === nothing ? -1 : s[k] for k in eachindex(s)]
+    return add_op("EnsureShape", [o]; shape=merged)
 end
 set_shape(o::Tensor, dims::Union{Integer,Nothing}...) = set_shape(o, dims)

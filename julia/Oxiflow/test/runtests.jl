@@ -257,5 +257,6 @@ include("control_flow.jl")
 include("ode.jl")
 include("examples.jl")
 include("robustness.jl")
+include("unknown_dims.jl")
 
 end
