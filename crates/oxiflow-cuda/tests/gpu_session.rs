@@ -192,7 +192,8 @@ fn a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size() {
     let Some(_gpu) = gpu("a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size") else { return };
     // x: [?, 5] fed 3 and 11 rows through one session; its gradient needs the run-time
     // shape ops (`_SumToShapeOf` launching a `Sum`, `_BroadcastToShapeOf` a `BroadcastTo`,
-    // `_ReshapeToShapeOf`), all on GPU:0 with soft placement off
+    // `_ReshapeToShapeOf`, a two-operand `StridedSliceGrad`, `EnsureShape`), all on GPU:0
+    // with soft placement off
     use oxiflow_core::ops::AttrValue;
     use oxiflow_core::shape::UNKNOWN;
     use oxiflow_core::NodeSpec;
@@ -208,13 +209,19 @@ fn a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size() {
     let m = g.op_spec(NodeSpec::new("Mean", &[h]).attr("axis", vec![1i64])).unwrap();
     let col = g.op_spec(NodeSpec::new("Reshape", &[m]).attr("shape", AttrValue::Shape(vec![UNKNOWN, 1]))).unwrap();
     let p = g.op("Mul", &[col, h]).unwrap();
-    let loss = g.op("Sum", &[p]).unwrap();
+    let p = g.op_spec(NodeSpec::new("EnsureShape", &[p]).attr("shape", AttrValue::Shape(vec![UNKNOWN, 4]))).unwrap();
+    let pl = g.op("Sum", &[p]).unwrap();
+    // x[:, 1]: a StridedSlice whose gradient takes x's run-time shape as a second operand
+    let x1 = oxiflow_core::ops::index::strided_slice(&mut g, x, &[0, 1], &[0, 2], &[1, 1], 1, 1, 2).unwrap();
+    let x1 = g.op("Square", &[x1]).unwrap();
+    let xl = g.op("Sum", &[x1]).unwrap();
+    let loss = g.op("Add", &[pl, xl]).unwrap();
     let grads = gradients(&mut g, &[loss], &[x, Output::new(w, 0), Output::new(b, 0)], None, true).unwrap();
     g.pop_device().unwrap();
     let init = g.global_variables_initializer().unwrap();
     let fetches = [loss, grads[0].unwrap(), grads[1].unwrap(), grads[2].unwrap()];
     let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.name).collect();
-    for op in ["_SumToShapeOf", "_BroadcastToShapeOf", "_ReshapeToShapeOf"] {
+    for op in ["_SumToShapeOf", "_BroadcastToShapeOf", "_ReshapeToShapeOf", "StridedSliceGrad", "EnsureShape"] {
         assert!(ops.contains(&op), "{op} missing from the gradient: {ops:?}");
     }
     let all: Vec<(NodeId, String)> = g.nodes().iter().map(|n| (n.id, n.name.clone())).collect();
