@@ -114,8 +114,7 @@ fn one_session_runs_every_batch_size_and_the_gradients_match_finite_differences(
 
 #[test]
 fn reductions_reshape_and_softmax_take_any_fed_size() {
-    // the oracle: the same graph built with the fed size known, and finite differences
-    let build = |g: &mut Graph, x: Output| -> Output {
+    matches_the_known_shape_graph(|g, x| {
         let m = g.op_spec(NodeSpec::new("Mean", &[x]).attr("axis", vec![0i64]).attr("keep_dims", true)).unwrap();
         let c = g.op("Sub", &[x, m]).unwrap();
         let sm = g.op("Softmax", &[c]).unwrap();
@@ -125,36 +124,7 @@ fn reductions_reshape_and_softmax_take_any_fed_size() {
         let a = g.op_spec(NodeSpec::new("Mean", &[sq])).unwrap();
         let bsum = g.op("Sum", &[mx]).unwrap();
         g.op("Add", &[a, bsum]).unwrap()
-    };
-    let mut g = Graph::new();
-    let x = g.placeholder(DType::Float64, &[U, 4], Some("x")).unwrap();
-    let y = build(&mut g, x);
-    let dx = gradients(&mut g, &[y], &[x], None, false).unwrap()[0].unwrap();
-    let s = session(g);
-    for n in [2usize, 5] {
-        let xv = rand_t(&[n, 4], 10 + n as u64, -1.0, 1.0);
-        let out = run(&s, &[(x, xv.clone())], &[y, dx]);
-        // the same graph with the shape known
-        let mut gk = Graph::new();
-        let xk = gk.placeholder(DType::Float64, &[n, 4], None).unwrap();
-        let yk = build(&mut gk, xk);
-        let dk = gradients(&mut gk, &[yk], &[xk], None, false).unwrap()[0].unwrap();
-        let want = eval(&gk, &[(xk, xv.clone())], &[yk, dk]).unwrap();
-        assert_close(&out[0].to_f64_vec(), &want[0].to_f64_vec(), 1e-14, "value");
-        assert_close(&out[1].to_f64_vec(), &want[1].to_f64_vec(), 1e-13, "gradient");
-        // and finite differences
-        let base = xv.to_f64_vec();
-        let at = |v: Vec<f64>| run(&s, &[(x, t64(&[n, 4], v))], &[y])[0].to_f64_vec()[0];
-        let numeric: Vec<f64> = (0..base.len())
-            .map(|j| {
-                let (mut p, mut m) = (base.clone(), base.clone());
-                p[j] += 1e-6;
-                m[j] -= 1e-6;
-                (at(p) - at(m)) / 2e-6
-            })
-            .collect();
-        assert_close(&out[1].to_f64_vec(), &numeric, 1e-6, "finite differences");
-    }
+    });
 }
 
 #[test]
