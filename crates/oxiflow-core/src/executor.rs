@@ -527,7 +527,7 @@ impl RunCtx<'_> {
                 // specialisation to the fed shapes, so its kernel sees full shapes
                 let special;
                 let node: &Node = if self.derived.large[s] {
-                    let node = if crate::ops::dynamic_shape::is_partial(node) {
+                    let node = if node.partial {
                         special = crate::ops::dynamic_shape::specialize(node, inputs)?;
                         &special
                     } else {

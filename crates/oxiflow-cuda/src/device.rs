@@ -402,18 +402,12 @@ impl CudaDevice {
                 c.insert(node.id, (host[0].clone(), t.clone()));
                 oxiflow_core::ops::smallvec![t]
             }
-            "Reshape" | "Squeeze" | "ExpandDims" => {
-                let Tensor::Device(d) = &ctx.inputs[0] else { unreachable!("made resident first") };
-                oxiflow_core::ops::smallvec![Tensor::Device(DeviceTensor {
-                    dtype: d.dtype,
-                    dims: node.outputs[0].shape.dims().to_vec(),
-                    buffer: d.buffer.clone()
-                })]
-            }
-            // the run-time shape ops of gradients with unknown dimensions: the `Sum` or
-            // `BroadcastTo` they stand for, launched, then the target's dimensions
-            "_SumToShapeOf" | "_BroadcastToShapeOf" | "_ReshapeToShapeOf" => {
-                let out = match oxiflow_core::ops::dynamic_shape::standard_node(node, ctx.inputs[0].dims())? {
+            // input 0's buffer with the output's dimensions; the run-time shape ops of
+            // gradients with unknown dimensions first launch the `Sum` or `BroadcastTo` they
+            // stand for (`standard_node`)
+            "Reshape" | "Squeeze" | "ExpandDims" | "_SumToShapeOf" | "_BroadcastToShapeOf" | "_ReshapeToShapeOf" => {
+                let std = if node.op.name.starts_with('_') { oxiflow_core::ops::dynamic_shape::standard_node(node, ctx.inputs[0].dims())? } else { None };
+                let out = match std {
                     None => ctx.inputs[0].clone(),
                     Some(n) => self.launched(&KernelCtx { node: &n, inputs: &ctx.inputs[..1], state: ctx.state })?.swap_remove(0),
                 };

@@ -56,7 +56,7 @@ end
 
 # A new placeholder in `b`'s graph, of dtype `T` and size `dims` (`nothing`: unknown), or of tensor `x`'s.
 builder_placeholder(b::FunctionBuilder, T::Type, dims, name) =
-    Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(T), Int64[d === nothing ? -1 : d for d in dims], name), 0)
+    Tensor(b.graph, oxf_placeholder(b.graph, dtype_code(T), Int64[engine_dim(d) for d in dims], name), 0)
 builder_placeholder(b::FunctionBuilder, x::Tensor, name) = builder_placeholder(b, x.dtype, size(x), name)
 
 # The tensors the builders `bs` captured, in one list (the functional op's extra inputs),

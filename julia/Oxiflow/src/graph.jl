@@ -175,8 +175,10 @@ function known_size(t::Tensor, fname)
     return s
 end
 
+"""`engine_dim(d)`: a size as the engine takes it, `-1` for an unknown one (`nothing`)."""
+engine_dim(d) = d === nothing ? Int64(-1) : Int64(d)
 """The static shape as the engine takes it (`-1` for an unknown dimension), row by row as `size`."""
-engine_dims(t::Tensor) = Int64[d === nothing ? -1 : d for d in size(t)]
+engine_dims(t::Tensor) = Int64[engine_dim(d) for d in size(t)]
 Base.eltype(t::Tensor) = t.dtype
 """`get_dtype(t)`: the Julia element type of a tensor (ADCME)."""
 get_dtype(t::Tensor) = t.dtype
@@ -267,7 +269,7 @@ function placeholder_dims(shape)
         (d === nothing || (d isa Integer && !(d isa Bool) && d >= -1)) ||
             invalid("placeholder: shape $(repr(shape)) has the entry $(repr(d)); give sizes >= 0, or nothing or -1 for an unknown size")
     end
-    return Int64[d === nothing ? -1 : Int64(d) for d in shape]
+    return Int64[engine_dim(d) for d in shape]
 end
 placeholder(value::Union{Number,AbstractArray}; name=nothing, dtype=nothing) =
     add_op("PlaceholderWithDefault", [constant(value; dtype=dtype)]; name=name)

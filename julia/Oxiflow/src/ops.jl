@@ -64,13 +64,11 @@ function Base.:*(a::Tensor, b::Tensor)
     elseif ra == 2 && rb == 2
         return add_op("MatMul", [a, b])
     elseif ra == 2 && rb == 1
-        m = add_op("MatMul", [a, add_op("Reshape", [b]; shape=[free_dim(size(b, 1)), 1])])
-        return add_op("Reshape", [m]; shape=[free_dim(size(a, 1))])
+        m = add_op("MatMul", [a, add_op("Reshape", [b]; shape=[engine_dim(size(b, 1)), 1])])
+        return add_op("Reshape", [m]; shape=[engine_dim(size(a, 1))])
     end
     invalid("*: no product of a rank-$ra tensor $(size(a)) and a rank-$rb tensor $(size(b)); use .* for elementwise products")
 end
-# A static size for a `Reshape` target: an unknown one (`nothing`) is the engine's -1.
-free_dim(d) = d === nothing ? -1 : d
 Base.:*(a::Tensor, b::Union{Number,AbstractArray}) = a * as_tensor(b, a)
 Base.:*(a::Union{Number,AbstractArray}, b::Tensor) = as_tensor(a, b) * b
 

@@ -16,20 +16,6 @@
     import Base: stack
 end
 
-# Whether the loaded engine registers op type `op` (asked once per op and process).
-const HAS_OP = Dict{String,Bool}()
-function has_op(op::AbstractString)
-    get!(HAS_OP, op) do
-        try
-            oxf_op_inputs(op)
-            true
-        catch e
-            e isa OxiflowError && e.code == 5 || rethrow()
-            false
-        end
-    end
-end
-
 """Every output of the node that produced `t` (for ops with several outputs)."""
 function node_outputs(t::Tensor)
     g = getfield(t, :graph); n = getfield(t, :node)
@@ -429,9 +415,7 @@ function set_shape(o::Tensor, shape::Union{Tuple,AbstractVector})
     ok || invalid("set_shape: Shapes $(s) and $(Tuple(shape)) are incompatible ($(o.name))")
     refined = [k for (k, d) in enumerate(want) if d !== nothing && s[k] === nothing]
     isempty(refined) && return o
-    has_op("EnsureShape") ||
-        unimplemented("set_shape: refining the unknown dimension(s) $(Tuple(refined)) of $(o.name), of size $(s), to $(Tuple(shape)) needs the engine's EnsureShape op, which this library lacks; keep them unknown or give the placeholder its full shape")
-    merged = Int[want[k] !== nothing ? want[k] : s[k] === nothing ? -1 : s[k] for k in eachindex(s)]
+    merged = Int64[engine_dim(want[k] !== nothing ? want[k] : s[k]) for k in eachindex(s)]
     return add_op("EnsureShape", [o]; shape=merged)
 end
 set_shape(o::Tensor, dims::Union{Integer,Nothing}...) = set_shape(o, dims)

@@ -74,32 +74,27 @@ end
     @test set_shape(x, [nothing, 10]) === x && set_shape(x, (-1, 10)) === x && set_shape(x, nothing, 10) === x
     @test ud_raises(() -> set_shape(x, [nothing, 9]), "incompatible")
     @test ud_raises(() -> set_shape(x, [nothing, 10, 1]), "incompatible")
-    if Oxiflow.has_op("EnsureShape")
-        # a refinement is a new tensor (EnsureShape) with the known size, checked when run
-        x5 = set_shape(x, [5, 10])
-        @test x5 !== x && x5.op.type == "EnsureShape" && size(x5) == (5, 10) && size(x) == (nothing, 10)
-        @test length(x5) == 50
-        # the batch is now known when ops are built: a 4-row constant no longer broadcasts
-        @test size(x + constant(rand(4, 10))) == (4, 10)
-        @test ud_raises(() -> x5 + constant(rand(4, 10)), "[5,10]", "[4,10]")
-        g = gradients(sum(x5 .^ 2), x)
-        y = placeholder(Float64; shape=[nothing, nothing, 2])
-        y3 = set_shape(y, (nothing, 3, 2))
-        @test size(y3) == (nothing, 3, 2)
-        for s in ud_sessions()
-            X = randn(5, 10)
-            @test run(s, x5, x => X) == X
-            @test run(s, g, x => X) ≈ 2X
-            e = ud_error(() -> run(s, x5, x => randn(4, 10)))
-            @test e isa OxiflowError && occursin("EnsureShape", e.msg) && occursin("[4,10]", e.msg)
-            Y = randn(4, 3, 2)
-            @test run(s, y3, y => Y) == Y
-            @test ud_raises(() -> run(s, y3, y => randn(4, 2, 2)), "EnsureShape")
-            @test run(s, x5, x => X) == X                                  # the session goes on
-        end
-    else
-        e = ud_error(() -> set_shape(x, [5, 10]))
-        @test e isa OxiflowError && e.kind == "UnimplementedError" && occursin("set_shape", e.msg) && occursin("EnsureShape", e.msg)
+    # a refinement is a new tensor (EnsureShape) with the known size, checked when run
+    x5 = set_shape(x, [5, 10])
+    @test x5 !== x && x5.op.type == "EnsureShape" && size(x5) == (5, 10) && size(x) == (nothing, 10)
+    @test length(x5) == 50
+    # the batch is now known when ops are built: a 4-row constant no longer broadcasts
+    @test size(x + constant(rand(4, 10))) == (4, 10)
+    @test ud_raises(() -> x5 + constant(rand(4, 10)), "[5,10]", "[4,10]")
+    g = gradients(sum(x5 .^ 2), x)
+    y = placeholder(Float64; shape=[nothing, nothing, 2])
+    y3 = set_shape(y, (nothing, 3, 2))
+    @test size(y3) == (nothing, 3, 2)
+    for s in ud_sessions()
+        X = randn(5, 10)
+        @test run(s, x5, x => X) == X
+        @test run(s, g, x => X) ≈ 2X
+        e = ud_error(() -> run(s, x5, x => randn(4, 10)))
+        @test e isa OxiflowError && occursin("EnsureShape", e.msg) && occursin("[4,10]", e.msg)
+        Y = randn(4, 3, 2)
+        @test run(s, y3, y => Y) == Y
+        @test ud_raises(() -> run(s, y3, y => randn(4, 2, 2)), "EnsureShape")
+        @test run(s, x5, x => X) == X                                  # the session goes on
     end
 end
 

@@ -84,12 +84,6 @@ pub fn check_unknown_dims(op: &OpDef, node: &str, inputs: &[TensorType]) -> Resu
     }
 }
 
-/// Whether a node runs through [`specialize`]: some input or output static shape of it is
-/// partial ([`Node::partial`]).
-pub fn is_partial(node: &Node) -> bool {
-    node.partial
-}
-
 /// `node` with the output types its shape function gives for the run-time `inputs` (the
 /// kernel's data inputs): the node its kernel runs as when its static shapes are partial.
 /// Errors: the shape function's, naming the op and the fed shapes (TF's run-time shape
@@ -110,9 +104,10 @@ pub fn specialize(node: &Node, inputs: &[Tensor]) -> Result<Node> {
 }
 
 /// Runs `node`'s kernel on `inputs` (its data inputs), as its [`specialize`]d node when its
-/// static shapes are partial: the reference evaluator's and function bodies' call.
+/// static shapes are partial ([`Node::partial`]): the reference evaluator's and function
+/// bodies' call.
 pub fn run_kernel(node: &Node, inputs: &[Tensor], state: &dyn StateAccess) -> Result<Outputs> {
-    if is_partial(node) {
+    if node.partial {
         let special = specialize(node, inputs)?;
         return (node.op.kernel)(&KernelCtx { node: &special, inputs, state });
     }
@@ -153,20 +148,17 @@ fn like_type(ctx: &InferCtx, x: &TensorType) -> TensorType {
     TensorType::new(x.dtype, ctx.inputs[1].shape.clone())
 }
 
-fn infer_sum_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+/// `_SumToShapeOf(x, like)` (`x` a broadcast of `like`) and `_BroadcastToShapeOf(x, like)`
+/// (`like` a broadcast of `x`): float `x`, the output typed as `like`.
+fn infer_broadcast_pair(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (x, like) = (&ctx.inputs[0], &ctx.inputs[1]);
     ctx.require_float(x.dtype)?;
-    if Shape::broadcast(&like.shape, &x.shape).and_then(|b| b.merge(&x.shape)).is_none() {
-        return Err(ctx.shape_error(&x.shape, &like.shape, " (the gradient is not a broadcast of the operand)"));
-    }
-    Ok(vec![like_type(ctx, x)])
-}
-
-fn infer_broadcast_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let (x, like) = (&ctx.inputs[0], &ctx.inputs[1]);
-    ctx.require_float(x.dtype)?;
-    if Shape::broadcast(&x.shape, &like.shape).and_then(|b| b.merge(&like.shape)).is_none() {
-        return Err(ctx.shape_error(&x.shape, &like.shape, " (the input cannot be broadcast to the target shape)"));
+    let (small, big, why) = match ctx.op {
+        "_SumToShapeOf" => (like, x, " (the gradient is not a broadcast of the operand)"),
+        _ => (x, like, " (the input cannot be broadcast to the target shape)"),
+    };
+    if Shape::broadcast(&small.shape, &big.shape).and_then(|b| b.merge(&big.shape)).is_none() {
+        return Err(ctx.shape_error(&x.shape, &like.shape, why));
     }
     Ok(vec![like_type(ctx, x)])
 }
@@ -295,7 +287,7 @@ pub(crate) fn register(r: &mut Registry) {
     let two = Arity::Fixed(2);
     // the CUDA device runs them through `standard_node` too (no kernel of their own)
     let gpu = |d: OpDef| d.launched_as(GpuLaunch::DeviceHandled);
-    r.add(gpu(def("_SumToShapeOf", "SumToShapeOf", two, infer_sum_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_sum_to))));
-    r.add(gpu(def("_BroadcastToShapeOf", "BroadcastToShapeOf", two, infer_broadcast_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_broadcast_to))));
+    r.add(gpu(def("_SumToShapeOf", "SumToShapeOf", two, infer_broadcast_pair, kernel_to_shape_of, GPU_FLOATS, Some(grad_sum_to))));
+    r.add(gpu(def("_BroadcastToShapeOf", "BroadcastToShapeOf", two, infer_broadcast_pair, kernel_to_shape_of, GPU_FLOATS, Some(grad_broadcast_to))));
     r.add(gpu(def("_ReshapeToShapeOf", "ReshapeToShapeOf", two, infer_reshape_to, kernel_to_shape_of, GPU_FLOATS, Some(grad_reshape_to))));
 }

@@ -12,19 +12,27 @@ fn kernel_const(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![ctx.node.attrs.get_tensor("Const", "value")?.clone()])
 }
 
-/// `Placeholder`: attrs `dtype`, `shape` (scalar when absent; dimensions may be
-/// [`crate::shape::UNKNOWN`], TF's partial shape). Must be fed.
-fn infer_placeholder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+/// The type a node declares by attrs `dtype` and `shape` (scalar when absent); `partial`:
+/// the shape may have unknown dimensions ([`crate::shape::UNKNOWN`]).
+fn declared(ctx: &InferCtx, partial: bool) -> Result<Vec<TensorType>> {
     let dtype = ctx.attrs.get_type(ctx.op, "dtype")?;
-    let shape = if ctx.attrs.contains_key("shape") { ctx.attrs.get_partial_shape(ctx.op, "shape")? } else { Vec::new() };
+    let shape = match (ctx.attrs.contains_key("shape"), partial) {
+        (false, _) => Vec::new(),
+        (true, true) => ctx.attrs.get_partial_shape(ctx.op, "shape")?,
+        (true, false) => ctx.attrs.get_shape(ctx.op, "shape")?,
+    };
     Ok(vec![TensorType::new(dtype, Shape(shape))])
 }
 
-/// `VariableV2`: attrs `dtype`, `shape` (scalar when absent; fully defined).
+/// `Placeholder`: attrs `dtype`, `shape` (dimensions may be unknown, TF's partial shape).
+/// Must be fed.
+fn infer_placeholder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    declared(ctx, true)
+}
+
+/// `VariableV2`: attrs `dtype`, `shape` (fully defined).
 fn infer_variable(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let dtype = ctx.attrs.get_type(ctx.op, "dtype")?;
-    let shape = if ctx.attrs.contains_key("shape") { ctx.attrs.get_shape(ctx.op, "shape")? } else { Vec::new() };
-    Ok(vec![TensorType::new(dtype, Shape(shape))])
+    declared(ctx, false)
 }
 fn kernel_placeholder(ctx: &KernelCtx) -> Result<Outputs> {
     let t = &ctx.node.outputs[0];
