@@ -62,6 +62,16 @@ pub(crate) fn dims_of(ndims: i32, dims: *const i64) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// A dimension of a partial shape from the C side: `-1` is unknown (TF's `None`), any other
+/// negative is `None`.
+fn partial_dim(d: i64) -> Option<usize> {
+    if d == -1 {
+        Some(oxiflow_core::shape::UNKNOWN)
+    } else {
+        usize::try_from(d).ok()
+    }
+}
+
 /// The memory a C array argument may be read from: `bytes` bytes from `start`.
 #[derive(Clone, Copy)]
 pub(crate) struct Extent {
@@ -222,12 +232,7 @@ fn parse_attrs(op: Option<&OpDef>, json: Option<&str>) -> Result<Attrs> {
                 AttrValue::Type(DType::parse(s).ok_or_else(|| OxiflowError::InvalidArgument(format!("attr '{k}': unknown dtype '{s}'")))?)
             }
             // -1: an unknown dimension (ops that take none refuse it with their name)
-            (Some(AttrKind::Shape), J::Array(items)) => AttrValue::Shape(
-                ints(items)?
-                    .iter()
-                    .map(|&d| if d == -1 { Ok(oxiflow_core::shape::UNKNOWN) } else { usize::try_from(d).map_err(|_| bad()) })
-                    .collect::<Result<_>>()?,
-            ),
+            (Some(AttrKind::Shape), J::Array(items)) => AttrValue::Shape(ints(items)?.iter().map(|&d| partial_dim(d).ok_or_else(bad)).collect::<Result<_>>()?),
             (Some(AttrKind::Float), J::Number(n)) => AttrValue::Float(n.as_f64().ok_or_else(bad)?),
             (Some(AttrKind::Func), J::Object(f)) => AttrValue::Func(Arc::new(function_attr(op.map_or("", |d| d.name), k, f)?)),
             (_, J::Bool(b)) => AttrValue::Bool(*b),
@@ -297,10 +302,7 @@ pub extern "C" fn oxf_placeholder(g: *mut OxGraph, dtype: i32, ndims: i32, dims:
         // -1 is an unknown dimension (TF's `shape=[None, 10]`)
         let d = slice(dims, ndims as i64, "dims")?
             .iter()
-            .map(|&d| match d {
-                -1 => Ok(oxiflow_core::shape::UNKNOWN),
-                d => usize::try_from(d).map_err(|_| OxiflowError::InvalidArgument(format!("placeholder: dimension {d} (give -1 for an unknown one)"))),
-            })
+            .map(|&d| partial_dim(d).ok_or_else(|| OxiflowError::InvalidArgument(format!("placeholder: dimension {d} (give -1 for an unknown one)"))))
             .collect::<Result<Vec<usize>>>()?;
         let o = graph(g)?.write()?.placeholder(dt, &d, opt_str(name, "name")?)?;
         out_node(o.node, out)
