@@ -10,12 +10,13 @@
 //! in use) and leaves the old value in place.
 
 use crate::device::DeviceSet;
-use crate::error::Result;
+use crate::error::{OxiflowError, Result};
 use crate::graph::NodeId;
 use crate::ops::StateAccess;
 use crate::tensor::Tensor;
+use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Variable values by `VariableV2` node, with the device each accounted variable lives on.
 ///
@@ -25,6 +26,7 @@ use std::sync::{Mutex, MutexGuard};
 pub struct VariableStore {
     devices: DeviceSet,
     inner: Mutex<Inner>,
+    cache: ResourceCache,
 }
 
 #[derive(Default)]
@@ -37,7 +39,7 @@ struct Inner {
 impl VariableStore {
     /// An empty store for a session with these devices.
     pub fn new(devices: DeviceSet) -> VariableStore {
-        VariableStore { devices, inner: Mutex::new(Inner::default()) }
+        VariableStore { devices, inner: Mutex::new(Inner::default()), cache: ResourceCache::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -101,6 +103,67 @@ impl StateAccess for VariableStore {
         let mut ts: Vec<&mut Tensor> = back.taken.iter_mut().map(|(_, t)| t).collect();
         let r = f(&mut ts);
         Some(r.map(|()| back.taken.iter().map(|(_, t)| t.clone()).collect()))
+    }
+
+    fn resource_cache(&self) -> Option<&ResourceCache> {
+        Some(&self.cache)
+    }
+}
+
+/// Objects that kernels compute once and reuse across nodes and runs of one session (TF's
+/// resource manager, here for `SparseSolve`'s factorizations), keyed by a hash of what they
+/// were computed from; the owner checks a hit against its full key. It keeps the
+/// [`ResourceCache::CAPACITY`] most recently used entries and is dropped with the session.
+/// Concurrent requests for one key compute it once: the others wait for that result.
+#[derive(Default)]
+pub struct ResourceCache {
+    entries: Mutex<Vec<(u64, Slot)>>,
+}
+
+/// One cache entry: empty while its first caller computes it, then the object or the error.
+type Slot = Arc<OnceLock<Result<Arc<dyn Any + Send + Sync>>>>;
+
+impl ResourceCache {
+    /// Entries kept (most recently used first).
+    pub const CAPACITY: usize = 4;
+
+    /// The object stored under `key`, computed by `make` when absent (the slot is reserved
+    /// first, so concurrent callers with the same key wait for one computation). A `make`
+    /// that fails stores nothing: its error goes to it and to those waiting on it.
+    pub fn get_or_try_insert<T: Any + Send + Sync>(&self, key: u64, make: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
+        let slot = {
+            let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let cell = match e.iter().position(|(k, _)| *k == key) {
+                Some(i) => e.remove(i).1,
+                None => Arc::new(OnceLock::new()),
+            };
+            e.insert(0, (key, cell.clone()));
+            e.truncate(Self::CAPACITY);
+            cell
+        };
+        let v = slot.get_or_init(|| make().map(|v| Arc::new(v) as Arc<dyn Any + Send + Sync>)).clone();
+        match v {
+            Ok(v) => v.downcast::<T>().map_err(|_| OxiflowError::Internal(format!("resource cache entry {key:#x} holds another type"))),
+            Err(err) => {
+                self.forget(key);
+                Err(err)
+            }
+        }
+    }
+
+    /// Drops the entry under `key`, if any.
+    pub fn forget(&self, key: u64) {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _)| *k != key);
+    }
+
+    /// Number of entries held (tests).
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -62,6 +62,11 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "_SumToShapeOf",
     "_BroadcastToShapeOf",
     "_ReshapeToShapeOf",
+    "SparseTensorDenseMatMul",
+    "SparseRemap",
+    "SparseSparseMatMul",
+    "SparseSparseMatMulGrad",
+    "SparseSolve",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.

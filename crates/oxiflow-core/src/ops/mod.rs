@@ -29,6 +29,8 @@ pub mod random;
 pub mod reduce;
 pub mod scatter;
 pub mod shape_ops;
+pub mod sparse;
+pub mod sparse_solve;
 pub mod state;
 pub mod training;
 pub(crate) mod vmath;
@@ -387,6 +389,12 @@ pub trait StateAccess: Sync {
     fn update_variables(&self, _vars: &[NodeId], _f: &mut dyn FnMut(&mut [&mut Tensor]) -> Result<()>) -> Option<Result<Vec<Tensor>>> {
         None
     }
+    /// The session's cache of objects kernels may reuse across nodes and runs (a sparse
+    /// factorization), or `None` where there is no session (the reference evaluator): the
+    /// kernel then computes afresh.
+    fn resource_cache(&self) -> Option<&crate::variable_store::ResourceCache> {
+        None
+    }
 }
 
 /// What a kernel sees. `inputs` holds the data inputs in order, *excluding* reference
@@ -719,6 +727,8 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     shape_ops::register(&mut r);
     index::register(&mut r);
     scatter::register(&mut r);
+    sparse::register(&mut r);
+    sparse_solve::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);
