@@ -6,7 +6,9 @@
 #                 chromium + graphviz (profile checks) when missing, NVRTC (pip wheel
 #                 nvidia-cuda-nvrtc 13.0.88, unpacked into .deps/nvrtc) for the kernel compile
 #                 check, OpenBLAS (pip wheel scipy-openblas32, unpacked into .deps/openblas) for
-#                 MatMul, and an empty local Julia registry in the depot when it has none
+#                 MatMul, SciPy (a virtual environment in .deps/scipy) for the Julia tests of
+#                 save/load against scipy.io, and an empty local Julia registry in the depot
+#                 when it has none
 #   make build    the release cdylib target/release/liboxiflow.so that Julia loads
 #   make header   regenerate crates/oxiflow-capi/include/oxiflow.h with cbindgen
 #   make test     `make lint`, Rust tests (with the NVRTC compile check of every kernel in kernels/), Julia package tests (Pkg.test, offline, fresh depot), the HTML timeline in headless Chromium,
@@ -62,6 +64,7 @@ setup: nvrtc
 	bash scripts/install-julia.sh
 	bash scripts/install-tools.sh
 	bash scripts/install-openblas.sh
+	PYTHON=$(PYTHON) bash scripts/install-scipy.sh
 	$(JULIA) --startup-file=no scripts/julia-local-registry.jl
 
 nvrtc:
@@ -130,10 +133,11 @@ test-kernels-emulated:
 # no registry reachable (JULIA_PKG_OFFLINE, the empty local registry of make setup),
 # Pkg.develop, Pkg.build (deps/build.jl: cargo, then the library's path in deps/deps.jl,
 # so OXIFLOW_LIB is unset here on purpose), `using Oxiflow` and Pkg.test from a directory
-# outside the repository.
+# outside the repository. The save/load tests (test/matfile.jl) check files against SciPy
+# with the python of make setup's .deps/scipy (OXIFLOW_SCIPY_PYTHON).
 test-julia: setup build
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	export JULIA_DEPOT_PATH="$$tmp/depot" JULIA_PKG_OFFLINE=true; unset OXIFLOW_LIB; \
+	export JULIA_DEPOT_PATH="$$tmp/depot" JULIA_PKG_OFFLINE=true OXIFLOW_SCIPY_PYTHON=$(CURDIR)/.deps/scipy/bin/python; unset OXIFLOW_LIB; \
 	$(JULIA) --startup-file=no scripts/julia-local-registry.jl; \
 	cd "$$tmp" && $(JULIA) --startup-file=no -e 'using Pkg; Pkg.develop(path="$(JULIA_PROJECT)"); Pkg.build("Oxiflow"); \
 		using Oxiflow; println("Oxiflow loads ", Oxiflow.libpath()); Pkg.test("Oxiflow")'

@@ -19,7 +19,7 @@ export Tensor, Operation, NodeDef, OxiflowError,
        @cpu, @gpu, @pywith, tf, pybuiltin, colocate_with, name_scope, control_dependencies,
        gradients, Session, init, global_variables_initializer, run_profile, save_profile, profile_events, profile_copies,
        reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
-       get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS
+       get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS, save, load
 export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor, set_shape
 export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
 export cuda_status, is_variable, group_assign, stop_gradient, tensorname, use_gpu
@@ -40,6 +40,7 @@ include("gradients.jl")
 include("variables.jl")
 include("optimizers.jl")
 include("session.jl")
+include("matfile.jl")
 include("config.jl")
 include("cuda.jl")
 include("profile.jl")

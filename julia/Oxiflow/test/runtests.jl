@@ -258,5 +258,6 @@ include("ode.jl")
 include("examples.jl")
 include("robustness.jl")
 include("unknown_dims.jl")
+include("matfile.jl")
 
 end
