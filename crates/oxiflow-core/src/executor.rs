@@ -169,10 +169,12 @@ fn static_bytes(tt: &crate::graph::TensorType) -> Option<usize> {
 /// device's memory limit where it has one (TF's `ResourceExhausted`), or, on devices whose
 /// tensors live in host memory (the CPU and emulated GPUs), one the host allocator refuses
 /// (the probe reserves the bytes and frees them at once; nothing is touched). Only steps
-/// marked [`Derived::large`] come here, so small kernels pay nothing.
+/// marked [`Derived::large`] come here, so small kernels pay nothing. An output whose size
+/// depends on the data (an unknown dimension even after [`specialize`](crate::ops::dynamic_shape::specialize),
+/// such as the stored entries of a `SparseRemap`) cannot be checked before its kernel runs.
 fn check_outputs_fit(node: &Node, device: &dyn crate::device::Device) -> Result<()> {
     let attrs = device.attributes();
-    for tt in &node.outputs {
+    for tt in node.outputs.iter().filter(|tt| tt.shape.is_fully_defined()) {
         let bytes = static_bytes(tt);
         let fits = match bytes {
             None => false,

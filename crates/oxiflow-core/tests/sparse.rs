@@ -381,3 +381,19 @@ fn resource_cache_computes_once_keeps_few_and_forgets_failures() {
     }
     assert_eq!(c.len(), ResourceCache::CAPACITY);
 }
+
+#[test]
+fn outputs_sized_by_the_data_run_in_a_session() {
+    // the executor cannot size-check a [?, 2] output before the kernel runs; it must not try
+    let mut g = Graph::new();
+    let i = g.placeholder(DType::Int64, &[4, 2], Some("i")).unwrap();
+    let v = g.placeholder(DType::Float64, &[4], Some("v")).unwrap();
+    let id = remap(&mut g, i, v, &[0, 1], &[0, 1], [2, 2]).unwrap();
+    let d = to_dense(&mut g, Output::new(id, 0), Output::new(id, 1), [2, 2]).unwrap();
+    let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(1), ..Default::default() }).unwrap();
+    let feeds = [(i, idx_tensor(&[(1, 1), (0, 0), (1, 1), (0, 1)])), (v, t64(&[4], vec![1.0, 2.0, 3.0, 4.0]))];
+    let out = s.run(&feeds, &[Output::new(id, 0), Output::new(id, 1), d], &[], false).unwrap().values;
+    assert_eq!(out[0].dims(), &[3, 2]);
+    assert_eq!(out[1].to_f64_vec(), vec![2.0, 4.0, 4.0]);
+    assert_eq!(out[2].to_f64_vec(), vec![2.0, 4.0, 0.0, 4.0]);
+}

@@ -51,7 +51,14 @@ pub(crate) fn entries(ctx: &KernelCtx, i: usize, m: usize, n: usize) -> Result<V
     let Tensor::I64(a) = &ctx.inputs[i] else {
         return Err(ctx.error(format!("sparse indices must be Int64, got {}", ctx.inputs[i].dtype())));
     };
-    let flat: Vec<i64> = a.as_slice().map(<[i64]>::to_vec).unwrap_or_else(|| a.iter().copied().collect());
+    let owned: Vec<i64>;
+    let flat: &[i64] = match a.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = a.iter().copied().collect();
+            &owned
+        }
+    };
     let mut out = Vec::with_capacity(flat.len() / 2);
     for (e, p) in flat.chunks_exact(2).enumerate() {
         let (r, c) = (p[0], p[1]);
@@ -88,8 +95,8 @@ fn sparse_operand(ctx: &InferCtx, i: usize, what: &str) -> Result<(usize, DType)
 
 /// Row pointers and entry order of a CSR view of `(row, col)` pairs with `m` rows (a
 /// counting sort by row; entries of a row keep their input order).
-fn by_row(ix: &[(usize, usize)], m: usize) -> (Vec<usize>, Vec<usize>) {
-    let mut ptr = vec![0usize; m + 1];
+fn by_row(ctx: &KernelCtx, ix: &[(usize, usize)], m: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    let mut ptr = buffer(ctx, m + 1, 0usize)?;
     for &(r, _) in ix {
         ptr[r + 1] += 1;
     }
@@ -102,7 +109,7 @@ fn by_row(ix: &[(usize, usize)], m: usize) -> (Vec<usize>, Vec<usize>) {
         order[next[r]] = e;
         next[r] += 1;
     }
-    (ptr, order)
+    Ok((ptr, order))
 }
 
 // ---------------------------------------------------------------- SparseTensorDenseMatMul
@@ -204,6 +211,55 @@ fn grad_spmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 
 // ---------------------------------------------------------------- SparseRemap
 
+/// One stored entry on its way through a sort: position, value and input position.
+#[derive(Copy, Clone)]
+struct Entry {
+    r: usize,
+    c: usize,
+    v: f64,
+    src: usize,
+}
+
+/// A zero-filled buffer of `len` elements, or an error naming the node where memory
+/// cannot hold it (a huge dense shape), instead of an allocation that aborts the process.
+pub(crate) fn buffer<T: Clone>(ctx: &KernelCtx, len: usize, fill: T) -> Result<Vec<T>> {
+    let mut b = Vec::new();
+    b.try_reserve_exact(len).map_err(|_| ctx.error(format!("cannot allocate a work array of {len} elements (the dense shape is too large)")))?;
+    b.resize(len, fill);
+    Ok(b)
+}
+
+/// A stable counting sort of `es` by `key` (values below `buckets`).
+fn counting_sort(ctx: &KernelCtx, es: &[Entry], buckets: usize, key: impl Fn(&Entry) -> usize) -> Result<Vec<Entry>> {
+    let mut start = buffer(ctx, buckets + 1, 0usize)?;
+    for e in es {
+        start[key(e) + 1] += 1;
+    }
+    for b in 0..buckets {
+        start[b + 1] += start[b];
+    }
+    let mut out = es.to_vec();
+    for e in es {
+        let k = key(e);
+        out[start[k]] = *e;
+        start[k] += 1;
+    }
+    Ok(out)
+}
+
+/// `es` sorted by row, then column, then input position (so repeats sum in input order):
+/// two counting sorts (columns, then rows; linear passes) when the dense shape is at most
+/// a few times the entry count, a comparison sort otherwise.
+fn row_major(ctx: &KernelCtx, mut es: Vec<Entry>, m: usize, n: usize) -> Result<Vec<Entry>> {
+    let small = 4 * es.len() + (1 << 16);
+    if m <= small && n <= small {
+        let by_col = counting_sort(ctx, &es, n, |e| e.c)?;
+        return counting_sort(ctx, &by_col, m, |e| e.r);
+    }
+    es.sort_unstable_by_key(|e| (e.r, e.c, e.src));
+    Ok(es)
+}
+
 /// `SparseRemap(indices, values, row_map, col_map)`: moves each entry `(i, j)` to
 /// `(row_map[i], col_map[j])`, drops it where either is negative, then sorts the entries
 /// row-major and sums repeats. Outputs `indices [nnz_out, 2]`, `values [nnz_out]` and
@@ -230,9 +286,8 @@ fn kernel_remap(ctx: &KernelCtx) -> Result<Outputs> {
     if vals.len() != ix.len() {
         return Err(ctx.error(format!("{} values for {} indices", vals.len(), ix.len())));
     }
-    let mut kept: Vec<(usize, usize)> = Vec::with_capacity(ix.len());
-    let mut from: Vec<usize> = Vec::with_capacity(ix.len());
-    for (e, &(i, j)) in ix.iter().enumerate() {
+    let mut kept: Vec<Entry> = Vec::with_capacity(ix.len());
+    for (e, (&(i, j), &v)) in ix.iter().zip(&vals).enumerate() {
         let (r, c) = (rmap[i], cmap[j]);
         if r < 0 || c < 0 {
             continue;
@@ -240,29 +295,21 @@ fn kernel_remap(ctx: &KernelCtx) -> Result<Outputs> {
         if r as usize >= m || c as usize >= n {
             return Err(ctx.error(format!("entry {e} maps to [{r}, {c}], outside the output's dense shape [{m}, {n}]")));
         }
-        kept.push((r as usize, c as usize));
-        from.push(e);
+        kept.push(Entry { r: r as usize, c: c as usize, v, src: e });
     }
-    let (ptr, order) = by_row(&kept, m);
+    let kept = row_major(ctx, kept, m, n)?;
     let (mut out_ix, mut out_v) = (Vec::with_capacity(2 * kept.len()), Vec::with_capacity(kept.len()));
     let mut slot = vec![usize::MAX; ix.len()];
-    let mut row: Vec<usize> = Vec::new();
-    for r in 0..m {
-        row.clear();
-        row.extend_from_slice(&order[ptr[r]..ptr[r + 1]]);
-        row.sort_by_key(|&k| kept[k].1);
-        let mut last = usize::MAX;
-        for &k in &row {
-            let c = kept[k].1;
-            if c != last {
-                out_ix.extend([r as i64, c as i64]);
-                out_v.push(0.0);
-                last = c;
-            }
-            let s = out_v.len() - 1;
-            out_v[s] += vals[from[k]];
-            slot[from[k]] = s;
+    let mut last = (usize::MAX, usize::MAX);
+    for e in &kept {
+        if (e.r, e.c) != last {
+            out_ix.extend([e.r as i64, e.c as i64]);
+            out_v.push(0.0);
+            last = (e.r, e.c);
         }
+        let s = out_v.len() - 1;
+        out_v[s] += e.v;
+        slot[e.src] = s;
     }
     let nnz = out_v.len();
     let slot: Vec<i64> = slot.into_iter().map(|s| if s == usize::MAX { nnz as i64 } else { s as i64 }).collect();
@@ -325,9 +372,9 @@ fn operands(ctx: &KernelCtx) -> Result<Operands> {
 
 fn kernel_spspmm(ctx: &KernelCtx) -> Result<Outputs> {
     let Operands { a, av, b, bv, m, k, n } = operands(ctx)?;
-    let (ap, ao) = by_row(&a, m);
-    let (bp, bo) = by_row(&b, k);
-    let (mut acc, mut mark) = (vec![0.0; n], vec![usize::MAX; n]);
+    let (ap, ao) = by_row(ctx, &a, m)?;
+    let (bp, bo) = by_row(ctx, &b, k)?;
+    let (mut acc, mut mark) = (buffer(ctx, n, 0.0)?, buffer(ctx, n, usize::MAX)?);
     let (mut out_ix, mut out_v, mut cols) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..m {
         cols.clear();
@@ -385,10 +432,10 @@ fn kernel_spspmm_grad(ctx: &KernelCtx) -> Result<Outputs> {
     if dc.len() != c.len() {
         return Err(ctx.error(format!("{} gradient values for {} entries of the product", dc.len(), c.len())));
     }
-    let (ap, ao) = by_row(&a, m);
-    let (bp, bo) = by_row(&b, k);
-    let (cp, co) = by_row(&c, m);
-    let (mut w, mut da, mut db) = (vec![0.0; n], vec![0.0; a.len()], vec![0.0; b.len()]);
+    let (ap, ao) = by_row(ctx, &a, m)?;
+    let (bp, bo) = by_row(ctx, &b, k)?;
+    let (cp, co) = by_row(ctx, &c, m)?;
+    let (mut w, mut da, mut db) = (buffer(ctx, n, 0.0)?, vec![0.0; a.len()], vec![0.0; b.len()]);
     for i in 0..m {
         for &ec in &co[cp[i]..cp[i + 1]] {
             w[c[ec].1] += dc[ec];
