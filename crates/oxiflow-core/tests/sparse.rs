@@ -336,6 +336,12 @@ fn singular_and_misshapen_systems_are_errors_and_the_session_stays_usable() {
     assert!(e.contains("one row per row"), "{e}");
     let e = solve(&mut g, i, v, b, [3, 3], "magic").unwrap_err().to_string();
     assert!(e.contains("unknown method"), "{e}");
+    // an empty system has an empty solution
+    let i0 = g.constant(Tensor::from_vec(&[0, 2], Vec::<i64>::new(), Layout::RowMajor).unwrap()).unwrap();
+    let v0 = g.constant(t64(&[0], vec![])).unwrap();
+    let b0 = g.constant(t64(&[0], vec![])).unwrap();
+    let x0 = solve(&mut g, i0, v0, b0, [0, 0], "lu").unwrap();
+    assert_eq!(eval1(&g, &[], x0).dims(), &[0]);
 }
 
 #[test]

@@ -170,6 +170,10 @@ fn kernel_solve(ctx: &KernelCtx) -> Result<Outputs> {
     if rd.first() != Some(&m) {
         return Err(ctx.error(format!("rhs of shape {:?} does not fit a sparse matrix of dense shape [{m}, {n}]", rd)));
     }
+    let dims = if rd.len() == 1 { vec![n] } else { vec![n, k] };
+    if n == 0 || k == 0 {
+        return Ok(smallvec![float_tensor(ctx.node.outputs[0].dtype, &dims, Vec::new())?]);
+    }
     let h = key(how, m, n, &ix, &vals);
     let f = match ctx.state.resource_cache() {
         Some(cache) => {
@@ -200,7 +204,6 @@ fn kernel_solve(ctx: &KernelCtx) -> Result<Outputs> {
         let what = if how == Method::Qr { "rank deficient" } else { "singular" };
         return Err(ctx.error(format!("the matrix of dense shape [{m}, {n}] is {what} (the solution has non-finite entries)")));
     }
-    let dims = if rd.len() == 1 { vec![n] } else { vec![n, k] };
     Ok(smallvec![float_tensor(ctx.node.outputs[0].dtype, &dims, out)?])
 }
 
