@@ -12,6 +12,7 @@ module Oxiflow
 using Libdl
 using LinearAlgebra
 using Printf
+using SparseArrays
 using Statistics
 
 export Tensor, Operation, NodeDef, OxiflowError,
@@ -46,15 +47,17 @@ include("cuda.jl")
 include("profile.jl")
 include("bfgs.jl")
 include("external_optim.jl")
-include("show.jl")
 include("math.jl")
 include("linalg.jl")
 include("scatter.jl")
+include("sparse.jl")
+include("sparse_solve.jl")
 include("ode.jl")
 include("einsum.jl")
 include("layers.jl")
 include("tf_compat.jl")
 include("replicas.jl")
+include("show.jl")
 
 function __init__()
     select_blas_library()

@@ -21,4 +21,15 @@ Base.show(io::IO, s::Session) = print(io, "Session(", s.ptr == C_NULL ? "freed" 
 Base.show(io::IO, n::NodeDef) = print(io, "NodeDef(name=\"", n.name, "\", op=\"", n.op, "\", device=\"", n.device, "\")")
 Base.show(io::IO, ::TFModule) = print(io, "tf (Oxiflow's TensorFlow-compatible shim)")
 
+function Base.show(io::IO, s::SparseTensor)
+    if getfield(s.values, :graph).ptr == C_NULL
+        return print(io, "SparseTensor(", s.m, ", ", s.n, ", <freed graph>)")
+    end
+    k = nnz(s)
+    print(io, "SparseTensor(", s.m, ", ", s.n, ", nnz=", k === nothing ? "?" : k, ", ", eltype(s), ")")
+end
+Base.show(io::IO, F::SparseFactorization) =
+    print(io, "SparseFactorization(", F.method, F.adjoint ? ", adjoint" : "", ", ", F.A, ")")
+Base.show(io::IO, ::MIME"text/plain", F::SparseFactorization) = show(io, F)
+
 list_devices_of(s::Session) = oxf_session_devices(s)
