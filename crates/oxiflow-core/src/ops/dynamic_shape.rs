@@ -62,6 +62,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "_SumToShapeOf",
     "_BroadcastToShapeOf",
     "_ReshapeToShapeOf",
+    "_SplitToShapesOf",
     "SparseTensorDenseMatMul",
     "SparseRemap",
     "SparseSparseMatMul",

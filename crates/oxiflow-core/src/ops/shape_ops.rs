@@ -11,6 +11,7 @@ use super::index::{reshaped, strided_slice};
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
+use crate::shape::UNKNOWN;
 use crate::tensor::Element;
 use crate::with_array;
 use ndarray::{ArcArray, Axis, IxDyn, Slice};
@@ -164,10 +165,10 @@ fn grad_concat(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let axis = (node.attrs.get_int("ConcatV2", "axis")? + rank) % rank;
     let sizes = node.inputs.iter().map(|&i| Ok(g.shape_of(i)?.0[axis as usize])).collect::<Result<Vec<_>>>()?;
     if sizes.contains(&crate::shape::UNKNOWN) {
-        return Err(OxiflowError::Unimplemented(format!(
-            "the gradient of ConcatV2 '{}' along axis {axis}, where an input's size is unknown; concatenate along a known dimension",
-            node.name
-        )));
+        // split by the inputs' run-time sizes
+        let ins: Vec<Output> = std::iter::once(dy).chain(node.inputs.iter().copied()).collect();
+        let id = g.add_node(NodeSpec::new("_SplitToShapesOf", &ins).attr("axis", axis))?;
+        return Ok((0..n).map(|k| Some(Output::new(id, k))).collect());
     }
     let sizes: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
     Ok(split_v(g, dy, &sizes, axis)?.into_iter().map(Some).collect())
@@ -319,7 +320,7 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn kernel_split(ctx: &KernelCtx) -> Result<Outputs> {
     let x = &ctx.inputs[0];
     let rank = x.dims().len() as i64;
-    let axis = ((ctx.node.attrs.get_int("SplitV", "axis")? + rank) % rank) as usize;
+    let axis = ((ctx.node.attrs.get_int(ctx.node.op.name, "axis")? % rank + rank) % rank) as usize;
     let mut start = 0isize;
     let mut outs = Outputs::new();
     for t in &ctx.node.outputs {
@@ -329,6 +330,49 @@ fn kernel_split(ctx: &KernelCtx) -> Result<Outputs> {
         start += n;
     }
     Ok(outs)
+}
+
+/// `_SplitToShapesOf(x, like_0, ..., like_{n-1})`: `x` split along `axis` into pieces of the
+/// run-time sizes of the `like_k` (the gradient of a `ConcatV2` whose inputs have an unknown
+/// size along the axis, where TF builds `Shape` and `ConcatOffset` nodes). Output `k` has
+/// `like_k`'s shape, with `x`'s dtype. The kernel is `SplitV`'s, on the node specialised to
+/// the fed shapes.
+fn infer_split_to_shapes(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    let rank = x.shape.rank() as i64;
+    if rank == 0 {
+        return Err(ctx.invalid("cannot split a scalar"));
+    }
+    let axis = ((ctx.attrs.get_int(ctx.op, "axis")? % rank + rank) % rank) as usize;
+    let mut total = 0usize;
+    let mut outs = Vec::new();
+    for (k, like) in ctx.inputs[1..].iter().enumerate() {
+        let mut want = x.shape.clone();
+        want.0[axis] = UNKNOWN;
+        let Some(shape) = (like.shape.rank() as i64 == rank).then(|| want.merge(&like.shape)).flatten() else {
+            return Err(ctx.shape_error(&x.shape, &like.shape, format!(" (piece {k} must match the split tensor except along axis {axis})")));
+        };
+        total = if total == UNKNOWN || shape.0[axis] == UNKNOWN { UNKNOWN } else { total + shape.0[axis] };
+        outs.push(TensorType::new(x.dtype, shape));
+    }
+    if total != UNKNOWN && x.shape.0[axis] != UNKNOWN && total != x.shape.0[axis] {
+        return Err(
+            ctx.invalid(format!("the pieces' sizes add up to {total} along axis {axis}, but the split tensor has {} (shape {})", x.shape.0[axis], x.shape))
+        );
+    }
+    Ok(outs)
+}
+
+/// The gradient of `_SplitToShapesOf`: the pieces' gradients concatenated (zeros where none
+/// arrived); none for the `like` operands.
+fn grad_split_to_shapes(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let mut out = vec![None; node.inputs.len()];
+    if grads.iter().all(Option::is_none) {
+        return Ok(out);
+    }
+    let parts = (0..node.outputs.len()).map(|i| grad_or_zeros(g, node, grads, i)).collect::<Result<Vec<_>>>()?;
+    out[0] = Some(if parts.len() == 1 { parts[0] } else { concat(g, &parts, node.attrs.get_int(node.op.name, "axis")?)? });
+    Ok(out)
 }
 
 /// TF `_SplitVGrad`: `ConcatV2` of the outputs' gradients (zeros where none arrived).
@@ -536,6 +580,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("Pack", "stack", Arity::AtLeast(1), infer_pack, kernel_pack, any, Some(grad_pack)).with_attrs(attrs!["axis" => Int]));
     r.add(def("Unpack", "unstack", one, infer_unpack, kernel_unpack, any, Some(grad_unpack)).with_attrs(attrs!["axis" => Int, "num" => Int]));
     r.add(def("SplitV", "split", one, infer_split, kernel_split, any, Some(grad_split)).with_attrs(attrs!["size_splits" => Ints, "axis" => Int]));
+    let pieces = Arity::AtLeast(2);
+    r.add(
+        super::math::def("_SplitToShapesOf", "SplitToShapesOf", pieces, infer_split_to_shapes, kernel_split, GpuSupport::None, Some(grad_split_to_shapes))
+            .with_attrs(attrs!["axis" => Int]),
+    );
     r.add(def("Tile", "Tile", one, infer_tile, kernel_tile, any, Some(grad_tile)).with_attrs(attrs!["multiples" => Ints]));
     r.add(def("ReverseV2", "ReverseV2", one, infer_reverse, kernel_reverse, any, Some(grad_reverse)).with_attrs(attrs!["axis" => Ints]));
     r.add(def("Pad", "Pad", one, infer_pad, kernel_pad, any, Some(grad_pad)).with_attrs(attrs!["paddings" => Ints]));
