@@ -56,7 +56,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-replicas bench-peers bench-quick clean distclean
+.PHONY: test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-sparse bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -188,6 +188,11 @@ bench-replicas: setup build
 
 bench:
 	$(CARGO) bench -p oxiflow-core
+
+# Sparse solves (LU, Cholesky) and assembly against Julia's SparseArrays (UMFPACK, CHOLMOD)
+# in one run: docs/performance.md, "Sparse matrices".
+bench-sparse: setup build
+	$(JULIA_RUN) bench/sparse.jl
 
 # Oxiflow against TF1 (graph + Session), PyTorch (eager), JAX (jit) and NumPy on the same
 # workloads, one run on this machine: bench/peers/. A peer that did not install is shown
