@@ -29,24 +29,13 @@ Constructors (1-based): `SparseTensor(ii, jj, vv, m, n)`, `SparseTensor(A::Spars
 `spzero`, `spdiag`, `spdiagm`, `dense_to_sparse`; 0-based: [`RawSparseTensor`](@ref) and
 `SparseTensor(indices::Tensor, values::Tensor, (m, n))`, which checks dtypes and shapes
 (an `OxiflowError` otherwise) and copies nothing.
-
-A `SparseTensor` made by a `SparseRemap` (`+`, `-`, `compress`, `getindex`, `zero_out_row`,
-`scatter_*`) also keeps, in the field `premerge`, the same matrix as entries whose count is
-known: those before the merge (a concatenation), or after a selection the entries moved
-without a merge, the dropped ones as zeros at `(0, 0)` (0-based). Functions that concatenate
-entries again (`+`, `vcat`, `scatter_*`, ...) and the remaps start from those, so chains
-such as `K1 + K2 + K3` stay differentiable (the engine's `ConcatV2` has no gradient along a
-dimension of unknown size) and merge once; after a selection, such a later merge may store a
-zero at `(0, 0)`. The merged `indices` and `values` are what `run`, `find`, the products,
-solves and `Array` use.
 """
 mutable struct SparseTensor
     indices::Tensor
     values::Tensor
     m::Int
     n::Int
-    premerge::Union{Nothing,SparseTensor}
-    function SparseTensor(indices::Tensor, values::Tensor, shape::Tuple{Integer,Integer}; premerge=nothing)
+    function SparseTensor(indices::Tensor, values::Tensor, shape::Tuple{Integer,Integer})
         m, n = Int(shape[1]), Int(shape[2])
         (m >= 0 && n >= 0) || invalid("SparseTensor: the dense shape must be non-negative, got ($m, $n)")
         (indices.dtype == Int64 && ndims(indices) == 2 && size(indices, 2) in (2, nothing)) ||
@@ -56,22 +45,21 @@ mutable struct SparseTensor
         a, b = size(indices, 1), size(values, 1)
         (a === nothing || b === nothing || a == b) ||
             invalid("SparseTensor: $a index rows but $b values")
+        if getfield(indices, :graph) !== getfield(values, :graph) && !isempty(FUNCTION_STACK)
+            # built inside a while_loop body or a cond branch from a matrix of the enclosing
+            # graph: both parts become the body's captures
+            indices, values = capture(indices), capture(values)
+        end
         getfield(indices, :graph) === getfield(values, :graph) ||
             invalid("SparseTensor: indices and values come from different graphs")
-        premerge === nothing || (premerge isa SparseTensor && (premerge.m, premerge.n) == (m, n)) ||
-            invalid("SparseTensor: premerge must be a SparseTensor of size ($m, $n)")
-        return new(indices, values, m, n, premerge)
+        return new(indices, values, m, n)
     end
 end
 
 sgraph(s::SparseTensor) = getfield(s.indices, :graph)
 
-# The entries to concatenate or remap: those before the last merge when kept (known nnz).
-entries_of(s::SparseTensor) = s.premerge === nothing ? s : s.premerge
-
-# `s` with `f` applied to its values (and to those of its premerge form, the same matrix).
-map_values(f, s::SparseTensor) = SparseTensor(s.indices, f(s.values), (s.m, s.n);
-                                              premerge=s.premerge === nothing ? nothing : map_values(f, s.premerge))
+# `s` with `f` applied to its values.
+map_values(f, s::SparseTensor) = SparseTensor(s.indices, f(s.values), (s.m, s.n))
 
 # Output `i` of the node that made `t` (ops with several outputs).
 output_of(t::Tensor, i::Integer) = Tensor(getfield(t, :graph), getfield(t, :node), Int32(i))
@@ -330,7 +318,7 @@ SparseArrays.nnz(s::SparseTensor) = (a = size(s.values, 1)) === nothing ? size(s
 Base.lastindex(s::SparseTensor, i::Integer) = size(s, i)
 Base.firstindex(s::SparseTensor, i::Integer) = 1
 """`copy(s)`: a `SparseTensor` whose indices and values are `Identity`s of `s`'s (ADCME)."""
-Base.copy(s::SparseTensor) = SparseTensor(copy(s.indices), copy(s.values), (s.m, s.n); premerge=s.premerge)
+Base.copy(s::SparseTensor) = SparseTensor(copy(s.indices), copy(s.values), (s.m, s.n))
 
 """
     Array(s)
@@ -343,30 +331,12 @@ Base.Array(s::SparseTensor) = add_op("ScatterNd", [s.indices, s.values]; shape=[
 # ---------------------------------------------------------------- merging and remapping
 
 # `SparseRemap(indices, values, row_map, col_map)` into an `m×n` result: each entry (i, j)
-# moves to (row_map[i], col_map[j]) (0-based; -1 drops it), then sorting and merging. It
-# reads the entries before `s`'s last merge, when kept, and keeps as the result's premerge
-# form those entries themselves (identity maps) or, when their count is known, the same
-# entries moved without a merge (`moved_entries`).
+# moves to (row_map[i], col_map[j]) (0-based; -1 drops it), then sorting and merging.
 function remap(s::SparseTensor, row_map::AbstractVector{<:Integer}, col_map::AbstractVector{<:Integer}, m::Integer, n::Integer)
-    e = entries_of(s)
-    g = sgraph(e)
-    r = add_op("SparseRemap", Tensor[e.indices, e.values, constant_in(g, collect(Int64, row_map)), constant_in(g, collect(Int64, col_map))];
+    g = sgraph(s)
+    r = add_op("SparseRemap", Tensor[s.indices, s.values, constant_in(g, collect(Int64, row_map)), constant_in(g, collect(Int64, col_map))];
                dense_shape=[Int(m), Int(n)])
-    ident = (m, n) == (e.m, e.n) && row_map == 0:m-1 && col_map == 0:n-1
-    pre = ident ? e : nnz(e) === nothing ? nothing : moved_entries(e, row_map, col_map, m, n)
-    return SparseTensor(r, output_of(r, 1), (m, n); premerge=pre)
-end
-
-# What `remap` computes, with the entries' count kept: each entry moved by the maps (GatherV2
-# of constant tables at its row and column), a dropped one moved to (0, 0) with value 0.
-function moved_entries(e::SparseTensor, row_map, col_map, m, n)
-    g = sgraph(e); T = eltype(e)
-    (m == 0 || n == 0) && return SparseTensor(constant_in(g, zeros(Int64, 0, 2)), constant_in(g, zeros(T, 0)), (m, n))
-    at(table, c) = add_op("GatherV2", [constant_in(g, table), index_column(e, c)]; axis=0)
-    r = at(Int64[max(x, 0) for x in row_map], 0)
-    c = at(Int64[max(x, 0) for x in col_map], 1)
-    keep = at(T[x >= 0 for x in row_map], 0) * at(T[x >= 0 for x in col_map], 1)
-    return SparseTensor(add_op("Pack", Tensor[r, c]; axis=1), e.values * keep, (m, n))
+    return SparseTensor(r, output_of(r, 1), (m, n))
 end
 
 """
@@ -379,9 +349,8 @@ ADCME's, the input need not be sorted.
 compress(A::SparseTensor) = remap(A, 0:A.m-1, 0:A.n-1, A.m, A.n)
 
 # Entries of several sparse matrices in one `m×n` (no merge), each shifted by `shifts[k]`
-# (rows, columns); each contributes the entries before its last merge, when kept.
+# (rows, columns); their counts may be unknown.
 function concat_entries(ss::Vector{SparseTensor}, m, n; shifts=nothing)
-    ss = SparseTensor[entries_of(s) for s in ss]
     g = sgraph(ss[1])
     idx = Tensor[]
     for (k, s) in enumerate(ss)
@@ -493,8 +462,7 @@ The `n×m` transpose: the index columns swapped (`GatherV2`), values shared (ADC
 `adjoint`; the values are real, so both are the same). Not re-sorted.
 """
 Base.adjoint(s::SparseTensor) =
-    SparseTensor(add_op("GatherV2", [s.indices, constant_in(sgraph(s), Int64[1, 0])]; axis=1), s.values, (s.n, s.m);
-                 premerge=s.premerge === nothing ? nothing : adjoint(s.premerge))
+    SparseTensor(add_op("GatherV2", [s.indices, constant_in(sgraph(s), Int64[1, 0])]; axis=1), s.values, (s.n, s.m))
 Base.transpose(s::SparseTensor) = adjoint(s)
 
 """
@@ -644,7 +612,6 @@ end
 # B's entries moved into the block (p, q) of an `m×n` matrix (the 0-based position tables
 # gathered at B's rows and columns).
 function moved(B::SparseTensor, p, q, m, n)
-    B = entries_of(B)
     g = sgraph(B)
     r = add_op("GatherV2", [constant_in(g, collect(Int64, p) .- 1), index_column(B, 0)]; axis=0)
     c = add_op("GatherV2", [constant_in(g, collect(Int64, q) .- 1), index_column(B, 1)]; axis=0)
@@ -682,7 +649,6 @@ function scatter_update(A::SparseOperand, i1, j1, B::SparseOperand)
     A, p, q, B = block_args("scatter_update", A, i1, j1, B)
     (allunique(p) && allunique(q)) || invalid("scatter_update: the index block repeats a row or column; each position must be updated once")
     m, n = A.m, A.n
-    A = entries_of(A)
     g = sgraph(A); T = eltype(A)
     inrow = zeros(T, m); inrow[p] .= 1
     incol = zeros(T, n); incol[q] .= 1

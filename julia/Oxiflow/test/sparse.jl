@@ -121,7 +121,7 @@ end
     R = sparse([1, 1, 2], [2, 2, 1], [1.0, 2.0, 4.0], 2, 2)
     @test run(s, r * [1.0, 10.0]) ≈ R * [1.0, 10.0] && run(s, Array(r)) == Matrix(R)
     @test run(s, r * r) ≈ R * R && run(s, r + r) ≈ 2R && run(s, sum(r; dims=1)) ≈ vec(sum(R; dims=1))
-    # a chain of merges is sorted and merged once
+    # a chain of merges is sorted, one entry per position
     abc = (a + b) - (2 * a)
     ix, vals = run(s, [abc.indices, abc.values])
     jix, jvals = rowmajor(B - A)
@@ -310,6 +310,73 @@ end
     @test run(s, gradients(loss, rv)) ≈ fd_grad(r -> sum(w .* (tmat(t0) \ r)), r0) rtol = 1e-5
 end
 
+@testset "sparse: gradients through concatenations of unknown nnz" begin
+    # `+`, blocks and scatters concatenate entries whose count may be known only at run time
+    # (a product, a selection, a merge); the engine differentiates `ConcatV2` along such a
+    # dimension, so these chains match finite differences.
+    reset_default_graph()
+    s = Session()
+    rng = MersenneTwister(7)
+    n = 5
+    ii, jj, v0 = sparse_system(rng, n)
+    mat(v) = Matrix(sparse(ii, jj, v, n, n))
+    W = rand(rng, n, n); W2 = rand(rng, n, 2n); w = rand(rng, n)
+    C = sprand(rng, n, n, 0.5); c = SparseTensor(C)
+    vv = Variable(v0)
+    a = SparseTensor(ii, jj, vv, n, n)
+    init(s)
+    check(loss, f_v) = @test run(s, gradients(loss, vv)) ≈ fd_grad(f_v, v0) rtol = 1e-5 atol = 1e-8
+    # (A * B) + C, C + (A * B), (A * B) - C
+    ab = a * a'
+    @test nnz(ab) === nothing
+    check(sum(W .* Array(ab + c)), v -> sum(W .* (mat(v) * mat(v)' + C)))
+    check(sum(W .* Array(c + a * a)), v -> sum(W .* (C + mat(v) * mat(v))))
+    check(sum(W .* Array(a * a - a')), v -> sum(W .* (mat(v) * mat(v) - mat(v)')))
+    # blocks of a product: [A*B  C], [A*B; C], [A*B C; C' A]
+    check(sum(W2 .* Array([ab c])), v -> sum(W2 .* [mat(v) * mat(v)' C]))
+    check(sum(W2' .* Array([a * a; a])), v -> sum(W2' .* [mat(v) * mat(v); mat(v)]))
+    check(sum([W W; W W] .* Array([ab c; c' a])), v -> sum([W W; W W] .* [mat(v) * mat(v)' C; C' mat(v)]))
+    # merges of merges: (A + B) + C after compress, scatter_add of a product
+    check(sum(W .* Array((compress(a) + a') + 2 * a)), v -> sum(W .* (mat(v) + mat(v)' + 2 * mat(v))))
+    check(sum(W .* Array(compress(a + c) + (a' + a))), v -> sum(W .* (mat(v) + C + mat(v)' + mat(v))))
+    check(sum(W .* Array(scatter_add(a, 2:3, [1, 4], (a * a)[1:2, 2:3]))),
+          v -> sum(W .* (M = mat(v); M[2:3, [1, 4]] += (mat(v) * mat(v))[1:2, 2:3]; M)))
+    # getindex with a repeated index (a product with a selection matrix), then +, blocks, solves
+    p = [2, 2, 1, 4, 5]
+    check(sum(W .* Array(a[p, :] + a)), v -> sum(W .* (mat(v)[p, :] + mat(v))))
+    check(sum(W .* Array(a[:, p] - c)), v -> sum(W .* (mat(v)[:, p] - C)))
+    check(sum(W2 .* Array([a[p, :] a])), v -> sum(W2 .* [mat(v)[p, :] mat(v)]))
+    check(sum(w .* ((a * a + spdiag(n)) \ w)), v -> sum(w .* ((mat(v) * mat(v) + I) \ w)))
+    # the values are exact too
+    @test run(s, ab + c) ≈ sparse(mat(v0) * mat(v0)') + C
+    @test run(s, [ab c]) ≈ [sparse(mat(v0) * mat(v0)') C]
+    @test run(s, a[p, :] + a) ≈ sparse(mat(v0)[p, :] + mat(v0))
+end
+
+@testset "sparse: a selection then + stores no extra entries" begin
+    # zero_out_row and getindex followed by +, a block or scatter_add store only the
+    # positions of their operands: no (1, 1) entry appears unless an operand has one
+    reset_default_graph()
+    s = Session()
+    A = sparse([1, 2, 3, 3, 4], [2, 3, 1, 4, 2], [1.0, 2.0, 3.0, 4.0, 5.0], 4, 4)
+    B = sparse([2, 4], [2, 4], [1.0, 1.0], 4, 4)
+    a = SparseTensor(A); b = SparseTensor(B)
+    positions(t) = Set(zip(run(s, rows(t)), run(s, cols(t))))
+    stored(M) = Set(zip(findnz(M)[1], findnz(M)[2]))
+    for (t, M) in ((zero_out_row(a, [1, 3]) + b, (Z = copy(A); Z[[1, 3], :] .= 0; dropzeros!(Z) + B)),
+                   (zero_out_row(a + b, 2:3) + b, (Z = A + B; Z[2:3, :] .= 0; dropzeros!(Z) + B)),
+                   (a[[2, 3, 4], [2, 3, 4]] + b[[1, 3, 4], 2:4], A[2:4, 2:4] + B[[1, 3, 4], 2:4]),
+                   ([zero_out_row(a, 1) b], [(Z = copy(A); Z[1, :] .= 0; dropzeros!(Z)) B]),
+                   (scatter_add(zero_out_row(a, [1, 2]), 3:4, 3:4, b[1:2, 1:2]),
+                    (Z = copy(A); Z[1:2, :] .= 0; dropzeros!(Z); Z[3:4, 3:4] += B[1:2, 1:2]; Z)))
+        R = run(s, t)
+        @test R ≈ M
+        @test !((1, 1) in stored(M))                 # no operand stores (1, 1) ...
+        @test !((1, 1) in positions(t)) && !((1, 1) in stored(R))   # ... nor does the result
+        @test positions(t) == stored(M)
+    end
+end
+
 @testset "sparse: errors name the function and the sizes" begin
     reset_default_graph()
     a = SparseTensor([1, 2], [1, 2], [1.0, 2.0], 2, 2)
@@ -358,4 +425,18 @@ end
     soft = Session(emulated_gpus=1, soft=true)
     @test assigned_device(soft, sparse_on_gpu) == "/job:localhost/replica:0/task:0/device:CPU:0"
     @test run(soft, sparse_on_gpu) ≈ [0.5, 0.25]
+end
+
+@testset "sparse: a matrix of the enclosing graph inside a while_loop body" begin
+    reset_default_graph()
+    A0 = sparse([1, 2, 2, 3], [1, 1, 2, 3], [4.0, 1.0, 3.0, 2.0], 3, 3)
+    A = SparseTensor(A0)
+    c = Variable(0.5)
+    # x_{k+1} = (A + c I) \ (A' x_k), three times: scaled, transposed and solved in the body
+    body(k, x) = (k + 1, (A + c * spdiag(3)) \ (A' * x))
+    _, x = while_loop((k, x) -> k < 3, body, [constant(0), constant([1.0, 2.0, 3.0])])
+    s = Session(); init(s)
+    xj(cv) = (y = [1.0, 2.0, 3.0]; for _ in 1:3; y = (Matrix(A0) + cv * I) \ (Matrix(A0)' * y); end; y)
+    @test run(s, x) ≈ xj(0.5) rtol = 1e-12
+    @test run(s, gradients(sum(x), c)) ≈ (sum(xj(0.5 + 1e-6)) - sum(xj(0.5 - 1e-6))) / 2e-6 rtol = 1e-6
 end

@@ -1,0 +1,88 @@
+# ADCME's `αscheme`: the generalized-α method of Chung and Hulbert (J. Appl. Mech. 60, 1993)
+# for the second-order system M a + C v + K d = F, as a `while_loop` over the time steps with
+# the displacements, velocities and accelerations kept in `TensorArray`s. M, C and K may be
+# sparse (a `SparseTensor` or a `SparseMatrixCSC`) or dense; every step solves one linear
+# system with the step's matrix, and with a sparse matrix that does not change between steps
+# (a constant Δt) the session factorizes it once (`SparseSolve`'s factorization cache).
+
+export αscheme, αscheme_time
+
+# A matrix argument as what the step arithmetic uses: a SparseTensor stays, a sparse Julia
+# matrix becomes one, a dense matrix a constant tensor.
+alpha_matrix(A::SparseTensor, _) = A
+alpha_matrix(A::SparseMatrixCSC, _) = SparseTensor(A)
+alpha_matrix(A::AbstractMatrix, _) = constant(Array{Float64}(A))
+function alpha_matrix(A::Tensor, what)
+    length(size(A)) == 2 || invalid("αscheme: $what must be a matrix, got a tensor of size $(size(A))")
+    return A
+end
+alpha_matrix(A, what) = invalid("αscheme: $what must be a SparseTensor, a sparse or dense matrix or a matrix tensor, got $(typeof(A))")
+
+alpha_vector(x::Tensor) = x
+alpha_vector(x) = constant(Array{Float64}(x))
+
+"""
+    αscheme(M, C, K, Force, d0, v0, a0, Δt; solve=missing, extsolve=missing, ρ=1.0) -> (d, v, a)
+
+ADCME's `αscheme`: integrates `M a + C v + K d = F` with the generalized-α method (Chung and
+Hulbert 1993) from `d0`, `v0`, `a0` (vectors of length `n`) over the `NT = length(Δt)` steps
+`Δt` (a vector, or a tensor of length NT). `M`, `C`, `K` are `n×n`: `SparseTensor`s,
+`SparseMatrixCSC`s, dense matrices or matrix tensors. `Force` is `NT×n`: row `i` is the
+load of step `i` (the load the method applies at `t_{i-1} + (1-αf) Δt_i`, as ADCME's).
+`ρ ∈ [0, 1]` is the spectral radius at infinite frequency: `ρ = 1` is the trapezoidal rule
+(no numerical damping, `αm = αf = 1/2`), smaller values damp high frequencies; with
+`αm = (2ρ-1)/(ρ+1)`, `αf = ρ/(ρ+1)`, `γ = 1/2 - αm + αf`, `β = (1 - αm + αf)²/4` the
+method is second-order accurate and unconditionally stable.
+
+Returns `(d, v, a)`, each an `(NT+1)×n` tensor whose row 1 is the initial state. Step `i`
+solves `[(1-αm) M + (1-αf) γ Δt C + (1-αf) β Δt² K] a_{i} = F_i - αm M a_{i-1} -
+C ((1-αf) ṽ + αf v_{i-1}) - K ((1-αf) d̃ + αf d_{i-1})` with the predictors
+`d̃ = d + Δt v + Δt² (1-2β)/2 a`, `ṽ = v + (1-γ) Δt a`, then corrects `d` and `v`. The
+result is differentiable (through the loop) with respect to the tensors that build `M`,
+`C`, `K`, `Force`, `d0`, `v0`, `a0` and `Δt`. `solve(A, rhs)`, when given, replaces
+`A \\ rhs`; `extsolve` (ADCME's external solver hook) is not supported and is an error.
+"""
+function αscheme(M, C, K, Force, d0, v0, a0, Δt; solve=missing, extsolve=missing, ρ::Real=1.0)
+    extsolve === missing || invalid("αscheme: extsolve (an external solver library) is not supported; pass solve=(A, rhs) -> x instead")
+    0 <= ρ <= 1 || invalid("αscheme: ρ must be in [0, 1], got $ρ")
+    αm = (2ρ - 1) / (ρ + 1); αf = ρ / (ρ + 1)
+    γ = 1 / 2 - αm + αf; β = (1 - αm + αf)^2 / 4
+    M, C, K = alpha_matrix(M, "M"), alpha_matrix(C, "C"), alpha_matrix(K, "K")
+    d0, v0, a0 = alpha_vector(d0), alpha_vector(v0), alpha_vector(a0)
+    Δt = Δt isa Tensor ? Δt : constant(Array{Float64}(collect(Δt)))
+    Force = Force isa Tensor ? Force : constant(Array{Float64}(Force))
+    NT = size(Δt, 1)
+    NT === nothing && invalid("αscheme: the number of steps (length of Δt) must be known")
+    size(Force, 1) == NT || invalid("αscheme: Force must have one row per step ($NT), got size $(size(Force))")
+    linsolve = solve === missing ? ((A, b) -> A \ b) : solve
+    tas = [write(TensorArray(NT + 1), 1, x) for x in (d0, v0, a0)]
+    function body(i, tad, tav, taa)
+        dc, vc, ac = read(tad, i - 1), read(tav, i - 1), read(taa, i - 1)
+        dt = Δt[i - 1]
+        f = Force[i - 1, :]
+        dp = dc + dt * vc + (dt^2 * (1 - 2β) / 2) * ac
+        vp = vc + (dt * (1 - γ)) * ac
+        rhs = f - M * (αm * ac) - C * ((1 - αf) * vp + αf * vc) - K * ((1 - αf) * dp + αf * dc)
+        A = (1 - αm) * M + ((1 - αf) * γ * dt) * C + ((1 - αf) * β * dt^2) * K
+        an = linsolve(A, rhs)
+        dn = dp + (β * dt^2) * an
+        vn = vp + (γ * dt) * an
+        return i + 1, write(tad, i, dn), write(tav, i, vn), write(taa, i, an)
+    end
+    _, d, v, a = while_loop((i, tad, tav, taa) -> i <= NT + 1, body, [constant(2), tas...])
+    return stack(d), stack(v), stack(a)
+end
+
+"""
+    αscheme_time(Δt; ρ=1.0) -> (t_d, t_f)
+
+ADCME's `αscheme_time`: the times at which `αscheme` with steps `Δt` gives the solution
+(`t_d`, the step ends `cumsum(Δt)`) and applies the loads (`t_f`, `t_{i-1} + (1-αf) Δt_i`),
+as Julia vectors of length `length(Δt)`; use `t_f` to evaluate `Force`.
+"""
+function αscheme_time(Δt::AbstractVector{<:Real}; ρ::Real=1.0)
+    αf = ρ / (ρ + 1)
+    t_d = cumsum(Float64.(Δt))
+    t_f = (t_d .- Δt) .+ (1 - αf) .* Δt
+    return t_d, t_f
+end
