@@ -5,7 +5,7 @@
 # system with the step's matrix, and with a sparse matrix that does not change between steps
 # (a constant Δt) the session factorizes it once (`SparseSolve`'s factorization cache).
 
-export αscheme, αscheme_time
+export αscheme, αscheme_time, ExplicitNewmark, TR_BDF2
 
 # A matrix argument as what the step arithmetic uses: a SparseTensor stays, a sparse Julia
 # matrix becomes one, a dense matrix a constant tensor.
@@ -13,10 +13,10 @@ alpha_matrix(A::SparseTensor, _) = A
 alpha_matrix(A::SparseMatrixCSC, _) = SparseTensor(A)
 alpha_matrix(A::AbstractMatrix, _) = constant(Array{Float64}(A))
 function alpha_matrix(A::Tensor, what)
-    length(size(A)) == 2 || invalid("αscheme: $what must be a matrix, got a tensor of size $(size(A))")
+    length(size(A)) == 2 || invalid("$what must be a matrix, got a tensor of size $(size(A))")
     return A
 end
-alpha_matrix(A, what) = invalid("αscheme: $what must be a SparseTensor, a sparse or dense matrix or a matrix tensor, got $(typeof(A))")
+alpha_matrix(A, what) = invalid("$what must be a SparseTensor, a sparse or dense matrix or a matrix tensor, got $(typeof(A))")
 
 alpha_vector(x::Tensor) = x
 alpha_vector(x) = constant(Array{Float64}(x))
@@ -47,7 +47,7 @@ function αscheme(M, C, K, Force, d0, v0, a0, Δt; solve=missing, extsolve=missi
     0 <= ρ <= 1 || invalid("αscheme: ρ must be in [0, 1], got $ρ")
     αm = (2ρ - 1) / (ρ + 1); αf = ρ / (ρ + 1)
     γ = 1 / 2 - αm + αf; β = (1 - αm + αf)^2 / 4
-    M, C, K = alpha_matrix(M, "M"), alpha_matrix(C, "C"), alpha_matrix(K, "K")
+    M, C, K = alpha_matrix(M, "αscheme: M"), alpha_matrix(C, "αscheme: C"), alpha_matrix(K, "αscheme: K")
     d0, v0, a0 = alpha_vector(d0), alpha_vector(v0), alpha_vector(a0)
     Δt = Δt isa Tensor ? Δt : constant(Array{Float64}(collect(Δt)))
     Force = Force isa Tensor ? Force : constant(Array{Float64}(Force))
@@ -85,4 +85,65 @@ function αscheme_time(Δt::AbstractVector{<:Real}; ρ::Real=1.0)
     t_d = cumsum(Float64.(Δt))
     t_f = (t_d .- Δt) .+ (1 - αf) .* Δt
     return t_d, t_f
+end
+
+# ------------------------------------------------------------------ ExplicitNewmark, TR_BDF2
+
+# A matrix argument of the one-step integrators (`missing` where allowed: a zero matrix).
+step_matrix(A, _, what) = alpha_matrix(A, what)
+step_matrix(::Missing, n, _) = spzero(n)
+
+"""
+    ExplicitNewmark(M, Z1, Z2, Δt)
+    step(en::ExplicitNewmark, d0, d1, f) -> d2
+
+ADCME's explicit Newmark (central difference) integrator for `M d̈ + Z1 ḋ + Z2 d = f`:
+`(M/Δt² + Z1/(2Δt)) d^{n+1} = (2M/Δt² - Z2) d^n - (M/Δt² - Z1/(2Δt)) d^{n-1} + f^n`.
+`M` (`n×n`), `Z1`, `Z2` (`missing` for zero) are `SparseTensor`s, `SparseMatrixCSC`s, dense
+matrices or matrix tensors; `Δt` a number. `step` takes the two previous displacements
+`d0 = d^{n-1}`, `d1 = d^n` and the load `f = f^n` (vectors or tensors of length `n`) and
+returns `d^{n+1}`, differentiable in everything. Conditionally stable (for `Z1 = 0`:
+`Δt ω_max < 2`); the left-hand matrix is the same every step, so the session factorizes it
+once when it is sparse.
+"""
+struct ExplicitNewmark
+    A::Any   # M/Δt² + Z1/(2Δt)
+    B::Any   # 2M/Δt² - Z2
+    C::Any   # M/Δt² - Z1/(2Δt)
+    function ExplicitNewmark(M, Z1, Z2, Δt::Real)
+        Δt > 0 || invalid("ExplicitNewmark: Δt must be positive, got $Δt")
+        Mt = alpha_matrix(M, "ExplicitNewmark: M")
+        n = size(Mt, 1)
+        Z1t, Z2t = step_matrix(Z1, n, "ExplicitNewmark: Z1"), step_matrix(Z2, n, "ExplicitNewmark: Z2")
+        return new(Mt / Δt^2 + Z1t / (2Δt), 2 / Δt^2 * Mt - Z2t, Mt / Δt^2 - Z1t / (2Δt))
+    end
+end
+Base.step(en::ExplicitNewmark, d0, d1, f) = en.A \ (en.B * alpha_vector(d1) - en.C * alpha_vector(d0) + alpha_vector(f))
+
+"""
+    TR_BDF2(D0, D1, Δt)
+    (tr::TR_BDF2)(u, f1, f2, f3) -> u_next
+
+ADCME's TR-BDF2 integrator for `D1 u̇ = D0 u + f(t)`: one step of size `Δt` is a
+trapezoidal half step, `(D1 - Δt/4 D0) u_{1/2} = (D1 + Δt/4 D0) u + Δt/4 (f1 + f2)`, then a
+second-order backward difference, `(3 D1 - Δt D0) u_next = 4 D1 u_{1/2} - D1 u + Δt f3`,
+with `f1`, `f2`, `f3` the loads at `t`, `t + Δt/2` and `t + Δt`. L-stable and second-order
+accurate. `D0`, `D1` (`n×n`) are `SparseTensor`s, `SparseMatrixCSC`s, dense matrices or
+matrix tensors; `u`, `f1`, `f2`, `f3` vectors or tensors of length `n`; the result is
+differentiable in everything.
+"""
+struct TR_BDF2
+    D0::Any
+    D1::Any
+    Δt::Float64
+    function TR_BDF2(D0, D1, Δt::Real)
+        Δt > 0 || invalid("TR_BDF2: Δt must be positive, got $Δt")
+        return new(alpha_matrix(D0, "TR_BDF2: D0"), alpha_matrix(D1, "TR_BDF2: D1"), Float64(Δt))
+    end
+end
+function (tr::TR_BDF2)(u, f1, f2, f3)
+    D0, D1, h = tr.D0, tr.D1, tr.Δt
+    u, f1, f2, f3 = alpha_vector(u), alpha_vector(f1), alpha_vector(f2), alpha_vector(f3)
+    uh = (D1 - h / 4 * D0) \ (D1 * u + (h / 4) * (D0 * u) + (h / 4) * (f1 + f2))
+    return (3 * D1 - h * D0) \ (4 * (D1 * uh) - D1 * u + h * f3)
 end
