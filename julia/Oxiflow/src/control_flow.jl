@@ -129,7 +129,7 @@ end
 
 # ---------------------------------------------------------------- TensorArray
 
-export TensorArray, while_loop
+export TensorArray, while_loop, pmap
 
 """
     TensorArray(n; dtype=Float64, clear_after_read=true, element_shape=nothing)
@@ -310,6 +310,17 @@ function Base.map(f::Function, ts::AbstractVector{<:Tensor}; dtype=nothing)
         invalid("map: the tensors' first dimensions differ: $(join((size(t) for t in ts), ", "))")
     return map_slices(f, Vector{Tensor}(ts), true)
 end
+
+"""
+    pmap(f, t::Tensor)
+    pmap(f, ts::Vector{Tensor})
+
+ADCME's `pmap`: [`map`](@ref) for an `f` whose iterations do not depend on each other (ADCME
+builds it as `tf.map_fn` with parallel iterations); the result is `map`'s. Oxiflow's
+`while_loop` runs the iterations one after another, and the ops of one iteration in
+parallel on the executor's pool.
+"""
+pmap(f::Function, t::Union{Tensor,AbstractVector{<:Tensor}}) = map(f, t)
 
 function map_slices(f, ts::Vector{Tensor}, many::Bool)
     foreach(t -> known_size(t, "map"), ts)

@@ -169,6 +169,9 @@ end
     @test run(s, gradients(sum(map(x -> sin(x) .* w, v)), v)) ≈ cos.(A) .* [1.0 2.0 3.0]
     e = try; map(x -> x, [constant(A), constant(rand(4, 3))]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("first dimensions differ", e.msg)
+    # pmap (ADCME's parallel map) gives map's result, for one tensor and for several
+    @test run(s, pmap(x -> sum(x .* w), constant(A))) ≈ A * [1.0, 2.0, 3.0]
+    @test run(s, pmap(xy -> xy[1] - xy[2], [constant(A), constant(B)])) ≈ A - B
 end
 
 @testset "map and while_loop nest inside each other" begin
