@@ -18,8 +18,8 @@ function alpha_matrix(A::Tensor, what)
 end
 alpha_matrix(A, what) = invalid("$what must be a SparseTensor, a sparse or dense matrix or a matrix tensor, got $(typeof(A))")
 
-alpha_vector(x::Tensor) = x
-alpha_vector(x) = constant(Array{Float64}(x))
+# A vector or matrix argument as a tensor (Julia values as Float64 constants).
+alpha_vector(x) = x isa Tensor ? x : convert_to_tensor(collect(x); dtype=Float64)
 
 """
     αscheme(M, C, K, Force, d0, v0, a0, Δt; solve=missing, extsolve=missing, ρ=1.0) -> (d, v, a)
@@ -49,8 +49,7 @@ function αscheme(M, C, K, Force, d0, v0, a0, Δt; solve=missing, extsolve=missi
     γ = 1 / 2 - αm + αf; β = (1 - αm + αf)^2 / 4
     M, C, K = alpha_matrix(M, "αscheme: M"), alpha_matrix(C, "αscheme: C"), alpha_matrix(K, "αscheme: K")
     d0, v0, a0 = alpha_vector(d0), alpha_vector(v0), alpha_vector(a0)
-    Δt = Δt isa Tensor ? Δt : constant(Array{Float64}(collect(Δt)))
-    Force = Force isa Tensor ? Force : constant(Array{Float64}(Force))
+    Δt, Force = alpha_vector(Δt), alpha_vector(Force)
     NT = size(Δt, 1)
     NT === nothing && invalid("αscheme: the number of steps (length of Δt) must be known")
     size(Force, 1) == NT || invalid("αscheme: Force must have one row per step ($NT), got size $(size(Force))")

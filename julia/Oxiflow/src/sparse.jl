@@ -500,21 +500,17 @@ Block concatenation of `SparseTensor`s (ADCME's `vcat`/`hcat`/`hvcat`, TF's
 `tf.sparse.concat`): indices shifted, entries concatenated (`ConcatV2`, no merge; nnz is the
 sum). Sizes that do not fit raise an `OxiflowError` naming them; values need one dtype.
 """
-function Base.vcat(a::SparseTensor, bs::SparseTensor...)
-    ss = SparseTensor[a, bs...]
-    for s in ss
-        s.n == a.n || invalid("vcat: SparseTensors of sizes $(join(map(size, ss), ", ")) have different numbers of columns")
-    end
-    offs = cumsum([0; [s.m for s in ss]])
-    return concat_entries(ss, offs[end], a.n; shifts=[(offs[k], 0) for k in eachindex(ss)])
-end
-function Base.hcat(a::SparseTensor, bs::SparseTensor...)
-    ss = SparseTensor[a, bs...]
-    for s in ss
-        s.m == a.m || invalid("hcat: SparseTensors of sizes $(join(map(size, ss), ", ")) have different numbers of rows")
-    end
-    offs = cumsum([0; [s.n for s in ss]])
-    return concat_entries(ss, a.m, offs[end]; shifts=[(0, offs[k]) for k in eachindex(ss)])
+Base.vcat(a::SparseTensor, bs::SparseTensor...) = join_blocks("vcat", SparseTensor[a, bs...], 1)
+Base.hcat(a::SparseTensor, bs::SparseTensor...) = join_blocks("hcat", SparseTensor[a, bs...], 2)
+
+# `ss` joined along dimension `dim` (1: stacked rows, 2: side by side columns).
+function join_blocks(fname, ss::Vector{SparseTensor}, dim::Int)
+    other = 3 - dim
+    all(s -> size(s, other) == size(ss[1], other), ss) ||
+        invalid("$fname: SparseTensors of sizes $(join(map(size, ss), ", ")) have different numbers of $(other == 1 ? "rows" : "columns")")
+    offs = cumsum([0; [size(s, dim) for s in ss]])
+    shape = dim == 1 ? (offs[end], ss[1].n) : (ss[1].m, offs[end])
+    return concat_entries(ss, shape...; shifts=[dim == 1 ? (offs[k], 0) : (0, offs[k]) for k in eachindex(ss)])
 end
 function Base.hvcat(rows::Tuple{Vararg{Int}}, a::SparseTensor, xs::SparseTensor...)
     ss = SparseTensor[a, xs...]

@@ -71,7 +71,7 @@ pub(crate) fn entries(ctx: &KernelCtx, i: usize, m: usize, n: usize) -> Result<V
 }
 
 /// `[m, n]` from a two-dimensional shape attribute.
-fn dense_shape(attrs: &Attrs, op: &str, k: &str) -> Result<(usize, usize)> {
+pub(crate) fn dense_shape(attrs: &Attrs, op: &str, k: &str) -> Result<(usize, usize)> {
     match attrs.get_shape(op, k)?.as_slice() {
         &[m, n] => Ok((m, n)),
         d => Err(OxiflowError::InvalidArgument(format!("{op}: attribute '{k}' must be a matrix shape [m, n], got {d:?}"))),
@@ -80,7 +80,7 @@ fn dense_shape(attrs: &Attrs, op: &str, k: &str) -> Result<(usize, usize)> {
 
 /// Checks a sparse operand (`indices` input `i`, `values` input `i + 1`): `Int64 [nnz, 2]`
 /// and a float `[nnz]`; returns `nnz` (possibly unknown) and the values' dtype.
-fn sparse_operand(ctx: &InferCtx, i: usize, what: &str) -> Result<(usize, DType)> {
+pub(crate) fn sparse_operand(ctx: &InferCtx, i: usize, what: &str) -> Result<(usize, DType)> {
     let (idx, val) = (&ctx.inputs[i], &ctx.inputs[i + 1]);
     if idx.dtype != DType::Int64 || idx.shape.rank() != 2 || !matches!(idx.shape.0[1], 2 | UNKNOWN) {
         return Err(ctx.invalid(format!("{what} indices must be Int64 of shape [nnz, 2], got {} {}", idx.dtype, idx.shape)));

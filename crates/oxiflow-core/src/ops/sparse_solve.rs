@@ -25,7 +25,7 @@
 //! ops.
 
 use super::math::def;
-use super::sparse::{entries, float_tensor, floats, sampled_dot};
+use super::sparse::{dense_shape, entries, float_tensor, floats, sampled_dot, sparse_operand};
 use super::*;
 use crate::graph::NodeSpec;
 use crate::Layout;
@@ -54,21 +54,16 @@ fn method(attrs: &Attrs, op: &str) -> Result<Method> {
     }
 }
 
+/// `[m, n]` of the `dense_shape` attribute.
 fn shape2(attrs: &Attrs, op: &str) -> Result<(usize, usize)> {
-    match attrs.get_shape(op, "dense_shape")?.as_slice() {
-        &[m, n] => Ok((m, n)),
-        d => Err(OxiflowError::InvalidArgument(format!("{op}: attribute 'dense_shape' must be a matrix shape [m, n], got {d:?}"))),
-    }
+    dense_shape(attrs, op, "dense_shape")
 }
 
 fn infer_solve(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let (idx, val, rhs) = (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]);
-    if idx.dtype != DType::Int64 || idx.shape.rank() != 2 {
-        return Err(ctx.invalid(format!("a_indices must be Int64 of shape [nnz, 2], got {} {}", idx.dtype, idx.shape)));
-    }
-    ctx.require_float(val.dtype)?;
-    if rhs.dtype != val.dtype {
-        return Err(ctx.dtype_error(val.dtype, rhs.dtype, " (rhs must have a_values' dtype)"));
+    let (_, dt) = sparse_operand(ctx, 0, "a")?;
+    let rhs = &ctx.inputs[2];
+    if rhs.dtype != dt {
+        return Err(ctx.dtype_error(dt, rhs.dtype, " (rhs must have a_values' dtype)"));
     }
     let (m, n) = shape2(ctx.attrs, ctx.op)?;
     let how = method(ctx.attrs, ctx.op)?;
@@ -87,7 +82,7 @@ fn infer_solve(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     let mut out = rhs.shape.0.clone();
     out[0] = n;
-    Ok(vec![TensorType::new(val.dtype, Shape(out))])
+    Ok(vec![TensorType::new(dt, Shape(out))])
 }
 
 /// A factorization with the matrix it was computed from (checked on every cache hit).
