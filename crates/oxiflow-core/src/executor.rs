@@ -19,6 +19,7 @@
 
 use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
+use crate::function::InnerStep;
 use crate::graph::Node;
 use crate::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
 use crate::profile::NodeExecStats;
@@ -446,6 +447,8 @@ struct RunCtx<'a> {
     /// `d` is set when device `d` keeps no memory account (an account is told when a
     /// cell's tensors are freed, which handed-over tensors skip).
     direct: u64,
+    /// Traced runs: the nodes functional ops' function calls ran, with their op's step.
+    inner: Mutex<Vec<(usize, InnerStep)>>,
 }
 
 /// What a worker keeps between the steps it runs.
@@ -541,7 +544,13 @@ impl RunCtx<'_> {
                     node
                 };
                 let ctx = KernelCtx { node, inputs, state: self.state };
-                let outs = device.compute(&ctx)?;
+                let outs = if self.trace && crate::function::calls_functions(node) {
+                    let (outs, inner) = crate::function::trace_calls(&node.name, self.clock.t0, || device.compute(&ctx));
+                    self.inner.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.into_iter().map(|i| (s, i)));
+                    outs?
+                } else {
+                    device.compute(&ctx)?
+                };
                 if outs.len() != node.outputs.len() || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !tt.shape.matches(t.dims())) {
                     return Err(OxiflowError::Internal(format!(
                         "kernel of {} '{}' returned {:?}, expected {:?}",
@@ -672,6 +681,9 @@ fn free_cell(plan: &Plan, devices: &DeviceSet, cell: usize, outs: Option<Outputs
 pub struct Execution {
     pub fetched: Vec<Tensor>,
     pub timings: Option<Vec<NodeExecStats>>,
+    /// Traced runs: each node that a functional op's function calls ran (times in
+    /// nanoseconds since `start`), with the step of that op.
+    pub inner: Vec<(usize, InnerStep)>,
     pub start: Instant,
 }
 
@@ -701,6 +713,7 @@ pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn
         error: Mutex::new(None),
         clock: StepClock::start(),
         trace,
+        inner: Mutex::new(Vec::new()),
         direct: devices.devices.iter().take(64).enumerate().filter(|(_, d)| d.memory().is_none()).fold(0, |bits, (i, _)| bits | 1 << i),
     };
     if plan.runs_on_caller(pool.current_num_threads()) && !trace {
@@ -718,7 +731,7 @@ pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn
             c.run_from(first, Some(scope));
         });
     }
-    let RunCtx { error, clock, .. } = ctx;
+    let RunCtx { error, clock, inner, .. } = ctx;
     let ns_per_tick = clock.ns_per_tick();
     let error = error.into_inner().unwrap_or_else(|p| p.into_inner());
     let fetched = match error {
@@ -753,5 +766,6 @@ pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn
     });
     plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
     let fetched = fetched?;
-    Ok(Execution { fetched, timings, start: clock.t0 })
+    let inner = if trace { inner.into_inner().unwrap_or_else(|p| p.into_inner()) } else { Vec::new() };
+    Ok(Execution { fetched, timings, inner, start: clock.t0 })
 }

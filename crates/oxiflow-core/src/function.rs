@@ -7,15 +7,107 @@
 //! uses are passed in as extra inputs (the caller captures them: the Julia package does
 //! when it builds a branch). Calling a function runs the nodes its outputs need, one after
 //! another on the calling thread (as [`crate::eval::evaluate`] does, with the node order
-//! found once), with the caller's variable store; inside it nothing is placed, fused or traced: a functional op runs on one device
-//! (the CPU) as one step.
+//! found once), with the caller's variable store; inside it nothing is placed or fused: a
+//! functional op runs on one device (the CPU) as one step.
+//!
+//! In a traced run the executor wraps a functional op's kernel in [`trace_calls`]: every
+//! node its functions run (each iteration of a loop, nested functional ops' calls too) is
+//! then recorded as an [`InnerStep`], which the session adds to the step's statistics (TF1's
+//! step stats list each iteration's ops of a `while_loop` the same way).
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output, TensorType};
 use crate::ops::{smallvec, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::fmt;
+use std::time::Instant;
+
+/// One node run by a function that a functional op called in a traced run.
+#[derive(Clone, Debug)]
+pub struct InnerStep {
+    /// `<path>/<node>`, the path being the functional op's name and the function attr it
+    /// called (`while/body/Sin`); a nested functional op adds its name and attr
+    /// (`while/body/inner/body/Sin`).
+    pub name: String,
+    /// Op type.
+    pub op: String,
+    /// The call it ran in: `<path>` above (`while/body`).
+    pub frame: String,
+    /// Iteration of the innermost loop that called it (`None` in an `If` branch called
+    /// outside any loop).
+    pub iteration: Option<u64>,
+    /// Input tensor names, TF style, with the path.
+    pub inputs: Vec<String>,
+    /// Dtype and static shape of each output.
+    pub output_types: Vec<TensorType>,
+    /// Nanoseconds since the origin given to [`trace_calls`].
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Bytes of all outputs.
+    pub output_bytes: usize,
+}
+
+/// The recording of the functional op running on this thread.
+struct InnerTrace {
+    origin: Instant,
+    /// Path segments: the op's name, then per call the function attr (and per nested
+    /// functional op its name).
+    path: Vec<String>,
+    /// Iteration of each enclosing call (`None`: not a loop's).
+    iterations: Vec<Option<u64>>,
+    steps: Vec<InnerStep>,
+}
+
+thread_local! {
+    static INNER: RefCell<Option<InnerTrace>> = const { RefCell::new(None) };
+}
+
+/// Whether `node` calls functions (holds a function attr: `If`, `While`, `WhileGrad`).
+pub fn calls_functions(node: &crate::graph::Node) -> bool {
+    node.attrs.values().any(|a| matches!(a, crate::ops::AttrValue::Func(_)))
+}
+
+/// Runs `f`, the kernel of functional node `node_name`, on this thread, recording the nodes
+/// its function calls run ([`InnerStep`]s, times since `origin`).
+pub fn trace_calls<T>(node_name: &str, origin: Instant, f: impl FnOnce() -> T) -> (T, Vec<InnerStep>) {
+    let outer = INNER.with(|t| t.borrow_mut().replace(InnerTrace { origin, path: vec![node_name.to_string()], iterations: Vec::new(), steps: Vec::new() }));
+    let r = f();
+    let mine = INNER.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer));
+    (r, mine.map(|t| t.steps).unwrap_or_default())
+}
+
+/// Adds `segment` (and the call's iteration) to this thread's trace path, if one is being
+/// recorded; `false` when none is.
+fn enter(segment: &str, iteration: Option<Option<u64>>) -> bool {
+    INNER.with(|t| match t.borrow_mut().as_mut() {
+        Some(tr) => {
+            tr.path.push(segment.to_string());
+            if let Some(i) = iteration {
+                tr.iterations.push(i);
+            }
+            true
+        }
+        None => false,
+    })
+}
+
+/// Undoes [`enter`].
+fn leave(call: bool) {
+    INNER.with(|t| {
+        if let Some(tr) = t.borrow_mut().as_mut() {
+            tr.path.pop();
+            if call {
+                tr.iterations.pop();
+            }
+        }
+    })
+}
+
+fn now_ns() -> Option<u64> {
+    INNER.with(|t| t.borrow().as_ref().map(|tr| tr.origin.elapsed().as_nanos() as u64))
+}
 
 /// A graph with inputs (its `Placeholder`s, in order) and outputs.
 pub struct Function {
@@ -108,9 +200,20 @@ impl Function {
     }
 
     /// Runs the function on `args` (one per input, of its dtype and shape; checked by the op
-    /// that calls it), reading and assigning variables through `state`. Errors: those of its
-    /// kernels, which name their nodes.
-    pub fn call(&self, args: &[Tensor], state: &dyn StateAccess) -> Result<Vec<Tensor>> {
+    /// that calls it), reading and assigning variables through `state`. `attr` is the
+    /// caller's attr holding it (`body`) and `iteration` the loop's iteration (`None` for a
+    /// branch): both name the nodes it runs in a traced run ([`trace_calls`]). Errors: those
+    /// of its kernels, which name their nodes.
+    pub fn call(&self, args: &[Tensor], state: &dyn StateAccess, attr: &str, iteration: Option<u64>) -> Result<Vec<Tensor>> {
+        if !enter(attr, Some(iteration)) {
+            return self.run(args, state, false);
+        }
+        let r = self.run(args, state, true);
+        leave(true);
+        r
+    }
+
+    fn run(&self, args: &[Tensor], state: &dyn StateAccess, traced: bool) -> Result<Vec<Tensor>> {
         if args.len() != self.inputs.len() {
             return Err(OxiflowError::Internal(format!("function called with {} arguments, it takes {}", args.len(), self.inputs.len())));
         }
@@ -126,8 +229,53 @@ impl Function {
             let n = self.graph.node(id)?;
             let ins: SmallVec<[Tensor; 4]> =
                 n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)).map(|(_, o)| get(&vals, o)).collect::<Result<_>>()?;
-            vals[id] = Some(crate::ops::dynamic_shape::run_kernel(n, &ins, state)?);
+            if !traced {
+                vals[id] = Some(crate::ops::dynamic_shape::run_kernel(n, &ins, state)?);
+                continue;
+            }
+            let nested = calls_functions(n);
+            if nested {
+                enter(&n.name, None);
+            }
+            let start = now_ns().unwrap_or(0);
+            let outs = crate::ops::dynamic_shape::run_kernel(n, &ins, state);
+            let end = now_ns().unwrap_or(0).max(start + 1);
+            if nested {
+                leave(false);
+            }
+            let outs = outs?;
+            self.record(n, &outs, start, end);
+            vals[id] = Some(outs);
         }
         self.outputs.iter().map(|o| get(&vals, o)).collect()
+    }
+
+    /// Records that node `n` of this function ran from `start` to `end` with outputs `outs`.
+    fn record(&self, n: &crate::graph::Node, outs: &[Tensor], start_ns: u64, end_ns: u64) {
+        INNER.with(|t| {
+            if let Some(tr) = t.borrow_mut().as_mut() {
+                let frame = tr.path.join("/");
+                let input = |o: &Output| {
+                    let p = &self.graph.nodes()[o.node];
+                    if o.index == 0 {
+                        format!("{frame}/{}", p.name)
+                    } else {
+                        format!("{frame}/{}", p.tensor_name(o.index))
+                    }
+                };
+                let step = InnerStep {
+                    name: format!("{frame}/{}", n.name),
+                    op: n.op.name.to_string(),
+                    inputs: n.inputs.iter().map(input).collect(),
+                    iteration: tr.iterations.iter().rev().find_map(|i| *i),
+                    frame,
+                    output_types: n.outputs.clone(),
+                    start_ns,
+                    end_ns,
+                    output_bytes: outs.iter().map(Tensor::num_bytes).sum(),
+                };
+                tr.steps.push(step);
+            }
+        })
     }
 }

@@ -36,6 +36,10 @@ pub struct StepLabel {
     /// For a fused step (`_FusedElementwise`), the `(node name, op type)` of each op it
     /// replaced, in graph order; empty otherwise.
     pub fused: Vec<(String, String)>,
+    /// For a node run inside a functional op's function (a `while_loop`'s body), the call it
+    /// ran in (`while/body`) and the innermost loop's iteration; `None` for a plan's own
+    /// steps. Its time lies inside its functional op's step.
+    pub frame: Option<(String, Option<u64>)>,
 }
 
 /// One executed node or copy (TF's `NodeExecStats`), times in nanoseconds since the Unix
@@ -126,7 +130,9 @@ impl StepStats {
     /// `args.shape`/`args.dtype`: each output's static shape in TF notation and dtype,
     /// joined by `", "` for several outputs) on greedy non-overlapping lanes (`tid`). A fused
     /// step (`_FusedElementwise`) also has `args.fused_ops`: `"<node> (<op>)"` for each op
-    /// it replaced. An op timed by the device's own timer (a real GPU's CUDA events) has
+    /// it replaced. A node run inside a functional op's function (each iteration of a
+    /// `while_loop`'s ops) has `args.frame` (`while/body`) and, in a loop, `args.iteration`;
+    /// it lies inside its op's event, on a lane of its own. An op timed by the device's own timer (a real GPU's CUDA events) has
     /// `args.clock = "device"`.
     ///
     /// Copies go to the destination device's own process, pid 2n+1+k `<device> Memcpy`
@@ -225,6 +231,12 @@ impl StepStats {
                 let join = |f: &dyn Fn(&TensorType) -> String| l.output_types.iter().map(f).collect::<Vec<_>>().join(", ");
                 args.insert("shape".into(), json!(join(&|t| t.shape.to_string())));
                 args.insert("dtype".into(), json!(join(&|t| t.dtype.to_string())));
+            }
+            if let Some((frame, iteration)) = &l.frame {
+                args.insert("frame".into(), json!(frame));
+                if let Some(i) = iteration {
+                    args.insert("iteration".into(), json!(i));
+                }
             }
             if !l.fused.is_empty() {
                 args.insert("fused_ops".into(), json!(l.fused.iter().map(|(name, op)| format!("{name} ({op})")).collect::<Vec<_>>()));

@@ -8,11 +8,12 @@ use crate::device::{emulated_gpus_from_env, DeviceKind, DeviceSet};
 use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
+use crate::function::InnerStep;
 use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit, DEFAULT_MAX_FUSED_ELEMENTS};
 use crate::graph::{Graph, Node, NodeId, Output};
 use crate::ops::fused::{program_attr, FUSED_ELEMENTWISE};
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
-use crate::profile::{CopyLabel, MemorySample, StepLabel, StepStats};
+use crate::profile::{CopyLabel, MemorySample, NodeExecStats, StepLabel, StepStats};
 use crate::tensor::Tensor;
 use crate::variable_store::VariableStore;
 use rustc_hash::FxHashMap;
@@ -122,6 +123,40 @@ pub struct Session {
     log: Mutex<String>,
     /// Why each placed node went where it did, and colocations dropped by soft placement.
     decisions: Mutex<Decisions>,
+}
+
+/// The plan's step labels followed by one label per node run inside a functional op's
+/// function (`inner`, times since the run's start), whose timings are added to `nodes`
+/// (thread and device of their op's step, times shifted by `wall0`). The plan's labels are
+/// shared as they are when there is none.
+fn with_inner_steps(plan_labels: &Arc<[StepLabel]>, nodes: &mut Vec<NodeExecStats>, inner: &[(usize, InnerStep)], wall0: u64) -> Arc<[StepLabel]> {
+    if inner.is_empty() {
+        return plan_labels.clone();
+    }
+    let mut labels = plan_labels.to_vec();
+    let thread: HashMap<usize, usize> = nodes.iter().map(|n| (n.step, n.thread)).collect();
+    for (step, i) in inner {
+        nodes.push(NodeExecStats {
+            step: labels.len(),
+            thread: thread.get(step).copied().unwrap_or(0),
+            start_ns: wall0 + i.start_ns,
+            end_ns: wall0 + i.end_ns,
+            output_bytes: i.output_bytes,
+            device_clock: false,
+        });
+        labels.push(StepLabel {
+            node_name: i.name.clone(),
+            op: i.op.clone(),
+            device: plan_labels[*step].device.clone(),
+            inputs: i.inputs.clone(),
+            outputs: (0..i.output_types.len()).map(|k| if k == 0 { i.name.clone() } else { format!("{}:{k}", i.name) }).collect(),
+            output_types: i.output_types.clone(),
+            copy: None,
+            fused: Vec::new(),
+            frame: Some((i.frame.clone(), i.iteration)),
+        });
+    }
+    labels.into()
 }
 
 fn tf_input_name(graph: &Graph, o: Output) -> String {
@@ -382,6 +417,7 @@ impl Session {
                 output_types: node.outputs.clone(),
                 copy: None,
                 fused: members.iter().map(|&m| (graph.nodes()[m].name.clone(), graph.nodes()[m].op.name.to_string())).collect(),
+                frame: None,
             });
             plan.steps.push(Step {
                 kind: StepKind::Op(node.clone()),
@@ -422,6 +458,7 @@ impl Session {
                                 output_types: vec![graph.output_type(*inp)?.clone()],
                                 copy: Some(CopyLabel { from: dev_name(src_dev), to: dev_name(dev), tensor: tensor.clone() }),
                                 fused: Vec::new(),
+                                frame: None,
                             });
                             plan.steps.push(Step {
                                 kind: StepKind::Copy { from: src_dev, tensor },
@@ -614,7 +651,8 @@ impl Session {
                     })
                 })
                 .collect();
-            StepStats { devices: cached.devices_used.clone(), labels: cached.labels.clone(), nodes, memory }
+            let labels = with_inner_steps(&cached.labels, &mut nodes, &exec.inner, wall0);
+            StepStats { devices: cached.devices_used.clone(), labels, nodes, memory }
         });
         Ok(RunOutputs { values, step_stats })
     }

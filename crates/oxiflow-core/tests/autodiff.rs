@@ -461,7 +461,26 @@ fn while_gradients_match_finite_differences() {
             g.op("Mul", &[Output::new(w, 1), Output::new(w, 2)])
         });
     }
-    // differentiating the gradient again is an error naming WhileGrad; the graph stays usable
+}
+
+#[test]
+fn while_second_derivatives_match_finite_differences() {
+    // through the loop variable x and the pass-through a; n = 0 and a limit included
+    // (the squared output makes the loop's output gradient depend on x as well)
+    for (n, max, square) in [(3, None, false), (5, Some(2), false), (0, None, false), (4, None, true)] {
+        let (x, a) = (rand_t(&[3], 46, -1.0, 1.0), rand_t(&[3], 47, 0.5, 1.5));
+        check_second_grads(&[x, a], 1e-5, move |g, xs| {
+            let i0 = g.constant(Tensor::scalar(0i64))?;
+            let w = while_node(g, &[i0, xs[0], xs[1]], n, max)?;
+            let y = g.op("Mul", &[Output::new(w, 1), Output::new(w, 2)])?;
+            if square {
+                g.op("Mul", &[y, Output::new(w, 1)])
+            } else {
+                Ok(y)
+            }
+        });
+    }
+    // a third derivative is an error naming WhileGradGrad; the graph stays usable
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[3], Some("x")).unwrap();
     let a = g.constant(rand_t(&[3], 45, 0.5, 1.5)).unwrap();
@@ -469,10 +488,12 @@ fn while_gradients_match_finite_differences() {
     let w = while_node(&mut g, &[i0, x, a], 3, None).unwrap();
     let s = g.op("Sum", &[Output::new(w, 1)]).unwrap();
     let dx = gradients(&mut g, &[s], &[x], None, false).unwrap()[0].unwrap();
-    let ds = g.op("Sum", &[dx]).unwrap();
-    let e = gradients(&mut g, &[ds], &[x], None, false).unwrap_err().to_string();
-    assert!(e.contains("WhileGrad"), "{e}");
-    assert_eq!(eval1(&g, &[(x, t64(&[3], vec![0.1, 0.2, 0.3]))], dx).dims(), &[3]);
+    let mut d = g.op("Sum", &[dx]).unwrap();
+    let dx2 = gradients(&mut g, &[d], &[x], None, false).unwrap()[0].unwrap();
+    d = g.op("Sum", &[dx2]).unwrap();
+    let e = gradients(&mut g, &[d], &[x], None, false).unwrap_err().to_string();
+    assert!(e.contains("WhileGradGrad"), "{e}");
+    assert_eq!(eval1(&g, &[(x, t64(&[3], vec![0.1, 0.2, 0.3]))], dx2).dims(), &[3]);
 }
 
 #[test]

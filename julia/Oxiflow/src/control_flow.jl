@@ -237,10 +237,12 @@ may not create or assign variables.
 
 Differentiable with respect to the initial values and the tensors the loop uses: the
 gradient runs the loop again, keeping each iteration's values, then the body's gradient
-backwards (`WhileGrad`); gradients of gradients through a loop are not supported (an error
-naming `WhileGrad`). `back_prop=false` stops gradients at the outputs;
-`parallel_iterations` is accepted and ignored (iterations run one after another). The loop
-runs on the CPU as one step (`While` has no GPU kernel). Loop variables and used tensors may
+backwards (`WhileGrad`). Second derivatives work (`WhileGradGrad`, the reverse of the
+gradient's two sweeps); a third derivative is an error naming `WhileGradGrad`.
+`back_prop=false` stops gradients at the outputs; `parallel_iterations` is accepted and
+ignored (iterations run one after another). The loop runs on the CPU as one step (`While`
+has no GPU kernel); `run_profile` records each iteration's ops inside it
+(`<loop>/body/<op>`, with the iteration). Loop variables and used tensors may
 have unknown dimensions (a batch fed at run time); a loop variable whose size changes from
 one iteration to the next is an error naming it when the loop runs.
 """

@@ -130,9 +130,25 @@ end
     # back_prop=false stops the gradient at the loop's outputs
     _, z = while_loop((k, z) -> k < 3, (k, z) -> (k + 1, z .* a), [constant(0), u0]; back_prop=false)
     @test gradients(sum(z), a) === nothing
-    # differentiating twice through a loop is an error naming WhileGrad
-    e = try; gradients(sum(ga), a); nothing; catch err; err; end
-    @test e isa OxiflowError && occursin("WhileGrad", e.msg)
+    # second derivatives through the loop (WhileGradGrad): d/da and d/du0 of sum(dL/da),
+    # against finite differences of the hand-written adjoint of f
+    function f_grad_a(Av, Uv)
+        U = zeros(6, 2); U[1, :] = Uv
+        for k in 2:6; U[k, :] = sin.(U[k-1, :]) .* Av; end
+        Ub = repeat(W', 6); Ab = zeros(2)
+        for k in 6:-1:2
+            Ab .+= Ub[k, :] .* sin.(U[k-1, :])
+            Ub[k-1, :] .+= Ub[k, :] .* Av .* cos.(U[k-1, :])
+        end
+        return Ab
+    end
+    @test f_grad_a(A0, U0) ≈ fd_grad(Av -> f(Av, U0), A0) rtol = 1e-6
+    haa, hau = gradients(sum(ga), [a, u0])
+    @test run(s, haa) ≈ fd_grad(Av -> sum(f_grad_a(Av, U0)), A0) rtol = 1e-6
+    @test run(s, hau) ≈ fd_grad(Uv -> sum(f_grad_a(A0, Uv)), U0) rtol = 1e-6
+    # a third derivative is an error naming WhileGradGrad
+    e = try; gradients(sum(haa), a); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("WhileGradGrad", e.msg)
 end
 
 @testset "while_loop errors name While and the loop variable" begin

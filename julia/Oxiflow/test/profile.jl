@@ -101,3 +101,32 @@ end
     @test with_pairs == with_dict
     @test any(n -> startswith(n, "Sin"), with_pairs) && any(n -> startswith(n, "Sum"), with_pairs)
 end
+
+@testset "a profile shows each iteration of a while_loop's body" begin
+    reset_default_graph()
+    x0 = placeholder(Float64, shape=[3])
+    _, x = while_loop((k, x) -> k < 4, (k, x) -> (k + 1, sin(x) * 2.0), [constant(0), x0])
+    s = Session()
+    v = [0.1, 0.2, 0.3]
+    want = v
+    for _ in 1:4; want = sin.(want) * 2.0; end
+    @test run_profile(s, x, x0 => v) ≈ want
+    ops = [e for e in profile_events() if e.kind === :op]
+    loop = only([e for e in ops if e.op == "While"])
+    sins = [e for e in ops if e.op == "Sin"]
+    # one Sin per iteration, named inside the loop's body, within the loop's own step
+    @test length(sins) == 4
+    @test all(e -> startswith(e.name, loop.name * "/body/"), sins)
+    @test all(e -> loop.start_ns <= e.start_ns && e.end_ns <= loop.end_ns, sins)
+    # cond's comparison runs once more than the body
+    @test count(e -> e.op == "Less" && startswith(e.name, loop.name * "/cond/"), ops) == 5
+    # the saved timeline gives each one its iteration
+    path = joinpath(mktempdir(), "loop.json")
+    save_profile(path)
+    evs = MiniJSON.parse_json(read(path, String))["traceEvents"]
+    body_sins = [e["args"] for e in evs if e["ph"] == "X" && e["args"]["op"] == "Sin"]
+    @test sort([a["iteration"] for a in body_sins]) == 0:3
+    @test all(a -> a["frame"] == loop.name * "/body", body_sins)
+    conds = [e["args"]["iteration"] for e in evs if e["ph"] == "X" && e["args"]["op"] == "Less"]
+    @test sort(conds) == 0:4
+end

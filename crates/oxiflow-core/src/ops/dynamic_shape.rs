@@ -59,6 +59,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "If",
     "While",
     "WhileGrad",
+    "WhileGradGrad",
     "_SumToShapeOf",
     "_BroadcastToShapeOf",
     "_ReshapeToShapeOf",

@@ -22,11 +22,17 @@
 //! each iteration's loop variables, then runs `body`'s gradient function backwards over them
 //! (TF2 stacks the intermediates in the forward loop instead; recomputing costs one more
 //! forward loop and keeps the forward op's outputs as they are). A loop variable that
-//! `body` passes through collects the gradient of every iteration. `WhileGrad` has no
-//! gradient itself, so second derivatives through a loop are an error naming it.
+//! `body` passes through collects the gradient of every iteration.
+//!
+//! Second derivatives: `WhileGrad`'s gradient is `WhileGradGrad(input..., output gradients...,
+//! gradients of WhileGrad's outputs...)`, the reverse of WhileGrad's two sweeps (see
+//! [`kernel_while_grad_grad`]); it has no gradient itself, so third derivatives through a
+//! loop are an error naming it.
 //!
 //! CPU kernels only: the branch or body runs on the calling thread with the step's variable store
-//! ([`Function::call`]); on a GPU without soft placement the placer refuses the op.
+//! ([`Function::call`]); on a GPU without soft placement the placer refuses the op. A traced
+//! run records every node a branch, `cond`, `body` or `body_grad` runs, per iteration, as
+//! `<node>/<attr>/<inner node>` ([`crate::function::trace_calls`]).
 
 use super::*;
 use crate::autodiff::gradients;
@@ -119,8 +125,8 @@ fn kernel_if(ctx: &KernelCtx) -> Result<Outputs> {
         t => return Err(ctx.error(format!("cond must be a Bool scalar, got {}", t.dtype()))),
     };
     let [then_f, else_f] = branches(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
-    let f = if taken { then_f } else { else_f };
-    let outs = f.call(&ctx.inputs[1..], ctx.state).map_err(|e| ctx.error(format!("in {}: {e}", if taken { "then_branch" } else { "else_branch" })))?;
+    let (f, attr) = if taken { (then_f, "then_branch") } else { (else_f, "else_branch") };
+    let outs = f.call(&ctx.inputs[1..], ctx.state, attr, None).map_err(|e| ctx.error(format!("in {attr}: {e}")))?;
     Ok(Outputs::from_vec(outs))
 }
 
@@ -211,13 +217,13 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec
     let (cond, body, max) = loop_fns(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
     let mut i = 0u64;
     while max.map_or(true, |m| i < m) {
-        let c = cond.call(&vars, ctx.state).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
+        let c = cond.call(&vars, ctx.state, "cond", Some(i)).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
         match c.first() {
             Some(Tensor::Bool(b)) if b.iter().next() == Some(&true) => {}
             Some(Tensor::Bool(_)) => break,
             _ => return Err(ctx.error("cond did not return a Bool scalar")),
         }
-        let next = body.call(&vars, ctx.state).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
+        let next = body.call(&vars, ctx.state, "body", Some(i)).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
         // a loop variable of unknown static size may not change size either (TF's
         // shape invariants are the loop variables' shapes)
         if let Some(k) = (0..vars.len().min(next.len())).find(|&k| next[k].dims() != vars[k].dims()) {
@@ -262,9 +268,106 @@ fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
     for (i, vars) in history.into_iter().enumerate().rev() {
         let mut args = vars;
         args.extend(d);
-        d = body_grad.call(&args, ctx.state).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
+        d = body_grad.call(&args, ctx.state, "body_grad", Some(i as u64)).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
     }
     Ok(Outputs::from_vec(d))
+}
+
+fn infer_while_grad_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let n = ctx.inputs.len() / 3;
+    let fits = |(a, b): (&TensorType, &TensorType)| a.dtype == b.dtype && a.shape.merge(&b.shape).is_some();
+    let ok = ctx.inputs.len() == 3 * n && (1..3).all(|k| ctx.inputs[..n].iter().zip(&ctx.inputs[k * n..(k + 1) * n]).all(fits));
+    if !ok {
+        return Err(
+            ctx.invalid("takes the loop's inputs, the gradients of its outputs, then the gradients of WhileGrad's outputs, all of the loop variables' types")
+        );
+    }
+    Ok(ctx.inputs[..2 * n].to_vec())
+}
+
+/// The gradient of `WhileGrad(x₀, ȳ) = x̄₀` for the loop `x_{i+1} = F(x_i)` (n iterations),
+/// whose backward sweep is `x̄_n = ȳ`, `x̄_i = G(x_i, x̄_{i+1})` with `G(x, u) = J_F(x)ᵀ u`
+/// (`body_grad`). Given the gradient `c` of `x̄₀`, reverse mode through both sweeps:
+/// - forward over the backward sweep, `c₀ = c` and for i = 0..n−1
+///   `(a_i, c_{i+1}) = ∇_{x,u} ⟨G(x_i, x̄_{i+1}), c_i⟩` (`body_grad_grad`, the gradient
+///   function of `body_grad`): the gradient of `ȳ` is `c_n`;
+/// - backward over the forward sweep, `x̃_n = 0`, `x̃_i = a_i + G(x_i, x̃_{i+1})` (the sum by
+///   `accumulate`): the gradient of `x₀` is `x̃₀`.
+///
+/// Outputs: the gradients of x₀, then of ȳ.
+fn kernel_while_grad_grad(ctx: &KernelCtx) -> Result<Outputs> {
+    let n = ctx.inputs.len() / 3;
+    let f = |k| func_attr(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs, k);
+    let (body_grad, body_grad_grad, accumulate) = (f("body_grad")?, f("body_grad_grad")?, f("accumulate")?);
+    let mut xs = Vec::new();
+    run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut xs))?;
+    let iters = xs.len();
+    // x̄_{i+1} for i = 0..iters−1
+    let mut ubar: Vec<Vec<Tensor>> = vec![Vec::new(); iters];
+    let mut u = ctx.inputs[n..2 * n].to_vec();
+    for i in (0..iters).rev() {
+        let mut args = xs[i].clone();
+        args.extend(u.iter().cloned());
+        let next =
+            body_grad.call(&args, ctx.state, "body_grad", Some(i as u64)).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
+        ubar[i] = std::mem::replace(&mut u, next);
+    }
+    let mut c = ctx.inputs[2 * n..].to_vec();
+    let mut a: Vec<Vec<Tensor>> = Vec::with_capacity(iters);
+    for (i, (x, ub)) in xs.iter().zip(ubar).enumerate() {
+        let mut args = x.clone();
+        args.extend(ub);
+        args.extend(c);
+        let mut d = body_grad_grad
+            .call(&args, ctx.state, "body_grad_grad", Some(i as u64))
+            .map_err(|e| ctx.error(format!("in the second derivative of body, iteration {i}: {e}")))?;
+        c = d.split_off(n);
+        a.push(d);
+    }
+    let mut xt: Vec<Tensor> = ctx.inputs[..n].iter().map(|t| Tensor::filled(t.dtype(), t.dims(), 0.0)).collect();
+    for (i, (x, ai)) in xs.into_iter().zip(a).enumerate().rev() {
+        let mut args = x;
+        args.extend(xt);
+        let g = body_grad.call(&args, ctx.state, "body_grad", Some(i as u64)).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
+        let mut sum_args = g;
+        sum_args.extend(ai);
+        xt = accumulate.call(&sum_args, ctx.state, "accumulate", Some(i as u64))?;
+    }
+    xt.extend(c);
+    Ok(Outputs::from_vec(xt))
+}
+
+/// A function adding two lists of tensors of `types`, entry by entry (`Add` for float
+/// dtypes; the first operand as it is for the others, whose gradients are zeros).
+fn sum_function(types: &[TensorType]) -> Result<Function> {
+    let mut g = Graph::new();
+    let mut inputs = Vec::new();
+    for side in ["a", "b"] {
+        for (k, t) in types.iter().enumerate() {
+            inputs.push(g.placeholder(t.dtype, t.shape.dims(), Some(&format!("{side}_{k}")))?);
+        }
+    }
+    let n = types.len();
+    let outputs =
+        (0..n).map(|k| if types[k].dtype.is_float() { g.op("Add", &[inputs[k], inputs[n + k]]) } else { Ok(inputs[k]) }).collect::<Result<Vec<_>>>()?;
+    Function::new(g, inputs, outputs)
+}
+
+/// `WhileGradGrad(WhileGrad's inputs ++ its output gradients)` ([`kernel_while_grad_grad`]).
+fn grad_while_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let body_grad = func_attr(node.op.name, &node.name, &node.attrs, "body_grad")?;
+    let body_grad_grad = Arc::new(branch_gradient(node, body_grad)?);
+    let accumulate = Arc::new(sum_function(&body_grad.output_types()?)?);
+    let inputs = inputs_and_output_grads(g, node, grads)?;
+    let mut spec =
+        NodeSpec::new("WhileGradGrad", &inputs).attr("body_grad_grad", AttrValue::Func(body_grad_grad)).attr("accumulate", AttrValue::Func(accumulate));
+    for k in ["cond", "body", "body_grad", "maximum_iterations"] {
+        if let Some(v) = node.attrs.get(k) {
+            spec = spec.attr(k, v.clone());
+        }
+    }
+    let grad = g.add_node(spec)?;
+    Ok((0..node.inputs.len()).map(|k| Some(Output::new(grad, k))).collect())
 }
 
 /// `WhileGrad(inputs ++ output gradients)` (missing gradients are zeros) with the body's
@@ -295,7 +398,18 @@ pub(crate) fn register(r: &mut Registry) {
             .with_attrs(attrs!["cond" => Func, "body" => Func, "maximum_iterations" => Int]),
     );
     r.add(
-        super::math::def("WhileGrad", "WhileGrad", Arity::AtLeast(2), infer_while_grad, kernel_while_grad, GpuSupport::None, None)
+        super::math::def("WhileGrad", "WhileGrad", Arity::AtLeast(2), infer_while_grad, kernel_while_grad, GpuSupport::None, Some(grad_while_grad))
             .with_attrs(attrs!["cond" => Func, "body" => Func, "body_grad" => Func, "maximum_iterations" => Int]),
+    );
+    r.add(
+        super::math::def("WhileGradGrad", "WhileGradGrad", Arity::AtLeast(3), infer_while_grad_grad, kernel_while_grad_grad, GpuSupport::None, None)
+            .with_attrs(attrs![
+                "cond" => Func,
+                "body" => Func,
+                "body_grad" => Func,
+                "body_grad_grad" => Func,
+                "accumulate" => Func,
+                "maximum_iterations" => Int
+            ]),
     );
 }
