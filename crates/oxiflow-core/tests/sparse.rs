@@ -403,3 +403,30 @@ fn outputs_sized_by_the_data_run_in_a_session() {
     assert_eq!(out[1].to_f64_vec(), vec![2.0, 4.0, 4.0]);
     assert_eq!(out[2].to_f64_vec(), vec![2.0, 4.0, 0.0, 4.0]);
 }
+
+#[test]
+fn where_gives_the_coordinates_of_nonzero_elements_in_row_major_order() {
+    // a float matrix with -0.0 (zero) and NaN (nonzero), read row by row
+    let v = vec![0.0, 1.5, -0.0, f64::NAN, 0.0, -2.0];
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2, 3], Some("x")).unwrap();
+    let w = g.op("Where", &[x]).unwrap();
+    assert_eq!(g.shape_of(w).unwrap().to_string(), "[?,2]");
+    let out = eval1(&g, &[(x, Tensor::from_vec(&[2, 3], v.clone(), Layout::RowMajor).unwrap())], w);
+    let want: Vec<f64> = (0..6).filter(|&p| v[p] != 0.0 || v[p].is_nan()).flat_map(|p| [(p / 3) as f64, (p % 3) as f64]).collect();
+    assert_eq!(out.dims(), &[3, 2]);
+    assert_eq!(out.to_f64_vec(), want);
+    // a column-major input gives the same coordinates (its logical order, not its memory's)
+    let cm = Tensor::from_vec(&[2, 3], vec![0.0, f64::NAN, 1.5, 0.0, -0.0, -2.0], Layout::ColumnMajor).unwrap();
+    assert_eq!(eval1(&g, &[(x, cm)], w).to_f64_vec(), want);
+    // Bool of rank 3, and an all-false input: [0, 3]
+    let mut g = Graph::new();
+    let b = g.placeholder(DType::Bool, &[2, 2, 2], Some("b")).unwrap();
+    let w = g.op("Where", &[b]).unwrap();
+    let bits = vec![false, true, false, false, true, true, false, false];
+    let out = eval1(&g, &[(b, Tensor::from_vec(&[2, 2, 2], bits.clone(), Layout::RowMajor).unwrap())], w);
+    let want: Vec<f64> = (0..8).filter(|&p| bits[p]).flat_map(|p| [(p / 4) as f64, (p / 2 % 2) as f64, (p % 2) as f64]).collect();
+    assert_eq!((out.dims(), out.to_f64_vec()), (&[3usize, 3][..], want));
+    let none = eval1(&g, &[(b, Tensor::from_vec(&[2, 2, 2], vec![false; 8], Layout::RowMajor).unwrap())], w);
+    assert_eq!(none.dims(), &[0, 3]);
+}

@@ -174,10 +174,11 @@ constant(s::SparseTensor; dtype=nothing, name=nothing) =
     dense_to_sparse(A)
 
 ADCME's `dense_to_sparse`. For a Julia matrix: its nonzeros (`SparseTensor(sparse(A))`).
-For a dense `Tensor` (float, rank 2, known size): a `SparseTensor` storing **every**
-position, row-major, with `values` a reshape of `A` (differentiable); explicit zeros are kept
-(the values are equal, the pattern is full). ADCME drops the zeros of a tensor with
-`tf.where`, whose output size depends on the data; Oxiflow has no such op.
+For a dense `Tensor` (Float64 or Float32, rank 2, known size `m×n`): its nonzero entries,
+found when the graph runs (TF's `tf.sparse.from_dense`, which ADCME calls: `Where` gives
+their 0-based positions in row-major order, `GatherNd` their values), so `nnz` is unknown
+until then. Differentiable with respect to `A` (the gradient reaches the nonzero entries;
+a zero entry is not stored, so it gets none, as in TF).
 """
 dense_to_sparse(A::AbstractMatrix{<:Real}) = SparseTensor(sparse(A))
 function dense_to_sparse(A::Tensor)
@@ -185,11 +186,8 @@ function dense_to_sparse(A::Tensor)
     length(sz) == 2 || invalid("dense_to_sparse: needs a matrix, got a tensor of size $sz")
     m, n = sz
     A.dtype in (Float32, Float64) || invalid("dense_to_sparse: needs a Float64 or Float32 tensor, got $(A.dtype)")
-    M = Matrix{Int64}(undef, m * n, 2)
-    for i in 0:m-1, j in 0:n-1
-        M[i * n + j + 1, 1] = i; M[i * n + j + 1, 2] = j
-    end
-    return SparseTensor(constant_in(getfield(A, :graph), M), reshape(A, [m * n]), (m, n))
+    idx = add_op("Where", Tensor[A])
+    return SparseTensor(idx, add_op("GatherNd", Tensor[A, idx]), (m, n))
 end
 
 """

@@ -56,11 +56,21 @@ err_of(f) = try; f(); nothing; catch e; e; end
     @test run(s, t, ti => ii, tj => Int32.(jj), tv => vv) == S
     # the 0-based raw form
     @test run(s, RawSparseTensor([0 1; 2 0], [1.5, 2.5], 3, 2)) == sparse([1, 3], [2, 1], [1.5, 2.5], 3, 2)
-    # a dense tensor: every position stored, zeros included, values equal
+    # a dense tensor: its nonzeros, found when it runs (TF's from_dense: Where + GatherNd)
     d = dense_to_sparse(constant(M))
     D = run(s, d)
-    @test D == sparse(M) && nnz(D) == 4 && nnz(d) == 4
+    @test D == sparse(M) && nnz(D) == 2 && nnz(d) === nothing
     @test run(s, SparseTensor(constant(M))) == sparse(M)
+    P = placeholder(Float64; shape=[3, 4])
+    for X in ([0.0 1.0 0.0 -2.0; 0.0 0.0 0.0 0.0; 3.5 0.0 -0.0 4.0], zeros(3, 4))
+        @test run(s, dense_to_sparse(P), P => X) == sparse(X)
+    end
+    # differentiable: the gradient reaches the stored (nonzero) entries only
+    X0 = [0.0 1.0 0.0 -2.0; 0.5 0.0 0.0 0.0; 3.5 0.0 -1.0 4.0]
+    V = Variable(X0)
+    L = sum(values(dense_to_sparse(V)) .^ 3)
+    init(s)
+    @test run(s, gradients(L, V)) ≈ fd_grad(X -> sum(X[X0 .!= 0] .^ 3), X0) rtol = 1e-6
 end
 
 @testset "sparse: spzero, spdiag, spdiagm" begin

@@ -1,4 +1,4 @@
-//! Shape and type ops: `Reshape`, `BroadcastTo`, `Cast`, `OnesLike`, `ZerosLike` (TF's
+//! Shape and type ops: `Reshape`, `BroadcastTo`, `Cast`, `OnesLike`, `ZerosLike`, `Where` (TF's
 //! `array_ops` / `math_ops.cast`, gradients as in `array_grad.py` and `math_grad.py`), and
 //! [`sum_to_shape`], which reduces a broadcast gradient back to an operand's shape with
 //! `Sum` (in `reduce.rs`).
@@ -12,7 +12,7 @@ use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
 use crate::with_array;
-use ndarray::{ArcArray, IxDyn};
+use ndarray::{ArcArray, Dimension, IxDyn};
 
 // ---------------------------------------------------------------- graph-building helpers
 
@@ -206,8 +206,38 @@ const SHAPE: &[AttrDef] = attrs!["shape" => Shape];
 /// TF's `Cast` attrs (`SrcT` is the input's dtype; `Truncate` is accepted and has no effect).
 const CAST_ATTRS: &[AttrDef] = attrs!["SrcT" => Type, "DstT" => Type, "Truncate" => Bool];
 
+// ---------------------------------------------------------------- Where
+
+/// `Where(x)` (TF's `tf.where(x)` with one argument, the op `Where`): the coordinates of
+/// the nonzero (for Bool: true) elements of `x`, any dtype and rank r, as an `Int64
+/// [k, r]` tensor in row-major order of the elements, k known only when it runs. A float
+/// element is nonzero when it is not `0.0` or `-0.0` (a NaN is nonzero), as TF's kernel
+/// decides.
+fn infer_where(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    Ok(vec![TensorType::new(DType::Int64, Shape(vec![crate::shape::UNKNOWN, ctx.inputs[0].shape.rank()]))])
+}
+
+fn kernel_where(ctx: &KernelCtx) -> Result<Outputs> {
+    fn coords<T: Element>(a: &ArcArray<T, IxDyn>) -> (Vec<i64>, usize) {
+        let mut out = Vec::new();
+        let mut k = 0;
+        for (ix, v) in a.indexed_iter() {
+            if *v != T::zero() {
+                out.extend(ix.slice().iter().map(|&i| i as i64));
+                k += 1;
+            }
+        }
+        (out, k)
+    }
+    let x = &ctx.inputs[0];
+    let (v, k) = with_array!(x, a => coords(a));
+    Ok(smallvec![Tensor::from_vec(&[k, x.dims().len()], v, crate::tensor::Layout::RowMajor)?])
+}
+
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
+    // TF: ops.NotDifferentiable("Where") (its output is integer coordinates)
+    r.add(def("Where", "Where", one, infer_where, kernel_where, GpuSupport::None, None).not_differentiable());
     r.add(
         def("Reshape", "Reshape", one, infer_reshape, kernel_reshape, GpuSupport::Any, Some(grad_reshape))
             .launched_as(GpuLaunch::DeviceHandled)

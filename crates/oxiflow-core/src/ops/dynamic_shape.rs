@@ -56,6 +56,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "BroadcastTo",
     "Prod",
     "EnsureShape",
+    "Where",
     "If",
     "While",
     "WhileGrad",
