@@ -206,7 +206,22 @@ int32_t oxf_const(struct OxGraph *g,
                   const char *name,
                   int64_t *out);
 
-// `tf.placeholder(dtype, shape)`; `name` may be null (default `Placeholder`).
+// A `Const` of dtype Int64 and shape `[nnz, 2]` holding the 0-based `(row, col)` pairs of
+// the 1-based Julia index vectors `ii` and `jj` (each `nnz` long): a sparse matrix's
+// `indices` (TF's layout) written in one pass, without a `[nnz, 2]` array on the caller's
+// side. Errors (InvalidArgument): an index outside `1..=m` (rows) or `1..=n` (columns),
+// naming it and its 1-based position. `name` may be null.
+int32_t oxf_const_sparse_indices(struct OxGraph *g,
+                                 const int64_t *ii,
+                                 const int64_t *jj,
+                                 int64_t nnz,
+                                 int64_t m,
+                                 int64_t n,
+                                 const char *name,
+                                 int64_t *out);
+
+// `tf.placeholder(dtype, shape)`; a dimension of `-1` is unknown (TF's `None`), fed any
+// size; `name` may be null (default `Placeholder`).
 int32_t oxf_placeholder(struct OxGraph *g,
                         int32_t dtype,
                         int32_t ndims,
@@ -266,7 +281,8 @@ int32_t oxf_node_num_outputs(const struct OxGraph *g, int64_t node, int32_t *out
 // The node named `name`; status 5 when there is none.
 int32_t oxf_node_by_name(const struct OxGraph *g, const char *name, int64_t *out);
 
-// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of output `index`.
+// Dtype code, rank and (into `dims`, room for `max_dims`) dimensions of output `index`;
+// an unknown dimension is `-1`.
 int32_t oxf_output_type(const struct OxGraph *g,
                         int64_t node,
                         int32_t index,

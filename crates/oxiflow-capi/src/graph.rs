@@ -293,6 +293,46 @@ pub extern "C" fn oxf_const(
     })
 }
 
+/// A `Const` of dtype Int64 and shape `[nnz, 2]` holding the 0-based `(row, col)` pairs of
+/// the 1-based Julia index vectors `ii` and `jj` (each `nnz` long): a sparse matrix's
+/// `indices` (TF's layout) written in one pass, without a `[nnz, 2]` array on the caller's
+/// side. Errors (InvalidArgument): an index outside `1..=m` (rows) or `1..=n` (columns),
+/// naming it and its 1-based position. `name` may be null.
+#[no_mangle]
+pub extern "C" fn oxf_const_sparse_indices(
+    g: *mut OxGraph,
+    ii: *const i64,
+    jj: *const i64,
+    nnz: i64,
+    m: i64,
+    n: i64,
+    name: *const c_char,
+    out: *mut i64,
+) -> i32 {
+    guard(|| {
+        let (ii, jj) = (slice(ii, nnz, "ii")?, slice(jj, nnz, "jj")?);
+        let mut v: Vec<i64> = Vec::new();
+        v.try_reserve_exact(2 * ii.len())
+            .map_err(|_| OxiflowError::InvalidArgument(format!("SparseTensor: no memory for the indices of {} entries", ii.len())))?;
+        for (k, (&i, &j)) in ii.iter().zip(jj).enumerate() {
+            for (x, d, what) in [(i, m, "row"), (j, n, "column")] {
+                if x < 1 || x > d {
+                    return Err(OxiflowError::InvalidArgument(format!(
+                        "SparseTensor: {what} index {x} (position {}) is out of bounds for a dimension of size {d}",
+                        k + 1
+                    )));
+                }
+            }
+            v.push(i - 1);
+            v.push(j - 1);
+        }
+        let t = Tensor::from_vec(&[ii.len(), 2], v, oxiflow_core::tensor::Layout::RowMajor)?;
+        let mut spec = NodeSpec::new("Const", &[]).attr("dtype", t.dtype()).attr("value", t);
+        spec.name = opt_str(name, "name")?.map(str::to_string);
+        out_node(graph(g)?.write()?.add_node(spec)?, out)
+    })
+}
+
 /// `tf.placeholder(dtype, shape)`; a dimension of `-1` is unknown (TF's `None`), fed any
 /// size; `name` may be null (default `Placeholder`).
 #[no_mangle]

@@ -180,6 +180,16 @@ function oxf_const(g, dtype::Int32, dims::Vector{Int64}, data, name)
     return r[]
 end
 
+# Int64 [nnz, 2] 0-based pairs of the 1-based `ii`, `jj`, checked against m×n, in one pass
+function oxf_const_sparse_indices(g, ii::Vector{Int64}, jj::Vector{Int64}, m::Integer, n::Integer)
+    r = Ref{Int64}(-1)
+    GC.@preserve ii jj begin
+        check(ccall(sym(:oxf_const_sparse_indices), Int32, (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int64}, Int64, Int64, Int64, Cstring, Ref{Int64}),
+                    g, ii, jj, length(ii), m, n, C_NULL, r))
+    end
+    return r[]
+end
+
 function oxf_placeholder(g, dtype::Int32, dims::Vector{Int64}, name)
     r = Ref{Int64}(-1)
     check(ccall(sym(:oxf_placeholder), Int32, (Ptr{Cvoid}, Int32, Int32, Ptr{Int64}, Cstring, Ref{Int64}),

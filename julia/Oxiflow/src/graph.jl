@@ -193,6 +193,8 @@ end
 # Arrays cross the ABI column-major; Julia's scalar becomes a rank-0 tensor.
 as_array(x::Number) = fill(x)
 as_array(x::AbstractArray) = collect(x)
+# an Array as it is: every caller hands it to the engine, which copies it
+as_array(x::Array) = x
 
 """
     value_of_dtype(value, dtype, fname)

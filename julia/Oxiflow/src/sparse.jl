@@ -130,13 +130,18 @@ function SparseTensor(ii::Union{Tensor,AbstractVector{<:Integer}}, jj::Union{Ten
         x isa Tensor && !(x.dtype in (Int32, Int64) && ndims(x) == 1) &&
             invalid("SparseTensor: $what must be an Int32/Int64 vector, got $(x.dtype) of size $(size(x))")
     end
-    ii isa Tensor || check_julia_index("SparseTensor", ii, m, "row")
-    jj isa Tensor || check_julia_index("SparseTensor", jj, n, "column")
-    idx = if !(ii isa Tensor) && !(jj isa Tensor)
+    idx = if ii isa Vector{Int64} && jj isa Vector{Int64}
+        # the engine checks and writes the 0-based pairs in one pass
+        Tensor(g, oxf_const_sparse_indices(g, ii, jj, m, n), 0)
+    elseif !(ii isa Tensor) && !(jj isa Tensor)
+        check_julia_index("SparseTensor", ii, m, "row")
+        check_julia_index("SparseTensor", jj, n, "column")
         M = Matrix{Int64}(undef, length(ii), 2)
         M[:, 1] .= ii .- 1; M[:, 2] .= jj .- 1
         constant_in(g, M)
     else
+        ii isa Tensor || check_julia_index("SparseTensor", ii, m, "row")
+        jj isa Tensor || check_julia_index("SparseTensor", jj, n, "column")
         zero_based(x) = x isa Tensor ? cast(x, Int64) - 1 : constant_in(g, collect(Int64, x) .- 1)
         add_op("Pack", Tensor[zero_based(ii), zero_based(jj)]; axis=1)
     end

@@ -403,6 +403,10 @@ end
     @test e isa OxiflowError && occursin("(3, 3)", e.msg)
     e = err_of(() -> SparseTensor([1, 3], [1, 1], [1.0, 1.0], 2, 2))
     @test e isa OxiflowError && occursin("row index 3", e.msg)
+    e = err_of(() -> SparseTensor([1, 2], [2, 0], [1.0, 1.0], 2, 2))
+    @test e isa OxiflowError && occursin("column index 0 (position 2)", e.msg)
+    e = err_of(() -> SparseTensor(1:2, Int32[2, 5], [1.0, 1.0], 2, 4))   # not Vector{Int64}: Julia's check
+    @test e isa OxiflowError && occursin("column index 5 (position 2)", e.msg)
     e = err_of(() -> SparseTensor([1, 2], [1, 1], [1.0, 1.0], constant(2), 2))
     @test e isa OxiflowError && occursin("Julia integer", e.msg)
     e = err_of(() -> SparseTensor([1, 2], [1], [1.0, 1.0], 2, 2))
