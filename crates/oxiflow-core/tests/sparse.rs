@@ -192,7 +192,14 @@ fn sparse_sparse_matmul_matches_dense_with_gradients() {
     let c = prod(&mut g, a, b).unwrap();
     let want = matmul(&dense(&ia, &va, m, k), &dense(&ib, &vb, k, n), m, k, n);
     assert_close(&eval1(&g, &[], c).to_f64_vec(), &want, 1e-12, "A B");
-    check_grads(&[t64(&[8], va), t64(&[7], vb)], |g, xs| prod(g, xs[0], xs[1]));
+    check_grads(&[t64(&[8], va.clone()), t64(&[7], vb.clone())], |g, xs| prod(g, xs[0], xs[1]));
+    // second derivatives (SparseSparseMatMulGrad's gradient): the bilinear cross terms, and
+    // through a square, which makes the product's gradient depend on both operands
+    check_second_grads(&[t64(&[8], va.clone()), t64(&[7], vb.clone())], 1e-6, |g, xs| prod(g, xs[0], xs[1]));
+    check_second_grads(&[t64(&[8], va), t64(&[7], vb)], 1e-6, |g, xs| {
+        let c = prod(g, xs[0], xs[1])?;
+        g.op("Square", &[c])
+    });
 }
 
 /// A diagonally dominant `n x n` pattern (tridiagonal plus random entries) with values.

@@ -218,3 +218,22 @@ end
     e = sx_err(() -> reshape(b, -3, -8))
     @test e isa OxiflowError && occursin("non-negative", e.msg)
 end
+
+@testset "sparse extra: second derivatives through a sparse-sparse product" begin
+    reset_default_graph()
+    s = Session()
+    A0 = sprand(MersenneTwister(5), 4, 5, 0.5); B0 = sprand(MersenneTwister(6), 5, 3, 0.5)
+    ia, ja, va = findnz(A0); ib, jb, vb = findnz(B0)
+    a = Variable(va); b = Variable(vb)
+    A = SparseTensor(ia, ja, a, 4, 5); B = SparseTensor(ib, jb, b, 5, 3)
+    L = sum(Array(A * B) .^ 2)
+    ga, gb = gradients(L, [a, b])
+    init(s)
+    f(x, y) = sum((Matrix(sparse(ia, ja, x, 4, 5)) * Matrix(sparse(ib, jb, y, 5, 3))) .^ 2)
+    @test run(s, ga) ≈ fd_grad(x -> f(x, vb), va) rtol = 1e-6
+    # d/da and d/db of sum(dL/da), against finite differences of the engine's first gradient
+    h_aa, h_ab = gradients(sum(ga), [a, b])
+    first_grad(x, y) = (run(s, assign(a, x)); run(s, assign(b, y)); g = sum(run(s, ga)); run(s, assign(a, va)); run(s, assign(b, vb)); g)
+    @test run(s, h_aa) ≈ fd_grad(x -> first_grad(x, vb), va; h=1e-5) rtol = 1e-5
+    @test run(s, h_ab) ≈ fd_grad(y -> first_grad(va, y), vb; h=1e-5) rtol = 1e-5
+end

@@ -1,5 +1,5 @@
 //! Sparse matrices: `SparseTensorDenseMatMul`, `SparseSparseMatMul` (with its gradient op
-//! `SparseSparseMatMulGrad`) and `SparseRemap`. `SparseSolve` is in `sparse_solve.rs`.
+//! `SparseSparseMatMulGrad`, itself differentiable) and `SparseRemap`. `SparseSolve` is in `sparse_solve.rs`.
 //!
 //! A sparse matrix is TF's `SparseTensor` triple, held as ordinary tensors: `indices`
 //! (`Int64`, shape `[nnz, 2]`, 0-based `(row, col)` pairs, in any order, repeats allowed and
@@ -402,8 +402,8 @@ fn kernel_spspmm(ctx: &KernelCtx) -> Result<Outputs> {
 
 /// The gradient of `SparseSparseMatMul`: a `SparseSparseMatMulGrad` node computing
 /// `∂a[(i, j)] = Σ_n dC[i, n] B[j, n]` and `∂b[(j, n)] = Σ_i A[i, j] dC[i, n]` over the stored
-/// entries (dC on C's pattern). That op has no gradient of its own, so second derivatives
-/// through a sparse-sparse product are an error naming it.
+/// entries (dC on C's pattern, its input 4 being the product's own indices). That op is
+/// differentiable in turn ([`grad_spspmm_grad`]), so derivatives of any order follow.
 fn grad_spspmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dc) = grads[1] else { return Ok(vec![None; 4]) };
     let mut ins = node.inputs.clone();
@@ -416,6 +416,46 @@ fn grad_spspmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     }
     let id = g.add_node(spec)?;
     Ok(vec![None, Some(Output::new(id, 0)), None, Some(Output::new(id, 1))])
+}
+
+/// The gradient of `SparseSparseMatMulGrad(a, av, b, bv, c, dc) = (da, db)`, which is
+/// bilinear: given `g_da`, `g_db`,
+/// - `∂av = SparseSparseMatMulGrad(a, av, b, g_db, c, dc).da` (`da` with `bv` replaced),
+/// - `∂bv = SparseSparseMatMulGrad(a, g_da, b, bv, c, dc).db`,
+/// - `∂dc = (A(g_da) B + A B(g_db))` on C's pattern: the values of two `SparseSparseMatMul`s,
+///   whose patterns are C's own (a product's pattern depends on the indices only and is
+///   sorted row-major), added entry by entry. This relies on `c` being the indices of
+///   `SparseSparseMatMul(a, ·, b, ·)`, as [`grad_spspmm`] builds it.
+fn grad_spspmm_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let ins = node.inputs.clone();
+    let with_shapes = |mut spec: NodeSpec| {
+        for k in ["a_shape", "b_shape"] {
+            if let Some(v) = node.attrs.get(k) {
+                spec = spec.attr(k, v.clone());
+            }
+        }
+        spec
+    };
+    let (mut d_av, mut d_bv, mut terms) = (None, None, Vec::new());
+    if let Some(gdb) = grads[1] {
+        let id = g.add_node(with_shapes(NodeSpec::new("SparseSparseMatMulGrad", &[ins[0], ins[1], ins[2], gdb, ins[4], ins[5]])))?;
+        d_av = Some(Output::new(id, 0));
+        let p = g.add_node(with_shapes(NodeSpec::new("SparseSparseMatMul", &[ins[0], ins[1], ins[2], gdb])))?;
+        terms.push(Output::new(p, 1));
+    }
+    if let Some(gda) = grads[0] {
+        let id = g.add_node(with_shapes(NodeSpec::new("SparseSparseMatMulGrad", &[ins[0], gda, ins[2], ins[3], ins[4], ins[5]])))?;
+        d_bv = Some(Output::new(id, 1));
+        let p = g.add_node(with_shapes(NodeSpec::new("SparseSparseMatMul", &[ins[0], gda, ins[2], ins[3]])))?;
+        terms.push(Output::new(p, 1));
+    }
+    let d_dc = match terms[..] {
+        [] => None,
+        [t] => Some(t),
+        [t, u] => Some(g.op("Add", &[t, u])?),
+        _ => unreachable!("at most two terms"),
+    };
+    Ok(vec![None, d_av, None, d_bv, None, d_dc])
 }
 
 fn infer_spspmm_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -466,5 +506,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("SparseTensorDenseMatMul", "SparseTensorDenseMatMul", Arity::Fixed(3), infer_spmm, kernel_spmm, cpu, Some(grad_spmm)).with_attrs(MATMUL_ATTRS));
     r.add(def("SparseRemap", "SparseRemap", Arity::Fixed(4), infer_remap, kernel_remap, cpu, Some(grad_remap)).with_attrs(attrs!["dense_shape" => Shape]));
     r.add(def("SparseSparseMatMul", "SparseSparseMatMul", Arity::Fixed(4), infer_spspmm, kernel_spspmm, cpu, Some(grad_spspmm)).with_attrs(PRODUCT_ATTRS));
-    r.add(def("SparseSparseMatMulGrad", "SparseSparseMatMulGrad", Arity::Fixed(6), infer_spspmm_grad, kernel_spspmm_grad, cpu, None).with_attrs(PRODUCT_ATTRS));
+    r.add(
+        def("SparseSparseMatMulGrad", "SparseSparseMatMulGrad", Arity::Fixed(6), infer_spspmm_grad, kernel_spspmm_grad, cpu, Some(grad_spspmm_grad))
+            .with_attrs(PRODUCT_ATTRS),
+    );
 }
