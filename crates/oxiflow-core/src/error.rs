@@ -73,6 +73,11 @@ pub enum OxiflowError {
     #[error("{0}")]
     FailedPrecondition(String),
 
+    /// An operation that did not complete in time (a collective whose peers did not join:
+    /// TF's `DeadlineExceededError`).
+    #[error("{0}")]
+    DeadlineExceeded(String),
+
     /// A feature this build does not have yet; the message says which.
     #[error("{0}")]
     Unimplemented(String),
@@ -83,7 +88,7 @@ pub enum OxiflowError {
 }
 
 impl OxiflowError {
-    /// TensorFlow status code of this error (`INVALID_ARGUMENT = 3`, `NOT_FOUND = 5`,
+    /// TensorFlow status code of this error (`INVALID_ARGUMENT = 3`, `DEADLINE_EXCEEDED = 4`, `NOT_FOUND = 5`,
     /// `RESOURCE_EXHAUSTED = 8`, `FAILED_PRECONDITION = 9`, `UNIMPLEMENTED = 12`, `INTERNAL = 13`).
     pub fn code(&self) -> i32 {
         use OxiflowError::*;
@@ -95,6 +100,7 @@ impl OxiflowError {
             | DeviceFunction { .. }
             | Feed { .. }
             | InvalidArgument(_) => 3,
+            DeadlineExceeded(_) => 4,
             NotFound(_) => 5,
             ResourceExhausted { .. } | DeviceMemoryFull { .. } | OutOfMemory { .. } => 8,
             Uninitialized { .. } | FailedPrecondition(_) => 9,
@@ -107,6 +113,7 @@ impl OxiflowError {
     pub fn kind(&self) -> &'static str {
         match self.code() {
             3 => "InvalidArgumentError",
+            4 => "DeadlineExceededError",
             5 => "NotFoundError",
             8 => "ResourceExhaustedError",
             9 => "FailedPreconditionError",

@@ -489,6 +489,15 @@ impl Session {
                 }
             }
         }
+        // Collectives run in node order, the same on every rank (crate::collective): each
+        // waits for the previous one. Inputs have lower ids than their consumers, so the
+        // chain never contradicts the data edges.
+        let mut collectives: Vec<(NodeId, usize)> =
+            units.iter().enumerate().filter(|(_, u)| crate::collective::is_collective(u.0.op.name)).map(|(s, u)| (u.0.id, s)).collect();
+        collectives.sort_unstable();
+        for w in collectives.windows(2) {
+            edges.insert((w[0].1, w[1].1));
+        }
         let mut edges: Vec<_> = edges.into_iter().collect();
         edges.sort_unstable();
         for (a, b) in edges {

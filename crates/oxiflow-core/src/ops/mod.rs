@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 pub mod activation_grad;
 pub mod array;
 pub mod blas;
+pub mod collective;
 pub mod dynamic_shape;
 pub mod functional;
 pub mod fused;
@@ -729,6 +730,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     scatter::register(&mut r);
     sparse::register(&mut r);
     sparse_solve::register(&mut r);
+    collective::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);

@@ -1,0 +1,114 @@
+//! Collectives across processes (MPI ranks): the [`Communicator`] trait, which the
+//! collective ops (`ops/collective.rs`: `MpiAllreduce`, `MpiSum`, `MpiBcast`) call, and the
+//! process's one communicator, set by whoever initialises the transport (the `oxiflow-mpi`
+//! crate on OpenMPI through rsmpi, from `mpi_init`). Core knows collectives only through
+//! this trait, as it knows devices only through `Device`.
+//!
+//! Order: the collectives of one run are issued in the same order on every rank, the order
+//! of their node ids (the order the program built them, the same on every rank of an SPMD
+//! program): the session's plan chains them ([`is_collective`]), so the executor's
+//! parallelism never reorders them (ADCME's documented deadlock, where TF's executor ran
+//! two independent collectives in different orders on different ranks, cannot happen).
+//! A rank that runs other collectives than its peers is caught by the check every
+//! collective makes first ([`Communicator::agree`]).
+
+use crate::error::{OxiflowError, Result};
+use std::sync::{Arc, RwLock};
+
+/// A reduction (MPI's `MPI_SUM`, `MPI_MAX`, `MPI_MIN`; Horovod's `Average` is a sum
+/// divided by the number of ranks, done by the op).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// A contiguous host buffer of one of the dtypes collectives carry.
+pub enum HostBuf<'a> {
+    F32(&'a mut [f32]),
+    F64(&'a mut [f64]),
+    I32(&'a mut [i32]),
+    I64(&'a mut [i64]),
+}
+
+impl HostBuf<'_> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            HostBuf::F32(b) => b.len(),
+            HostBuf::F64(b) => b.len(),
+            HostBuf::I32(b) => b.len(),
+            HostBuf::I64(b) => b.len(),
+        }
+    }
+
+    /// `true` when it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A group of processes (ranks `0..size`) that run collectives together. Every call is
+/// collective: all ranks make it, in the same order, with buffers of the same length and
+/// dtype. `what` names the op and node for errors (`MpiAllreduce 'x'`). Errors:
+/// `Unavailable` when a peer does not join within the implementation's timeout (it runs
+/// other collectives, or died), naming `what` and this rank; `FailedPrecondition` when
+/// the ranks disagree in [`Communicator::agree`].
+pub trait Communicator: Send + Sync {
+    /// This process's rank, 0-based.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Reduces `buf` element-wise over all ranks with `op`; every rank gets the result in
+    /// `buf` (`MPI_Allreduce`).
+    fn allreduce(&self, what: &str, buf: HostBuf, op: ReduceOp) -> Result<()>;
+    /// Reduces `buf` over all ranks with `op` into `root`'s `buf` (`MPI_Reduce`); the other
+    /// ranks' `buf` is left as it was.
+    fn reduce(&self, what: &str, buf: HostBuf, op: ReduceOp, root: usize) -> Result<()>;
+    /// Copies `root`'s `buf` into every rank's `buf` (`MPI_Bcast`).
+    fn broadcast(&self, what: &str, buf: HostBuf, root: usize) -> Result<()>;
+    /// Blocks until every rank has called it (`MPI_Barrier`).
+    fn barrier(&self, what: &str) -> Result<()>;
+
+    /// Checks that every rank is about to run the same collective: `key` (a hash of op,
+    /// node name, dtype and length) is compared over all ranks with one small all-reduce
+    /// of `[key, !key]` under `Max` (a rank whose key differs sees a maximum that is not
+    /// its own in one of the two). FailedPrecondition naming `what` when they differ: on
+    /// every rank, so no rank goes on to mix its data with another collective's.
+    fn agree(&self, what: &str, key: u64) -> Result<()> {
+        let mut v = [key as i64, !key as i64];
+        self.allreduce(what, HostBuf::I64(&mut v), ReduceOp::Max)?;
+        if v != [key as i64, !key as i64] {
+            return Err(OxiflowError::FailedPrecondition(format!(
+                "{what} on rank {} of {}: the ranks are not running the same collective here (another rank built a different graph or runs other fetches); collectives must be built and run identically on every rank",
+                self.rank(),
+                self.size()
+            )));
+        }
+        Ok(())
+    }
+}
+
+static COMMUNICATOR: RwLock<Option<Arc<dyn Communicator>>> = RwLock::new(None);
+
+/// Makes `c` the process's communicator (`None`: none, after `mpi_finalize`).
+pub fn set_communicator(c: Option<Arc<dyn Communicator>>) {
+    *COMMUNICATOR.write().unwrap_or_else(|p| p.into_inner()) = c;
+}
+
+/// The process's communicator; FailedPrecondition naming `what` when there is none (MPI
+/// not initialised, or finalised).
+pub fn communicator(what: &str) -> Result<Arc<dyn Communicator>> {
+    COMMUNICATOR
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .ok_or_else(|| OxiflowError::FailedPrecondition(format!("{what}: MPI is not initialized (call mpi_init() first) or was finalized")))
+}
+
+/// Whether ops of type `op` are collectives, which every rank must run in the same order
+/// (the session chains them in node order).
+pub fn is_collective(op: &str) -> bool {
+    op.starts_with("Mpi")
+}

@@ -1,0 +1,204 @@
+//! Collective ops across MPI ranks, on the process's [`Communicator`]
+//! ([`crate::collective`]): ADCME's `mpi_sum` and `mpi_bcast` and Horovod's allreduce.
+//!
+//! - `MpiAllreduce(x)`, attr `reduction` (`"sum"`, default, `"mean"`, `"max"`, `"min"`):
+//!   every rank gets the element-wise reduction of all ranks' `x` (Horovod's
+//!   `hvd.allreduce`; `"mean"` is the sum over the number of ranks, floats only).
+//!   Gradient: the all-reduced sum of the output gradients (`"mean"`: their mean); for
+//!   `"max"`/`"min"`, that sum masked to the ranks whose `x` equals the result.
+//! - `MpiSum(x)`, attr `root` (default 0): ADCME's `mpi_sum`, `MPI_Reduce` with `MPI_SUM`:
+//!   rank `root` gets the sum of all ranks' `x`, the others zeros. Gradient: `MpiBcast` of
+//!   the output gradient from `root` (ADCME's adjoint).
+//! - `MpiBcast(x)`, attr `root`: ADCME's `mpi_bcast`: every rank gets `root`'s `x`.
+//!   Gradient: `MpiSum` of the output gradients to `root` (the other ranks' `x` do not
+//!   affect the output: zero gradient).
+//!
+//! Dtypes Float32, Float64, Int32, Int64; any shape (the data travel in row-major order).
+//! CPU kernels only (a GPU request moves to the CPU under soft placement). The ops are
+//! stateful: never folded or merged, as each is a message exchange. Before its data, each
+//! collective checks that all ranks run the same one ([`Communicator::agree`]: op, node
+//! name, dtype, element count, attrs), so ranks running different collectives get an
+//! error instead of mixing their data. Errors: MPI not initialized (FailedPrecondition),
+//! `root` not a rank (InvalidArgument naming the node), a peer that does not join in time
+//! (DeadlineExceeded, from the communicator).
+
+use super::math::def;
+use super::*;
+use crate::collective::{communicator, Communicator, HostBuf, ReduceOp};
+use crate::graph::NodeSpec;
+use crate::tensor::Layout;
+
+const DTYPES: [DType; 4] = [DType::Float32, DType::Float64, DType::Int32, DType::Int64];
+
+fn infer_collective(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    if !DTYPES.contains(&x.dtype) {
+        return Err(ctx.invalid(format!("collectives carry Float32, Float64, Int32 or Int64, got {}", x.dtype)));
+    }
+    if let Some(AttrValue::Int(r)) = ctx.attrs.get("root") {
+        if *r < 0 {
+            return Err(ctx.invalid(format!("root must be a rank (0 or more), got {r}")));
+        }
+    }
+    if ctx.op == "MpiAllreduce" {
+        let red = reduction(ctx.attrs, ctx.op)?;
+        if red == "mean" && !x.dtype.is_float() {
+            return Err(ctx.invalid(format!("reduction \"mean\" needs a float tensor, got {}", x.dtype)));
+        }
+    }
+    Ok(vec![x.clone()])
+}
+
+/// `MpiAllreduce`'s `reduction` attr (default `"sum"`); InvalidArgument for another.
+fn reduction<'a>(attrs: &'a Attrs, op: &str) -> Result<&'a str> {
+    match attrs.get("reduction") {
+        None => Ok("sum"),
+        Some(AttrValue::Str(s)) if ["sum", "mean", "max", "min"].contains(&s.as_str()) => Ok(s.as_str()),
+        Some(v) => Err(OxiflowError::InvalidArgument(format!("{op}: reduction must be \"sum\", \"mean\", \"max\" or \"min\", got {v}"))),
+    }
+}
+
+/// The `root` attr (default 0), checked against the communicator's size.
+fn root(ctx: &KernelCtx, comm: &dyn Communicator) -> Result<usize> {
+    let r = super::shape_ops::int_or(&ctx.node.attrs, ctx.node.op.name, "root", 0)?;
+    match usize::try_from(r) {
+        Ok(r) if r < comm.size() => Ok(r),
+        _ => Err(ctx.error(format!("root {r} is not a rank of this job (ranks 0 to {})", comm.size() - 1))),
+    }
+}
+
+/// FNV-1a of `s`: the key ranks compare before a collective.
+fn key_of(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Runs `f` on a row-major host copy of input 0, after checking that every rank runs this
+/// collective, and returns the buffer as the output (same dtype and shape).
+fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) -> Result<()>) -> Result<Outputs> {
+    let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
+    let comm = communicator(&what)?;
+    let x = &ctx.inputs[0];
+    let dims = x.dims().to_vec();
+    let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    comm.agree(&what, key_of(&format!("{what} {} {:?} {}", x.dtype(), dims, attrs.join(","))))?;
+    macro_rules! go {
+        ($a:expr, $v:ident) => {{
+            let mut v: Vec<_> = $a.iter().copied().collect();
+            f(comm.as_ref(), &what, HostBuf::$v(&mut v))?;
+            Tensor::from_vec(&dims, v, Layout::RowMajor)?
+        }};
+    }
+    let out = match x {
+        Tensor::F32(a) => go!(a, F32),
+        Tensor::F64(a) => go!(a, F64),
+        Tensor::I32(a) => go!(a, I32),
+        Tensor::I64(a) => go!(a, I64),
+        t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+    };
+    Ok(smallvec![out])
+}
+
+fn kernel_allreduce(ctx: &KernelCtx) -> Result<Outputs> {
+    let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
+    let op = match red {
+        "max" => ReduceOp::Max,
+        "min" => ReduceOp::Min,
+        _ => ReduceOp::Sum,
+    };
+    collective(ctx, |comm, what, mut buf| {
+        comm.allreduce(what, reborrow(&mut buf), op)?;
+        if red == "mean" {
+            let n = comm.size() as f64;
+            match buf {
+                HostBuf::F32(b) => b.iter_mut().for_each(|x| *x = (*x as f64 / n) as f32),
+                HostBuf::F64(b) => b.iter_mut().for_each(|x| *x /= n),
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A second handle on `buf` (for a call that takes it by value, before `buf` is used again).
+fn reborrow<'a>(buf: &'a mut HostBuf) -> HostBuf<'a> {
+    match buf {
+        HostBuf::F32(b) => HostBuf::F32(b),
+        HostBuf::F64(b) => HostBuf::F64(b),
+        HostBuf::I32(b) => HostBuf::I32(b),
+        HostBuf::I64(b) => HostBuf::I64(b),
+    }
+}
+
+fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
+    let comm = communicator(&format!("{} '{}'", ctx.node.op.name, ctx.node.name))?;
+    let root = root(ctx, comm.as_ref())?;
+    collective(ctx, |comm, what, mut buf| {
+        comm.reduce(what, reborrow(&mut buf), ReduceOp::Sum, root)?;
+        if comm.rank() != root {
+            match buf {
+                HostBuf::F32(b) => b.fill(0.0),
+                HostBuf::F64(b) => b.fill(0.0),
+                HostBuf::I32(b) => b.fill(0),
+                HostBuf::I64(b) => b.fill(0),
+            }
+        }
+        Ok(())
+    })
+}
+
+fn kernel_bcast(ctx: &KernelCtx) -> Result<Outputs> {
+    let comm = communicator(&format!("{} '{}'", ctx.node.op.name, ctx.node.name))?;
+    let root = root(ctx, comm.as_ref())?;
+    collective(ctx, |comm, what, buf| comm.broadcast(what, buf, root))
+}
+
+/// A collective node `op` on `x` with `node`'s `root`/`reduction` attrs (or `reduction`).
+fn collective_like(g: &mut Graph, op: &str, x: Output, node: &Node, reduction: Option<&str>) -> Result<Output> {
+    let mut spec = NodeSpec::new(op, &[x]);
+    if let Some(r) = node.attrs.get("root") {
+        spec = spec.attr("root", r.clone());
+    }
+    if let Some(r) = reduction {
+        spec = spec.attr("reduction", r);
+    }
+    g.op_spec(spec)
+}
+
+fn grad_allreduce(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    let red = reduction(&node.attrs, node.op.name)?;
+    if red == "mean" {
+        return Ok(vec![Some(collective_like(g, "MpiAllreduce", dy, node, Some("mean"))?)]);
+    }
+    let total = collective_like(g, "MpiAllreduce", dy, node, Some("sum"))?;
+    if red == "sum" {
+        return Ok(vec![Some(total)]);
+    }
+    // max/min: the gradient reaches the ranks whose x is the result
+    let x = node.inputs[0];
+    let hit = g.op("Equal", &[x, Output::new(node.id, 0)])?;
+    let dtype = g.output_type(x)?.dtype;
+    let mask = g.op_spec(NodeSpec::new("Cast", &[hit]).attr("DstT", dtype))?;
+    Ok(vec![Some(g.op("Mul", &[total, mask])?)])
+}
+
+fn grad_sum(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    Ok(vec![Some(collective_like(g, "MpiBcast", dy, node, None)?)])
+}
+
+fn grad_bcast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None]) };
+    Ok(vec![Some(collective_like(g, "MpiSum", dy, node, None)?)])
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    let one = Arity::Fixed(1);
+    let cpu = GpuSupport::None;
+    let stateful = |d: OpDef| OpDef { stateful: true, ..d };
+    r.add(stateful(
+        def("MpiAllreduce", "MpiAllreduce", one, infer_collective, kernel_allreduce, cpu, Some(grad_allreduce)).with_attrs(attrs!["reduction" => Str]),
+    ));
+    r.add(stateful(def("MpiSum", "MpiSum", one, infer_collective, kernel_sum, cpu, Some(grad_sum)).with_attrs(attrs!["root" => Int])));
+    r.add(stateful(def("MpiBcast", "MpiBcast", one, infer_collective, kernel_bcast, cpu, Some(grad_bcast)).with_attrs(attrs!["root" => Int])));
+}

@@ -1,0 +1,118 @@
+//! The collective ops on an in-process communicator of one rank that records its calls:
+//! every rank must issue a run's collectives in one order, the order of their node ids,
+//! whatever the executor's parallelism (the plan chains them); one rank's reductions are
+//! the identity; the gradients are the adjoint collectives (ADCME's: `MpiSum` <->
+//! `MpiBcast`). Without a communicator, a collective fails naming the op. Multi-rank
+//! behaviour is tested under mpirun (julia/Oxiflow/test/mpi/, `make test-mpi`).
+
+use oxiflow_core::autodiff::gradients;
+use oxiflow_core::collective::{set_communicator, Communicator, HostBuf, ReduceOp};
+use oxiflow_core::{DType, Graph, NodeSpec, Output, Result, Session, SessionOptions, Tensor};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// One rank; records the `what` of every data call (the agreement checks, on Int64
+/// pairs, are left out).
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<String>>,
+}
+
+impl Communicator for Recorder {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn allreduce(&self, what: &str, buf: HostBuf, _op: ReduceOp) -> Result<()> {
+        if !matches!(buf, HostBuf::I64(ref b) if b.len() == 2) {
+            self.calls.lock().unwrap().push(what.to_string());
+        }
+        Ok(())
+    }
+    fn reduce(&self, what: &str, _buf: HostBuf, _op: ReduceOp, _root: usize) -> Result<()> {
+        self.calls.lock().unwrap().push(what.to_string());
+        Ok(())
+    }
+    fn broadcast(&self, what: &str, _buf: HostBuf, _root: usize) -> Result<()> {
+        self.calls.lock().unwrap().push(what.to_string());
+        Ok(())
+    }
+    fn barrier(&self, _what: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn t64(dims: &[usize], v: Vec<f64>) -> Tensor {
+    Tensor::from_vec(dims, v, oxiflow_core::Layout::RowMajor).unwrap()
+}
+
+// One test function: the communicator is the process's, shared by every test of a binary.
+#[test]
+fn collectives_on_one_recording_rank() {
+    // no communicator: the op fails when it runs, naming itself
+    set_communicator(None);
+    let mut g = Graph::new();
+    let c = g.constant(t64(&[2], vec![1.0, 2.0])).unwrap();
+    let y = g.op_spec(NodeSpec::new("MpiAllreduce", &[c]).name("grads")).unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    let e = sess.run(&[], &[y], &[], false).unwrap_err().to_string();
+    assert!(e.contains("MpiAllreduce 'grads'") && e.contains("mpi_init"), "{e}");
+
+    let rec = Arc::new(Recorder::default());
+    set_communicator(Some(rec.clone()));
+    // independent collectives, each after a chain of different length: without the plan's
+    // chain, the shorter chains' collectives would often run first
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[64], Some("x")).unwrap();
+    let mut outs = Vec::new();
+    for k in 0..8 {
+        let mut h = x;
+        for _ in 0..(8 - k) * 3 {
+            h = g.op("Sin", &[h]).unwrap();
+        }
+        let op = ["MpiAllreduce", "MpiSum", "MpiBcast"][k % 3];
+        outs.push(g.op_spec(NodeSpec::new(op, &[h]).name(format!("c{k}"))).unwrap());
+    }
+    let want: Vec<String> = (0..8).map(|k| format!("{} 'c{k}'", ["MpiAllreduce", "MpiSum", "MpiBcast"][k % 3])).collect();
+    let xv = t64(&[64], (0..64).map(|i| i as f64 / 64.0).collect());
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions { inter_op_threads: Some(4), ..Default::default() }).unwrap();
+    for _ in 0..20 {
+        rec.calls.lock().unwrap().clear();
+        // traced: the run goes to the worker pool even where an untraced one would run
+        // on this thread, one step after another
+        let out = sess.run(&[(x, xv.clone())], &outs, &[], true).unwrap();
+        assert_eq!(*rec.calls.lock().unwrap(), want);
+        // one rank: every reduction and broadcast is the identity
+        let mut h = xv.to_f64_vec();
+        for _ in 0..3 * 8 {
+            h = h.iter().map(|v| v.sin()).collect();
+        }
+        assert_eq!(out.values[0].to_f64_vec(), h);
+    }
+
+    // gradients are the adjoint collectives: MpiSum's an MpiBcast, MpiBcast's an MpiSum,
+    // MpiAllreduce's an MpiAllreduce; on one rank each is the identity
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[3], Some("x")).unwrap();
+    let a = g.op_spec(NodeSpec::new("MpiSum", &[x]).attr("root", 0i64)).unwrap();
+    let b = g.op_spec(NodeSpec::new("MpiBcast", &[a])).unwrap();
+    let c = g.op_spec(NodeSpec::new("MpiAllreduce", &[b]).attr("reduction", "mean")).unwrap();
+    let sq = g.op("Square", &[c]).unwrap();
+    let l = g.op("Sum", &[sq]).unwrap();
+    let dx = gradients(&mut g, &[l], &[x], None, false).unwrap()[0].unwrap();
+    let ops: Vec<&str> = g.nodes().iter().skip(l.node + 1).map(|n| n.op.name).filter(|o| o.starts_with("Mpi")).collect();
+    assert_eq!(ops, ["MpiAllreduce", "MpiSum", "MpiBcast"]);
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    let out = sess.run(&[(x, t64(&[3], vec![0.5, -1.0, 2.0]))], &[dx], &[], false).unwrap();
+    assert_eq!(out.values[0].to_f64_vec(), vec![1.0, -2.0, 4.0]);
+
+    // root must be a rank of the job
+    let mut g = Graph::new();
+    let c = g.constant(t64(&[1], vec![1.0])).unwrap();
+    let y = g.op_spec(NodeSpec::new("MpiSum", &[c]).attr("root", 1i64)).unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    let e = sess.run(&[], &[y], &[], false).unwrap_err().to_string();
+    assert!(e.contains("MpiSum") && e.contains("root 1"), "{e}");
+    set_communicator(None);
+}
