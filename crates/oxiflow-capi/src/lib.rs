@@ -38,6 +38,7 @@ mod cuda;
 mod graph;
 mod handles;
 mod handover;
+mod mpi;
 mod optim;
 mod profile;
 mod session;

@@ -87,7 +87,7 @@ struct OxiflowError <: Exception
     msg::String
 end
 
-const KINDS = Dict(3 => "InvalidArgumentError", 5 => "NotFoundError", 8 => "ResourceExhaustedError",
+const KINDS = Dict(3 => "InvalidArgumentError", 4 => "DeadlineExceededError", 5 => "NotFoundError", 8 => "ResourceExhaustedError",
                    9 => "FailedPreconditionError", 12 => "UnimplementedError", 13 => "InternalError")
 
 Base.showerror(io::IO, e::OxiflowError) = print(io, "OxiflowError (", e.kind, "): ", e.msg)
@@ -477,4 +477,26 @@ function oxf_cuda_status()
         end
     end
     return (driver=driver, driver_info=info, gpus=gpus, reason=reason)
+end
+
+# ---------------------------------------------------------------- MPI (oxiflow-mpi)
+
+function oxf_mpi_init()
+    r = Ref{Int32}(0)
+    check(ccall(sym(:oxf_mpi_init), Int32, (Ref{Int32},), r))
+    return r[] == 1
+end
+
+oxf_mpi_finalize() = check(ccall(sym(:oxf_mpi_finalize), Int32, ()))
+
+function oxf_mpi_state()
+    r = Ref{Int32}(0)
+    check(ccall(sym(:oxf_mpi_state), Int32, (Ref{Int32},), r))
+    return (running=(r[] & 1) != 0, finalized=(r[] & 2) != 0, built=(r[] & 4) != 0)
+end
+
+function oxf_mpi_rank_size()
+    rank = Ref{Int64}(0); size = Ref{Int64}(0)
+    check(ccall(sym(:oxf_mpi_rank_size), Int32, (Ref{Int64}, Ref{Int64}), rank, size))
+    return Int(rank[]), Int(size[])
 end

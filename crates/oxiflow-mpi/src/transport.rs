@@ -1,0 +1,241 @@
+//! rsmpi's side: MPI's lifetime and the non-blocking collectives with a timeout.
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
+use mpi::request::{Request, StaticScope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use oxiflow_core::collective::{set_communicator, Communicator as Collectives, HostBuf, ReduceOp};
+use oxiflow_core::error::{OxiflowError, Result};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// rsmpi's universe while MPI runs (dropping it calls `MPI_Finalize`), and whether MPI was
+/// finalized.
+struct State {
+    universe: Option<mpi::environment::Universe>,
+    finalized: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State { universe: None, finalized: false });
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// See the crate's stub of the same name for the contract.
+pub fn init() -> Result<bool> {
+    let mut st = state();
+    if st.finalized {
+        return Err(OxiflowError::FailedPrecondition("mpi_init: MPI was finalized in this process and cannot start again".into()));
+    }
+    if st.universe.is_some() {
+        return Ok(false);
+    }
+    let (universe, _threading) = mpi::initialize_with_threading(mpi::Threading::Multiple)
+        .ok_or_else(|| OxiflowError::FailedPrecondition("mpi_init: MPI was initialized by someone else in this process".into()))?;
+    let timeout = std::env::var("OXIFLOW_MPI_TIMEOUT").ok().and_then(|s| s.trim().parse::<f64>().ok()).filter(|t| *t > 0.0).unwrap_or(60.0);
+    let world = universe.world();
+    let comm = MpiComm { rank: world.rank() as usize, size: world.size() as usize, timeout: Duration::from_secs_f64(timeout) };
+    st.universe = Some(universe);
+    set_communicator(Some(Arc::new(comm)));
+    Ok(true)
+}
+
+/// See the crate's stub.
+pub fn finalize() -> Result<()> {
+    let mut st = state();
+    let Some(u) = st.universe.take() else {
+        return Err(OxiflowError::FailedPrecondition("mpi_finalize: MPI is not initialized".into()));
+    };
+    set_communicator(None);
+    drop(u);
+    st.finalized = true;
+    Ok(())
+}
+
+/// See the crate's stub.
+pub fn is_initialized() -> bool {
+    state().universe.is_some()
+}
+
+/// See the crate's stub.
+pub fn is_finalized() -> bool {
+    state().finalized
+}
+
+fn running() -> Result<()> {
+    if state().universe.is_none() {
+        return Err(OxiflowError::FailedPrecondition("MPI is not initialized (call mpi_init() first) or was finalized".into()));
+    }
+    Ok(())
+}
+
+/// See the crate's stub.
+pub fn rank() -> Result<usize> {
+    running()?;
+    Ok(SimpleCommunicator::world().rank() as usize)
+}
+
+/// See the crate's stub.
+pub fn size() -> Result<usize> {
+    running()?;
+    Ok(SimpleCommunicator::world().size() as usize)
+}
+
+/// `MPI_COMM_WORLD` as the collectives' communicator.
+struct MpiComm {
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+}
+
+fn system_op(op: ReduceOp) -> SystemOperation {
+    match op {
+        ReduceOp::Sum => SystemOperation::sum(),
+        ReduceOp::Max => SystemOperation::max(),
+        ReduceOp::Min => SystemOperation::min(),
+    }
+}
+
+/// A `'static` copy of `v` for a non-blocking call (freed by [`reclaim`] once the call
+/// completed; leaked when it did not, as MPI may still write it).
+fn leak<T: Copy>(v: &[T]) -> &'static mut [T] {
+    Box::leak(v.to_vec().into_boxed_slice())
+}
+
+/// Frees a buffer made by [`leak`].
+///
+/// # Safety
+/// `b` came from [`leak`] and no request uses it any more.
+unsafe fn reclaim<T>(b: *mut [T]) {
+    drop(unsafe { Box::from_raw(b) });
+}
+
+impl MpiComm {
+    /// Polls `req` until it completes, or fails after the timeout (the request and its
+    /// buffers are then left to MPI).
+    fn wait<D: ?Sized>(&self, what: &str, req: Request<'static, D, StaticScope>) -> Result<()> {
+        let start = Instant::now();
+        let mut req = req;
+        let mut pause = Duration::from_micros(1);
+        loop {
+            match req.test() {
+                Ok(_) => return Ok(()),
+                Err(pending) => {
+                    if start.elapsed() > self.timeout {
+                        std::mem::forget(pending);
+                        return Err(OxiflowError::DeadlineExceeded(format!(
+                            "{what} on rank {} of {}: the other ranks did not join within {:.0} s (OXIFLOW_MPI_TIMEOUT): a rank runs other collectives, builds another graph, or hangs; MPI cannot cancel the collective, so end the job",
+                            self.rank,
+                            self.size,
+                            self.timeout.as_secs_f64()
+                        )));
+                    }
+                    req = pending;
+                    if start.elapsed() < Duration::from_millis(1) {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+    }
+
+    fn allreduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        let world = SimpleCommunicator::world();
+        let (send, recv) = (leak(buf), leak(buf));
+        let (sp, rp) = (send as *mut [T], recv as *mut [T]);
+        let req = world.immediate_all_reduce_into(StaticScope, &*send, recv, system_op(op));
+        self.wait(what, req)?;
+        // SAFETY: the request completed; both buffers came from `leak`.
+        unsafe {
+            buf.copy_from_slice(&*rp);
+            reclaim(sp);
+            reclaim(rp);
+        }
+        Ok(())
+    }
+
+    fn reduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+        let world = SimpleCommunicator::world();
+        let root_proc = world.process_at_rank(root as i32);
+        let send = leak(buf);
+        let sp = send as *mut [T];
+        if self.rank == root {
+            let recv = leak(buf);
+            let rp = recv as *mut [T];
+            let req = root_proc.immediate_reduce_into_root(StaticScope, &*send, recv, system_op(op));
+            self.wait(what, req)?;
+            // SAFETY: the request completed; the buffer came from `leak`.
+            unsafe {
+                buf.copy_from_slice(&*rp);
+                reclaim(rp);
+            }
+        } else {
+            let req = root_proc.immediate_reduce_into(StaticScope, &*send, system_op(op));
+            self.wait(what, req)?;
+        }
+        // SAFETY: as above.
+        unsafe { reclaim(sp) };
+        Ok(())
+    }
+
+    fn broadcast_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], root: usize) -> Result<()> {
+        let world = SimpleCommunicator::world();
+        let data = leak(buf);
+        let dp = data as *mut [T];
+        let req = world.process_at_rank(root as i32).immediate_broadcast_into(StaticScope, data);
+        self.wait(what, req)?;
+        // SAFETY: the request completed; the buffer came from `leak`.
+        unsafe {
+            buf.copy_from_slice(&*dp);
+            reclaim(dp);
+        }
+        Ok(())
+    }
+}
+
+impl Collectives for MpiComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn allreduce(&self, what: &str, buf: HostBuf, op: ReduceOp) -> Result<()> {
+        match buf {
+            HostBuf::F32(b) => self.allreduce_t(what, b, op),
+            HostBuf::F64(b) => self.allreduce_t(what, b, op),
+            HostBuf::I32(b) => self.allreduce_t(what, b, op),
+            HostBuf::I64(b) => self.allreduce_t(what, b, op),
+        }
+    }
+
+    fn reduce(&self, what: &str, buf: HostBuf, op: ReduceOp, root: usize) -> Result<()> {
+        match buf {
+            HostBuf::F32(b) => self.reduce_t(what, b, op, root),
+            HostBuf::F64(b) => self.reduce_t(what, b, op, root),
+            HostBuf::I32(b) => self.reduce_t(what, b, op, root),
+            HostBuf::I64(b) => self.reduce_t(what, b, op, root),
+        }
+    }
+
+    fn broadcast(&self, what: &str, buf: HostBuf, root: usize) -> Result<()> {
+        match buf {
+            HostBuf::F32(b) => self.broadcast_t(what, b, root),
+            HostBuf::F64(b) => self.broadcast_t(what, b, root),
+            HostBuf::I32(b) => self.broadcast_t(what, b, root),
+            HostBuf::I64(b) => self.broadcast_t(what, b, root),
+        }
+    }
+
+    fn barrier(&self, what: &str) -> Result<()> {
+        let req = SimpleCommunicator::world().immediate_barrier();
+        self.wait(what, req)
+    }
+}

@@ -1,0 +1,115 @@
+# ADCME's MPI API (ADCME.jl src/mpi.jl) and Horovod's allreduce, on the engine's collective
+# ops (`MpiSum`, `MpiBcast`, `MpiAllreduce`) and its OpenMPI transport. Run a program on
+# several processes with `mpirun -n 4 julia script.jl`; every rank builds the same graph.
+
+export mpi_init, mpi_finalize, mpi_initialized, mpi_finalized, mpi_rank, mpi_size,
+       mpi_sum, mpi_bcast, mpi_allreduce
+
+"""
+    mpi_init()
+
+ADCME's `mpi_init`: starts MPI (`MPI_Init_thread` with `MPI_THREAD_MULTIPLE`, on
+`MPI_COMM_WORLD`); call it before running any graph with MPI ops. A second call warns and
+does nothing (ADCME's behaviour). Raises an `OxiflowError` (FailedPreconditionError) when MPI
+was finalized in this process, or when this Oxiflow was built without MPI (the message says
+what to install: OpenMPI and libclang, then `make setup build`).
+
+A collective that waits longer than `OXIFLOW_MPI_TIMEOUT` seconds (default 60) for the other
+ranks fails with a DeadlineExceededError naming the op and the rank, instead of hanging.
+"""
+function mpi_init()
+    if oxf_mpi_state().running
+        @warn "MPI has already been initialized"
+        return nothing
+    end
+    oxf_mpi_init()
+    return nothing
+end
+
+"""
+    mpi_finalize()
+
+ADCME's `mpi_finalize`: ends MPI (`MPI_Finalize`). MPI ops fail afterwards and MPI cannot
+start again in this process. An `OxiflowError` when MPI is not running.
+"""
+mpi_finalize() = (oxf_mpi_finalize(); nothing)
+
+"""
+    mpi_initialized()
+
+Whether MPI is running in this process (ADCME's `mpi_initialized`).
+"""
+mpi_initialized() = oxf_mpi_state().running
+
+"""
+    mpi_finalized()
+
+Whether `mpi_finalize` has run in this process (ADCME's `mpi_finalized`).
+"""
+mpi_finalized() = oxf_mpi_state().finalized
+
+"""
+    mpi_rank()
+
+This process's rank in `MPI_COMM_WORLD`, 0-based (ADCME's `mpi_rank`). An `OxiflowError`
+when MPI is not running.
+"""
+mpi_rank() = oxf_mpi_rank_size()[1]
+
+"""
+    mpi_size()
+
+The number of ranks of `MPI_COMM_WORLD` (ADCME's `mpi_size`). An `OxiflowError` when MPI is
+not running.
+"""
+mpi_size() = oxf_mpi_rank_size()[2]
+
+# A collective's operand: a tensor as it is, a Julia number or array as a Float64 constant
+# (ADCME's `convert_to_tensor(a, dtype=Float64)`).
+mpi_operand(a) = a isa Tensor ? a : constant(a isa AbstractArray ? float.(a) : Float64(a))
+
+function mpi_root(fname, root)
+    (root isa Integer && !(root isa Bool) && root >= 0) ||
+        invalid("$fname: root must be a rank (a non-negative Julia integer), got $(repr(root))")
+    return Int(root)
+end
+
+"""
+    mpi_sum(a, root=0)
+    mpi_sum(a; root=0)
+
+ADCME's `mpi_sum`: the sum of `a` over all ranks, on rank `root` (`MPI_Reduce` with
+`MPI_SUM`); the other ranks get zeros. `a`: a tensor (Float64, Float32, Int32 or Int64, any
+shape, the same on every rank) or a Julia number or array (made a Float64 constant).
+Differentiable: the gradient with respect to each rank's `a` is rank `root`'s output
+gradient, broadcast (ADCME's adjoint), so `gradients` works across ranks. Op: `MpiSum`
+(CPU). Errors when the graph runs: MPI not initialized, `root` not a rank, ranks that
+disagree on the collective.
+"""
+mpi_sum(a, root_::Integer=0; root::Integer=root_, name=nothing) =
+    add_op("MpiSum", Tensor[mpi_operand(a)]; root=mpi_root("mpi_sum", root), name=name)
+
+"""
+    mpi_bcast(a, root=0)
+    mpi_bcast(a; root=0)
+
+ADCME's `mpi_bcast`: rank `root`'s `a` on every rank (`MPI_Bcast`). `a` as for
+[`mpi_sum`](@ref). Differentiable: the gradient reaches rank `root`'s `a` as the sum of all
+ranks' output gradients (an `MpiSum`); the other ranks' `a` get zeros. Op: `MpiBcast` (CPU).
+"""
+mpi_bcast(a, root_::Integer=0; root::Integer=root_, name=nothing) =
+    add_op("MpiBcast", Tensor[mpi_operand(a)]; root=mpi_root("mpi_bcast", root), name=name)
+
+"""
+    mpi_allreduce(a; op="sum")
+
+Horovod's `allreduce` (`MPI_Allreduce`): every rank gets the element-wise reduction of all
+ranks' `a`, `op` one of `"sum"`, `"mean"` (the sum over `mpi_size()`, float tensors only),
+`"max"`, `"min"`. `a` as for [`mpi_sum`](@ref). Differentiable: the gradient is the
+all-reduced sum of the output gradients (`"mean"`: their mean; `"max"`/`"min"`: that sum
+where a rank's `a` equals the result, zero elsewhere). Op: `MpiAllreduce` (CPU).
+"""
+function mpi_allreduce(a; op::AbstractString="sum", name=nothing)
+    op in ("sum", "mean", "max", "min") || invalid("mpi_allreduce: op must be \"sum\", \"mean\", \"max\" or \"min\", got $(repr(op))")
+    return add_op("MpiAllreduce", Tensor[mpi_operand(a)]; reduction=String(op), name=name)
+end

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Jobs whose ranks diverge end with a clear error within a bounded time (issue: no silent
+# hang). Runs julia/Oxiflow/test/mpi/failures.jl on 2 ranks in both modes and checks
+# mpirun's status and output:
+# - throws: rank 1 throws before the collective; the job fails and shows rank 1's error;
+# - stalls: rank 1 never joins; rank 0's collective fails after OXIFLOW_MPI_TIMEOUT (3 s)
+#   with a DeadlineExceededError naming the op and the rank.
+# Each job must end within 120 s (`timeout`'s status 124 is a failure).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+MPIRUN="${MPIRUN:-mpirun --oversubscribe}"
+JULIA="${JULIA:-julia}"
+fail=0
+check() {  # mode, text the output must hold
+  local out rc
+  out="$(OXIFLOW_MPI_TIMEOUT=3 timeout 120 $MPIRUN -np 2 "$JULIA" --startup-file=no --project=julia/Oxiflow julia/Oxiflow/test/mpi/failures.jl "$1" 2>&1)"
+  rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -qF "$2" <<<"$out"; then
+    echo "check-mpi-failures: $1: status $rc (want a failure that is not a timeout), output:"
+    echo "$out" | tail -20
+    fail=1
+  else
+    echo "check-mpi-failures: $1: the job failed with status $rc and said: $(grep -F "$2" <<<"$out" | head -1 | cut -c1-160)"
+  fi
+}
+check throws "rank 1 fails on purpose"
+check stalls "DeadlineExceededError): MpiAllreduce 'grads' on rank 0 of 2: the other ranks did not join within 3 s"
+exit $fail
