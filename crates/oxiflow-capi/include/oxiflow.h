@@ -347,6 +347,23 @@ int32_t oxf_push_control_dependencies(struct OxGraph *g, const int64_t *nodes, i
 // Closes the innermost `control_dependencies` block (no-op when none is open).
 int32_t oxf_pop_control_dependencies(struct OxGraph *g);
 
+// Starts MPI (`MPI_Init_thread` with `MPI_THREAD_MULTIPLE`) and registers
+// `MPI_COMM_WORLD` for the collective ops; `*started` is 1, or 0 when MPI was running
+// already. Status 9 (FailedPrecondition) when MPI was finalized or this library was built
+// without MPI (the message says what to install).
+int32_t oxf_mpi_init(int32_t *started);
+
+// Ends MPI (`MPI_Finalize`). Status 9 when MPI is not running.
+int32_t oxf_mpi_finalize(void);
+
+// `*out`: bit 0 set when MPI is running, bit 1 when it was finalized, bit 2 when this
+// library was built with MPI.
+int32_t oxf_mpi_state(int32_t *out);
+
+// This process's rank and the number of ranks of `MPI_COMM_WORLD`. Status 9 when MPI is
+// not running.
+int32_t oxf_mpi_rank_size(int64_t *rank, int64_t *size);
+
 // Minimizes a function of `n` variables from `x` (updated in place to the result)
 // subject to `lower[i] <= x[i] <= upper[i]` (`-Inf`/`Inf` for no bound; null arrays: no
 // bounds) with projected L-BFGS keeping `m` corrections (scipy's default 10). Stops when

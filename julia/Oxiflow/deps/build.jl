@@ -33,8 +33,10 @@ function build()
         error("Oxiflow build: expected the Oxiflow repository (Cargo.toml, crates/oxiflow-capi) at $REPO; " *
               "develop the package from a clone: Pkg.develop(path=\"<clone>/julia/Oxiflow\")")
     cargo = find_cargo()
-    println("Oxiflow build: $cargo build --release -p oxiflow-capi (in $REPO)")
-    run(Cmd(`$cargo build --release -p oxiflow-capi`; dir=REPO))
+    # MPI collectives where OpenMPI's mpicc exists, as `make build` decides
+    features = Sys.which("mpicc") === nothing ? String[] : ["--features", "mpi"]
+    println("Oxiflow build: $cargo build --release -p oxiflow-capi $(join(features, ' ')) (in $REPO)")
+    run(Cmd(`$cargo build --release -p oxiflow-capi $features`; dir=REPO))
     lib = joinpath(target_dir(cargo), "release", LIBNAME)
     isfile(lib) || error("Oxiflow build: cargo finished but $lib does not exist")
     open(DEPS_FILE, "w") do io
