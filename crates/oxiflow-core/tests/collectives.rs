@@ -7,7 +7,7 @@
 
 use oxiflow_core::autodiff::gradients;
 use oxiflow_core::collective::{set_communicator, Communicator, HostBuf, ReduceOp};
-use oxiflow_core::{DType, Graph, NodeSpec, Output, Result, Session, SessionOptions, Tensor};
+use oxiflow_core::{DType, Graph, NodeSpec, Result, Session, SessionOptions, Tensor};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// One rank; records the `what` of every data call (the agreement checks, on Int64
