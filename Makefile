@@ -56,7 +56,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: test-mpi test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-sparse bench-replicas bench-peers bench-quick clean distclean
+.PHONY: bench-mpi test-mpi test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-sparse bench-replicas bench-peers bench-quick clean distclean
 
 all: build
 
@@ -92,6 +92,8 @@ test: setup build lint test-rust test-julia test-mpi test-html test-examples tes
 # which must end with a clear error, not hang (scripts/check-mpi-failures.sh).
 test-mpi: setup build
 	@command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || { echo "make test-mpi: cannot run here: OpenMPI is missing (make setup installs openmpi-bin and libopenmpi-dev)"; exit 1; }
+	@# precompile once: ranks loading a stale package at the same time race on its cache file
+	$(JULIA_RUN) --startup-file=no -e 'using Oxiflow'
 	for np in 2 4; do \
 		echo "--- test/mpi/collectives.jl on $$np ranks"; \
 		OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np $$np \
@@ -209,6 +211,15 @@ bench:
 
 # Sparse solves (LU, Cholesky) and assembly against Julia's SparseArrays (UMFPACK, CHOLMOD)
 # in one run: docs/performance.md, "Sparse matrices".
+# Oxiflow's mpi_allreduce of 100 MB against a bare MPI_Allreduce, 2 ranks (bench/mpi_allreduce.jl)
+bench-mpi: setup build
+	$(CARGO) build --release -p oxiflow-mpi --features mpi --example allreduce_bench
+	$(JULIA_RUN) --startup-file=no -e 'using Oxiflow'
+	for np in 2; do \
+		$(MPIRUN) -np $$np target/release/examples/allreduce_bench; \
+		OXIFLOW_LIB=$(LIB) $(MPIRUN) -np $$np $(JULIA) --startup-file=no --project=$(JULIA_PROJECT) bench/mpi_allreduce.jl; \
+	done
+
 bench-sparse: setup build
 	$(JULIA_RUN) bench/sparse.jl
 

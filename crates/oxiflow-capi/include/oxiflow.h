@@ -364,6 +364,16 @@ int32_t oxf_mpi_state(int32_t *out);
 // not running.
 int32_t oxf_mpi_rank_size(int64_t *rank, int64_t *size);
 
+// ADCME's `mpi_barrier`: returns once every rank has called it (`MPI_Barrier`, polled
+// with the collectives' timeout). Status 9 when MPI is not running, 4 (DeadlineExceeded)
+// when a rank does not arrive in time.
+int32_t oxf_mpi_barrier(void);
+
+// ADCME's `mpi_sync!`: copies rank `root`'s `n` elements at `data` into every rank's
+// `data` (`MPI_Bcast`), `dtype` the code of Float64 or Int64 (as `oxf_const` takes). Status 3 for
+// another dtype or a root that is not a rank, 9 when MPI is not running.
+int32_t oxf_mpi_sync(void *data, int64_t n, int32_t dtype, int64_t root);
+
 // Minimizes a function of `n` variables from `x` (updated in place to the result)
 // subject to `lower[i] <= x[i] <= upper[i]` (`-Inf`/`Inf` for no bound; null arrays: no
 // bounds) with projected L-BFGS keeping `m` corrections (scipy's default 10). Stops when

@@ -500,3 +500,11 @@ function oxf_mpi_rank_size()
     check(ccall(sym(:oxf_mpi_rank_size), Int32, (Ref{Int64}, Ref{Int64}), rank, size))
     return Int(rank[]), Int(size[])
 end
+
+oxf_mpi_barrier() = check(ccall(sym(:oxf_mpi_barrier), Int32, ()))
+
+function oxf_mpi_sync(message::Union{Vector{Float64},Vector{Int64}}, root::Integer)
+    GC.@preserve message check(ccall(sym(:oxf_mpi_sync), Int32, (Ptr{Cvoid}, Int64, Int32, Int64),
+                                     message, length(message), dtype_code(eltype(message)), root))
+    return message
+end

@@ -3,7 +3,7 @@
 # several processes with `mpirun -n 4 julia script.jl`; every rank builds the same graph.
 
 export mpi_init, mpi_finalize, mpi_initialized, mpi_finalized, mpi_rank, mpi_size,
-       mpi_sum, mpi_bcast, mpi_allreduce
+       mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!
 
 """
     mpi_init()
@@ -112,4 +112,26 @@ where a rank's `a` equals the result, zero elsewhere). Op: `MpiAllreduce` (CPU).
 function mpi_allreduce(a; op::AbstractString="sum", name=nothing)
     op in ("sum", "mean", "max", "min") || invalid("mpi_allreduce: op must be \"sum\", \"mean\", \"max\" or \"min\", got $(repr(op))")
     return add_op("MpiAllreduce", Tensor[mpi_operand(a)]; reduction=String(op), name=name)
+end
+
+"""
+    mpi_barrier()
+
+Returns once every rank has called it (`MPI_Barrier`; ADCME's `mpi_barrier`). Called
+directly, not a graph op. An `OxiflowError` when MPI is not running, or a
+DeadlineExceededError when a rank does not arrive within `OXIFLOW_MPI_TIMEOUT` seconds.
+"""
+mpi_barrier() = (oxf_mpi_barrier(); nothing)
+
+"""
+    mpi_sync!(message::Vector{Int64}, root=0)
+    mpi_sync!(message::Vector{Float64}, root=0)
+
+ADCME's `mpi_sync!`: overwrites every rank's `message` with rank `root`'s (`MPI_Bcast`), in
+place, and returns it. Called directly, not a graph op; every rank passes a vector of the
+same length and type. An `OxiflowError` when MPI is not running or `root` is not a rank.
+"""
+function mpi_sync!(message::Union{Vector{Int64},Vector{Float64}}, root::Integer=0)
+    root >= 0 || invalid("mpi_sync!: root must be a rank (0 or more), got $root")
+    return oxf_mpi_sync(message, root)
 end

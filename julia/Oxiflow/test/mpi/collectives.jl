@@ -98,6 +98,18 @@ end
     @test run(s, a) == [Float64(n)]
 end
 
+@testset "mpi_sync! and mpi_barrier" begin
+    m = [10 * r + k for k in 1:3]
+    @test mpi_sync!(m) === m && m == [1, 2, 3]
+    f = fill(Float64(r), 4)
+    mpi_sync!(f, n - 1)
+    @test f == fill(Float64(n - 1), 4)
+    e = try; mpi_sync!([1.0], n); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("root $n", e.msg)
+    mpi_barrier()
+    @test true
+end
+
 @testset "errors name the op" begin
     reset_default_graph()
     e = try; run(Session(), mpi_sum(constant([1.0]); root=n)); nothing; catch err; err; end
