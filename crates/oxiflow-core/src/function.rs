@@ -72,10 +72,27 @@ pub fn calls_functions(node: &crate::graph::Node) -> bool {
 /// Runs `f`, the kernel of functional node `node_name`, on this thread, recording the nodes
 /// its function calls run ([`InnerStep`]s, times since `origin`).
 pub fn trace_calls<T>(node_name: &str, origin: Instant, f: impl FnOnce() -> T) -> (T, Vec<InnerStep>) {
+    /// Puts the enclosing recording (if any) back, also when `f` panics (the executor
+    /// catches a kernel's panic; the worker thread must not keep recording afterwards).
+    struct Restore(Option<Option<InnerTrace>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(outer) = self.0.take() {
+                let _ = INNER.try_with(|t| *t.borrow_mut() = outer);
+            }
+        }
+    }
     let outer = INNER.with(|t| t.borrow_mut().replace(InnerTrace { origin, path: vec![node_name.to_string()], iterations: Vec::new(), steps: Vec::new() }));
+    let mut restore = Restore(Some(outer));
     let r = f();
+    let outer = restore.0.take().unwrap_or_default();
     let mine = INNER.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer));
     (r, mine.map(|t| t.steps).unwrap_or_default())
+}
+
+/// Whether this thread is recording a functional op's calls (inside [`trace_calls`]).
+pub fn recording() -> bool {
+    INNER.try_with(|t| t.borrow().is_some()).unwrap_or(false)
 }
 
 /// Adds `segment` (and the call's iteration) to this thread's trace path, if one is being

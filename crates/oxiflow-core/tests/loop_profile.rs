@@ -135,3 +135,16 @@ fn a_traced_loop_gradient_shows_body_grad_from_the_last_iteration_to_the_first()
     grad_iters.dedup();
     assert_eq!(grad_iters, (0..n as u64).rev().collect::<Vec<_>>());
 }
+
+#[test]
+fn a_panic_inside_a_traced_call_leaves_no_recording_behind() {
+    use oxiflow_core::function::{recording, trace_calls};
+    use std::time::Instant;
+    let ((), steps) = trace_calls("outer", Instant::now(), || assert!(recording()));
+    assert!(steps.is_empty() && !recording());
+    // a kernel that panics inside trace_calls (the executor catches it): this thread must
+    // not go on recording every function call it makes afterwards
+    let caught = std::panic::catch_unwind(|| trace_calls("loop", Instant::now(), || panic!("kernel fails")));
+    assert!(caught.is_err());
+    assert!(!recording());
+}
