@@ -42,7 +42,7 @@ pub struct InnerStep {
     pub inputs: Vec<String>,
     /// Dtype and static shape of each output.
     pub output_types: Vec<TensorType>,
-    /// Nanoseconds since the origin given to [`trace_calls`].
+    /// Start and end, nanoseconds since the origin given to [`trace_calls`].
     pub start_ns: u64,
     pub end_ns: u64,
     /// Bytes of all outputs.

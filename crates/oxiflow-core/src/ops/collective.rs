@@ -130,9 +130,8 @@ fn reborrow<'a>(buf: &'a mut HostBuf) -> HostBuf<'a> {
 }
 
 fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
-    let comm = communicator(&format!("{} '{}'", ctx.node.op.name, ctx.node.name))?;
-    let root = root(ctx, comm.as_ref())?;
     collective(ctx, |comm, what, mut buf| {
+        let root = root(ctx, comm)?;
         comm.reduce(what, reborrow(&mut buf), ReduceOp::Sum, root)?;
         if comm.rank() != root {
             match buf {
@@ -147,9 +146,7 @@ fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 fn kernel_bcast(ctx: &KernelCtx) -> Result<Outputs> {
-    let comm = communicator(&format!("{} '{}'", ctx.node.op.name, ctx.node.name))?;
-    let root = root(ctx, comm.as_ref())?;
-    collective(ctx, |comm, what, buf| comm.broadcast(what, buf, root))
+    collective(ctx, |comm, what, buf| comm.broadcast(what, buf, root(ctx, comm)?))
 }
 
 /// A collective node `op` on `x` with `node`'s `root`/`reduction` attrs (or `reduction`).
