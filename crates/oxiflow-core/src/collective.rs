@@ -49,6 +49,16 @@ impl HostBuf<'_> {
     }
 }
 
+/// A contiguous host buffer that a collective only reads (the send side of
+/// [`Communicator::allreduce_into`]).
+#[derive(Copy, Clone)]
+pub enum HostSlice<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
 /// A group of processes (ranks `0..size`) that run collectives together. Every call is
 /// collective: all ranks make it, in the same order, with buffers of the same length and
 /// dtype. `what` names the op and node for errors (`MpiAllreduce 'x'`). Errors:
@@ -63,6 +73,21 @@ pub trait Communicator: Send + Sync {
     /// Reduces `buf` element-wise over all ranks with `op`; every rank gets the result in
     /// `buf` (`MPI_Allreduce`).
     fn allreduce(&self, what: &str, buf: HostBuf, op: ReduceOp) -> Result<()>;
+    /// Reduces `send` element-wise over all ranks with `op` into `recv` on every rank
+    /// (`MPI_Allreduce` with distinct buffers: the input tensor's own memory is sent and the
+    /// output's is received into, with no copy). `send` and `recv` have the same dtype and
+    /// length, else InvalidArgument. The default copies `send` into `recv` and calls
+    /// [`Communicator::allreduce`].
+    ///
+    /// # Safety
+    /// An implementation may hand both buffers to a transport that can still read `send` and
+    /// write `recv` after it returned an error (MPI cannot cancel a collective that timed
+    /// out). When this returns `Err`, the caller must neither free nor reuse the memory of
+    /// either buffer (leak it).
+    unsafe fn allreduce_into(&self, what: &str, send: HostSlice, mut recv: HostBuf, op: ReduceOp) -> Result<()> {
+        copy_into(what, send, &mut recv)?;
+        self.allreduce(what, recv, op)
+    }
     /// Reduces `buf` over all ranks with `op` into `root`'s `buf` (`MPI_Reduce`); the other
     /// ranks' `buf` is left as it was.
     fn reduce(&self, what: &str, buf: HostBuf, op: ReduceOp, root: usize) -> Result<()>;
@@ -87,6 +112,25 @@ pub trait Communicator: Send + Sync {
             )));
         }
         Ok(())
+    }
+}
+
+/// Copies `send` into `recv`; InvalidArgument naming `what` when their dtypes or lengths
+/// differ.
+pub fn copy_into(what: &str, send: HostSlice, recv: &mut HostBuf) -> Result<()> {
+    fn copy<T: Copy>(what: &str, s: &[T], r: &mut [T]) -> Result<()> {
+        if s.len() != r.len() {
+            return Err(OxiflowError::InvalidArgument(format!("{what}: send buffer has {} elements, receive buffer {}", s.len(), r.len())));
+        }
+        r.copy_from_slice(s);
+        Ok(())
+    }
+    match (send, recv) {
+        (HostSlice::F32(s), HostBuf::F32(r)) => copy(what, s, r),
+        (HostSlice::F64(s), HostBuf::F64(r)) => copy(what, s, r),
+        (HostSlice::I32(s), HostBuf::I32(r)) => copy(what, s, r),
+        (HostSlice::I64(s), HostBuf::I64(r)) => copy(what, s, r),
+        _ => Err(OxiflowError::InvalidArgument(format!("{what}: send and receive buffers have different dtypes"))),
     }
 }
 

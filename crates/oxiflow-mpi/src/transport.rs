@@ -5,7 +5,7 @@ use mpi::datatype::Equivalence;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use oxiflow_core::collective::{set_communicator, Communicator as Collectives, HostBuf, ReduceOp};
+use oxiflow_core::collective::{set_communicator, Communicator as Collectives, HostBuf, HostSlice, ReduceOp};
 use oxiflow_core::error::{OxiflowError, Result};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -159,6 +159,24 @@ impl MpiComm {
         Ok(())
     }
 
+    /// `MPI_Iallreduce` from `send` into `recv`, the caller's own buffers (no copy).
+    ///
+    /// # Safety
+    /// On `Err` the caller leaks both buffers ([`Collectives::allreduce_into`]'s contract):
+    /// a timed-out request may still read `send` and write `recv`.
+    unsafe fn allreduce_into_t<T: Equivalence + Copy + 'static>(&self, what: &str, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        if send.len() != recv.len() {
+            return Err(OxiflowError::InvalidArgument(format!("{what}: send buffer has {} elements, receive buffer {}", send.len(), recv.len())));
+        }
+        // SAFETY: the request either completes inside `wait` or, on a timeout, is forgotten
+        // with both buffers, which the caller then never frees (the contract above), so
+        // they outlive every access MPI makes.
+        let (send, recv): (&'static [T], &'static mut [T]) =
+            unsafe { (std::slice::from_raw_parts(send.as_ptr(), send.len()), std::slice::from_raw_parts_mut(recv.as_mut_ptr(), recv.len())) };
+        let req = SimpleCommunicator::world().immediate_all_reduce_into(StaticScope, send, recv, system_op(op));
+        self.wait(what, req)
+    }
+
     fn reduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
         let world = SimpleCommunicator::world();
         let root_proc = world.process_at_rank(root as i32);
@@ -213,6 +231,19 @@ impl Collectives for MpiComm {
             HostBuf::F64(b) => self.allreduce_t(what, b, op),
             HostBuf::I32(b) => self.allreduce_t(what, b, op),
             HostBuf::I64(b) => self.allreduce_t(what, b, op),
+        }
+    }
+
+    unsafe fn allreduce_into(&self, what: &str, send: HostSlice, recv: HostBuf, op: ReduceOp) -> Result<()> {
+        // SAFETY: the caller keeps the contract of `allreduce_into` (leaks on `Err`).
+        unsafe {
+            match (send, recv) {
+                (HostSlice::F32(s), HostBuf::F32(r)) => self.allreduce_into_t(what, s, r, op),
+                (HostSlice::F64(s), HostBuf::F64(r)) => self.allreduce_into_t(what, s, r, op),
+                (HostSlice::I32(s), HostBuf::I32(r)) => self.allreduce_into_t(what, s, r, op),
+                (HostSlice::I64(s), HostBuf::I64(r)) => self.allreduce_into_t(what, s, r, op),
+                _ => Err(OxiflowError::InvalidArgument(format!("{what}: send and receive buffers have different dtypes"))),
+            }
         }
     }
 

@@ -24,9 +24,10 @@
 
 use super::math::def;
 use super::*;
-use crate::collective::{communicator, Communicator, HostBuf, ReduceOp};
+use crate::collective::{communicator, Communicator, HostBuf, HostSlice, ReduceOp};
 use crate::graph::NodeSpec;
 use crate::tensor::Layout;
+use std::borrow::Cow;
 
 const DTYPES: [DType; 4] = [DType::Float32, DType::Float64, DType::Int32, DType::Int64];
 
@@ -72,18 +73,35 @@ fn key_of(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Runs `f` on a row-major host copy of input 0, after checking that every rank runs this
-/// collective, and returns the buffer as the output (same dtype and shape).
-fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) -> Result<()>) -> Result<Outputs> {
+/// The elements of `a` in row-major order: its own memory when it is laid out so (no copy),
+/// else a dense copy.
+fn row_major<T: Copy>(a: &ndarray::ArcArray<T, ndarray::IxDyn>) -> Cow<'_, [T]> {
+    match a.as_slice() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(crate::strided::standard_copy(&a.view()).into_iter().collect()),
+    }
+}
+
+/// `"<Op> '<node>'"` and the communicator, after checking that every rank runs this
+/// collective (op, node, dtype, dims and attrs hashed into the agreement key).
+fn agreed(ctx: &KernelCtx) -> Result<(String, std::sync::Arc<dyn Communicator>)> {
     let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
     let comm = communicator(&what)?;
     let x = &ctx.inputs[0];
-    let dims = x.dims().to_vec();
     let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    comm.agree(&what, key_of(&format!("{what} {} {:?} {}", x.dtype(), dims, attrs.join(","))))?;
+    comm.agree(&what, key_of(&format!("{what} {} {:?} {}", x.dtype(), x.dims(), attrs.join(","))))?;
+    Ok((what, comm))
+}
+
+/// Runs `f` on a row-major host copy of input 0, after checking that every rank runs this
+/// collective, and returns the buffer as the output (same dtype and shape).
+fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) -> Result<()>) -> Result<Outputs> {
+    let (what, comm) = agreed(ctx)?;
+    let x = &ctx.inputs[0];
+    let dims = x.dims().to_vec();
     macro_rules! go {
         ($a:expr, $v:ident) => {{
-            let mut v: Vec<_> = $a.iter().copied().collect();
+            let mut v = row_major($a).into_owned();
             f(comm.as_ref(), &what, HostBuf::$v(&mut v))?;
             Tensor::from_vec(&dims, v, Layout::RowMajor)?
         }};
@@ -98,6 +116,56 @@ fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) 
     Ok(smallvec![out])
 }
 
+/// An element type collectives carry, with its [`HostSlice`] and [`HostBuf`] variants.
+trait Carried: crate::tensor::Element + Copy {
+    fn slice(s: &[Self]) -> HostSlice<'_>;
+    fn buf(s: &mut [Self]) -> HostBuf<'_>;
+}
+
+macro_rules! carried {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Carried for $t {
+            fn slice(s: &[Self]) -> HostSlice<'_> {
+                HostSlice::$v(s)
+            }
+            fn buf(s: &mut [Self]) -> HostBuf<'_> {
+                HostBuf::$v(s)
+            }
+        }
+    )*};
+}
+carried!(f32 => F32, f64 => F64, i32 => I32, i64 => I64);
+
+/// All-reduces `a` from its own memory into a new output buffer (no other copy; TF's
+/// collective kernels likewise reduce from the input into the output). When the transport
+/// fails (a timeout, after which MPI may still use both buffers) the two are leaked, as
+/// [`Communicator::allreduce_into`] requires.
+fn allreduce_tensor<T: Carried>(
+    ctx: &KernelCtx,
+    comm: &dyn Communicator,
+    what: &str,
+    a: &ndarray::ArcArray<T, ndarray::IxDyn>,
+    op: ReduceOp,
+) -> Result<Tensor> {
+    let send = row_major(a);
+    let n = send.len();
+    let mut out: Vec<T> = crate::strided::try_buffer_for(n).ok_or_else(|| ctx.error(format!("cannot allocate {n} elements for the result on the host")))?;
+    // SAFETY: every element is written by the all-reduce before the vector is read, and the
+    // element types (f32, f64, i32, i64) have no invalid bit patterns.
+    unsafe { out.set_len(n) };
+    // SAFETY: on error both buffers are leaked below, never freed or reused.
+    let r = unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), op) };
+    if let Err(e) = r {
+        std::mem::forget(out);
+        match send {
+            Cow::Owned(v) => std::mem::forget(v),
+            Cow::Borrowed(_) => std::mem::forget(a.clone()),
+        }
+        return Err(e);
+    }
+    Tensor::from_vec(a.shape(), out, Layout::RowMajor)
+}
+
 fn kernel_allreduce(ctx: &KernelCtx) -> Result<Outputs> {
     let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
     let op = match red {
@@ -105,18 +173,33 @@ fn kernel_allreduce(ctx: &KernelCtx) -> Result<Outputs> {
         "min" => ReduceOp::Min,
         _ => ReduceOp::Sum,
     };
-    collective(ctx, |comm, what, mut buf| {
-        comm.allreduce(what, reborrow(&mut buf), op)?;
-        if red == "mean" {
-            let n = comm.size() as f64;
-            match buf {
-                HostBuf::F32(b) => b.iter_mut().for_each(|x| *x = (*x as f64 / n) as f32),
-                HostBuf::F64(b) => b.iter_mut().for_each(|x| *x /= n),
-                _ => {}
+    let (what, comm) = agreed(ctx)?;
+    let (c, w) = (comm.as_ref(), what.as_str());
+    let n = comm.size() as f64;
+    let out = match &ctx.inputs[0] {
+        Tensor::F32(a) => {
+            let mut t = allreduce_tensor(ctx, c, w, a, op)?;
+            if red == "mean" {
+                if let Tensor::F32(o) = &mut t {
+                    o.map_inplace(|x| *x = (*x as f64 / n) as f32);
+                }
             }
+            t
         }
-        Ok(())
-    })
+        Tensor::F64(a) => {
+            let mut t = allreduce_tensor(ctx, c, w, a, op)?;
+            if red == "mean" {
+                if let Tensor::F64(o) = &mut t {
+                    o.map_inplace(|x| *x /= n);
+                }
+            }
+            t
+        }
+        Tensor::I32(a) => allreduce_tensor(ctx, c, w, a, op)?,
+        Tensor::I64(a) => allreduce_tensor(ctx, c, w, a, op)?,
+        t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+    };
+    Ok(smallvec![out])
 }
 
 /// A second handle on `buf` (for a call that takes it by value, before `buf` is used again).

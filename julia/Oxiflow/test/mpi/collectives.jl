@@ -77,6 +77,18 @@ end
     @test run(s, mpi_sum(constant([Int64(r)]); root=0)) == (r == 0 ? [Int64(n * (n - 1) / 2)] : [0])
 end
 
+@testset "mpi_allreduce sends any layout: a transposed operand, a Float32 mean" begin
+    reset_default_graph()
+    A = reshape(collect(1.0:6.0), 2, 3) .+ 10r
+    y = mpi_allreduce(transpose(constant(A)))     # not row-major in memory: copied first
+    z = mpi_allreduce(constant(Float32.(A)); op="mean")
+    s = Session()
+    total = sum(reshape(collect(1.0:6.0), 2, 3) .+ 10q for q in 0:n-1)
+    @test run(s, y) == permutedims(total)
+    @test run(s, z) ≈ Float32.(total ./ n) rtol = 1e-6
+    @test run(s, mpi_allreduce(constant(Int32[r, -r]); op="max")) == Int32[n - 1, 0]
+end
+
 @testset "independent collectives of one run keep one order on every rank" begin
     reset_default_graph()
     xs = [mpi_allreduce(constant(fill(Float64(k + r), 1000))) for k in 1:6]
