@@ -107,6 +107,43 @@ fn collectives_on_one_recording_rank() {
     let out = sess.run(&[(x, t64(&[3], vec![0.5, -1.0, 2.0]))], &[dx], &[], false).unwrap();
     assert_eq!(out.values[0].to_f64_vec(), vec![1.0, -2.0, 4.0]);
 
+    // a grouped all-reduce packs its inputs into one buffer: one data call for three
+    // tensors of different shapes (one a transposed, not row-major, view); on one rank its
+    // outputs equal its inputs, and its gradient is one grouped all-reduce of the gradients
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2, 3], Some("x")).unwrap();
+    let xt = g.op_spec(NodeSpec::new("Transpose", &[x]).attr("perm", vec![1i64, 0])).unwrap();
+    let s = g.op("Sin", &[x]).unwrap();
+    let k = g.constant(t64(&[], vec![5.0])).unwrap();
+    let fused = g.add_node(NodeSpec::new("MpiGroupedAllreduce", &[xt, s, k]).attr("reduction", "mean").name("fused")).unwrap();
+    let outs: Vec<_> = (0..3).map(|i| oxiflow_core::Output::new(fused, i)).collect();
+    let sq: Vec<_> = outs[..2].iter().map(|&o| g.op("Square", &[o]).unwrap()).collect();
+    let sums: Vec<_> = sq.iter().map(|&q| g.op("Sum", &[q]).unwrap()).collect();
+    let l = g.op("AddN", &sums).unwrap();
+    let dx = gradients(&mut g, &[l], &[x], None, false).unwrap()[0].unwrap();
+    let grouped = g.nodes().iter().filter(|n| n.op.name == "MpiGroupedAllreduce").count();
+    assert_eq!(grouped, 2, "the forward op and its adjoint");
+    let xv: Vec<f64> = vec![0.1, 0.2, 0.3, -0.4, 0.5, 0.6];
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    rec.calls.lock().unwrap().clear();
+    let out = sess.run(&[(x, t64(&[2, 3], xv.clone()))], &[outs[0], outs[1], outs[2]], &[], false).unwrap();
+    assert_eq!(*rec.calls.lock().unwrap(), ["MpiGroupedAllreduce 'fused'"]);
+    assert_eq!(out.values[0].dims(), &[3, 2]);
+    assert_eq!(out.values[0].to_f64_vec(), vec![0.1, -0.4, 0.2, 0.5, 0.3, 0.6]);
+    assert_eq!(out.values[1].to_f64_vec(), xv.iter().map(|v| v.sin()).collect::<Vec<_>>());
+    assert_eq!(out.values[2].to_f64_vec(), vec![5.0]);
+    let d = sess.run(&[(x, t64(&[2, 3], xv.clone()))], &[dx], &[], false).unwrap().values[0].to_f64_vec();
+    let want: Vec<f64> = xv.iter().map(|v| 2.0 * v + 2.0 * v.sin() * v.cos()).collect();
+    assert!(d.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-15), "{d:?} {want:?}");
+    // one fusion buffer, one dtype; only sum and mean
+    let mut g = Graph::new();
+    let a = g.constant(t64(&[1], vec![1.0])).unwrap();
+    let b = g.constant(Tensor::from_vec(&[1], vec![1.0f32], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let e = g.add_node(NodeSpec::new("MpiGroupedAllreduce", &[a, b])).unwrap_err().to_string();
+    assert!(e.contains("MpiGroupedAllreduce") && e.contains("input 1 is Float32"), "{e}");
+    let e = g.add_node(NodeSpec::new("MpiGroupedAllreduce", &[a]).attr("reduction", "max")).unwrap_err().to_string();
+    assert!(e.contains("\"sum\" or \"mean\""), "{e}");
+
     // root must be a rank of the job
     let mut g = Graph::new();
     let c = g.constant(t64(&[1], vec![1.0])).unwrap();

@@ -6,6 +6,11 @@
 //!   `hvd.allreduce`; `"mean"` is the sum over the number of ranks, floats only).
 //!   Gradient: the all-reduced sum of the output gradients (`"mean"`: their mean); for
 //!   `"max"`/`"min"`, that sum masked to the ranks whose `x` equals the result.
+//! - `MpiGroupedAllreduce(x_1, ..., x_n)`, attr `reduction` (`"sum"` or `"mean"`): `n`
+//!   all-reduces in one call (Horovod's tensor fusion, `hvd.grouped_allreduce`): the
+//!   inputs, of one dtype and any shapes, are packed into one fusion buffer, reduced by one
+//!   `MPI_Allreduce`, and output `i` is a view of its part of the result. Gradient: the
+//!   grouped all-reduce of the output gradients (zeros where none arrived).
 //! - `MpiSum(x)`, attr `root` (default 0): ADCME's `mpi_sum`, `MPI_Reduce` with `MPI_SUM`:
 //!   rank `root` gets the sum of all ranks' `x`, the others zeros. Gradient: `MpiBcast` of
 //!   the output gradient from `root` (ADCME's adjoint).
@@ -27,6 +32,7 @@ use super::*;
 use crate::collective::{communicator, Communicator, HostBuf, HostSlice, ReduceOp};
 use crate::graph::NodeSpec;
 use crate::tensor::Layout;
+use ndarray::IxDyn;
 use std::borrow::Cow;
 
 const DTYPES: [DType; 4] = [DType::Float32, DType::Float64, DType::Int32, DType::Int64];
@@ -120,10 +126,13 @@ fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) 
 trait Carried: crate::tensor::Element + Copy {
     fn slice(s: &[Self]) -> HostSlice<'_>;
     fn buf(s: &mut [Self]) -> HostBuf<'_>;
+    /// Divides every element by `n` (the `"mean"` reduction; integers never get here:
+    /// inference refuses `"mean"` on them).
+    fn divide(s: &mut [Self], n: f64);
 }
 
 macro_rules! carried {
-    ($($t:ty => $v:ident),*) => {$(
+    ($($t:ty => $v:ident, $div:expr);*) => {$(
         impl Carried for $t {
             fn slice(s: &[Self]) -> HostSlice<'_> {
                 HostSlice::$v(s)
@@ -131,10 +140,19 @@ macro_rules! carried {
             fn buf(s: &mut [Self]) -> HostBuf<'_> {
                 HostBuf::$v(s)
             }
+            fn divide(s: &mut [Self], n: f64) {
+                let div: fn(Self, f64) -> Self = $div;
+                s.iter_mut().for_each(|x| *x = div(*x, n));
+            }
         }
     )*};
 }
-carried!(f32 => F32, f64 => F64, i32 => I32, i64 => I64);
+carried!(
+    f32 => F32, |x, n| (x as f64 / n) as f32;
+    f64 => F64, |x, n| x / n;
+    i32 => I32, |x, _| x;
+    i64 => I64, |x, _| x
+);
 
 /// All-reduces `a` from its own memory into a new output buffer (no other copy; TF's
 /// collective kernels likewise reduce from the input into the output). When the transport
@@ -146,6 +164,7 @@ fn allreduce_tensor<T: Carried>(
     what: &str,
     a: &ndarray::ArcArray<T, ndarray::IxDyn>,
     op: ReduceOp,
+    mean: Option<f64>,
 ) -> Result<Tensor> {
     let send = row_major(a);
     let n = send.len();
@@ -163,6 +182,9 @@ fn allreduce_tensor<T: Carried>(
         }
         return Err(e);
     }
+    if let Some(n) = mean {
+        T::divide(&mut out, n);
+    }
     Tensor::from_vec(a.shape(), out, Layout::RowMajor)
 }
 
@@ -174,32 +196,98 @@ fn kernel_allreduce(ctx: &KernelCtx) -> Result<Outputs> {
         _ => ReduceOp::Sum,
     };
     let (what, comm) = agreed(ctx)?;
+    let mean = (red == "mean").then_some(comm.size() as f64);
     let (c, w) = (comm.as_ref(), what.as_str());
-    let n = comm.size() as f64;
     let out = match &ctx.inputs[0] {
-        Tensor::F32(a) => {
-            let mut t = allreduce_tensor(ctx, c, w, a, op)?;
-            if red == "mean" {
-                if let Tensor::F32(o) = &mut t {
-                    o.map_inplace(|x| *x = (*x as f64 / n) as f32);
-                }
-            }
-            t
-        }
-        Tensor::F64(a) => {
-            let mut t = allreduce_tensor(ctx, c, w, a, op)?;
-            if red == "mean" {
-                if let Tensor::F64(o) = &mut t {
-                    o.map_inplace(|x| *x /= n);
-                }
-            }
-            t
-        }
-        Tensor::I32(a) => allreduce_tensor(ctx, c, w, a, op)?,
-        Tensor::I64(a) => allreduce_tensor(ctx, c, w, a, op)?,
+        Tensor::F32(a) => allreduce_tensor(ctx, c, w, a, op, mean)?,
+        Tensor::F64(a) => allreduce_tensor(ctx, c, w, a, op, mean)?,
+        Tensor::I32(a) => allreduce_tensor(ctx, c, w, a, op, None)?,
+        Tensor::I64(a) => allreduce_tensor(ctx, c, w, a, op, None)?,
         t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
     };
     Ok(smallvec![out])
+}
+
+// ---------------------------------------------------------------- MpiGroupedAllreduce
+
+fn infer_grouped(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let dtype = ctx.inputs[0].dtype;
+    if !DTYPES.contains(&dtype) {
+        return Err(ctx.invalid(format!("collectives carry Float32, Float64, Int32 or Int64, got {dtype}")));
+    }
+    if let Some((i, t)) = ctx.inputs.iter().enumerate().find(|(_, t)| t.dtype != dtype) {
+        return Err(ctx.invalid(format!("every input must have input 0's dtype {dtype} (one fusion buffer), input {i} is {}", t.dtype)));
+    }
+    match reduction(ctx.attrs, ctx.op)? {
+        "sum" => {}
+        "mean" if dtype.is_float() => {}
+        "mean" => return Err(ctx.invalid(format!("reduction \"mean\" needs float tensors, got {dtype}"))),
+        r => return Err(ctx.invalid(format!("reduction must be \"sum\" or \"mean\" for a grouped all-reduce, got \"{r}\""))),
+    }
+    Ok(ctx.inputs.to_vec())
+}
+
+/// Packs every input into one fusion buffer, all-reduces it in one call, and hands out the
+/// outputs as views of the result (no copy back).
+fn grouped_t<T: Carried>(ctx: &KernelCtx, comm: &dyn Communicator, what: &str, mean: Option<f64>) -> Result<Outputs> {
+    let arrays = ctx.inputs.iter().map(|t| T::view(t).ok_or_else(|| ctx.error("inputs of different dtypes"))).collect::<Result<Vec<_>>>()?;
+    let total: usize = arrays.iter().map(|a| a.len()).sum();
+    let alloc =
+        || crate::strided::try_buffer_for::<T>(total).ok_or_else(|| ctx.error(format!("cannot allocate a fusion buffer of {total} elements on the host")));
+    let mut send = alloc()?;
+    for a in &arrays {
+        send.extend_from_slice(&row_major(a));
+    }
+    let mut out = alloc()?;
+    // SAFETY: the all-reduce writes every element before the vector is read; the element
+    // types have no invalid bit patterns.
+    unsafe { out.set_len(total) };
+    // SAFETY: on error both buffers are leaked, never freed or reused.
+    if let Err(e) = unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), ReduceOp::Sum) } {
+        std::mem::forget(send);
+        std::mem::forget(out);
+        return Err(e);
+    }
+    drop(send);
+    if let Some(n) = mean {
+        T::divide(&mut out, n);
+    }
+    let whole = ndarray::ArcArray::from_vec(out).into_dyn();
+    let mut at = 0;
+    let mut outs = Outputs::new();
+    for a in &arrays {
+        let part = whole.clone().slice_move(ndarray::s![at..at + a.len()].as_ref());
+        at += a.len();
+        outs.push(T::wrap(part.into_shape_with_order(IxDyn(a.shape())).map_err(|e| ctx.error(e))?));
+    }
+    Ok(outs)
+}
+
+fn kernel_grouped(ctx: &KernelCtx) -> Result<Outputs> {
+    let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
+    let comm = communicator(&what)?;
+    let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
+    let shapes: Vec<String> = ctx.inputs.iter().map(|t| format!("{:?}", t.dims())).collect();
+    comm.agree(&what, key_of(&format!("{what} {} {} {red}", ctx.inputs[0].dtype(), shapes.join(""))))?;
+    let mean = (red == "mean").then_some(comm.size() as f64);
+    match &ctx.inputs[0] {
+        Tensor::F32(_) => grouped_t::<f32>(ctx, comm.as_ref(), &what, mean),
+        Tensor::F64(_) => grouped_t::<f64>(ctx, comm.as_ref(), &what, mean),
+        Tensor::I32(_) => grouped_t::<i32>(ctx, comm.as_ref(), &what, None),
+        Tensor::I64(_) => grouped_t::<i64>(ctx, comm.as_ref(), &what, None),
+        t => Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
+    }
+}
+
+/// The adjoint of a grouped sum (mean) is the grouped sum (mean) of the output gradients.
+fn grad_grouped(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    if grads.iter().all(Option::is_none) {
+        return Ok(vec![None; grads.len()]);
+    }
+    let dys = (0..grads.len()).map(|i| grads[i].map_or_else(|| g.op("ZerosLike", &[Output::new(node.id, i)]), Ok)).collect::<Result<Vec<_>>>()?;
+    let red = reduction(&node.attrs, node.op.name)?;
+    let id = g.add_node(NodeSpec::new("MpiGroupedAllreduce", &dys).attr("reduction", red))?;
+    Ok((0..dys.len()).map(|i| Some(Output::new(id, i))).collect())
 }
 
 /// A second handle on `buf` (for a call that takes it by value, before `buf` is used again).
@@ -278,6 +366,10 @@ pub(crate) fn register(r: &mut Registry) {
     let stateful = |d: OpDef| OpDef { stateful: true, ..d };
     r.add(stateful(
         def("MpiAllreduce", "MpiAllreduce", one, infer_collective, kernel_allreduce, cpu, Some(grad_allreduce)).with_attrs(attrs!["reduction" => Str]),
+    ));
+    r.add(stateful(
+        def("MpiGroupedAllreduce", "MpiGroupedAllreduce", Arity::AtLeast(1), infer_grouped, kernel_grouped, cpu, Some(grad_grouped))
+            .with_attrs(attrs!["reduction" => Str]),
     ));
     r.add(stateful(def("MpiSum", "MpiSum", one, infer_collective, kernel_sum, cpu, Some(grad_sum)).with_attrs(attrs!["root" => Int])));
     r.add(stateful(def("MpiBcast", "MpiBcast", one, infer_collective, kernel_bcast, cpu, Some(grad_bcast)).with_attrs(attrs!["root" => Int])));
