@@ -88,17 +88,17 @@ $(CBINDGEN):
 
 test: setup build lint test-rust test-julia test-mpi test-html test-examples test-adding-an-op test-seeds
 
-# The MPI collectives on 2 and 4 local ranks (loopback), then jobs whose ranks diverge,
+# The MPI collectives and Horovod-style training on 2 and 4 local ranks (loopback), then jobs whose ranks diverge,
 # which must end with a clear error, not hang (scripts/check-mpi-failures.sh).
 test-mpi: setup build
 	@command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || { echo "make test-mpi: cannot run here: OpenMPI is missing (make setup installs openmpi-bin and libopenmpi-dev)"; exit 1; }
 	@# precompile once: ranks loading a stale package at the same time race on its cache file
 	$(JULIA_RUN) --startup-file=no -e 'using Oxiflow'
-	for np in 2 4; do \
-		echo "--- test/mpi/collectives.jl on $$np ranks"; \
+	for np in 2 4; do for f in collectives distributed; do \
+		echo "--- test/mpi/$$f.jl on $$np ranks"; \
 		OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np $$np \
-			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/collectives.jl; \
-	done
+			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/$$f.jl || exit 1; \
+	done; done
 	MPIRUN="$(MPIRUN)" OXIFLOW_LIB=$(LIB) JULIA=$(JULIA) bash scripts/check-mpi-failures.sh
 
 # docs/adding-an-op.md's example, applied to a scratch copy of the tree exactly as the doc

@@ -364,6 +364,10 @@ int32_t oxf_mpi_state(int32_t *out);
 // not running.
 int32_t oxf_mpi_rank_size(int64_t *rank, int64_t *size);
 
+// This process's rank among the ranks on its host and their number (Horovod's
+// `local_rank`, `local_size`). Status 9 when MPI is not running.
+int32_t oxf_mpi_local_rank_size(int64_t *rank, int64_t *size);
+
 // ADCME's `mpi_barrier`: returns once every rank has called it (`MPI_Barrier`, polled
 // with the collectives' timeout). Status 9 when MPI is not running, 4 (DeadlineExceeded)
 // when a rank does not arrive in time.

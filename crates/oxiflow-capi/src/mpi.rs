@@ -39,6 +39,17 @@ pub extern "C" fn oxf_mpi_rank_size(rank: *mut i64, size: *mut i64) -> i32 {
     })
 }
 
+/// This process's rank among the ranks on its host and their number (Horovod's
+/// `local_rank`, `local_size`). Status 9 when MPI is not running.
+#[no_mangle]
+pub extern "C" fn oxf_mpi_local_rank_size(rank: *mut i64, size: *mut i64) -> i32 {
+    guard(|| {
+        let (r, n) = oxiflow_mpi::local_rank_size()?;
+        put(rank, r as i64)?;
+        put(size, n as i64)
+    })
+}
+
 /// ADCME's `mpi_barrier`: returns once every rank has called it (`MPI_Barrier`, polled
 /// with the collectives' timeout). Status 9 when MPI is not running, 4 (DeadlineExceeded)
 /// when a rank does not arrive in time.

@@ -21,7 +21,7 @@ use oxiflow_core::error::{OxiflowError, Result};
 #[cfg(feature = "mpi")]
 mod transport;
 #[cfg(feature = "mpi")]
-pub use transport::{finalize, init, is_finalized, is_initialized, rank, size};
+pub use transport::{finalize, init, is_finalized, is_initialized, local_rank_size, rank, size};
 
 #[cfg(not(feature = "mpi"))]
 const NOT_BUILT: &str = "this Oxiflow was built without MPI: install OpenMPI and libclang (Debian: apt-get install openmpi-bin libopenmpi-dev libclang-dev), then rebuild with `make setup build`";
@@ -63,6 +63,14 @@ pub fn rank() -> Result<usize> {
 /// Number of ranks of `MPI_COMM_WORLD`. FailedPrecondition when MPI is not initialized.
 #[cfg(not(feature = "mpi"))]
 pub fn size() -> Result<usize> {
+    Err(OxiflowError::FailedPrecondition(NOT_BUILT.into()))
+}
+
+/// This process's rank among the ranks on its host, and their number (Horovod's
+/// `local_rank` and `local_size`; `MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`,
+/// computed once by [`init`]). FailedPrecondition when MPI is not initialized.
+#[cfg(not(feature = "mpi"))]
+pub fn local_rank_size() -> Result<(usize, usize)> {
     Err(OxiflowError::FailedPrecondition(NOT_BUILT.into()))
 }
 

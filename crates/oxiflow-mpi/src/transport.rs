@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 struct State {
     universe: Option<mpi::environment::Universe>,
     finalized: bool,
+    /// Rank and size within this host (`MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`).
+    local: (usize, usize),
 }
 
-static STATE: Mutex<State> = Mutex::new(State { universe: None, finalized: false });
+static STATE: Mutex<State> = Mutex::new(State { universe: None, finalized: false, local: (0, 1) });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -36,6 +38,8 @@ pub fn init() -> Result<bool> {
         .ok_or_else(|| OxiflowError::FailedPrecondition("mpi_init: MPI was initialized by someone else in this process".into()))?;
     let timeout = std::env::var("OXIFLOW_MPI_TIMEOUT").ok().and_then(|s| s.trim().parse::<f64>().ok()).filter(|t| *t > 0.0).unwrap_or(60.0);
     let world = universe.world();
+    let host = world.split_shared(world.rank());
+    st.local = (host.rank() as usize, host.size() as usize);
     let comm = MpiComm { rank: world.rank() as usize, size: world.size() as usize, timeout: Duration::from_secs_f64(timeout) };
     st.universe = Some(universe);
     set_communicator(Some(Arc::new(comm)));
@@ -81,6 +85,12 @@ pub fn rank() -> Result<usize> {
 pub fn size() -> Result<usize> {
     running()?;
     Ok(SimpleCommunicator::world().size() as usize)
+}
+
+/// See the crate's stub.
+pub fn local_rank_size() -> Result<(usize, usize)> {
+    running()?;
+    Ok(state().local)
 }
 
 /// `MPI_COMM_WORLD` as the collectives' communicator.

@@ -60,6 +60,7 @@ include("einsum.jl")
 include("layers.jl")
 include("tf_compat.jl")
 include("replicas.jl")
+include("mpi_training.jl")
 include("show.jl")
 
 function __init__()

@@ -501,6 +501,12 @@ function oxf_mpi_rank_size()
     return Int(rank[]), Int(size[])
 end
 
+function oxf_mpi_local_rank_size()
+    rank, size = Ref{Int64}(0), Ref{Int64}(0)
+    check(ccall(sym(:oxf_mpi_local_rank_size), Int32, (Ref{Int64}, Ref{Int64}), rank, size))
+    return (Int(rank[]), Int(size[]))
+end
+
 oxf_mpi_barrier() = check(ccall(sym(:oxf_mpi_barrier), Int32, ()))
 
 function oxf_mpi_sync(message::Union{Vector{Float64},Vector{Int64}}, root::Integer)

@@ -6,23 +6,27 @@ export mpi_init, mpi_finalize, mpi_initialized, mpi_finalized, mpi_rank, mpi_siz
        mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!
 
 """
-    mpi_init()
+    mpi_init(; pin_gpu=true)
 
 ADCME's `mpi_init`: starts MPI (`MPI_Init_thread` with `MPI_THREAD_MULTIPLE`, on
 `MPI_COMM_WORLD`); call it before running any graph with MPI ops. A second call warns and
-does nothing (ADCME's behaviour). Raises an `OxiflowError` (FailedPreconditionError) when MPI
+does nothing (ADCME's behaviour). With `pin_gpu` (the default), when several ranks share a
+host that has GPUs, each rank keeps only GPU `mpi_local_rank()` (modulo the number of GPUs)
+visible, as Horovod's recipe does, so its sessions see that GPU as `GPU:0`; call it before
+the first `Session` (a rank that already made one keeps every GPU, with a warning). Raises an `OxiflowError` (FailedPreconditionError) when MPI
 was finalized in this process, or when this Oxiflow was built without MPI (the message says
 what to install: OpenMPI and libclang, then `make setup build`).
 
 A collective that waits longer than `OXIFLOW_MPI_TIMEOUT` seconds (default 60) for the other
 ranks fails with a DeadlineExceededError naming the op and the rank, instead of hanging.
 """
-function mpi_init()
+function mpi_init(; pin_gpu::Bool=true)
     if oxf_mpi_state().running
         @warn "MPI has already been initialized"
         return nothing
     end
     oxf_mpi_init()
+    pin_gpu && pin_gpu_to_local_rank()
     return nothing
 end
 

@@ -23,3 +23,29 @@
     @test_throws OxiflowError mpi_allreduce(constant([1, 2]); op="mean")
     @test_throws OxiflowError mpi_bcast(constant([true]))
 end
+
+@testset "DistributedOptimizer's fusion buckets (built without MPI)" begin
+    reset_default_graph()
+    f64 = [placeholder(Float64; shape=[k]) for k in (100, 100, 300, 50)]    # 800, 800, 2400, 400 bytes
+    f32 = placeholder(Float32; shape=[10])
+    unknown = placeholder(Float64; shape=[nothing])
+    fb = Oxiflow.fusion_buckets
+    # from the last gradient back, per dtype, at most 1000 bytes; 2400 bytes alone
+    @test fb(f64, 1000) == [[4], [3], [2], [1]]
+    @test fb(f64, 1600) == [[4, 2], [3], [1]]     # the large one does not close the open bucket
+    @test fb(f64, 10_000) == [[4, 3, 2, 1]]
+    @test fb([f64[1], f32, f64[2]], 10_000) == [[3, 1], [2]]
+    @test fb([f64[1], unknown, f64[2]], 10_000) == [[3, 1], [2]]
+    @test sort(vcat(fb(vcat(f64, [f32]), 900)...)) == 1:5    # every gradient, once
+    # the optimizer all-reduces the present gradients in groups and applies them
+    x = Variable(ones(3)); y = Variable(ones(2)); z = Variable(ones(2))
+    opt = DistributedOptimizer(AdamOptimizer(0.1))
+    gv = compute_gradients(opt, sum(x .^ 2) + sum(y); var_list=[x, y, z])
+    @test gv[3][1] === nothing && gv[3][2] === z
+    @test gv[1][1].op.type == "MpiGroupedAllreduce" && gv[1][1].op === gv[2][1].op
+    @test opt.name == "DistributedAdam"
+    @test_throws OxiflowError DistributedOptimizer(AdamOptimizer(); op="max")
+    @test_throws OxiflowError mpi_grouped_allreduce([x, constant(Float32[1])])
+    e = try; run(Session(), mpi_grouped_allreduce([constant([1.0])])[1]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MpiGroupedAllreduce", e.msg) && occursin("mpi_init", e.msg)
+end

@@ -1,0 +1,86 @@
+# Run with `mpirun -np 2` or `-np 4` (make test-mpi). Horovod-style training: local ranks,
+# GPU pinning, fused gradient all-reduce, broadcast of the variables, and the defining
+# property of synchronous data parallelism: n ranks on equal shards of a batch take exactly
+# the steps one process takes on the whole batch (the oracle: the same model trained in this
+# process without MPI ops).
+using Test, Oxiflow, Random
+
+use_emulated_gpus(2)        # before mpi_init, which pins each rank to one GPU of its host
+mpi_init()
+r, n = mpi_rank(), mpi_size()
+
+@testset "local rank and size on one host (OpenMPI's own numbering as the oracle)" begin
+    @test mpi_local_size() == n   # every rank of this job runs on this host
+    @test mpi_local_rank() == parse(Int, ENV["OMPI_COMM_WORLD_LOCAL_RANK"])
+    @test mpi_local_size() == parse(Int, ENV["OMPI_COMM_WORLD_LOCAL_SIZE"])
+end
+
+@testset "each rank keeps GPU local_rank (mod the GPU count) alone" begin
+    @test get_visible_devices("GPU") == [Oxiflow.PhysicalDevice("/physical_device:GPU:$(mpi_local_rank() % 2)", "GPU")]
+    reset_default_graph()
+    x = @gpu constant([1.0, 2.0]) .* 3.0
+    s = Session()
+    @test run(s, x) == [3.0, 6.0]
+    @test endswith(assigned_device(s, x), "GPU:0")   # its one GPU, whichever it is
+end
+
+# A 2-layer tanh network's mean squared error on a batch (rows of X), built in the default graph.
+function model(X, Y, W1, b1, W2)
+    h = tanh(X * W1 .+ b1)
+    return mean((h * W2 - Y) .^ 2)
+end
+
+rng = MersenneTwister(7)
+const B, D, H = 24, 5, 6          # batch (divisible by 2 and 4), inputs, hidden units
+Xall, Yall = randn(rng, B, D), randn(rng, B, 1)
+W10, b10, W20 = randn(rng, D, H), randn(rng, 1, H), randn(rng, H, 1)
+steps = 6
+
+function train(make_opt, X, Y; distributed::Bool)
+    reset_default_graph()
+    # distributed: every rank starts from its own values; the broadcast makes them rank 0's
+    off = distributed ? Float64(r) : 0.0
+    W1, b1, W2 = Variable(W10 .+ off), Variable(b10 .- off), Variable(W20 .* (1 + off))
+    loss = model(constant(X), constant(Y), W1, b1, W2)
+    step = minimize(make_opt(), loss)
+    s = Session(); init(s)
+    distributed && run(s, broadcast_global_variables(0))
+    for _ in 1:steps
+        run(s, step)
+    end
+    return run(s, [W1, b1, W2, loss]), s, step
+end
+
+@testset "synchronous training on n shards equals one process on the whole batch" begin
+    shard = (r * B ÷ n + 1):((r + 1) * B ÷ n)
+    for (label, make) in (("Adam", () -> AdamOptimizer(0.05)), ("GradientDescent", () -> GradientDescentOptimizer(0.1)))
+        single, _, _ = train(make, Xall, Yall; distributed=false)
+        dist, s, step = train(() -> DistributedOptimizer(make()), Xall[shard, :], Yall[shard, :]; distributed=true)
+        for k in 1:3
+            @test maximum(abs.(dist[k] - single[k])) <= 1e-10
+        end
+        # the variables moved: the comparison is not between starting points
+        @test maximum(abs.(single[1] - W10)) > 1e-3
+        # one fused all-reduce per step for the three Float64 gradients
+        run_profile(s, step)
+        evs = filter(e -> e.kind === :op && startswith(e.op, "Mpi"), profile_events())
+        @test [e.op for e in evs] == ["MpiGroupedAllreduce"]
+    end
+end
+
+@testset "fusion threshold: a bucket per threshold's worth of gradients" begin
+    reset_default_graph()
+    vs = [Variable(fill(1.0 + r, 100)) for _ in 1:5]       # 800 bytes each
+    loss = sum(sum(v .^ 2) for v in vs)
+    opt = DistributedOptimizer(GradientDescentOptimizer(0.1); fusion_threshold=1600)
+    step = minimize(opt, loss)
+    s = Session(); init(s)
+    run_profile(s, step)
+    evs = filter(e -> e.kind === :op && e.op == "MpiGroupedAllreduce", profile_events())
+    @test length(evs) == 3                                  # 2 + 2 + 1 gradients
+    # each variable took the step of the mean gradient: v - 0.1 * mean over ranks of 2v
+    mean_v = 1.0 + (n - 1) / 2
+    @test all(run(s, v) ≈ fill(1.0 + r - 0.2 * mean_v, 100) for v in vs)
+end
+
+mpi_finalize()
