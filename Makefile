@@ -99,6 +99,9 @@ test-mpi: setup build
 		OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np $$np \
 			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/$$f.jl || exit 1; \
 	done; done
+	@echo "--- examples/mpi_digits.jl on 4 ranks (fails below 95 % held-out accuracy on any rank)"
+	OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np 4 \
+		$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) examples/mpi_digits.jl
 	MPIRUN="$(MPIRUN)" OXIFLOW_LIB=$(LIB) JULIA=$(JULIA) bash scripts/check-mpi-failures.sh
 
 # docs/adding-an-op.md's example, applied to a scratch copy of the tree exactly as the doc

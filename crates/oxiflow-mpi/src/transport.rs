@@ -93,6 +93,11 @@ pub fn local_rank_size() -> Result<(usize, usize)> {
     Ok(state().local)
 }
 
+/// How long a wait polls its request back to back (yielding the core between polls) before
+/// it sleeps between polls: the ranks of a step usually meet within this time, and a sleep
+/// of even a few microseconds costs tens of them (the timer's slack).
+const BUSY_POLL: Duration = Duration::from_millis(50);
+
 /// `MPI_COMM_WORLD` as the collectives' communicator.
 struct MpiComm {
     rank: usize,
@@ -143,8 +148,11 @@ impl MpiComm {
                         )));
                     }
                     req = pending;
-                    if start.elapsed() < Duration::from_millis(1) {
-                        std::hint::spin_loop();
+                    // OpenMPI progresses a non-blocking collective only inside `test`:
+                    // poll without sleeping for a while (yielding, so ranks that share a
+                    // core with this one run), then back off to at most 1 ms per poll
+                    if start.elapsed() < BUSY_POLL {
+                        std::thread::yield_now();
                     } else {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(1));
