@@ -406,6 +406,11 @@ int32_t oxf_lbfgsb(int64_t n,
 // self-contained HTML page. Status 3 when `json` is not a timeline.
 int32_t oxf_timeline_html(const char *json, const char **out);
 
+// The timelines in `json`, a JSON array of traces (rank 0's first), as one timeline with
+// a group of processes per rank (`rank <r>: ...`; `save_profile(...; all_ranks=true)`).
+// Status 3 when `json` is not an array of timelines.
+int32_t oxf_timeline_merge(const char *json, const char **out);
+
 // The summary of the timeline `json`: per device busy and idle time, kernels, copies and
 // peak memory, then the 10 longest kernels, as aligned text tables (`profile_summary`).
 int32_t oxf_timeline_summary(const char *json, const char **out);

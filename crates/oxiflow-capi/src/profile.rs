@@ -1,7 +1,7 @@
 //! Profiles read back from their timeline JSON: the HTML timeline and the summary table.
 
 use crate::{guard, req_str, return_str};
-use oxiflow_core::timeline::{render_html, ProfileSummary};
+use oxiflow_core::timeline::{merge_ranks, render_html, ProfileSummary};
 use oxiflow_core::{OxiflowError, Result};
 use std::ffi::c_char;
 
@@ -15,6 +15,18 @@ fn parse(json: *const c_char) -> Result<serde_json::Value> {
 #[no_mangle]
 pub extern "C" fn oxf_timeline_html(json: *const c_char, out: *mut *const c_char) -> i32 {
     guard(|| return_str(render_html(&parse(json)?)?, out))
+}
+
+/// The timelines in `json`, a JSON array of traces (rank 0's first), as one timeline with
+/// a group of processes per rank (`rank <r>: ...`; `save_profile(...; all_ranks=true)`).
+/// Status 3 when `json` is not an array of timelines.
+#[no_mangle]
+pub extern "C" fn oxf_timeline_merge(json: *const c_char, out: *mut *const c_char) -> i32 {
+    guard(|| {
+        let all = parse(json)?;
+        let traces = all.as_array().ok_or_else(|| OxiflowError::InvalidArgument("oxf_timeline_merge: expected a JSON array of timelines".into()))?;
+        return_str(merge_ranks(traces)?.to_string(), out)
+    })
 }
 
 /// The summary of the timeline `json`: per device busy and idle time, kernels, copies and

@@ -544,7 +544,7 @@ impl RunCtx<'_> {
                     node
                 };
                 let ctx = KernelCtx { node, inputs, state: self.state };
-                let outs = if self.trace && crate::function::calls_functions(node) {
+                let outs = if self.trace && crate::function::records_inside(node) {
                     let (outs, inner) = crate::function::trace_calls(&node.name, self.clock.t0, || device.compute(&ctx));
                     self.inner.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.into_iter().map(|i| (s, i)));
                     outs?

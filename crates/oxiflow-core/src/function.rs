@@ -69,6 +69,36 @@ pub fn calls_functions(node: &crate::graph::Node) -> bool {
     node.attrs.values().any(|a| matches!(a, crate::ops::AttrValue::Func(_)))
 }
 
+/// Whether a traced run records what `node`'s kernel does inside it: the nodes its
+/// functions run ([`calls_functions`]) or, for a collective, its phases ([`record_phase`]).
+pub fn records_inside(node: &crate::graph::Node) -> bool {
+    calls_functions(node) || crate::collective::is_collective(node.op.name)
+}
+
+/// Records a phase of the kernel running on this thread (a collective's negotiation with
+/// the other ranks, then its transfer) as an inner step `<node>/<name>` of type `op`, from
+/// `start` to `end`, moving `bytes`; nothing when no trace records this thread.
+pub fn record_phase(name: &str, op: &str, start: Instant, end: Instant, bytes: usize) {
+    let _ = INNER.try_with(|t| {
+        if let Some(tr) = t.borrow_mut().as_mut() {
+            let frame = tr.path.join("/");
+            let ns = |i: Instant| i.saturating_duration_since(tr.origin).as_nanos() as u64;
+            let step = InnerStep {
+                name: format!("{frame}/{name}"),
+                op: op.to_string(),
+                iteration: tr.iterations.iter().rev().find_map(|i| *i),
+                frame,
+                inputs: Vec::new(),
+                output_types: Vec::new(),
+                start_ns: ns(start),
+                end_ns: ns(end).max(ns(start) + 1),
+                output_bytes: bytes,
+            };
+            tr.steps.push(step);
+        }
+    });
+}
+
 /// Runs `f`, the kernel of functional node `node_name`, on this thread, recording the nodes
 /// its function calls run ([`InnerStep`]s, times since `origin`).
 pub fn trace_calls<T>(node_name: &str, origin: Instant, f: impl FnOnce() -> T) -> (T, Vec<InnerStep>) {
@@ -250,7 +280,7 @@ impl Function {
                 vals[id] = Some(crate::ops::dynamic_shape::run_kernel(n, &ins, state)?);
                 continue;
             }
-            let nested = calls_functions(n);
+            let nested = records_inside(n);
             if nested {
                 enter(&n.name, None);
             }

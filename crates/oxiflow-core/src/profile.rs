@@ -143,6 +143,12 @@ impl StepStats {
     /// direction`. `s`/`t` flow events (`cat: "DataFlow"`) link every input produced on
     /// another pid or lane to its consumer, so every cross-device tensor has its arrows.
     ///
+    /// Collectives across MPI ranks (ops `Mpi*`) and their phases (`<node>/negotiate`, type
+    /// `MpiNegotiate`: the wait for the other ranks; `<node>/transfer`, typed by the MPI
+    /// call: `MPI_Allreduce`, `MPI_Reduce`, `MPI_Bcast`; `args.bytes` the bytes each moves)
+    /// go to their own process, pid 3n+1 `MPI rank <r> of <size>` (Horovod's timeline has
+    /// the same two phases per collective).
+    ///
     /// Memory samples are counter events `{"ph": "C", "cat": "Memory", "name": "Memory",
     /// "args": {"bytes in use": n}}` in the device's `Tensors` process (TF puts its allocator
     /// counters in `Allocators`).
@@ -164,10 +170,12 @@ impl StepStats {
         let mut thread_names: Vec<Value> = Vec::new();
         let mut memcpy_pids: Vec<usize> = Vec::new();
         let mut place = vec![(0usize, 0usize); self.nodes.len()];
+        let mpi_pid = 3 * n_dev + 1;
         for &i in &order {
             let n = &self.nodes[i];
             let k = dev_of(i);
             let (pid, group) = match &labels[i].copy {
+                _ if is_mpi(labels[i]) => (mpi_pid, 0),
                 Some(c) => {
                     let dir = copy_direction(&c.from, &c.to);
                     (2 * n_dev + 1 + k, 1 + COPY_LANES.iter().position(|(d, _)| *d == dir).unwrap_or(0))
@@ -201,6 +209,9 @@ impl StepStats {
         memcpy_pids.sort_unstable();
         for &pid in &memcpy_pids {
             events.push(meta(pid, &format!("{} Memcpy", self.devices[pid - 2 * n_dev - 1])));
+        }
+        if labels.iter().any(|l| is_mpi(l)) {
+            events.push(meta(mpi_pid, &mpi_process_name()));
         }
         events.extend(thread_names);
         let us = |ns: u64| ns as f64 / 1000.0;
@@ -285,6 +296,19 @@ impl StepStats {
         let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
         serde::Serialize::serialize(&self.chrome_trace(), &mut ser).expect("serializing a JSON value cannot fail");
         String::from_utf8(buf).expect("serde_json writes UTF-8")
+    }
+}
+
+/// Whether a step is a collective across MPI ranks or one of its phases.
+fn is_mpi(l: &StepLabel) -> bool {
+    crate::collective::is_collective(&l.op) || l.op.starts_with("MPI_")
+}
+
+/// `MPI rank <r> of <n>` for the process's communicator (`MPI` when there is none any more).
+fn mpi_process_name() -> String {
+    match crate::collective::communicator("timeline") {
+        Ok(c) => format!("MPI rank {} of {}", c.rank(), c.size()),
+        Err(_) => "MPI".to_string(),
     }
 }
 

@@ -135,6 +135,22 @@ fn collectives_on_one_recording_rank() {
     let d = sess.run(&[(x, t64(&[2, 3], xv.clone()))], &[dx], &[], false).unwrap().values[0].to_f64_vec();
     let want: Vec<f64> = xv.iter().map(|v| 2.0 * v + 2.0 * v.sin() * v.cos()).collect();
     assert!(d.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-15), "{d:?} {want:?}");
+    // traced: the collective, its negotiation and its transfer (bytes of the fusion buffer:
+    // 6 + 6 + 1 doubles), in that order in time, on the timeline's own MPI process
+    let stats = sess.run(&[(x, t64(&[2, 3], xv.clone()))], &[outs[0]], &[], true).unwrap().step_stats.unwrap();
+    let find = |name: &str| stats.nodes.iter().find(|n| stats.label(n).node_name == name).unwrap_or_else(|| panic!("no step {name}"));
+    let (op, neg, xfer) = (find("fused"), find("fused/negotiate"), find("fused/transfer"));
+    assert_eq!((stats.label(neg).op.as_str(), stats.label(xfer).op.as_str()), ("MpiNegotiate", "MPI_Allreduce"));
+    assert_eq!((neg.output_bytes, xfer.output_bytes), (16, 13 * 8));
+    assert!(op.start_ns <= neg.start_ns && neg.end_ns <= xfer.start_ns && xfer.end_ns <= op.end_ns);
+    let trace = stats.chrome_trace();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let mpi_pid = events.iter().find(|e| e["ph"] == "M" && e["args"]["name"] == "MPI rank 0 of 1").expect("an MPI process")["pid"].clone();
+    let mut on_mpi: Vec<&str> = events.iter().filter(|e| e["ph"] == "X" && e["pid"] == mpi_pid).map(|e| e["name"].as_str().unwrap()).collect();
+    on_mpi.sort_unstable();
+    assert_eq!(on_mpi, ["MPI_Allreduce", "MpiGroupedAllreduce", "MpiNegotiate"]);
+    assert!(events.iter().filter(|e| e["ph"] == "X" && e["pid"] != mpi_pid).all(|e| !e["name"].as_str().unwrap().starts_with("Mpi")));
+
     // one fusion buffer, one dtype; only sum and mean
     let mut g = Graph::new();
     let a = g.constant(t64(&[1], vec![1.0])).unwrap();

@@ -393,6 +393,7 @@ function oxf_result_trace_events(res)
     end
 end
 oxf_timeline_html(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_html), Int32, (Cstring, Ref{Cstring}), json, r))
+oxf_timeline_merge(jsons::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_merge), Int32, (Cstring, Ref{Cstring}), jsons, r))
 oxf_timeline_summary(json::AbstractString) = outstr(r -> ccall(sym(:oxf_timeline_summary), Int32, (Cstring, Ref{Cstring}), json, r))
 oxf_session_graph_dot(s) = outstr(r -> ccall(sym(:oxf_session_graph_dot), Int32, (Ptr{Cvoid}, Ref{Cstring}), s, r))
 

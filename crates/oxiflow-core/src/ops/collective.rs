@@ -74,6 +74,26 @@ fn root(ctx: &KernelCtx, comm: &dyn Communicator) -> Result<usize> {
     }
 }
 
+/// The first phase of every collective in a profile: `<node>/negotiate`, type
+/// `MpiNegotiate`, the agreement check, whose length is the time this rank waited for the
+/// others to reach the collective (Horovod's timeline calls it `NEGOTIATE_ALLREDUCE`).
+const NEGOTIATE: (&str, &str) = ("negotiate", "MpiNegotiate");
+/// Bytes the agreement check all-reduces (two `i64`s).
+const AGREE_BYTES: usize = 16;
+
+/// Runs `f`, one phase of a collective, and in a traced run records it as the inner step
+/// `<node>/<name>` of type `op` (the second phase: `<node>/transfer`, typed by the MPI call
+/// that moves the data, `MPI_Allreduce`, `MPI_Reduce`, `MPI_Bcast`) with the `bytes` it moves.
+fn phase<T>((name, op): (&str, &str), bytes: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !crate::function::recording() {
+        return f();
+    }
+    let t0 = std::time::Instant::now();
+    let r = f();
+    crate::function::record_phase(name, op, t0, std::time::Instant::now(), bytes);
+    r
+}
+
 /// FNV-1a of `s`: the key ranks compare before a collective.
 fn key_of(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
@@ -95,7 +115,8 @@ fn agreed(ctx: &KernelCtx) -> Result<(String, std::sync::Arc<dyn Communicator>)>
     let comm = communicator(&what)?;
     let x = &ctx.inputs[0];
     let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    comm.agree(&what, key_of(&format!("{what} {} {:?} {}", x.dtype(), x.dims(), attrs.join(","))))?;
+    let key = key_of(&format!("{what} {} {:?} {}", x.dtype(), x.dims(), attrs.join(",")));
+    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(&what, key))?;
     Ok((what, comm))
 }
 
@@ -108,7 +129,8 @@ fn collective(ctx: &KernelCtx, f: impl FnOnce(&dyn Communicator, &str, HostBuf) 
     macro_rules! go {
         ($a:expr, $v:ident) => {{
             let mut v = row_major($a).into_owned();
-            f(comm.as_ref(), &what, HostBuf::$v(&mut v))?;
+            let call = if ctx.node.op.name == "MpiSum" { "MPI_Reduce" } else { "MPI_Bcast" };
+            phase(("transfer", call), std::mem::size_of_val(&v[..]), || f(comm.as_ref(), &what, HostBuf::$v(&mut v)))?;
             Tensor::from_vec(&dims, v, Layout::RowMajor)?
         }};
     }
@@ -173,7 +195,8 @@ fn allreduce_tensor<T: Carried>(
     // element types (f32, f64, i32, i64) have no invalid bit patterns.
     unsafe { out.set_len(n) };
     // SAFETY: on error both buffers are leaked below, never freed or reused.
-    let r = unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), op) };
+    let r =
+        phase(("transfer", "MPI_Allreduce"), std::mem::size_of_val(&send[..]), || unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), op) });
     if let Err(e) = r {
         std::mem::forget(out);
         match send {
@@ -243,7 +266,8 @@ fn grouped_t<T: Carried>(ctx: &KernelCtx, comm: &dyn Communicator, what: &str, m
     // types have no invalid bit patterns.
     unsafe { out.set_len(total) };
     // SAFETY: on error both buffers are leaked, never freed or reused.
-    if let Err(e) = unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), ReduceOp::Sum) } {
+    let bytes = std::mem::size_of_val(&send[..]);
+    if let Err(e) = phase(("transfer", "MPI_Allreduce"), bytes, || unsafe { comm.allreduce_into(what, T::slice(&send), T::buf(&mut out), ReduceOp::Sum) }) {
         std::mem::forget(send);
         std::mem::forget(out);
         return Err(e);
@@ -268,7 +292,8 @@ fn kernel_grouped(ctx: &KernelCtx) -> Result<Outputs> {
     let comm = communicator(&what)?;
     let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
     let shapes: Vec<String> = ctx.inputs.iter().map(|t| format!("{:?}", t.dims())).collect();
-    comm.agree(&what, key_of(&format!("{what} {} {} {red}", ctx.inputs[0].dtype(), shapes.join(""))))?;
+    let key = key_of(&format!("{what} {} {} {red}", ctx.inputs[0].dtype(), shapes.join("")));
+    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(&what, key))?;
     let mean = (red == "mean").then_some(comm.size() as f64);
     match &ctx.inputs[0] {
         Tensor::F32(_) => grouped_t::<f32>(ctx, comm.as_ref(), &what, mean),

@@ -1,15 +1,18 @@
 //! Reading a traced step back from its TF timeline JSON ([`crate::profile::StepStats::chrome_trace`]):
 //! a per-device summary ([`ProfileSummary`]: busy and idle time, top ops, copies, peak memory)
-//! and a self-contained HTML timeline ([`render_html`]).
+//! and a self-contained HTML timeline ([`render_html`]); the timelines of several MPI ranks
+//! merged into one ([`merge_ranks`]).
 //!
 //! Both work from the JSON, not from the session's internal records, so that what they show
 //! is exactly what the saved `.json` holds, and so that a timeline written by TensorFlow's
 //! `timeline.py` can be summarized and drawn too.
 
 mod html;
+mod merge;
 mod summary;
 
 pub use html::render_html;
+pub use merge::merge_ranks;
 pub use summary::{DeviceSummary, OpTime, ProfileSummary};
 
 use crate::error::{OxiflowError, Result};

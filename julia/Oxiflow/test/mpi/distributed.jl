@@ -63,8 +63,11 @@ end
         @test maximum(abs.(single[1] - W10)) > 1e-3
         # one fused all-reduce per step for the three Float64 gradients
         run_profile(s, step)
-        evs = filter(e -> e.kind === :op && startswith(e.op, "Mpi"), profile_events())
-        @test [e.op for e in evs] == ["MpiGroupedAllreduce"]
+        evs = filter(e -> e.kind === :op && (startswith(e.op, "Mpi") || startswith(e.op, "MPI_")), profile_events())
+        @test sort([e.op for e in evs]) == ["MPI_Allreduce", "MpiGroupedAllreduce", "MpiNegotiate"]
+        # the phases: waiting for the other ranks, then moving the 3 gradients' bytes
+        xfer = only(filter(e -> e.op == "MPI_Allreduce", evs))
+        @test xfer.bytes == 8 * (D * H + H + H) && endswith(xfer.name, "/transfer")
     end
 end
 
