@@ -1,8 +1,9 @@
 //! Collectives across processes (MPI ranks): the [`Communicator`] trait, which the
-//! collective ops (`ops/collective.rs`: `MpiAllreduce`, `MpiSum`, `MpiBcast`) call, and the
-//! process's one communicator, set by whoever initialises the transport (the `oxiflow-mpi`
-//! crate on OpenMPI through rsmpi, from `mpi_init`). Core knows collectives only through
-//! this trait, as it knows devices only through `Device`.
+//! collective ops (`ops/collective.rs`: `MpiAllreduce`, `MpiSum`, `MpiBcast`) and the
+//! point-to-point ops (`ops/p2p.rs`: `MpiSend`, `MpiRecv`, `MpiSendRecv`, `MpiGather`,
+//! `MpiHaloExchange`) call, and the process's one communicator, set by whoever initialises
+//! the transport (the `oxiflow-mpi` crate on OpenMPI through rsmpi, from `mpi_init`). Core
+//! knows collectives only through this trait, as it knows devices only through `Device`.
 //!
 //! Order: the collectives of one run are issued in the same order on every rank, the order
 //! of their node ids (the order the program built them, the same on every rank of an SPMD
@@ -112,6 +113,38 @@ pub trait Communicator: Send + Sync {
             )));
         }
         Ok(())
+    }
+
+    /// Point-to-point messages (MPI's `MPI_Isend`/`MPI_Irecv`, then a wait for all): sends
+    /// each `(buf, dest)` of `sends` to rank `dest` and receives into each `(buf, src)` of
+    /// `recvs` a message of exactly `buf`'s length and dtype from rank `src`, all with
+    /// `tag`, posted together and returned when every one has completed (so two ranks that
+    /// send to each other, or a ring, do not deadlock). Messages between two ranks with one
+    /// tag arrive in the order they were posted. Only the ranks named take part (not a
+    /// collective). The point-to-point ops (`ops/p2p.rs`) first exchange a key with each
+    /// peer ([`Communicator::exchange`] of `I64` pairs on their own tag), so a receive
+    /// never gets a message of another length. Errors: `DeadlineExceeded` naming `what`,
+    /// this rank and the peers when they do not answer within the implementation's
+    /// timeout; `Unimplemented` (this default) for a communicator without messages.
+    fn exchange(&self, what: &str, sends: Vec<(HostBuf, usize)>, recvs: Vec<(HostBuf, usize)>, tag: i32) -> Result<()> {
+        let _ = (sends, recvs, tag);
+        Err(OxiflowError::Unimplemented(format!("{what}: this communicator has no point-to-point messages")))
+    }
+
+    /// Concatenates every rank's `send` (all of one length and dtype), in rank order, into
+    /// `root`'s `recv` (`MPI_Gather`; `recv` holds `size()` times `send`'s length there and
+    /// is not touched elsewhere). Collective. `Unimplemented` by default.
+    fn gather(&self, what: &str, send: HostBuf, recv: HostBuf, root: usize) -> Result<()> {
+        let _ = (send, recv, root);
+        Err(OxiflowError::Unimplemented(format!("{what}: this communicator has no gather")))
+    }
+
+    /// The inverse of [`Communicator::gather`] (`MPI_Scatter`): rank `q` gets slice `q` of
+    /// `root`'s `send` (`size()` slices of `recv`'s length) in its `recv`; `send` is read on
+    /// `root` only. Collective. `Unimplemented` by default.
+    fn scatter(&self, what: &str, send: HostBuf, recv: HostBuf, root: usize) -> Result<()> {
+        let _ = (send, recv, root);
+        Err(OxiflowError::Unimplemented(format!("{what}: this communicator has no scatter")))
     }
 }
 

@@ -95,7 +95,7 @@ fn phase<T>((name, op): (&str, &str), bytes: usize, f: impl FnOnce() -> Result<T
 }
 
 /// FNV-1a of `s`: the key ranks compare before a collective.
-fn key_of(s: &str) -> u64 {
+pub(super) fn key_of(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 

@@ -26,6 +26,7 @@ pub mod linalg;
 pub mod math;
 pub mod matmul;
 pub mod nn;
+pub mod p2p;
 pub mod random;
 pub mod reduce;
 pub mod scatter;
@@ -731,6 +732,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     sparse::register(&mut r);
     sparse_solve::register(&mut r);
     collective::register(&mut r);
+    p2p::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);
