@@ -1,4 +1,5 @@
-//! rsmpi's side: MPI's lifetime and the non-blocking collectives with a timeout.
+//! rsmpi's side: MPI's lifetime, the non-blocking collectives and point-to-point messages
+//! with a timeout.
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
@@ -234,6 +235,115 @@ impl MpiComm {
     }
 }
 
+/// The elements of `buf` as bytes (point-to-point messages, gather and scatter travel as
+/// `MPI_UINT8_T`; the ops check that both ends agree on dtype and length first).
+fn bytes(buf: HostBuf<'_>) -> &mut [u8] {
+    fn cast<T: Copy>(b: &mut [T]) -> &mut [u8] {
+        // SAFETY: `T` is f32, f64, i32 or i64: no padding, and every byte pattern is a
+        // valid value of `T` and of `u8`; the slice covers exactly `b`'s memory.
+        unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(b)) }
+    }
+    match buf {
+        HostBuf::F32(b) => cast(b),
+        HostBuf::F64(b) => cast(b),
+        HostBuf::I32(b) => cast(b),
+        HostBuf::I64(b) => cast(b),
+    }
+}
+
+impl MpiComm {
+    /// Polls every request of `reqs` until all complete, or fails after the timeout naming
+    /// the `peers` (the pending requests and their buffers are then left to MPI).
+    fn wait_all(&self, what: &str, peers: &[usize], reqs: Vec<Request<'static, [u8], StaticScope>>) -> Result<()> {
+        let start = Instant::now();
+        let mut pending = reqs;
+        let mut pause = Duration::from_micros(1);
+        loop {
+            pending = pending.into_iter().filter_map(|r| r.test().err()).collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if start.elapsed() > self.timeout {
+                pending.into_iter().for_each(std::mem::forget);
+                let mut peers = peers.to_vec();
+                peers.sort_unstable();
+                peers.dedup();
+                return Err(OxiflowError::DeadlineExceeded(format!(
+                    "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; MPI cannot cancel them, so end the job",
+                    self.rank,
+                    self.size,
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            if start.elapsed() < Duration::from_millis(1) {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
+
+    fn check_rank(&self, what: &str, r: usize) -> Result<()> {
+        if r >= self.size {
+            return Err(OxiflowError::InvalidArgument(format!("{what}: rank {r} is not a rank of this job (ranks 0 to {})", self.size - 1)));
+        }
+        Ok(())
+    }
+
+    fn gather_bytes(&self, what: &str, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
+        self.check_rank(what, root)?;
+        let world = SimpleCommunicator::world();
+        let root_proc = world.process_at_rank(root as i32);
+        let s = leak(send);
+        let sp = s as *mut [u8];
+        if self.rank == root {
+            if recv.len() != send.len() * self.size {
+                return Err(OxiflowError::Internal(format!("{what}: gather into {} bytes of {} from each of {} ranks", recv.len(), send.len(), self.size)));
+            }
+            let r = leak(recv);
+            let rp = r as *mut [u8];
+            self.wait(what, root_proc.immediate_gather_into_root(StaticScope, &*s, r))?;
+            // SAFETY: the request completed; the buffer came from `leak`.
+            unsafe {
+                recv.copy_from_slice(&*rp);
+                reclaim(rp);
+            }
+        } else {
+            self.wait(what, root_proc.immediate_gather_into(StaticScope, &*s))?;
+        }
+        // SAFETY: as above.
+        unsafe { reclaim(sp) };
+        Ok(())
+    }
+
+    fn scatter_bytes(&self, what: &str, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
+        self.check_rank(what, root)?;
+        let world = SimpleCommunicator::world();
+        let root_proc = world.process_at_rank(root as i32);
+        let r = leak(recv);
+        let rp = r as *mut [u8];
+        if self.rank == root {
+            if send.len() != recv.len() * self.size {
+                return Err(OxiflowError::Internal(format!("{what}: scatter of {} bytes into {} for each of {} ranks", send.len(), recv.len(), self.size)));
+            }
+            let s = leak(send);
+            let sp = s as *mut [u8];
+            self.wait(what, root_proc.immediate_scatter_into_root(StaticScope, &*s, r))?;
+            // SAFETY: the request completed; the buffer came from `leak`.
+            unsafe { reclaim(sp) };
+        } else {
+            self.wait(what, root_proc.immediate_scatter_into(StaticScope, r))?;
+        }
+        // SAFETY: as above.
+        unsafe {
+            recv.copy_from_slice(&*rp);
+            reclaim(rp);
+        }
+        Ok(())
+    }
+}
+
 impl Collectives for MpiComm {
     fn rank(&self) -> usize {
         self.rank
@@ -286,5 +396,47 @@ impl Collectives for MpiComm {
     fn barrier(&self, what: &str) -> Result<()> {
         let req = SimpleCommunicator::world().immediate_barrier();
         self.wait(what, req)
+    }
+
+    fn exchange(&self, what: &str, sends: Vec<(HostBuf, usize)>, recvs: Vec<(HostBuf, usize)>, tag: i32) -> Result<()> {
+        for &(_, p) in sends.iter().chain(&recvs) {
+            self.check_rank(what, p)?;
+        }
+        let world = SimpleCommunicator::world();
+        let peers: Vec<usize> = sends.iter().chain(&recvs).map(|&(_, p)| p).collect();
+        let mut reqs = Vec::with_capacity(peers.len());
+        let mut sent = Vec::with_capacity(sends.len());
+        for (buf, dest) in sends {
+            let s = leak(bytes(buf));
+            sent.push(s as *mut [u8]);
+            reqs.push(world.process_at_rank(dest as i32).immediate_send_with_tag(StaticScope, &*s, tag));
+        }
+        let mut received = Vec::with_capacity(recvs.len());
+        for (buf, src) in recvs {
+            let buf = bytes(buf);
+            let r = leak(buf);
+            received.push((buf, r as *mut [u8]));
+            reqs.push(world.process_at_rank(src as i32).immediate_receive_into_with_tag(StaticScope, r, tag));
+        }
+        self.wait_all(what, &peers, reqs)?;
+        // SAFETY: every request completed; the buffers came from `leak`.
+        unsafe {
+            for (buf, rp) in received {
+                buf.copy_from_slice(&*rp);
+                reclaim(rp);
+            }
+            for sp in sent {
+                reclaim(sp);
+            }
+        }
+        Ok(())
+    }
+
+    fn gather(&self, what: &str, send: HostBuf, recv: HostBuf, root: usize) -> Result<()> {
+        self.gather_bytes(what, bytes(send), bytes(recv), root)
+    }
+
+    fn scatter(&self, what: &str, send: HostBuf, recv: HostBuf, root: usize) -> Result<()> {
+        self.scatter_bytes(what, bytes(send), bytes(recv), root)
     }
 }
