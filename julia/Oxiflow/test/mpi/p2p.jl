@@ -1,0 +1,191 @@
+# Run with `mpirun -np 2` or `-np 4` (make test-mpi): every rank runs this file. The
+# point-to-point ops (mpi_send, mpi_recv, mpi_sendrecv), mpi_gather and mpi_halo_exchange.
+# Oracles: ADCME's documented example, the same data computed in plain Julia from every
+# rank's inputs (each rank can compute them all: they are closed forms of the rank), and
+# central finite differences of the global loss (the sum of all ranks' losses), each rank
+# perturbing its own inputs in turn while all ranks run the same graph. A gradient run
+# fetches the loss too, so that every rank also runs the forward messages.
+using Test, Oxiflow
+
+mpi_init()
+r, n = mpi_rank(), mpi_size()
+@test n >= 2
+
+# The finite-difference gradient of the global loss G with respect to this rank's `x0`
+# (any shape): rank p perturbs entry j of its own input while the others keep theirs.
+function global_fd(s, G, x, x0; h=1e-6)
+    d = zeros(size(x0))
+    for p in 0:n-1, j in 1:length(x0)
+        vals = Float64[]
+        for sign in (1, -1)
+            xv = copy(x0)
+            r == p && (xv[j] += sign * h)
+            push!(vals, run(s, G, x => xv))
+        end
+        r == p && (d[j] = (vals[1] - vals[2]) / 2h)
+    end
+    return d
+end
+
+# this rank's value and gradient of `L` (fetched with the global loss) against the FD one
+function check_grad(L, x, x0)
+    G = mpi_allreduce(L)
+    dx = gradients(L, x)
+    s = Session()
+    _, g = run(s, [G, dx], x => x0)
+    @test g ≈ global_fd(s, G, x, x0) rtol = 1e-6 atol = 1e-8
+    return g
+end
+
+@testset "ADCME's example: rank 1 sends, rank 0 receives, a == 1 on both" begin
+    reset_default_graph()
+    a = constant(Float64(r))
+    if r == 1
+        a = mpi_send(a, 0)
+    end
+    if r == 0
+        a = mpi_recv(a, 1)
+    end
+    @test run(Session(), a) == (r <= 1 ? 1.0 : Float64(r))
+end
+
+@testset "mpi_send / mpi_recv: values, dtypes and gradients" begin
+    # Float32 and Int64 travel as they are; a matrix keeps its shape and order
+    reset_default_graph()
+    M = Float32[1 2 3; 4 5 6] .+ 10r
+    x = constant(M)
+    y = r == 0 ? mpi_send(x, 1; tag=7) : r == 1 ? mpi_recv(x, 0; tag=7) : x
+    k = constant(Int64[r, 2r])
+    z = r == 1 ? mpi_send(k, 0) : r == 0 ? mpi_recv(k, 1) : k
+    yv, zv = run(Session(), [y, z])
+    @test yv == (r == 1 ? Float32[1 2 3; 4 5 6] : M) && eltype(yv) == Float32
+    @test zv == (r == 0 ? Int64[1, 2] : Int64[r, 2r]) && eltype(zv) == Int64
+
+    # rank 1 sends 2x and uses it; rank 0 receives it into sin(.); rank 1's gradient is its
+    # own part (2 w1) plus the one rank 0 sends back (2 cos(2 x1) w0)
+    reset_default_graph()
+    x = placeholder(Float64; shape=[3])
+    w = [1.0, -2.0, 0.5] .* (r + 1)
+    if r == 1
+        y = mpi_send(2x, 0)
+        L = sum(y .* w)
+    elseif r == 0
+        y = mpi_recv(x, 1)
+        L = sum(sin(y) .* w)
+    else
+        L = sum(x .^ 2)
+    end
+    x0 = [0.3, -0.1, 0.7] .+ 0.2r
+    g = check_grad(L, x, x0)
+    x1 = [0.3, -0.1, 0.7] .+ 0.2
+    r == 1 && @test g ≈ 2 .* w .+ 2 .* cos.(2x1) .* [1.0, -2.0, 0.5] rtol = 1e-12
+    r == 0 && @test g == zeros(3)   # the received value does not depend on rank 0's x
+end
+
+@testset "mpi_sendrecv: a ring, values and gradients" begin
+    reset_default_graph()
+    x = placeholder(Float64; shape=[4])
+    next, prev = (r + 1) % n, (r + n - 1) % n
+    y = mpi_sendrecv(x .^ 2, next, prev)
+    w = collect(1.0:4.0) .+ r
+    L = sum(sin(y) .* w)
+    xs(q) = [0.5, -0.3, 0.2, 0.9] .* (q + 1)
+    @test run(Session(), y, x => xs(r)) ≈ xs(prev) .^ 2 rtol = 1e-15
+    g = check_grad(L, x, xs(r))
+    # closed form: rank r's x^2 goes to rank next, whose loss is sum(sin(.) .* w_next)
+    @test g ≈ 2 .* xs(r) .* cos.(xs(r) .^ 2) .* (collect(1.0:4.0) .+ next) rtol = 1e-12
+    # two rings in opposite directions in one run, with Int32 and Float32
+    reset_default_graph()
+    a = mpi_sendrecv(constant(Int32[r, 100r]), next, prev; tag=3)
+    b = mpi_sendrecv(constant(Float32[r]), prev, next)
+    av, bv = run(Session(), [a, b])
+    @test av == Int32[prev, 100prev] && bv == Float32[next]
+end
+
+@testset "mpi_gather: values on the root, zeros elsewhere, and the gradient (scatter)" begin
+    root = n - 1
+    reset_default_graph()
+    x = placeholder(Float64; shape=[3])
+    y = mpi_gather(x .^ 2; root=root)
+    @test size(y) == (3n,)
+    W = collect(1.0:3n)
+    L = sum(y .* y .* W) + sum(x)
+    xs(q) = [0.1, -0.4, 0.3] .+ 0.25q
+    want = vcat([xs(q) .^ 2 for q in 0:n-1]...)
+    @test run(Session(), y, x => xs(r)) ≈ (r == root ? want : zeros(3n)) rtol = 1e-15
+    g = check_grad(L, x, xs(r))
+    # closed form: d/dx of sum over root's y of y^2 W, plus 1 from sum(x)
+    @test g ≈ 4 .* xs(r) .^ 3 .* W[3r+1:3r+3] .+ 1 rtol = 1e-12
+    # ADCME's default root 0; a matrix gathers along its first dimension
+    reset_default_graph()
+    M = [1.0 2.0; 3.0 4.0] .+ 10r
+    z = mpi_gather(M)
+    @test size(z) == (2n, 2)
+    @test run(Session(), z) == (r == 0 ? vcat([[1.0 2.0; 3.0 4.0] .+ 10q for q in 0:n-1]...) : zeros(2n, 2))
+end
+
+# The global array U (m*k1 by n*k2), rank q's block, and the halo of rank q's block computed
+# from U padded with fill_value (corners 0, as ADCME's kernel).
+global_array(m, n, k1, k2) = [sin(0.3i + 0.7j) + i for i in 1:m*k1, j in 1:n*k2]
+block(U, q, n, k1, k2) = U[(q ÷ n)*k1 .+ (1:k1), (q % n)*k2 .+ (1:k2)]
+function halo_oracle(U, q, n, k1, k2, fill)
+    P = fill .* ones(size(U) .+ 2)
+    P[2:end-1, 2:end-1] = U
+    H = P[(q ÷ n)*k1 .+ (1:k1+2), (q % n)*k2 .+ (1:k2+2)]
+    H[1, 1] = H[1, end] = H[end, 1] = H[end, end] = 0.0
+    return H
+end
+
+@testset "mpi_halo_exchange on a $m x $gn grid: values and gradients" for (m, gn) in
+        (n == 4 ? [(2, 2), (1, 4), (4, 1)] : [(1, 2), (2, 1)])
+    k1, k2 = 3, 2
+    U = global_array(m, gn, k1, k2)
+    reset_default_graph()
+    u = placeholder(Float64; shape=[k1, k2])
+    h = mpi_halo_exchange(u, m, gn; fill_value=-1.5, tag=5)
+    @test size(h) == (k1 + 2, k2 + 2)
+    u0 = block(U, r, gn, k1, k2)
+    @test run(Session(), h, u => u0) == halo_oracle(U, r, gn, k1, k2, -1.5)
+    # a weighting of the frame and interior that differs on every rank
+    W = [1.0 + 0.1i - 0.2j + 0.3r for i in 1:k1+2, j in 1:k2+2]
+    L = sum(h .^ 2 .* W)
+    check_grad(L, u, u0)
+end
+
+@testset "mpi_halo_exchange: a 5-point Laplacian of the global array, Float32" begin
+    m, gn = n == 4 ? (2, 2) : (1, 2)
+    k = 3
+    U = global_array(m, gn, k, k)
+    reset_default_graph()
+    h = mpi_halo_exchange(constant(Float32.(block(U, r, gn, k, k))), m, gn)
+    lap = h[1:end-2, 2:end-1] + h[3:end, 2:end-1] + h[2:end-1, 1:end-2] + h[2:end-1, 3:end] - 4.0f0 * h[2:end-1, 2:end-1]
+    P = zeros(size(U) .+ 2)
+    P[2:end-1, 2:end-1] = U
+    full = [P[i-1, j] + P[i+1, j] + P[i, j-1] + P[i, j+1] - 4P[i, j] for i in 2:size(P, 1)-1, j in 2:size(P, 2)-1]
+    @test run(Session(), lap) ≈ Float32.(block(full, r, gn, k, k)) rtol = 1e-5
+end
+
+@testset "errors name the op and the peer; MPI goes on" begin
+    reset_default_graph()
+    s = Session()
+    e = try; run(s, mpi_send(constant([1.0]), r)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MpiSend", e.msg) && occursin("is this rank", e.msg)
+    e = try; run(s, mpi_recv(constant([1.0]), n)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MpiRecv", e.msg) && occursin("src $n is not a rank", e.msg)
+    @test_throws OxiflowError mpi_send(constant([1.0]), 0; tag=40000)
+    @test_throws OxiflowError mpi_recv(constant([1.0]), -1)
+    # rank 1 sends 2 elements, rank 0 expects 3: both fail before any data moves
+    if r <= 1
+        op = r == 1 ? mpi_send(constant([1.0, 2.0]), 0; name="s2") : mpi_recv(constant([0.0, 0.0, 0.0]), 1; name="r3")
+        e = try; run(s, op); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("does not run the matching point-to-point op", e.msg) &&
+              occursin(r == 1 ? "MpiSend 's2'" : "MpiRecv 'r3'", e.msg)
+    end
+    e = try; run(s, mpi_halo_exchange(constant(ones(2, 2)), n, 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MpiHaloExchange", e.msg) && occursin("needs m * n ranks", e.msg)
+    # the job goes on: a ring after the errors
+    @test run(s, mpi_sendrecv(constant([Float64(r)]), (r + 1) % n, (r + n - 1) % n)) == [Float64((r + n - 1) % n)]
+end
+
+mpi_finalize()
+@test mpi_finalized()
