@@ -88,17 +88,22 @@ $(CBINDGEN):
 
 test: setup build lint test-rust test-julia test-mpi test-html test-examples test-adding-an-op test-seeds
 
-# The MPI collectives and Horovod-style training on 2 and 4 local ranks (loopback), then jobs whose ranks diverge,
-# which must end with a clear error, not hang (scripts/check-mpi-failures.sh).
+# The MPI collectives, point-to-point ops and Horovod-style training on 2 and 4 local ranks
+# (loopback), the 2-D heat example on a 2x2 rank grid and the digits job on 4 ranks, then
+# jobs whose ranks diverge, which must end with a clear error, not hang
+# (scripts/check-mpi-failures.sh).
 test-mpi: setup build
 	@command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || { echo "make test-mpi: cannot run here: OpenMPI is missing (make setup installs openmpi-bin and libopenmpi-dev)"; exit 1; }
 	@# precompile once: ranks loading a stale package at the same time race on its cache file
 	$(JULIA_RUN) --startup-file=no -e 'using Oxiflow'
-	for np in 2 4; do for f in collectives distributed; do \
-		echo "--- test/mpi/$$f.jl on $$np ranks"; \
+	for np in 2 4; do for t in collectives p2p distributed; do \
+		echo "--- test/mpi/$$t.jl on $$np ranks"; \
 		OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np $$np \
-			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/$$f.jl || exit 1; \
+			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/$$t.jl || exit 1; \
 	done; done
+	@echo "--- examples/mpi_heat.jl on 4 ranks (2x2 grid, halo exchange against the single-process solve)"
+	OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np 4 \
+		$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) examples/mpi_heat.jl
 	@echo "--- examples/mpi_digits.jl on 4 ranks (fails below 95 % held-out accuracy on any rank)"
 	OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np 4 \
 		$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) examples/mpi_digits.jl
