@@ -4,11 +4,13 @@
 # - "stalls": rank 1 sleeps instead of joining; rank 0's collective fails after
 #   OXIFLOW_MPI_TIMEOUT seconds with a DeadlineExceededError naming the op and the rank,
 #   printed here before rank 0 exits non-zero and mpirun ends the job.
+# - "recv_stalls": the same with a point-to-point op: rank 0's mpi_recv from rank 1 fails
+#   with a DeadlineExceededError naming the op, the rank and the peer.
 using Oxiflow
 
 mode = ARGS[1]
 mpi_init()
-x = mpi_allreduce(constant([1.0]); name="grads")
+x = mode == "recv_stalls" ? mpi_recv(constant([1.0]), 1; name="halo") : mpi_allreduce(constant([1.0]); name="grads")
 s = Session()
 if mpi_rank() == 1
     mode == "throws" && error("rank 1 fails on purpose")
