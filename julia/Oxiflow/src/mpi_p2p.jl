@@ -3,7 +3,7 @@
 # `MpiSend`, `MpiRecv`, `MpiSendRecv`, `MpiGather` and `MpiHaloExchange`
 # (crates/oxiflow-core/src/ops/p2p.rs). Ranks are 0-based.
 
-export mpi_send, mpi_recv, mpi_sendrecv, mpi_gather, mpi_halo_exchange
+export mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange, mpi_gather, mpi_halo_exchange
 
 function mpi_peer(fname, what, r)
     (r isa Integer && !(r isa Bool) && r >= 0) ||
@@ -70,25 +70,39 @@ mpi_recv(a, src::Integer, tag_::Integer=0; tag::Integer=tag_, name=nothing) =
 """
     mpi_sendrecv(a, dest, src, tag=0; tag=tag)
 
+ADCME's `mpi_sendrecv`: a one-way message, called with the same arguments on every rank:
+rank `src` sends `a` to rank `dest` (`mpi_send(a, dest)`), rank `dest` returns what `src`
+sent (`mpi_recv(a, src)`), and every other rank returns `a` unchanged. ADCME's example:
+`a = mpi_sendrecv(constant(ones(10) * r), 0, 2)` leaves rank 2's values on ranks 0 and 2.
+`dest` and `src` must be different ranks. Differentiable through [`mpi_send`](@ref) and
+[`mpi_recv`](@ref) (both ends must differentiate). For both directions at once (`MPI_Sendrecv`:
+every rank sends and receives, a ring) use [`mpi_exchange`](@ref).
+"""
+function mpi_sendrecv(a, dest::Integer, src::Integer, tag_::Integer=0; tag::Integer=tag_, name=nothing)
+    d, s = mpi_peer("mpi_sendrecv", "dest", dest), mpi_peer("mpi_sendrecv", "src", src)
+    d == s && invalid("mpi_sendrecv: dest and src are both rank $d; a rank does not message itself")
+    r = mpi_rank()
+    r == s && return mpi_send(a, d; tag=tag, name=name)
+    r == d && return mpi_recv(a, s; tag=tag, name=name)
+    return mpi_operand(a)
+end
+
+"""
+    mpi_exchange(a, dest, src, tag=0; tag=tag)
+
 Sends `a` to rank `dest` and returns what rank `src` sends, both at once (`MPI_Sendrecv`:
-the send and the receive are posted together, so a ring, `mpi_sendrecv(a, (r+1) % n,
+the send and the receive are posted together, so a ring, `mpi_exchange(a, (r+1) % n,
 (r+n-1) % n)` on every rank `r`, or two ranks swapping, does not deadlock). The result has
 `a`'s shape and dtype; `src` must send the same dtype, element count and `tag`. `a` as for
 [`mpi_send`](@ref). `dest` and `src` must be ranks other than this one (they may be equal).
+Not in ADCME (whose [`mpi_sendrecv`](@ref) is one-way).
 
-Differentiable: the gradient is an `mpi_sendrecv` of the output's gradient in the opposite
-direction (to `src`, from `dest`).
-
-Not ADCME's: ADCME's `mpi_sendrecv(a, dest, src)` is a one-way pair, called with the same
-arguments on every rank: rank `src` sends (`mpi_send(a, dest)`), rank `dest` receives
-(`mpi_recv(a, src)`), the others return `a`. Port such code as
-`r == src ? mpi_send(a, dest) : r == dest ? mpi_recv(a, src) : a`; called as ADCME does, this
-function fails on ranks `src` and `dest` (InvalidArgumentError: a rank does not send to
-itself). Errors as for [`mpi_send`](@ref). Op: `MpiSendRecv` (CPU).
+Differentiable: the gradient is an `mpi_exchange` of the output's gradient in the opposite
+direction (to `src`, from `dest`). Errors as for [`mpi_send`](@ref). Op: `MpiSendRecv` (CPU).
 """
-mpi_sendrecv(a, dest::Integer, src::Integer, tag_::Integer=0; tag::Integer=tag_, name=nothing) =
-    add_op("MpiSendRecv", Tensor[mpi_operand(a)]; dest=mpi_peer("mpi_sendrecv", "dest", dest),
-           src=mpi_peer("mpi_sendrecv", "src", src), tag=mpi_tag("mpi_sendrecv", tag), name=name)
+mpi_exchange(a, dest::Integer, src::Integer, tag_::Integer=0; tag::Integer=tag_, name=nothing) =
+    add_op("MpiSendRecv", Tensor[mpi_operand(a)]; dest=mpi_peer("mpi_exchange", "dest", dest),
+           src=mpi_peer("mpi_exchange", "src", src), tag=mpi_tag("mpi_exchange", tag), name=name)
 
 """
     mpi_gather(u, deps=missing; root=0)

@@ -1,5 +1,5 @@
 # Run with `mpirun -np 2` or `-np 4` (make test-mpi): every rank runs this file. The
-# point-to-point ops (mpi_send, mpi_recv, mpi_sendrecv), mpi_gather and mpi_halo_exchange.
+# point-to-point ops (mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange), mpi_gather and mpi_halo_exchange.
 # Oracles: ADCME's documented example, the same data computed in plain Julia from every
 # rank's inputs (each rank can compute them all: they are closed forms of the rank), and
 # central finite differences of the global loss (the sum of all ranks' losses), each rank
@@ -82,11 +82,26 @@ end
     r == 0 && @test g == zeros(3)   # the received value does not depend on rank 0's x
 end
 
-@testset "mpi_sendrecv: a ring, values and gradients" begin
+@testset "ADCME's mpi_sendrecv: one-way, the same call on every rank" begin
+    # ADCME's example: rank n-1 sends to rank 0; the others keep their own values
+    reset_default_graph()
+    x = placeholder(Float64; shape=[3])
+    a = mpi_sendrecv(x, 0, n - 1)
+    L = sum(a .^ 2)
+    xs(q) = fill(Float64(q), 3) .+ [0.1, 0.2, 0.3]
+    s = Session()
+    @test run(s, a, x => xs(r)) == (r == 0 ? xs(n - 1) : xs(r))
+    # rank 0's loss depends on rank n-1's x: d(sum of losses)/dx on rank n-1 counts it twice
+    Lv, g = run(s, [L, gradients(L, x)], x => xs(r))
+    @test g ≈ (r == n - 1 ? 4 .* xs(r) : r == 0 ? zeros(3) : 2 .* xs(r)) rtol = 1e-14
+    @test_throws OxiflowError mpi_sendrecv(x, 1, 1)
+end
+
+@testset "mpi_exchange: a ring, values and gradients" begin
     reset_default_graph()
     x = placeholder(Float64; shape=[4])
     next, prev = (r + 1) % n, (r + n - 1) % n
-    y = mpi_sendrecv(x .^ 2, next, prev)
+    y = mpi_exchange(x .^ 2, next, prev)
     w = collect(1.0:4.0) .+ r
     L = sum(sin(y) .* w)
     xs(q) = [0.5, -0.3, 0.2, 0.9] .* (q + 1)
@@ -96,8 +111,8 @@ end
     @test g ≈ 2 .* xs(r) .* cos.(xs(r) .^ 2) .* (collect(1.0:4.0) .+ next) rtol = 1e-12
     # two rings in opposite directions in one run, with Int32 and Float32
     reset_default_graph()
-    a = mpi_sendrecv(constant(Int32[r, 100r]), next, prev; tag=3)
-    b = mpi_sendrecv(constant(Float32[r]), prev, next)
+    a = mpi_exchange(constant(Int32[r, 100r]), next, prev; tag=3)
+    b = mpi_exchange(constant(Float32[r]), prev, next)
     av, bv = run(Session(), [a, b])
     @test av == Int32[prev, 100prev] && bv == Float32[next]
 end
@@ -184,7 +199,7 @@ end
     e = try; run(s, mpi_halo_exchange(constant(ones(2, 2)), n, 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("MpiHaloExchange", e.msg) && occursin("needs m * n ranks", e.msg)
     # the job goes on: a ring after the errors
-    @test run(s, mpi_sendrecv(constant([Float64(r)]), (r + 1) % n, (r + n - 1) % n)) == [Float64((r + n - 1) % n)]
+    @test run(s, mpi_exchange(constant([Float64(r)]), (r + 1) % n, (r + n - 1) % n)) == [Float64((r + n - 1) % n)]
 end
 
 mpi_finalize()
