@@ -284,18 +284,55 @@ cross-device tensors; open it in chrome://tracing or https://ui.perfetto.dev), o
 `filename` ends in `.html`, as one self-contained HTML page: a lane per device, kernels
 coloured by op type, copies with arrows between devices, hover text, and the
 `profile_summary` tables on top.
+
+With `all_ranks=true` (a program run on several MPI ranks) every rank must call it: the
+ranks' last profiles are sent to rank 0, which writes one timeline holding them all, each
+rank's processes named `rank <r>: ...` (its devices, and its `MPI rank <r> of <n>` process
+of collectives with their `negotiate` and `transfer` phases), on the ranks' common wall
+clock; the other ranks write nothing. An `OxiflowError` on every rank when a rank has no
+profile (naming the ranks), or when MPI is not running.
 """
-function save_profile(filename::AbstractString="default_timeline.json")
-    p = last_profile()
+function save_profile(filename::AbstractString="default_timeline.json"; all_ranks::Bool=false)
+    if all_ranks
+        json = gather_rank_timelines()
+        json === nothing && return nothing
+    else
+        json = last_profile().json
+    end
     if endswith(lowercase(filename), ".html")
-        html = oxf_timeline_html(p.json)
+        html = oxf_timeline_html(json)
         open(io -> write(io, html), filename, "w")
         @info "Timeline saved in $filename: open it in any web browser"
     else
-        open(io -> write(io, p.json), filename, "w")
+        open(io -> write(io, json), filename, "w")
         @info "Timeline information saved in $filename\n- Open Chrome and navigate to chrome://tracing\n- Load the timeline file"
     end
     return nothing
+end
+
+# Every rank's last timeline JSON on rank 0 (rank order), through one broadcast of its length
+# and one of its bytes per rank; `nothing` on the other ranks. A rank without a profile sends
+# length -1, and then every rank raises the same error.
+function gather_rank_timelines()
+    r, n = mpi_rank(), mpi_size()
+    mine = run_metadata === nothing ? nothing : run_metadata.json
+    jsons = String[]
+    missing_ranks = Int[]
+    for q in 0:n-1
+        len = [q == r ? (mine === nothing ? -1 : sizeof(mine)) : 0]
+        mpi_sync!(len, q)
+        if len[1] < 0
+            push!(missing_ranks, q)
+            continue
+        end
+        words = zeros(Int64, cld(len[1], 8))
+        q == r && GC.@preserve mine words unsafe_copyto!(Ptr{UInt8}(pointer(words)), pointer(mine), len[1])
+        mpi_sync!(words, q)
+        r == 0 && push!(jsons, GC.@preserve words unsafe_string(Ptr{UInt8}(pointer(words)), len[1]))
+    end
+    isempty(missing_ranks) || invalid("save_profile(all_ranks=true): no profile recorded yet on rank(s) $(join(missing_ranks, ", ")): call run_profile(sess, fetches) on every rank first")
+    r == 0 || return nothing
+    return oxf_timeline_merge("[" * join(jsons, ",") * "]")
 end
 
 """

@@ -71,6 +71,28 @@ end
     end
 end
 
+@testset "save_profile(all_ranks=true): one timeline, every rank's processes" begin
+    # the session of the fusion test below is not made yet: profile one collective here
+    reset_default_graph()
+    y = mpi_allreduce(constant(fill(1.0, 1000)); name="sum_of_ones")
+    s = Session()
+    run_profile(s, y)
+    path = joinpath(tempdir(), "oxiflow_ranks_$(getpid()).json")
+    save_profile(path; all_ranks=true)
+    if r == 0
+        text = read(path, String)
+        rm(path)
+        for q in 0:n-1
+            @test occursin("\"rank $q: MPI rank $q of $n\"", text)
+            @test occursin("\"rank $q: /job:localhost/replica:0/task:0/device:CPU:0 Compute\"", text)
+        end
+        # one transfer and one negotiation per rank (the merged file is compact JSON)
+        @test count("\"name\":\"MPI_Allreduce\"", text) == n && count("\"name\":\"MpiNegotiate\"", text) == n
+    else
+        @test !isfile(path)
+    end
+end
+
 @testset "fusion threshold: a bucket per threshold's worth of gradients" begin
     reset_default_graph()
     vs = [Variable(fill(1.0 + r, 100)) for _ in 1:5]       # 800 bytes each
