@@ -378,6 +378,37 @@ int32_t oxf_mpi_barrier(void);
 // another dtype or a root that is not a rank, 9 when MPI is not running.
 int32_t oxf_mpi_sync(void *data, int64_t n, int32_t dtype, int64_t root);
 
+// Starts an asynchronous parameter server on rank 0 (`oxiflow_mpi::ps::start`; collective:
+// every rank calls it with `n` Float64 parameters at `params`, the same `n`,
+// `learning_rate` > 0 and `momentum` in [0, 1)). Rank 0's parameters become the server's
+// and are written into every rank's `params`; `*id` receives the server's id. Status 9
+// before `oxf_mpi_init` or without MPI, 3 for bad or disagreeing arguments (on every
+// rank), 4 (DeadlineExceeded) when a rank does not join in time.
+int32_t oxf_ps_start(double *params, int64_t n, double learning_rate, double momentum, int64_t *id);
+
+// Pushes this rank's gradient (`n` Float64 at `grad`, the server's length) to server `id`,
+// which applies it at once; the updated parameters go to `params` (`n_params` elements),
+// the updates applied so far to `*version`, and the push's staleness (updates by other
+// ranks since this rank last received parameters) to `*staleness`. Status 3 naming both
+// lengths when they differ from the server's (nothing sent), 9 for a closed id, 4 when
+// the server does not reply in time.
+int32_t oxf_ps_push(int64_t id,
+                    const double *grad,
+                    int64_t n,
+                    double *params,
+                    int64_t n_params,
+                    int64_t *version,
+                    int64_t *staleness);
+
+// Copies server `id`'s parameters into `params` (`n_params` elements) and the updates
+// applied so far into `*version`. Errors as `oxf_ps_push`.
+int32_t oxf_ps_pull(int64_t id, double *params, int64_t n_params, int64_t *version);
+
+// Closes server `id` on this rank (collective: returns once every rank closed it): the
+// final parameters go to `params` (`n_params` elements), the total number of updates to
+// `*version`. The id is invalid afterwards. Status 4 when a rank does not close in time.
+int32_t oxf_ps_close(int64_t id, double *params, int64_t n_params, int64_t *version);
+
 // Minimizes a function of `n` variables from `x` (updated in place to the result)
 // subject to `lower[i] <= x[i] <= upper[i]` (`-Inf`/`Inf` for no bound; null arrays: no
 // bounds) with projected L-BFGS keeping `m` corrections (scipy's default 10). Stops when

@@ -85,3 +85,68 @@ pub extern "C" fn oxf_mpi_sync(data: *mut std::ffi::c_void, n: i64, dtype: i32, 
         comm.broadcast("mpi_sync!", buf, root)
     })
 }
+
+/// Borrows `n` writable elements at `p` (an empty slice when `n == 0`).
+fn slice_mut<'a>(p: *mut f64, n: i64, what: &str) -> oxiflow_core::Result<&'a mut [f64]> {
+    let s = crate::slice(p as *const f64, n, what)?;
+    // SAFETY: `slice` checked the pointer and length; the caller passes `n` writable
+    // elements at `p` that nothing else uses during the call.
+    Ok(unsafe { std::slice::from_raw_parts_mut(s.as_ptr() as *mut f64, s.len()) })
+}
+
+/// The id of a parameter server, as `oxf_ps_start` returned it.
+fn ps_id(id: i64) -> oxiflow_core::Result<u64> {
+    u64::try_from(id).map_err(|_| oxiflow_core::OxiflowError::InvalidArgument(format!("parameter server id {id} is negative")))
+}
+
+/// Starts an asynchronous parameter server on rank 0 (`oxiflow_mpi::ps::start`; collective:
+/// every rank calls it with `n` Float64 parameters at `params`, the same `n`,
+/// `learning_rate` > 0 and `momentum` in [0, 1)). Rank 0's parameters become the server's
+/// and are written into every rank's `params`; `*id` receives the server's id. Status 9
+/// before `oxf_mpi_init` or without MPI, 3 for bad or disagreeing arguments (on every
+/// rank), 4 (DeadlineExceeded) when a rank does not join in time.
+#[no_mangle]
+pub extern "C" fn oxf_ps_start(params: *mut f64, n: i64, learning_rate: f64, momentum: f64, id: *mut i64) -> i32 {
+    guard(|| {
+        let p = slice_mut(params, n, "ParameterServer: params")?;
+        put(id, oxiflow_mpi::ps::start(p, learning_rate, momentum)? as i64)
+    })
+}
+
+/// Pushes this rank's gradient (`n` Float64 at `grad`, the server's length) to server `id`,
+/// which applies it at once; the updated parameters go to `params` (`n_params` elements),
+/// the updates applied so far to `*version`, and the push's staleness (updates by other
+/// ranks since this rank last received parameters) to `*staleness`. Status 3 naming both
+/// lengths when they differ from the server's (nothing sent), 9 for a closed id, 4 when
+/// the server does not reply in time.
+#[no_mangle]
+pub extern "C" fn oxf_ps_push(id: i64, grad: *const f64, n: i64, params: *mut f64, n_params: i64, version: *mut i64, staleness: *mut i64) -> i32 {
+    guard(|| {
+        let g = crate::slice(grad, n, "ps_push: gradient")?;
+        let p = slice_mut(params, n_params, "ps_push: params")?;
+        let r = oxiflow_mpi::ps::push(ps_id(id)?, g, p)?;
+        put(version, r.version as i64)?;
+        put(staleness, r.staleness as i64)
+    })
+}
+
+/// Copies server `id`'s parameters into `params` (`n_params` elements) and the updates
+/// applied so far into `*version`. Errors as `oxf_ps_push`.
+#[no_mangle]
+pub extern "C" fn oxf_ps_pull(id: i64, params: *mut f64, n_params: i64, version: *mut i64) -> i32 {
+    guard(|| {
+        let p = slice_mut(params, n_params, "ps_pull: params")?;
+        put(version, oxiflow_mpi::ps::pull(ps_id(id)?, p)?.version as i64)
+    })
+}
+
+/// Closes server `id` on this rank (collective: returns once every rank closed it): the
+/// final parameters go to `params` (`n_params` elements), the total number of updates to
+/// `*version`. The id is invalid afterwards. Status 4 when a rank does not close in time.
+#[no_mangle]
+pub extern "C" fn oxf_ps_close(id: i64, params: *mut f64, n_params: i64, version: *mut i64) -> i32 {
+    guard(|| {
+        let p = slice_mut(params, n_params, "close(ParameterServer): params")?;
+        put(version, oxiflow_mpi::ps::close(ps_id(id)?, p)?.version as i64)
+    })
+}

@@ -18,6 +18,7 @@
 #[cfg(not(feature = "mpi"))]
 use oxiflow_core::error::{OxiflowError, Result};
 
+pub mod ps;
 #[cfg(feature = "mpi")]
 mod transport;
 #[cfg(feature = "mpi")]

@@ -18,9 +18,11 @@ struct State {
     finalized: bool,
     /// Rank and size within this host (`MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`).
     local: (usize, usize),
+    /// How long a wait polls before it fails (`OXIFLOW_MPI_TIMEOUT`, read by `init`).
+    timeout: Duration,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { universe: None, finalized: false, local: (0, 1) });
+static STATE: Mutex<State> = Mutex::new(State { universe: None, finalized: false, local: (0, 1), timeout: Duration::from_secs(60) });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -42,6 +44,7 @@ pub fn init() -> Result<bool> {
     let host = world.split_shared(world.rank());
     st.local = (host.rank() as usize, host.size() as usize);
     let comm = MpiComm { rank: world.rank() as usize, size: world.size() as usize, timeout: Duration::from_secs_f64(timeout) };
+    st.timeout = Duration::from_secs_f64(timeout);
     st.universe = Some(universe);
     set_communicator(Some(Arc::new(comm)));
     Ok(true)
@@ -54,6 +57,7 @@ pub fn finalize() -> Result<()> {
         return Err(OxiflowError::FailedPrecondition("mpi_finalize: MPI is not initialized".into()));
     };
     set_communicator(None);
+    crate::ps::release_all();
     drop(u);
     st.finalized = true;
     Ok(())
@@ -88,6 +92,11 @@ pub fn size() -> Result<usize> {
     Ok(SimpleCommunicator::world().size() as usize)
 }
 
+/// The timeout of every MPI wait (`OXIFLOW_MPI_TIMEOUT` seconds, default 60).
+pub(crate) fn timeout() -> Duration {
+    state().timeout
+}
+
 /// See the crate's stub.
 pub fn local_rank_size() -> Result<(usize, usize)> {
     running()?;
@@ -116,7 +125,7 @@ fn system_op(op: ReduceOp) -> SystemOperation {
 
 /// A `'static` copy of `v` for a non-blocking call (freed by [`reclaim`] once the call
 /// completed; leaked when it did not, as MPI may still write it).
-fn leak<T: Copy>(v: &[T]) -> &'static mut [T] {
+pub(crate) fn leak<T: Copy>(v: &[T]) -> &'static mut [T] {
     Box::leak(v.to_vec().into_boxed_slice())
 }
 
@@ -124,7 +133,7 @@ fn leak<T: Copy>(v: &[T]) -> &'static mut [T] {
 ///
 /// # Safety
 /// `b` came from [`leak`] and no request uses it any more.
-unsafe fn reclaim<T>(b: *mut [T]) {
+pub(crate) unsafe fn reclaim<T>(b: *mut [T]) {
     drop(unsafe { Box::from_raw(b) });
 }
 
