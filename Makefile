@@ -88,7 +88,8 @@ $(CBINDGEN):
 
 test: setup build lint test-rust test-julia test-mpi test-html test-examples test-adding-an-op test-seeds
 
-# The MPI collectives, point-to-point ops and Horovod-style training on 2 and 4 local ranks
+# The MPI collectives, point-to-point ops, Horovod-style training and asynchronous training
+# with a parameter server on 2 and 4 local ranks
 # (loopback), the 2-D heat example on a 2x2 rank grid and the digits job on 4 ranks, then
 # jobs whose ranks diverge, which must end with a clear error, not hang
 # (scripts/check-mpi-failures.sh).
@@ -96,7 +97,7 @@ test-mpi: setup build
 	@command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || { echo "make test-mpi: cannot run here: OpenMPI is missing (make setup installs openmpi-bin and libopenmpi-dev)"; exit 1; }
 	@# precompile once: ranks loading a stale package at the same time race on its cache file
 	$(JULIA_RUN) --startup-file=no -e 'using Oxiflow'
-	for np in 2 4; do for t in collectives p2p distributed; do \
+	for np in 2 4; do for t in collectives p2p distributed async_ps; do \
 		echo "--- test/mpi/$$t.jl on $$np ranks"; \
 		OXIFLOW_MPI_TIMEOUT=120 OXIFLOW_LIB=$(LIB) timeout 900 $(MPIRUN) -np $$np \
 			$(JULIA) --startup-file=no --project=$(JULIA_PROJECT) julia/Oxiflow/test/mpi/$$t.jl || exit 1; \

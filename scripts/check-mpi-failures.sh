@@ -5,7 +5,9 @@
 # - throws: rank 1 throws before the collective; the job fails and shows rank 1's error;
 # - stalls: rank 1 never joins; rank 0's collective fails after OXIFLOW_MPI_TIMEOUT (3 s)
 #   with a DeadlineExceededError naming the op and the rank;
-# - recv_stalls: the same for a point-to-point op (mpi_recv from rank 1), naming the peer.
+# - recv_stalls: the same for a point-to-point op (mpi_recv from rank 1), naming the peer;
+# - ps_close_stalls: rank 1 never closes the parameter server; rank 0's close fails after
+#   the timeout naming rank 1.
 # Each job must end within 120 s (`timeout`'s status 124 is a failure).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,4 +29,5 @@ check() {  # mode, text the output must hold
 check throws "rank 1 fails on purpose"
 check stalls "DeadlineExceededError): MpiAllreduce 'grads' on rank 0 of 2: the other ranks did not join within 3 s"
 check recv_stalls "DeadlineExceededError): MpiRecv 'halo' on rank 0 of 2: the messages with rank(s) [1] did not complete within 3 s"
+check ps_close_stalls "DeadlineExceededError): close(ParameterServer) on rank 0 of 2: not every rank closed the parameter server (a collective call) within 3 s"
 exit $fail

@@ -62,6 +62,7 @@ include("layers.jl")
 include("tf_compat.jl")
 include("replicas.jl")
 include("mpi_training.jl")
+include("mpi_ps.jl")
 include("show.jl")
 
 function __init__()

@@ -510,6 +510,32 @@ end
 
 oxf_mpi_barrier() = check(ccall(sym(:oxf_mpi_barrier), Int32, ()))
 
+function oxf_ps_start(params::Vector{Float64}, learning_rate::Float64, momentum::Float64)
+    id = Ref{Int64}(0)
+    check(ccall(sym(:oxf_ps_start), Int32, (Ptr{Float64}, Int64, Float64, Float64, Ref{Int64}),
+                params, length(params), learning_rate, momentum, id))
+    return id[]
+end
+
+function oxf_ps_push(id::Int64, grad::Vector{Float64}, n::Int)
+    params = zeros(n); version = Ref{Int64}(0); staleness = Ref{Int64}(0)
+    check(ccall(sym(:oxf_ps_push), Int32, (Int64, Ptr{Float64}, Int64, Ptr{Float64}, Int64, Ref{Int64}, Ref{Int64}),
+                id, grad, length(grad), params, n, version, staleness))
+    return params, Int(version[]), Int(staleness[])
+end
+
+function oxf_ps_pull(id::Int64, n::Int)
+    params = zeros(n); version = Ref{Int64}(0)
+    check(ccall(sym(:oxf_ps_pull), Int32, (Int64, Ptr{Float64}, Int64, Ref{Int64}), id, params, n, version))
+    return params, Int(version[])
+end
+
+function oxf_ps_close(id::Int64, n::Int)
+    params = zeros(n); version = Ref{Int64}(0)
+    check(ccall(sym(:oxf_ps_close), Int32, (Int64, Ptr{Float64}, Int64, Ref{Int64}), id, params, n, version))
+    return params, Int(version[])
+end
+
 function oxf_mpi_sync(message::Union{Vector{Float64},Vector{Int64}}, root::Integer)
     GC.@preserve message check(ccall(sym(:oxf_mpi_sync), Int32, (Ptr{Cvoid}, Int64, Int32, Int64),
                                      message, length(message), dtype_code(eltype(message)), root))

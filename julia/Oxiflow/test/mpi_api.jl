@@ -49,3 +49,19 @@ end
     e = try; run(Session(), mpi_grouped_allreduce([constant([1.0])])[1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("MpiGroupedAllreduce", e.msg) && occursin("mpi_init", e.msg)
 end
+
+@testset "ParameterServer without MPI running (the multi-rank tests: test/mpi/async_ps.jl)" begin
+    reset_default_graph()
+    v = Variable([1.0, 2.0]); i = Variable([1, 2]); f = Variable(Float32[1])
+    s = Session(); init(s)
+    # MPI not started (or not built): a clear error, no server
+    e = try; ParameterServer(s, [v]; learning_rate=0.1); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("ParameterServer", e.msg) &&
+          occursin(Oxiflow.oxf_mpi_state().built ? "mpi_init" : "built without MPI", e.msg)
+    # arguments refused before any MPI call
+    e = try; ParameterServer(s, [v, i]; learning_rate=0.1); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("Int64 variable", e.msg) && occursin("Float64 variables only", e.msg)
+    @test_throws OxiflowError ParameterServer(s, [f]; learning_rate=0.1)
+    @test_throws OxiflowError ParameterServer(s, [v + 1.0]; learning_rate=0.1)
+    @test_throws OxiflowError ParameterServer(s, Tensor[]; learning_rate=0.1)
+end
