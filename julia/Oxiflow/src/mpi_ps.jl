@@ -158,10 +158,9 @@ end
 
 """
     ps_pull(ps) -> Vector
-    ps_pull!(ps, sess)
 
-The parameter server's current values, one array per variable of `ps`; `ps_pull!` assigns
-them to the variables in `sess` instead (and returns `nothing`). The next push's staleness
+The parameter server's current values, one array per variable of `ps` (same shapes; a
+scalar for a 0-d variable); [`ps_pull!`](@ref) assigns them in a session instead. The next push's staleness
 counts from this pull. Errors as [`ps_push!`](@ref).
 """
 function ps_pull(ps::ParameterServer)
@@ -171,6 +170,12 @@ function ps_pull(ps::ParameterServer)
     return unflatten(ps, params)
 end
 
+"""
+    ps_pull!(ps, sess)
+
+Assigns the parameter server's current values to its variables in session `sess` (see
+[`ps_pull`](@ref), which returns them instead). Returns `nothing`.
+"""
 function ps_pull!(ps::ParameterServer, sess::Session)
     assign_flat(ps, sess, flatten_grads(ps, ps_pull(ps)))
     return nothing
