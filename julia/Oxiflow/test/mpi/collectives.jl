@@ -21,22 +21,7 @@ r, n = mpi_rank(), mpi_size()
     n == 4 && r == 0 && @test (Lv, gv) == (15.0, [17.0])
 end
 
-# The finite-difference gradient of the global loss G = sum over ranks of L with respect to
-# this rank's `x0` (a vector), all ranks running the same runs: rank p perturbs entry j of its
-# own input while the others keep theirs.
-function global_fd(s, G, x, x0; h=1e-6)
-    d = zeros(length(x0))
-    for p in 0:n-1, j in 1:length(x0)
-        vals = Float64[]
-        for sign in (1, -1)
-            xv = copy(x0)
-            r == p && (xv[j] += sign * h)
-            push!(vals, run(s, G, x => xv))
-        end
-        r == p && (d[j] = (vals[1] - vals[2]) / 2h)
-    end
-    return d
-end
+include(joinpath(@__DIR__, "global_fd.jl"))
 
 @testset "mpi_allreduce: values and gradients across ranks" begin
     for op in ("sum", "mean", "max", "min")

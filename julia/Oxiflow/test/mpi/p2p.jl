@@ -11,21 +11,7 @@ mpi_init()
 r, n = mpi_rank(), mpi_size()
 @test n >= 2
 
-# The finite-difference gradient of the global loss G with respect to this rank's `x0`
-# (any shape): rank p perturbs entry j of its own input while the others keep theirs.
-function global_fd(s, G, x, x0; h=1e-6)
-    d = zeros(size(x0))
-    for p in 0:n-1, j in 1:length(x0)
-        vals = Float64[]
-        for sign in (1, -1)
-            xv = copy(x0)
-            r == p && (xv[j] += sign * h)
-            push!(vals, run(s, G, x => xv))
-        end
-        r == p && (d[j] = (vals[1] - vals[2]) / 2h)
-    end
-    return d
-end
+include(joinpath(@__DIR__, "global_fd.jl"))
 
 # this rank's value and gradient of `L` (fetched with the global loss) against the FD one
 function check_grad(L, x, x0)
