@@ -190,29 +190,7 @@ mod imp {
         OxiflowError::FailedPrecondition(format!("{what}: parameter server {id} is closed (or was never started, or MPI was finalized)"))
     }
 
-    /// Polls `reqs` until all complete (`true`), or forgets the pending ones after
-    /// `timeout` (`false`: their buffers then belong to MPI).
-    fn wait_all<D: ?Sized>(reqs: Vec<Request<'static, D, StaticScope>>, timeout: Duration) -> bool {
-        let start = Instant::now();
-        let mut pending = reqs;
-        let mut pause = Duration::from_micros(1);
-        loop {
-            pending = pending.into_iter().filter_map(|r| r.test().err()).collect();
-            if pending.is_empty() {
-                return true;
-            }
-            if start.elapsed() > timeout {
-                pending.into_iter().for_each(std::mem::forget);
-                return false;
-            }
-            if start.elapsed() < Duration::from_millis(1) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_micros(500));
-            }
-        }
-    }
+    use crate::transport::poll_all as wait_all;
 
     fn deadline(what: &str, rank: usize, size: usize, timeout: Duration, why: &str) -> OxiflowError {
         OxiflowError::DeadlineExceeded(format!(

@@ -108,6 +108,33 @@ pub fn local_rank_size() -> Result<(usize, usize)> {
 /// of even a few microseconds costs tens of them (the timer's slack).
 const BUSY_POLL: Duration = Duration::from_millis(50);
 
+/// Polls `reqs` until all complete (`true`), or forgets the pending ones after `timeout`
+/// (`false`: they and their buffers then belong to MPI, which cannot cancel them). OpenMPI
+/// progresses a non-blocking call only inside `test`: it polls back to back for
+/// [`BUSY_POLL`] (yielding the core, so ranks that share it run), then sleeps between polls,
+/// at most 1 ms.
+pub(crate) fn poll_all<D: ?Sized>(reqs: Vec<Request<'static, D, StaticScope>>, timeout: Duration) -> bool {
+    let start = Instant::now();
+    let mut pending = reqs;
+    let mut pause = Duration::from_micros(1);
+    loop {
+        pending = pending.into_iter().filter_map(|r| r.test().err()).collect();
+        if pending.is_empty() {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            pending.into_iter().for_each(std::mem::forget);
+            return false;
+        }
+        if start.elapsed() < BUSY_POLL {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+}
+
 /// `MPI_COMM_WORLD` as the collectives' communicator.
 struct MpiComm {
     rank: usize,
@@ -141,35 +168,15 @@ impl MpiComm {
     /// Polls `req` until it completes, or fails after the timeout (the request and its
     /// buffers are then left to MPI).
     fn wait<D: ?Sized>(&self, what: &str, req: Request<'static, D, StaticScope>) -> Result<()> {
-        let start = Instant::now();
-        let mut req = req;
-        let mut pause = Duration::from_micros(1);
-        loop {
-            match req.test() {
-                Ok(_) => return Ok(()),
-                Err(pending) => {
-                    if start.elapsed() > self.timeout {
-                        std::mem::forget(pending);
-                        return Err(OxiflowError::DeadlineExceeded(format!(
-                            "{what} on rank {} of {}: the other ranks did not join within {:.0} s (OXIFLOW_MPI_TIMEOUT): a rank runs other collectives, builds another graph, or hangs; MPI cannot cancel the collective, so end the job",
-                            self.rank,
-                            self.size,
-                            self.timeout.as_secs_f64()
-                        )));
-                    }
-                    req = pending;
-                    // OpenMPI progresses a non-blocking collective only inside `test`:
-                    // poll without sleeping for a while (yielding, so ranks that share a
-                    // core with this one run), then back off to at most 1 ms per poll
-                    if start.elapsed() < BUSY_POLL {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(pause);
-                        pause = (pause * 2).min(Duration::from_millis(1));
-                    }
-                }
-            }
+        if poll_all(vec![req], self.timeout) {
+            return Ok(());
         }
+        Err(OxiflowError::DeadlineExceeded(format!(
+            "{what} on rank {} of {}: the other ranks did not join within {:.0} s (OXIFLOW_MPI_TIMEOUT): a rank runs other collectives, builds another graph, or hangs; MPI cannot cancel the collective, so end the job",
+            self.rank,
+            self.size,
+            self.timeout.as_secs_f64()
+        )))
     }
 
     fn allreduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp) -> Result<()> {
@@ -264,33 +271,18 @@ impl MpiComm {
     /// Polls every request of `reqs` until all complete, or fails after the timeout naming
     /// the `peers` (the pending requests and their buffers are then left to MPI).
     fn wait_all(&self, what: &str, peers: &[usize], reqs: Vec<Request<'static, [u8], StaticScope>>) -> Result<()> {
-        let start = Instant::now();
-        let mut pending = reqs;
-        let mut pause = Duration::from_micros(1);
-        loop {
-            pending = pending.into_iter().filter_map(|r| r.test().err()).collect();
-            if pending.is_empty() {
-                return Ok(());
-            }
-            if start.elapsed() > self.timeout {
-                pending.into_iter().for_each(std::mem::forget);
-                let mut peers = peers.to_vec();
-                peers.sort_unstable();
-                peers.dedup();
-                return Err(OxiflowError::DeadlineExceeded(format!(
-                    "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; MPI cannot cancel them, so end the job",
-                    self.rank,
-                    self.size,
-                    self.timeout.as_secs_f64()
-                )));
-            }
-            if start.elapsed() < Duration::from_millis(1) {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(1));
-            }
+        if poll_all(reqs, self.timeout) {
+            return Ok(());
         }
+        let mut peers = peers.to_vec();
+        peers.sort_unstable();
+        peers.dedup();
+        Err(OxiflowError::DeadlineExceeded(format!(
+            "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; MPI cannot cancel them, so end the job",
+            self.rank,
+            self.size,
+            self.timeout.as_secs_f64()
+        )))
     }
 
     fn check_rank(&self, what: &str, r: usize) -> Result<()> {
