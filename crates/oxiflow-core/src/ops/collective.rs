@@ -108,15 +108,21 @@ fn row_major<T: Copy>(a: &ndarray::ArcArray<T, ndarray::IxDyn>) -> Cow<'_, [T]> 
     }
 }
 
-/// `"<Op> '<node>'"` and the communicator, after checking that every rank runs this
-/// collective (op, node, dtype, dims and attrs hashed into the agreement key).
+/// Checks that every rank runs this node's collective now ([`Communicator::agree`] on a hash
+/// of op, node name, every input's dtype and dims, and attrs), recorded as the `negotiate`
+/// phase in a traced run. Every collective and point-to-point op calls it before its data.
+pub(super) fn agree_on_node(ctx: &KernelCtx, comm: &dyn Communicator, what: &str) -> Result<()> {
+    let inputs: Vec<String> = ctx.inputs.iter().map(|t| format!("{} {:?}", t.dtype(), t.dims())).collect();
+    let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let key = key_of(&format!("{what} {} {}", inputs.join(" "), attrs.join(",")));
+    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(what, key))
+}
+
+/// `"<Op> '<node>'"` and the communicator, after [`agree_on_node`].
 fn agreed(ctx: &KernelCtx) -> Result<(String, std::sync::Arc<dyn Communicator>)> {
     let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
     let comm = communicator(&what)?;
-    let x = &ctx.inputs[0];
-    let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let key = key_of(&format!("{what} {} {:?} {}", x.dtype(), x.dims(), attrs.join(",")));
-    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(&what, key))?;
+    agree_on_node(ctx, comm.as_ref(), &what)?;
     Ok((what, comm))
 }
 
@@ -288,12 +294,8 @@ fn grouped_t<T: Carried>(ctx: &KernelCtx, comm: &dyn Communicator, what: &str, m
 }
 
 fn kernel_grouped(ctx: &KernelCtx) -> Result<Outputs> {
-    let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
-    let comm = communicator(&what)?;
     let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
-    let shapes: Vec<String> = ctx.inputs.iter().map(|t| format!("{:?}", t.dims())).collect();
-    let key = key_of(&format!("{what} {} {} {red}", ctx.inputs[0].dtype(), shapes.join("")));
-    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(&what, key))?;
+    let (what, comm) = agreed(ctx)?;
     let mean = (red == "mean").then_some(comm.size() as f64);
     match &ctx.inputs[0] {
         Tensor::F32(_) => grouped_t::<f32>(ctx, comm.as_ref(), &what, mean),

@@ -311,13 +311,6 @@ fn kernel_p2p(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![out])
 }
 
-/// Checks that every rank runs this collective (op, node, dtype, shape, attrs).
-fn agree(ctx: &KernelCtx, comm: &dyn Communicator, what: &str) -> Result<()> {
-    let x = &ctx.inputs[0];
-    let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    comm.agree(what, super::collective::key_of(&format!("{what} {} {:?} {}", x.dtype(), x.dims(), attrs.join(","))))
-}
-
 /// Gathers (`gather`) `v` into `root`'s output of `out_dims`, or scatters `root`'s `v`
 /// into every rank's output of `out_dims`; a gather's other ranks get zeros.
 fn gather_t<T: Msg>(mut v: Vec<T>, comm: &dyn Communicator, what: &str, out_dims: &[usize], root: usize, gather: bool) -> Result<Tensor> {
@@ -343,7 +336,7 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
     if ranks != comm.size() {
         return Err(ctx.error(format!("built for {ranks} ranks, but this job has {}", comm.size())));
     }
-    agree(ctx, comm.as_ref(), &what)?;
+    super::collective::agree_on_node(ctx, comm.as_ref(), &what)?;
     let out_dims = ctx.node.outputs[0].shape.dims().to_vec();
     let gather = ctx.node.op.name == "MpiGather";
     let out = dispatch!(ctx, gather_t(comm.as_ref(), &what, &out_dims, root, gather))?;
@@ -435,7 +428,7 @@ fn kernel_halo(ctx: &KernelCtx) -> Result<Outputs> {
     }
     let fill = if ctx.node.attrs.contains_key("fill_value") { ctx.node.attrs.get_float(op, "fill_value")? } else { 0.0 };
     let tag = tag_attr(ctx)?;
-    agree(ctx, comm.as_ref(), &what)?;
+    super::collective::agree_on_node(ctx, comm.as_ref(), &what)?;
     let nb = neighbours(comm.rank(), m as usize, n as usize);
     let d = ctx.inputs[0].dims();
     let out = if op == "MpiHaloExchange" {
