@@ -10,14 +10,18 @@
 //!
 //! No silent hang: every collective is started non-blocking and polled; a peer that has
 //! not joined after the timeout (`OXIFLOW_MPI_TIMEOUT` seconds, default 60; a rank that
-//! runs other collectives, or hangs) makes it fail with DeadlineExceeded naming the op and
-//! this rank (Horovod's stall check is the model). MPI cannot cancel a started collective,
-//! so its buffers are then leaked and this process's MPI is unusable: end the job. A rank
-//! that dies ends the job through `mpirun`, which stops the others.
+//! runs other collectives, or hangs) makes it fail with DeadlineExceeded naming the op,
+//! this rank and, from a stall census among the ranks that timed out, the ranks that never
+//! joined and where the others wait (Horovod's stall inspector is the model; `census.rs`).
+//! MPI cannot cancel a started collective, so its buffers are then leaked and this
+//! process's MPI is unusable: end the job. A rank that dies ends the job through `mpirun`,
+//! which stops the others.
 
 #[cfg(not(feature = "mpi"))]
 use oxiflow_core::error::{OxiflowError, Result};
 
+#[cfg(feature = "mpi")]
+mod census;
 pub mod ps;
 #[cfg(feature = "mpi")]
 mod transport;

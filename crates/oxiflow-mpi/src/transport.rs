@@ -1,6 +1,7 @@
 //! rsmpi's side: MPI's lifetime, the non-blocking collectives and point-to-point messages
 //! with a timeout.
 
+use crate::census::{self, Census};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
 use mpi::request::{Request, StaticScope};
@@ -43,7 +44,7 @@ pub fn init() -> Result<bool> {
     let world = universe.world();
     let host = world.split_shared(world.rank());
     st.local = (host.rank() as usize, host.size() as usize);
-    let comm = MpiComm { rank: world.rank() as usize, size: world.size() as usize, timeout: Duration::from_secs_f64(timeout) };
+    let comm = MpiComm { rank: world.rank() as usize, size: world.size() as usize, timeout: Duration::from_secs_f64(timeout), census: Census::new(&world) };
     st.timeout = Duration::from_secs_f64(timeout);
     st.universe = Some(universe);
     set_communicator(Some(Arc::new(comm)));
@@ -140,6 +141,8 @@ struct MpiComm {
     rank: usize,
     size: usize,
     timeout: Duration,
+    /// Asked who is missing when a wait times out.
+    census: Census,
 }
 
 fn system_op(op: ReduceOp) -> SystemOperation {
@@ -172,11 +175,22 @@ impl MpiComm {
             return Ok(());
         }
         Err(OxiflowError::DeadlineExceeded(format!(
-            "{what} on rank {} of {}: the other ranks did not join within {:.0} s (OXIFLOW_MPI_TIMEOUT): a rank runs other collectives, builds another graph, or hangs; MPI cannot cancel the collective, so end the job",
+            "{what} on rank {} of {}: the other ranks did not all join within {:.0} s (OXIFLOW_MPI_TIMEOUT); {}; MPI cannot cancel the collective, so end the job",
             self.rank,
             self.size,
-            self.timeout.as_secs_f64()
+            self.timeout.as_secs_f64(),
+            self.stall_census(what)
         )))
+    }
+
+    /// The stall census's finding after a timed-out wait in `what` ([`census`]), as a
+    /// clause of the error.
+    fn stall_census(&self, what: &str) -> String {
+        let grace = census::grace(self.timeout);
+        match self.census.run(self.rank, self.size, what, grace) {
+            Some(f) => format!("stall census: {}", census::describe(&f, grace)),
+            None => "the stall census ran at this process's first timeout".to_string(),
+        }
     }
 
     fn allreduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp) -> Result<()> {
@@ -278,10 +292,11 @@ impl MpiComm {
         peers.sort_unstable();
         peers.dedup();
         Err(OxiflowError::DeadlineExceeded(format!(
-            "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; MPI cannot cancel them, so end the job",
+            "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; {}; MPI cannot cancel them, so end the job",
             self.rank,
             self.size,
-            self.timeout.as_secs_f64()
+            self.timeout.as_secs_f64(),
+            self.stall_census(what)
         )))
     }
 

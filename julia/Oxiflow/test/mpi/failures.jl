@@ -2,8 +2,12 @@
 # under `timeout` and checks mpirun's status and output). ARGS[1]:
 # - "throws": rank 1 throws before the collective; mpirun ends the job and shows the error.
 # - "stalls": rank 1 sleeps instead of joining; rank 0's collective fails after
-#   OXIFLOW_MPI_TIMEOUT seconds with a DeadlineExceededError naming the op and the rank,
-#   printed here before rank 0 exits non-zero and mpirun ends the job.
+#   OXIFLOW_MPI_TIMEOUT seconds with a DeadlineExceededError naming the op, the rank and,
+#   from the stall census, rank 1 as never joined; printed here before rank 0 exits
+#   non-zero and mpirun ends the job. On 4 ranks ("stalls" with -np 4) rank 2 sleeps and
+#   the others name it, and each other the op they wait in.
+# - "diverged": rank 1 waits in mpi_recv from rank 0 while rank 0 runs the all-reduce; the
+#   census tells rank 0 where rank 1 waits.
 # - "recv_stalls": the same with a point-to-point op: rank 0's mpi_recv from rank 1 fails
 #   with a DeadlineExceededError naming the op, the rank and the peer.
 # - "ps_close_stalls": rank 1 never closes the parameter server; rank 0's close fails with a
@@ -25,9 +29,16 @@ if mode == "ps_close_stalls"
         exit(3)
     end
 end
-x = mode == "recv_stalls" ? mpi_recv(constant([1.0]), 1; name="halo") : mpi_allreduce(constant([1.0]); name="grads")
+sleeper = mode == "stalls" && mpi_size() == 4 ? 2 : 1
+x = if mode == "recv_stalls"
+    mpi_recv(constant([1.0]), 1; name="halo")
+elseif mode == "diverged" && mpi_rank() == 1
+    mpi_recv(constant([1.0]), 0; name="halo")
+else
+    mpi_allreduce(constant([1.0]); name="grads")
+end
 s = Session()
-if mpi_rank() == 1
+if mpi_rank() == sleeper && mode != "diverged"
     mode == "throws" && error("rank 1 fails on purpose")
     sleep(600)
 end
