@@ -74,14 +74,14 @@ pub struct Plan {
 impl Plan {
     /// `true` when the plan's steps can only run one after another (at most one step
     /// without predecessors, at most one successor per step: a chain, or nothing to run).
-    /// An untraced run of such a plan needs no worker thread: [`execute`] then runs it on
+    /// A run of such a plan needs no worker thread: [`execute`] then runs it on
     /// the caller's thread, sparing the hand-off to the pool and back (most of a tiny
     /// run's time). The plan must be complete (see [`Plan`]).
     pub fn is_chain(&self) -> bool {
         self.derived.get_or_init(|| Derived::of(self)).chain
     }
 
-    /// `true` when an untraced run of the plan runs on the caller's thread: a chain
+    /// `true` when a run of the plan runs on the caller's thread: a chain
     /// ([`Plan::is_chain`]); a small plan, whose steps together cost less than handing
     /// them to the pool and back (about 20 µs on the project's VM, where a run of
     /// `constant(1.0) + 1`, two source steps, took 26 µs through the pool and 3 µs inline):
@@ -95,7 +95,7 @@ impl Plan {
         self.derived.get_or_init(|| Derived::of(self)).inline
     }
 
-    /// `true` when an untraced run of the plan with a worker pool of `pool_threads` runs on
+    /// `true` when a run of the plan with a worker pool of `pool_threads` runs on
     /// the caller's thread: when it [`runs_inline`](Plan::runs_inline), and whatever its
     /// shape with a one-thread pool (`inter_op_parallelism_threads = 1`), where the pool
     /// would run the steps one after another too. Handing a run to a sleeping worker and
@@ -136,7 +136,7 @@ struct Derived {
     /// At most one step without predecessors and at most one successor per step: the
     /// steps can only run one after another ([`Plan::is_chain`]).
     chain: bool,
-    /// An untraced run runs on the caller's thread ([`Plan::runs_inline`]).
+    /// A run runs on the caller's thread ([`Plan::runs_inline`]).
     inline: bool,
     /// For each step, the step its outputs are handed to directly ([`NO_STEP`]: none).
     /// A step whose only successor has it as only predecessor and is the only reader of
@@ -689,10 +689,12 @@ pub struct Execution {
 
 /// Runs `plan` with `feeds` (one tensor per `plan.feed_slots`, already on its device).
 /// The first error raised by any step stops the run and is returned. Runs of one plan may
-/// overlap (each takes its own scratch arrays). An untraced run of a chain or a small
-/// plan, or any plan with a one-thread pool ([`Plan::runs_on_caller`]), runs on the calling
-/// thread; others on `pool` (call it from one of `pool`'s workers, or it hands the run over
-/// to one).
+/// overlap (each takes its own scratch arrays). A run of a chain or a small plan, or any
+/// plan with a one-thread pool ([`Plan::runs_on_caller`]), runs on the calling thread,
+/// traced or not (a traced run on the pool allocated its outputs on other threads than
+/// the untraced one: a fetched `Relu` of 2^20 values faulted 126 pages a run in instead of
+/// 6, and its profile showed it 3 to 17 times slower); others on `pool` (call it from one
+/// of `pool`'s workers, or it hands the run over to one).
 pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn StateAccess, pool: &rayon::ThreadPool, trace: bool) -> Result<Execution> {
     let derived = plan.derived.get_or_init(|| Derived::of(plan));
     let mut scratch = plan.scratch.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
@@ -716,7 +718,7 @@ pub fn execute(plan: &Plan, devices: &DeviceSet, feeds: Vec<Tensor>, state: &dyn
         inner: Mutex::new(Vec::new()),
         direct: devices.devices.iter().take(64).enumerate().filter(|(_, d)| d.memory().is_none()).fold(0, |bits, (i, _)| bits | 1 << i),
     };
-    if plan.runs_on_caller(pool.current_num_threads()) && !trace {
+    if plan.runs_on_caller(pool.current_num_threads()) {
         // One step after another on the caller's thread: no hand-off to the pool and back
         // (each root's chain, then the steps it made ready, in turn)
         for &root in &derived.ready {

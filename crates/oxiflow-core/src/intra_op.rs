@@ -266,16 +266,14 @@ mod tests {
         let probe = g.op("_IntraOpProbe", &[]).unwrap();
         let g = Arc::new(RwLock::new(g));
         // (inter, intra) -> threads a kernel gets; inter never leaks into intra (ADCME's bug).
-        // A traced run executes on the session's workers; their kernels' parallel parts stay
-        // on those workers exactly when the pool has the intra-op size.
+        // A one-step plan runs on the caller's thread, traced or not (a profile shows the
+        // run as it happens untraced), tagged with the session's intra-op count.
         for (inter, intra, want) in [(1, Some(3), 3.0), (3, Some(1), 1.0), (2, Some(2), 2.0), (3, Some(3), 3.0), (1, Some(0), all), (1, None, all)] {
             let o = SessionOptions { inter_op_threads: Some(inter), intra_op_threads: intra, emulated_gpus: Some(0), ..Default::default() };
             let s = Session::new(g.clone(), o).unwrap();
-            let own = if inter as f64 == want { 1.0 } else { 0.0 };
             for trace in [false, true] {
                 let got = s.run(&[], &[probe], &[], trace).unwrap().values[0].to_f64_vec();
-                let own = if trace { own } else { 0.0 }; // untraced: a one-step plan runs on the caller's thread
-                assert_eq!(got, vec![want, want, want, own], "inter={inter} intra={intra:?} trace={trace}");
+                assert_eq!(got, vec![want, want, want, 0.0], "inter={inter} intra={intra:?} trace={trace}");
             }
             assert_eq!(s.threads(), (inter, want as usize));
         }

@@ -604,7 +604,7 @@ impl Session {
             }
         }
         let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        let exec = if plan.runs_on_caller(self.pool.current_num_threads()) && !trace {
+        let exec = if plan.runs_on_caller(self.pool.current_num_threads()) {
             // runs on this thread (executor::execute), as a worker would run it
             let intra = crate::intra_op::resolve(self.options.intra_op_threads);
             crate::intra_op::with_intra_op_threads(intra, || execute(plan, &self.devices, feed_values, &self.variables, &self.pool, trace))
