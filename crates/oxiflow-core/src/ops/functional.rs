@@ -136,9 +136,13 @@ fn kernel_if(ctx: &KernelCtx) -> Result<Outputs> {
 /// The gradient function runs the forward ops of `f` again (`WhileGrad` also reruns the
 /// loop), so a stateful op in `f` (a random op: `RandomStandardNormal`) would give the
 /// gradient other values than the forward pass used: InvalidArgument naming the op, as a
-/// silently wrong gradient is worse than none.
+/// silently wrong gradient is worse than none. MPI ops are stateful only so that they are
+/// never folded or merged: run again on the same inputs they give the same values, and
+/// every rank builds the same gradient function and runs its nodes in one order
+/// ([`Function::call`]), so each rank's replayed collectives meet the others'.
 fn branch_gradient(node: &Node, f: &Function) -> Result<Function> {
-    if let Some(n) = f.graph().nodes().iter().find(|n| n.op.stateful && n.op.name != "Placeholder") {
+    let replays_differently = |n: &&Node| n.op.stateful && n.op.name != "Placeholder" && !crate::collective::is_collective(n.op.name);
+    if let Some(n) = f.graph().nodes().iter().find(replays_differently) {
         return Err(OxiflowError::InvalidArgument(format!(
             "{} '{}': no gradient through a function holding the stateful op {} '{}' (the gradient reruns the function, which would draw other values)",
             node.op.name, node.name, n.op.name, n.name

@@ -62,6 +62,28 @@ end
     @test run(s, mpi_sum(constant([Int64(r)]); root=0)) == (r == 0 ? [Int64(n * (n - 1) / 2)] : [0])
 end
 
+@testset "collectives in a while_loop body: values and gradients across ranks" begin
+    # y_q <- sin(mean over ranks of y) * (q + 1) + y_0 / 2, three times; the gradient
+    # (WhileGrad) runs the loop's collectives again, then their adjoints, on every rank
+    reset_default_graph()
+    x = placeholder(Float64; shape=[3])
+    body(k, y) = (k + 1, sin(mpi_allreduce(y; op="mean")) * (r + 1.0) + mpi_bcast(y, 0) * 0.5)
+    _, y = while_loop((k, y) -> k < 3, body, [constant(0), x])
+    L = sum(y .^ 2)
+    G = mpi_allreduce(L)
+    dx = gradients(L, x)
+    s = Session()
+    x0 = [0.3, -0.2, 0.5] .* (r + 1) .+ 0.1r
+    ys = [[0.3, -0.2, 0.5] .* (q + 1) .+ 0.1q for q in 0:n-1]
+    for _ in 1:3
+        m = sum(ys) / n
+        ys = [sin.(m) .* (q + 1) .+ ys[1] .* 0.5 for q in 0:n-1]
+    end
+    @test run(s, y, x => x0) ≈ ys[r+1] rtol = 1e-13
+    @test run(s, G, x => x0) ≈ sum(sum(v .^ 2) for v in ys) rtol = 1e-13
+    @test run(s, dx, x => x0) ≈ global_fd(s, G, x, x0) rtol = 1e-6 atol = 1e-8
+end
+
 @testset "mpi_allreduce sends any layout: a transposed operand, a Float32 mean" begin
     reset_default_graph()
     A = reshape(collect(1.0:6.0), 2, 3) .+ 10r
