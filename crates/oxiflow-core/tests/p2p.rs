@@ -2,13 +2,18 @@
 //! on one rank (an in-process communicator): ranks that are not peers fail naming the node;
 //! a gather and a 1x1 halo exchange work on one rank, with their adjoints; the gradient of
 //! each op is the adjoint op with the attrs it needs; a communicator that lacks the new
-//! methods fails with Unimplemented naming the op. Multi-rank behaviour is tested under
-//! mpirun (julia/Oxiflow/test/mpi/p2p.jl, `make test-mpi`).
+//! methods fails with Unimplemented naming the op. The halo exchange of width 1, 2 and 3
+//! on grids of up to 6 ranks, one rank after another in this process ([`Grid`]): values
+//! against the window of a padded global array, the gradient op against the sum of the
+//! output gradients over every cell that copies a global cell, and their adjointness.
+//! Multi-rank behaviour is tested under mpirun (julia/Oxiflow/test/mpi/p2p.jl,
+//! `make test-mpi`).
 
 use oxiflow_core::autodiff::gradients;
 use oxiflow_core::collective::{set_communicator, Communicator, HostBuf, ReduceOp};
 use oxiflow_core::{DType, Graph, Layout, NodeSpec, Result, Session, SessionOptions, Tensor};
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 /// One rank, with gather and scatter (copies).
 struct OneRank;
@@ -73,6 +78,146 @@ impl Communicator for OneRank {
         copy(send, recv);
         Ok(())
     }
+}
+
+/// Rank `rank` of `size`, for running every rank's graph in turn in this process: the first
+/// round (`replay` false) records each message sent, keyed by sender, receiver and tag, and
+/// receives zeros; the second delivers the recorded messages. Right for graphs whose
+/// messages do not depend on what they receive (one halo exchange, or its gradient op).
+struct Grid {
+    rank: usize,
+    size: usize,
+    replay: bool,
+    mail: Arc<Mutex<Mailbox>>,
+}
+
+/// The messages of a round, by sender, receiver and tag.
+type Mailbox = HashMap<(usize, usize, i32), Vec<f64>>;
+
+impl Communicator for Grid {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn allreduce(&self, _what: &str, _buf: HostBuf, _op: ReduceOp) -> Result<()> {
+        Ok(()) // the agreement check: every rank builds the same graph here
+    }
+    fn reduce(&self, _what: &str, _buf: HostBuf, _op: ReduceOp, _root: usize) -> Result<()> {
+        unreachable!()
+    }
+    fn broadcast(&self, _what: &str, _buf: HostBuf, _root: usize) -> Result<()> {
+        unreachable!()
+    }
+    fn barrier(&self, _what: &str) -> Result<()> {
+        unreachable!()
+    }
+    fn exchange(&self, what: &str, sends: Vec<(HostBuf, usize)>, recvs: Vec<(HostBuf, usize)>, tag: i32) -> Result<()> {
+        let mut mail = self.mail.lock().unwrap();
+        for (buf, to) in sends {
+            assert!(to < self.size && to != self.rank, "{what}: rank {} sends to {to}", self.rank);
+            let HostBuf::F64(b) = buf else { panic!("{what}: not Float64") };
+            let old = mail.insert((self.rank, to, tag), b.to_vec());
+            assert!(self.replay || old.is_none(), "{what}: rank {} sends to {to} twice", self.rank);
+        }
+        for (buf, from) in recvs {
+            let HostBuf::F64(b) = buf else { panic!("{what}: not Float64") };
+            if self.replay {
+                let m = &mail[&(from, self.rank, tag)];
+                assert_eq!(m.len(), b.len(), "{what}: rank {from} sent rank {} another length", self.rank);
+                b.copy_from_slice(m);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `run(q)` for every rank `q` of an `m`-by-`n` grid, twice ([`Grid`]): the second round's.
+fn on_grid(m: usize, n: usize, run: impl Fn(usize) -> Vec<f64>) -> Vec<Vec<f64>> {
+    let mail = Arc::new(Mutex::new(HashMap::new()));
+    let mut outs = Vec::new();
+    for replay in [false, true] {
+        outs = (0..m * n)
+            .map(|q| {
+                set_communicator(Some(Arc::new(Grid { rank: q, size: m * n, replay, mail: mail.clone() })));
+                run(q)
+            })
+            .collect();
+    }
+    outs
+}
+
+/// One `op` node (attrs `m`, `n`, `width`, `fill_value` 0 or `fill`) on rank `q`'s `x` of
+/// `dims`, run.
+fn halo_run(op: &str, (m, n, w): (usize, usize, usize), fill: Option<f64>, dims: &[usize], x: Vec<f64>) -> Vec<f64> {
+    let mut g = Graph::new();
+    let c = g.constant(t64(dims, x)).unwrap();
+    let mut spec = NodeSpec::new(op, &[c]).attr("m", m as i64).attr("n", n as i64).attr("width", w as i64).attr("tag", 9i64);
+    if let Some(f) = fill {
+        spec = spec.attr("fill_value", f);
+    }
+    let h = g.op_spec(spec).unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    sess.run(&[], &[h], &[], false).unwrap().values[0].to_f64_vec()
+}
+
+/// The halo exchange of width `w` of `[k1, k2]` blocks on an `m`-by-`n` grid, and its
+/// gradient op, against oracles on the global `[m*k1, n*k2]` array.
+fn check_halo_grid((m, n): (usize, usize), (k1, k2): (usize, usize), w: usize) {
+    let (gr, gc) = (m * k1, n * k2);
+    let global = |i: usize, j: usize| 1.0 + i as f64 * 10.0 + j as f64 * 0.25;
+    let block = |q: usize, f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
+        let (bi, bj) = (q / n * k1, q % n * k2);
+        (0..k1 * k2).map(|e| f(bi + e / k2, bj + e % k2)).collect()
+    };
+    let (h1, h2) = (k1 + 2 * w, k2 + 2 * w);
+    // output cell (a, b) of rank q: global cell (I*k1 + a - w, J*k2 + b - w), if any
+    let cell = |q: usize, a: usize, b: usize| -> Option<(usize, usize)> {
+        let (i, j) = ((q / n * k1 + a).checked_sub(w)?, (q % n * k2 + b).checked_sub(w)?);
+        (i < gr && j < gc).then_some((i, j))
+    };
+    let corner = |a: usize, b: usize| (a < w || a >= k1 + w) && (b < w || b >= k2 + w);
+    let case = format!("width {w}, {m} x {n} grid of {k1} x {k2} blocks");
+
+    // values: the window of the global array padded with fill_value, corners 0
+    let fill = -3.5;
+    let got = on_grid(m, n, |q| halo_run("MpiHaloExchange", (m, n, w), Some(fill), &[k1, k2], block(q, &global)));
+    for (q, out) in got.iter().enumerate() {
+        let want: Vec<f64> = (0..h1 * h2)
+            .map(|e| {
+                let (a, b) = (e / h2, e % h2);
+                if corner(a, b) {
+                    0.0
+                } else {
+                    cell(q, a, b).map_or(fill, |(i, j)| global(i, j))
+                }
+            })
+            .collect();
+        assert_eq!(out, &want, "{case}, rank {q}");
+    }
+
+    // the gradient op on output gradients v (one per rank, corners too): each global
+    // cell's gradient is the sum of v over every rank's output cell that copies it
+    let v = |q: usize, e: usize| ((q * 31 + e * 7) % 13) as f64 - 6.0 + 0.5 * q as f64;
+    let dus = on_grid(m, n, |q| halo_run("MpiHaloExchangeGrad", (m, n, w), None, &[h1, h2], (0..h1 * h2).map(|e| v(q, e)).collect()));
+    let mut total = vec![0.0; gr * gc];
+    for q in 0..m * n {
+        for e in 0..h1 * h2 {
+            if let (false, Some((i, j))) = (corner(e / h2, e % h2), cell(q, e / h2, e % h2)) {
+                total[i * gc + j] += v(q, e);
+            }
+        }
+    }
+    for (q, du) in dus.iter().enumerate() {
+        assert_eq!(du, &block(q, &|i, j| total[i * gc + j]), "{case}, gradient of rank {q}");
+    }
+
+    // adjointness with fill 0: the sum over ranks of <halo(u), v> == of <u, halo_grad(v)>
+    let hs = on_grid(m, n, |q| halo_run("MpiHaloExchange", (m, n, w), None, &[k1, k2], block(q, &global)));
+    let lhs: f64 = hs.iter().enumerate().map(|(q, h)| h.iter().enumerate().map(|(e, x)| x * v(q, e)).sum::<f64>()).sum();
+    let rhs: f64 = dus.iter().enumerate().map(|(q, du)| du.iter().zip(block(q, &global)).map(|(a, b)| a * b).sum::<f64>()).sum();
+    assert!((lhs - rhs).abs() <= 1e-9 * lhs.abs().max(1.0), "{case}: {lhs} != {rhs}");
 }
 
 fn copy(from: HostBuf, to: HostBuf) {
@@ -205,6 +350,41 @@ fn p2p_ops_on_one_rank() {
     let h = g.op_spec(NodeSpec::new("MpiHaloExchange", &[c]).attr("m", 2i64).attr("n", 1i64).name("h")).unwrap();
     let e = run_err(g, h);
     assert!(e.contains("MpiHaloExchange 'h'") && e.contains("2 x 1 process grid needs m * n ranks, but this job has 1"), "{e}");
+
+    // width 2 (ADCME's mpi_halo_exchange2), and 1 and 3, on grids of 1 to 6 ranks; the
+    // smallest blocks (k = width) send their whole width to both sides
+    for w in [1, 2, 3] {
+        for grid in [(1, 1), (1, 2), (2, 1), (2, 2), (1, 3), (3, 1), (2, 3)] {
+            for k in [(w + 1, w + 2), (w, w)] {
+                check_halo_grid(grid, k, w);
+            }
+        }
+    }
+    set_communicator(Some(Arc::new(OneRank)));
+    // width 2: shapes [k1 + 4, k2 + 4] and back; the gradient keeps the width, and its
+    // gradient too; blocks smaller than 2 x 2 and widths under 1 are refused, naming the op
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[2, 3], Some("x")).unwrap();
+    let h = g.op_spec(NodeSpec::new("MpiHaloExchange", &[x]).attr("m", 1i64).attr("n", 1i64).attr("width", 2i64)).unwrap();
+    assert_eq!(g.output_type(h).unwrap().shape.dims(), [6, 7]);
+    let l = g.op("Sum", &[h]).unwrap();
+    let dx = gradients(&mut g, &[l], &[x], None, false).unwrap()[0].unwrap();
+    assert_eq!(ops_after(&g, l.node, &["m", "n", "width"]), ["MpiHaloExchangeGrad m=1 n=1 width=2"]);
+    assert_eq!(g.output_type(dx).unwrap().shape.dims(), [2, 3]);
+    let l2 = g.op("Sum", &[dx]).unwrap();
+    gradients(&mut g, &[l2], &[x], None, false).unwrap();
+    assert!(ops_after(&g, l2.node, &["width", "fill_value"]).contains(&"MpiHaloExchange width=2 fill_value=0".to_string()));
+    for (op, dims, w, want) in [
+        ("MpiHaloExchange", [1, 3], 2i64, "MpiHaloExchange 'h': needs a matrix of at least 2x2 (the local block; a halo of width 2 sends 2 rows and columns of it to each neighbour), got shape [1,3]"),
+        ("MpiHaloExchange", [3, 3], 0, "MpiHaloExchange 'h': width (the halo's depth in cells) must be an integer of 1 or more, got 0"),
+        ("MpiHaloExchangeGrad", [6, 5], 2, "MpiHaloExchangeGrad 'h': needs a matrix of at least 6x6 (the output gradient of a halo of width 2: a block of at least 2x2 framed by 2 on each side), got shape [6,5]"),
+        ("MpiHaloExchangeGrad", [2, 3], 1, "needs a matrix of at least 3x3"),
+    ] {
+        let mut g = Graph::new();
+        let c = g.constant(t64(&dims, vec![0.0; dims[0] * dims[1]])).unwrap();
+        let e = g.op_spec(NodeSpec::new(op, &[c]).attr("m", 1i64).attr("n", 1i64).attr("width", w).name("h")).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
 
     // a communicator without the new methods: Unimplemented, naming the op
     for (size, op, attr, want) in [(1, "MpiGather", "root", "has no gather"), (2, "MpiSend", "dest", "has no point-to-point messages")] {

@@ -22,19 +22,24 @@
 //! - `MpiScatter(x)`, attrs `root`, `ranks`: rank `q` gets the `q`-th of `ranks` equal slices
 //!   (along the first axis) of `root`'s `x` (`MPI_Scatter`; the other ranks' `x` is not
 //!   read). Gradient: `MpiGather`.
-//! - `MpiHaloExchange(u)`, attrs `m`, `n`, `fill_value` (default 0.0), `tag`: ADCME's
-//!   `mpi_halo_exchange`. The `m * n` ranks (exactly the job's) form an `m`-by-`n` process
-//!   grid, rank `r` at row `r / n`, column `r % n` (row-major, as ADCME); each holds a block
-//!   `u` of shape `[k1, k2]`, the same on every rank, of the global `[m*k1, n*k2]` array.
-//!   The output, `[k1 + 2, k2 + 2]`, is `u` framed by one cell on each side: row 0 is the
-//!   last row of the block above, row `k1 + 1` the first row of the block below, column 0
-//!   the last column of the block on the left, column `k2 + 1` the first column of the
-//!   block on the right, each `fill_value` where the grid has no neighbour; the four corners
-//!   are 0 (ADCME's kernel sets them to 0.0, whatever `fill_value`). ADCME takes square
-//!   blocks only; rectangular ones work here. Gradient: `MpiHaloExchangeGrad`, which sends
-//!   each frame side's gradient to that neighbour, where it is added to the edge cells it
-//!   came from, plus the interior gradient. Its own gradient is `MpiHaloExchange` with
-//!   `fill_value` 0.
+//! - `MpiHaloExchange(u)`, attrs `m`, `n`, `fill_value` (default 0.0), `tag`, `width`
+//!   (default 1): ADCME's `mpi_halo_exchange` (width 1) and `mpi_halo_exchange2` (width 2,
+//!   ADCME's `HaloExchangeNeighborTwo` op). The `m * n` ranks (exactly the job's) form an
+//!   `m`-by-`n` process grid, rank `r` at row `r / n`, column `r % n` (row-major, as
+//!   ADCME); each holds a block `u` of shape `[k1, k2]`, the same on every rank, of the
+//!   global `[m*k1, n*k2]` array, with `k1, k2 >= width`. The output, `[k1 + 2w, k2 + 2w]`
+//!   for `w = width`, is `u` framed by `w` cells on each side: rows `0..w` are the last `w`
+//!   rows of the block above (in order: row 0 is its row `k1 - w`), rows `k1 + w..k1 + 2w`
+//!   the first `w` rows of the block below, columns `0..w` the last `w` columns of the block
+//!   on the left, columns `k2 + w..k2 + 2w` the first `w` columns of the block on the
+//!   right, each `fill_value` where the grid has no neighbour; the four `w`-by-`w` corners
+//!   are 0 (ADCME's kernels set them to 0.0, whatever `fill_value`). So the output is the
+//!   window of the global array padded by `w` cells of `fill_value`, corners aside. ADCME
+//!   takes square blocks only; rectangular ones work here. Gradient: `MpiHaloExchangeGrad`
+//!   (attrs `m`, `n`, `tag`, `width`; input `[k1 + 2w, k2 + 2w]`, at least `3w` by `3w`),
+//!   which sends each frame strip's gradient to that neighbour, where it is added to the
+//!   edge strip it came from, plus the interior gradient. Its own gradient is
+//!   `MpiHaloExchange` with `fill_value` 0 and the same `width`.
 //!
 //! Dtypes Float32, Float64, Int32, Int64 (the data travel in row-major order). CPU kernels
 //! only; stateful (never folded or merged). Every op is one of the session's chained
@@ -47,7 +52,8 @@
 //! another size. A peer that never comes fails after the communicator's timeout
 //! (DeadlineExceeded). Errors: `dest`/`src` not a rank or this rank (InvalidArgument naming
 //! the node; ADCME asserts `src != dest` too), `tag` outside `0..=32766`, a grid `m * n`
-//! that is not the number of ranks, MPI not initialized (FailedPrecondition).
+//! that is not the number of ranks, a halo's `width` under 1 or a block smaller than
+//! `width` by `width` (when the node is built), MPI not initialized (FailedPrecondition).
 //!
 //! Gradients of point-to-point ops are point-to-point ops, so both ends must differentiate:
 //! when one rank's loss uses a received tensor, the sender's loss must use the sender's op
@@ -58,7 +64,7 @@ use super::*;
 use crate::collective::{communicator, Communicator, HostBuf};
 use crate::graph::NodeSpec;
 use crate::tensor::Layout;
-use std::ops::AddAssign;
+use std::ops::{AddAssign, Range};
 
 const DTYPES: [DType; 4] = [DType::Float32, DType::Float64, DType::Int32, DType::Int64];
 
@@ -181,6 +187,15 @@ fn infer_gather(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(dims))])
 }
 
+/// The halo's `width` attr (default 1), 1 or more.
+fn width_attr(v: Option<&AttrValue>) -> std::result::Result<usize, String> {
+    match v {
+        None => Ok(1),
+        Some(AttrValue::Int(w)) if *w >= 1 && *w <= u32::MAX as i64 => Ok(*w as usize),
+        Some(v) => Err(format!("width (the halo's depth in cells) must be an integer of 1 or more, got {v}")),
+    }
+}
+
 fn infer_halo(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     check_dtype(ctx)?;
     let x = &ctx.inputs[0];
@@ -190,17 +205,21 @@ fn infer_halo(ctx: &InferCtx) -> Result<Vec<TensorType>> {
             v => return Err(ctx.invalid(format!("{k} (the process grid's {}) must be 1 or more, got {v:?}", if k == "m" { "rows" } else { "columns" }))),
         }
     }
+    let w = width_attr(ctx.attrs.get("width")).map_err(|e| ctx.invalid(e))?;
     let grad = ctx.op == "MpiHaloExchangeGrad";
-    let least = if grad { 3 } else { 1 };
+    // each neighbour's frame strip is `w` rows (columns) of this block, so a block is at
+    // least `w` by `w`; the gradient's input is a block with its frame of `w` on each side
+    let least = if grad { 3 * w } else { w };
     let d = x.shape.dims();
     if d.len() != 2 || d[0] < least || d[1] < least {
-        return Err(ctx.invalid(format!(
-            "needs a matrix of at least {least}x{least} (the local block{}), got shape {}",
-            if grad { " with its frame" } else { "" },
-            x.shape
-        )));
+        let of = if grad {
+            format!("the output gradient of a halo of width {w}: a block of at least {w}x{w} framed by {w} on each side")
+        } else {
+            format!("the local block; a halo of width {w} sends {w} rows and columns of it to each neighbour")
+        };
+        return Err(ctx.invalid(format!("needs a matrix of at least {least}x{least} ({of}), got shape {}", x.shape)));
     }
-    let out = if grad { vec![d[0] - 2, d[1] - 2] } else { vec![d[0] + 2, d[1] + 2] };
+    let out = if grad { vec![d[0] - 2 * w, d[1] - 2 * w] } else { vec![d[0] + 2 * w, d[1] + 2 * w] };
     Ok(vec![TensorType::new(x.dtype, Shape(out))])
 }
 
@@ -365,54 +384,75 @@ fn swap_sides<T: Msg>(comm: &dyn Communicator, what: &str, nb: [Option<usize>; 4
     Ok(got)
 }
 
-/// `MpiHaloExchange` of the `[k1, k2]` block `u` (row-major).
-fn halo_t<T: Msg>(u: Vec<T>, comm: &dyn Communicator, what: &str, k: (usize, usize), nb: [Option<usize>; 4], fill: f64, tag: i32) -> Result<Tensor> {
-    let (k1, k2) = k;
-    let w = k2 + 2;
-    let sides = [u[..k2].to_vec(), u[(k1 - 1) * k2..].to_vec(), (0..k1).map(|i| u[i * k2]).collect(), (0..k1).map(|i| u[i * k2 + k2 - 1]).collect()];
-    let got = swap_sides(comm, what, nb, sides, tag)?;
-    let fill = T::of_f64(fill);
-    let side = |s: usize, i: usize| if nb[s].is_some() { got[s][i] } else { fill };
-    let mut out = vec![T::default(); (k1 + 2) * w];
-    for i in 0..k1 {
-        out[(i + 1) * w + 1..(i + 1) * w + 1 + k2].copy_from_slice(&u[i * k2..(i + 1) * k2]);
-        out[(i + 1) * w] = side(2, i);
-        out[(i + 1) * w + k2 + 1] = side(3, i);
-    }
-    for j in 0..k2 {
-        out[1 + j] = side(0, j);
-        out[(k1 + 1) * w + 1 + j] = side(1, j);
-    }
-    Tensor::from_vec(&[k1 + 2, w], out, Layout::RowMajor)
+/// The elements of the `rows` x `cols` window of the row-major matrix `v` with `width`
+/// columns, row-major.
+fn window<T: Copy>(v: &[T], width: usize, (rows, cols): &Rect) -> Vec<T> {
+    rows.clone().flat_map(|i| v[i * width + cols.start..i * width + cols.end].iter().copied()).collect()
 }
 
-/// `MpiHaloExchangeGrad` of the `[k1 + 2, k2 + 2]` gradient `dy`: its interior, plus the
-/// frame gradients the neighbours send back, added to the edges they came from.
-fn halo_grad_t<T: Msg>(dy: Vec<T>, comm: &dyn Communicator, what: &str, k: (usize, usize), nb: [Option<usize>; 4], _fill: f64, tag: i32) -> Result<Tensor> {
-    let (k1, k2) = k;
-    let w = k2 + 2;
-    let sides = [
-        dy[1..=k2].to_vec(),
-        dy[(k1 + 1) * w + 1..(k1 + 1) * w + 1 + k2].to_vec(),
-        (1..=k1).map(|i| dy[i * w]).collect(),
-        (1..=k1).map(|i| dy[i * w + k2 + 1]).collect(),
-    ];
-    let got = swap_sides(comm, what, nb, sides, tag)?;
-    let mut out: Vec<T> = (0..k1 * k2).map(|e| dy[(e / k2 + 1) * w + e % k2 + 1]).collect();
-    for j in 0..k2 {
-        if nb[0].is_some() {
-            out[j] += got[0][j];
-        }
-        if nb[1].is_some() {
-            out[(k1 - 1) * k2 + j] += got[1][j];
+/// A window of a matrix: its rows and its columns.
+type Rect = (Range<usize>, Range<usize>);
+
+/// One rank's halo exchange: its `[k1, k2]` block, the halo's width `w`, its neighbours
+/// `nb` (above, below, left, right, as [`neighbours`]), `fill` where there is none, `tag`.
+struct Halo {
+    k: (usize, usize),
+    w: usize,
+    nb: [Option<usize>; 4],
+    fill: f64,
+    tag: i32,
+}
+
+/// Side by side (above, below, left, right): the frame's four strips in the
+/// `[k1 + 2w, k2 + 2w]` output, and the block's edge strips that each neighbour's frame on
+/// that side holds (the block above holds this block's first `w` rows below its own, and
+/// so on).
+fn halo_strips(&Halo { k: (k1, k2), w, .. }: &Halo) -> ([Rect; 4], [Rect; 4]) {
+    let frame = [(0..w, w..w + k2), (k1 + w..k1 + 2 * w, w..w + k2), (w..w + k1, 0..w), (w..w + k1, k2 + w..k2 + 2 * w)];
+    let edges = [(0..w, 0..k2), (k1 - w..k1, 0..k2), (0..k1, 0..w), (0..k1, k2 - w..k2)];
+    (frame, edges)
+}
+
+/// `MpiHaloExchange` of width `w` of the `[k1, k2]` block `u` (row-major): each edge strip
+/// goes to that side's neighbour, whose strip fills the frame on that side.
+fn halo_t<T: Msg>(u: Vec<T>, comm: &dyn Communicator, what: &str, h: &Halo) -> Result<Tensor> {
+    let &Halo { k: (k1, k2), w, nb, .. } = h;
+    let (frame, edges) = halo_strips(h);
+    let got = swap_sides(comm, what, nb, edges.each_ref().map(|r| window(&u, k2, r)), h.tag)?;
+    let cols = k2 + 2 * w;
+    let mut out = vec![T::default(); (k1 + 2 * w) * cols];
+    for i in 0..k1 {
+        out[(i + w) * cols + w..(i + w) * cols + w + k2].copy_from_slice(&u[i * k2..(i + 1) * k2]);
+    }
+    let fill = T::of_f64(h.fill);
+    for (s, (rows, cs)) in frame.iter().enumerate() {
+        let mut from = got[s].iter();
+        for i in rows.clone() {
+            for o in &mut out[i * cols + cs.start..i * cols + cs.end] {
+                *o = if nb[s].is_some() { *from.next().expect("a full strip") } else { fill };
+            }
         }
     }
-    for i in 0..k1 {
-        if nb[2].is_some() {
-            out[i * k2] += got[2][i];
-        }
-        if nb[3].is_some() {
-            out[i * k2 + k2 - 1] += got[3][i];
+    Tensor::from_vec(&[k1 + 2 * w, cols], out, Layout::RowMajor)
+}
+
+/// `MpiHaloExchangeGrad` of width `w` of the `[k1 + 2w, k2 + 2w]` gradient `dy`: its
+/// interior, plus the frame gradients the neighbours send back, added to the edge strips
+/// they came from.
+fn halo_grad_t<T: Msg>(dy: Vec<T>, comm: &dyn Communicator, what: &str, h: &Halo) -> Result<Tensor> {
+    let &Halo { k: (k1, k2), w, nb, .. } = h;
+    let (frame, edges) = halo_strips(h);
+    let cols = k2 + 2 * w;
+    let got = swap_sides(comm, what, nb, frame.each_ref().map(|r| window(&dy, cols, r)), h.tag)?;
+    let mut out = window(&dy, cols, &(w..w + k1, w..w + k2));
+    for (s, (rows, cs)) in edges.iter().enumerate() {
+        if nb[s].is_some() {
+            let mut from = got[s].iter();
+            for i in rows.clone() {
+                for o in &mut out[i * k2 + cs.start..i * k2 + cs.end] {
+                    *o += *from.next().expect("a full strip");
+                }
+            }
         }
     }
     Tensor::from_vec(&[k1, k2], out, Layout::RowMajor)
@@ -428,13 +468,14 @@ fn kernel_halo(ctx: &KernelCtx) -> Result<Outputs> {
     }
     let fill = if ctx.node.attrs.contains_key("fill_value") { ctx.node.attrs.get_float(op, "fill_value")? } else { 0.0 };
     let tag = tag_attr(ctx)?;
+    let w = width_attr(ctx.node.attrs.get("width")).map_err(|e| ctx.error(e))?;
     super::collective::agree_on_node(ctx, comm.as_ref(), &what)?;
     let nb = neighbours(comm.rank(), m as usize, n as usize);
     let d = ctx.inputs[0].dims();
     let out = if op == "MpiHaloExchange" {
-        dispatch!(ctx, halo_t(comm.as_ref(), &what, (d[0], d[1]), nb, fill, tag))?
+        dispatch!(ctx, halo_t(comm.as_ref(), &what, &Halo { k: (d[0], d[1]), w, nb, fill, tag }))?
     } else {
-        dispatch!(ctx, halo_grad_t(comm.as_ref(), &what, (d[0] - 2, d[1] - 2), nb, fill, tag))?
+        dispatch!(ctx, halo_grad_t(comm.as_ref(), &what, &Halo { k: (d[0] - 2 * w, d[1] - 2 * w), w, nb, fill, tag }))?
     };
     Ok(smallvec![out])
 }
@@ -502,9 +543,9 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
 fn grad_halo(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let dx = if node.op.name == "MpiHaloExchange" {
-        like(g, "MpiHaloExchangeGrad", dy, node, &["m", "n", "tag"], &[])?
+        like(g, "MpiHaloExchangeGrad", dy, node, &["m", "n", "tag", "width"], &[])?
     } else {
-        like(g, "MpiHaloExchange", dy, node, &["m", "n", "tag"], &[("fill_value", AttrValue::Float(0.0))])?
+        like(g, "MpiHaloExchange", dy, node, &["m", "n", "tag", "width"], &[("fill_value", AttrValue::Float(0.0))])?
     };
     Ok(vec![Some(dx)])
 }
@@ -526,10 +567,10 @@ pub(crate) fn register(r: &mut Registry) {
     ));
     r.add(stateful(
         def("MpiHaloExchange", "MpiHaloExchange", one, infer_halo, kernel_halo, cpu, Some(grad_halo))
-            .with_attrs(attrs!["m" => Int, "n" => Int, "fill_value" => Float, "tag" => Int]),
+            .with_attrs(attrs!["m" => Int, "n" => Int, "fill_value" => Float, "tag" => Int, "width" => Int]),
     ));
     r.add(stateful(
         def("MpiHaloExchangeGrad", "MpiHaloExchangeGrad", one, infer_halo, kernel_halo, cpu, Some(grad_halo))
-            .with_attrs(attrs!["m" => Int, "n" => Int, "tag" => Int]),
+            .with_attrs(attrs!["m" => Int, "n" => Int, "tag" => Int, "width" => Int]),
     ));
 }
