@@ -1,9 +1,9 @@
 # ADCME's point-to-point MPI ops (ADCME.jl src/mpi.jl: mpi_send, mpi_recv, mpi_sendrecv,
-# mpi_gather, mpi_halo_exchange), each a graph op with its adjoint, on the engine's
-# `MpiSend`, `MpiRecv`, `MpiSendRecv`, `MpiGather` and `MpiHaloExchange`
+# mpi_gather, mpi_halo_exchange, mpi_halo_exchange2), each a graph op with its adjoint, on
+# the engine's `MpiSend`, `MpiRecv`, `MpiSendRecv`, `MpiGather` and `MpiHaloExchange`
 # (crates/oxiflow-core/src/ops/p2p.rs). Ranks are 0-based.
 
-export mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange, mpi_gather, mpi_halo_exchange
+export mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange, mpi_gather, mpi_halo_exchange, mpi_halo_exchange2
 
 function mpi_peer(fname, what, r)
     (r isa Integer && !(r isa Bool) && r >= 0) ||
@@ -152,8 +152,41 @@ adjoint). Collective: every rank runs it. Errors when the graph runs: `m * n` no
 of ranks (InvalidArgumentError), ranks with other block sizes or attributes
 (FailedPreconditionError). Op: `MpiHaloExchange` (CPU).
 """
-function mpi_halo_exchange(u, m::Integer, n::Integer; deps=missing, fill_value::Real=0.0, tag::Integer=0, name=nothing)
-    (m >= 1 && n >= 1) || invalid("mpi_halo_exchange: the process grid m x n must have m, n >= 1, got $m x $n")
+mpi_halo_exchange(u, m::Integer, n::Integer; deps=missing, fill_value::Real=0.0, tag::Integer=0, name=nothing) =
+    mpi_halo("mpi_halo_exchange", 1, u, m, n, fill_value, tag, name)
+
+"""
+    mpi_halo_exchange2(u, m, n; deps=missing, fill_value=0.0, tag=0)
+
+ADCME's `mpi_halo_exchange2` (its `HaloExchangeNeighborTwo` op): [`mpi_halo_exchange`](@ref)
+with a frame two cells deep, for stencils that reach two cells (a fourth-order finite
+difference). On the same `m`-by-`n` grid of `k1`-by-`k2` blocks (`k1, k2 >= 2`), returns
+the `(k1+4)`-by-`(k2+4)` block framed by two cells on each side:
+
+- `out[3:end-2, 3:end-2] == u`;
+- `out[1:2, 3:end-2]`: the last two rows of the block above, in order (`out[1, 3:end-2]` is
+  its row `k1 - 1`, `out[2, 3:end-2]` its row `k1`), `out[end-1:end, 3:end-2]`: the first two
+  rows of the block below, `out[3:end-2, 1:2]`: the last two columns of the block on the
+  left, `out[3:end-2, end-1:end]`: the first two columns of the block on the right; each
+  `fill_value` where the grid has no such neighbour, so `out` is the window of the global
+  array padded by two cells of `fill_value`;
+- the four 2-by-2 corners are `0.0` whatever `fill_value` (ADCME's kernel).
+
+`u`, `tag` and `deps` as for [`mpi_halo_exchange`](@ref); ADCME takes square blocks,
+rectangular ones work here. Differentiable: the gradient of `u` is the interior of the
+output's gradient plus the two-deep frame gradients the neighbours send back, added to the
+edge rows and columns they came from. Collective: every rank runs it. Errors: a `u` that is
+not a matrix of at least 2-by-2 (InvalidArgumentError when the op is built), `m * n` not the
+number of ranks (InvalidArgumentError when the graph runs), ranks with other block sizes or
+attributes (FailedPreconditionError). Op: `MpiHaloExchange` with `width = 2` (CPU).
+"""
+mpi_halo_exchange2(u, m::Integer, n::Integer; deps=missing, fill_value::Real=0.0, tag::Integer=0, name=nothing) =
+    mpi_halo("mpi_halo_exchange2", 2, u, m, n, fill_value, tag, name)
+
+# `MpiHaloExchange` with a frame `width` cells deep (1 or 2: ADCME's two functions)
+function mpi_halo(fname, width, u, m, n, fill_value, tag, name)
+    (m >= 1 && n >= 1) || invalid("$fname: the process grid m x n must have m, n >= 1, got $m x $n")
+    attrs = width == 1 ? (;) : (; width=width)   # width 1 is the op's default: graphs as before
     return add_op("MpiHaloExchange", Tensor[mpi_operand(u)]; m=Int(m), n=Int(n), fill_value=Float64(fill_value),
-                  tag=mpi_tag("mpi_halo_exchange", tag), name=name)
+                  tag=mpi_tag(fname, tag), name=name, attrs...)
 end

@@ -1,5 +1,6 @@
 # Run with `mpirun -np 2` or `-np 4` (make test-mpi): every rank runs this file. The
-# point-to-point ops (mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange), mpi_gather and mpi_halo_exchange.
+# point-to-point ops (mpi_send, mpi_recv, mpi_sendrecv, mpi_exchange), mpi_gather,
+# mpi_halo_exchange and mpi_halo_exchange2.
 # Oracles: ADCME's documented example, the same data computed in plain Julia from every
 # rank's inputs (each rank can compute them all: they are closed forms of the rank), and
 # central finite differences of the global loss (the sum of all ranks' losses), each rank
@@ -125,30 +126,34 @@ end
     @test run(Session(), z) == (r == 0 ? vcat([[1.0 2.0; 3.0 4.0] .+ 10q for q in 0:n-1]...) : zeros(2n, 2))
 end
 
-# The global array U (m*k1 by n*k2), rank q's block, and the halo of rank q's block computed
-# from U padded with fill_value (corners 0, as ADCME's kernel).
+# The global array U (m*k1 by n*k2), rank q's block, and the halo of width w of rank q's
+# block computed from U padded by w cells of fill_value (the w-by-w corners 0, as ADCME's
+# kernels).
 global_array(m, n, k1, k2) = [sin(0.3i + 0.7j) + i for i in 1:m*k1, j in 1:n*k2]
 block(U, q, n, k1, k2) = U[(q ÷ n)*k1 .+ (1:k1), (q % n)*k2 .+ (1:k2)]
-function halo_oracle(U, q, n, k1, k2, fill)
-    P = fill .* ones(size(U) .+ 2)
-    P[2:end-1, 2:end-1] = U
-    H = P[(q ÷ n)*k1 .+ (1:k1+2), (q % n)*k2 .+ (1:k2+2)]
-    H[1, 1] = H[1, end] = H[end, 1] = H[end, end] = 0.0
+function halo_oracle(U, q, n, k1, k2, fill, w=1)
+    P = fill .* ones(size(U) .+ 2w)
+    P[w+1:end-w, w+1:end-w] = U
+    H = P[(q ÷ n)*k1 .+ (1:k1+2w), (q % n)*k2 .+ (1:k2+2w)]
+    rows, cols = [1:w; k1+w+1:k1+2w], [1:w; k2+w+1:k2+2w]
+    H[rows, cols] .= 0.0
     return H
 end
 
-@testset "mpi_halo_exchange on a $m x $gn grid: values and gradients" for (m, gn) in
-        (n == 4 ? [(2, 2), (1, 4), (4, 1)] : [(1, 2), (2, 1)])
+# width 1 is ADCME's mpi_halo_exchange, width 2 its mpi_halo_exchange2; blocks of 3 x 2 are
+# the narrowest width 2 takes (both column strips are the whole block)
+@testset "mpi_halo_exchange$(w == 1 ? "" : "2") on a $m x $gn grid: values and gradients" for (m, gn) in
+        (n == 4 ? [(2, 2), (1, 4), (4, 1)] : [(1, 2), (2, 1)]), w in (1, 2)
     k1, k2 = 3, 2
     U = global_array(m, gn, k1, k2)
     reset_default_graph()
     u = placeholder(Float64; shape=[k1, k2])
-    h = mpi_halo_exchange(u, m, gn; fill_value=-1.5, tag=5)
-    @test size(h) == (k1 + 2, k2 + 2)
+    h = (w == 1 ? mpi_halo_exchange : mpi_halo_exchange2)(u, m, gn; fill_value=-1.5, tag=5)
+    @test size(h) == (k1 + 2w, k2 + 2w)
     u0 = block(U, r, gn, k1, k2)
-    @test run(Session(), h, u => u0) == halo_oracle(U, r, gn, k1, k2, -1.5)
+    @test run(Session(), h, u => u0) == halo_oracle(U, r, gn, k1, k2, -1.5, w)
     # a weighting of the frame and interior that differs on every rank
-    W = [1.0 + 0.1i - 0.2j + 0.3r for i in 1:k1+2, j in 1:k2+2]
+    W = [1.0 + 0.1i - 0.2j + 0.3r for i in 1:k1+2w, j in 1:k2+2w]
     L = sum(h .^ 2 .* W)
     check_grad(L, u, u0)
 end
@@ -164,6 +169,20 @@ end
     P[2:end-1, 2:end-1] = U
     full = [P[i-1, j] + P[i+1, j] + P[i, j-1] + P[i, j+1] - 4P[i, j] for i in 2:size(P, 1)-1, j in 2:size(P, 2)-1]
     @test run(Session(), lap) ≈ Float32.(block(full, r, gn, k, k)) rtol = 1e-5
+end
+
+@testset "mpi_halo_exchange2: a fourth-order Laplacian of the global array (reach 2)" begin
+    m, gn = n == 4 ? (2, 2) : (2, 1)
+    k = 4
+    U = global_array(m, gn, k, k)
+    reset_default_graph()
+    h = mpi_halo_exchange2(constant(block(U, r, gn, k, k)), m, gn; fill_value=0.5)
+    c = [-1.0, 16.0, -30.0, 16.0, -1.0] ./ 12
+    lap = sum(c[d+3] * (h[3+d:end-2+d, 3:end-2] + h[3:end-2, 3+d:end-2+d]) for d in -2:2)
+    P = fill(0.5, size(U) .+ 4)
+    P[3:end-2, 3:end-2] = U
+    full = [sum(c[d+3] * (P[i+d, j] + P[i, j+d]) for d in -2:2) for i in 3:size(P, 1)-2, j in 3:size(P, 2)-2]
+    @test run(Session(), lap) ≈ block(full, r, gn, k, k) rtol = 1e-12
 end
 
 @testset "errors name the op and the peer; MPI goes on" begin
@@ -184,6 +203,12 @@ end
     end
     e = try; run(s, mpi_halo_exchange(constant(ones(2, 2)), n, 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("MpiHaloExchange", e.msg) && occursin("needs m * n ranks", e.msg)
+    # a halo of width 2 needs blocks of at least 2 x 2 (refused when built, on every rank)
+    e = try; mpi_halo_exchange2(constant(ones(1, 3)), 1, n); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MpiHaloExchange", e.msg) && occursin("at least 2x2", e.msg) &&
+          occursin("[1,3]", e.msg)
+    e = try; mpi_halo_exchange2(constant(ones(4)), n, 1); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("needs a matrix", e.msg)
     # the job goes on: a ring after the errors
     @test run(s, mpi_exchange(constant([Float64(r)]), (r + 1) % n, (r + n - 1) % n)) == [Float64((r + n - 1) % n)]
 end
