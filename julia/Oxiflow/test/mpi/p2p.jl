@@ -185,6 +185,31 @@ end
     @test run(Session(), lap) ≈ block(full, r, gn, k, k) rtol = 1e-12
 end
 
+@testset "mpi_halo_exchange in a while_loop body (explicit heat steps): values and gradients" begin
+    # u <- u + 0.1 * (5-point Laplacian of u, zero outside), three steps on the rank grid;
+    # the gradient (WhileGrad) reruns the steps' halo exchanges and sends their adjoints
+    m, gn = n == 4 ? (2, 2) : (1, 2)
+    k = 3
+    U = global_array(m, gn, k, k) ./ 10
+    reset_default_graph()
+    u = placeholder(Float64; shape=[k, k])
+    function step(i, v)
+        h = mpi_halo_exchange(v, m, gn)
+        lap = h[1:end-2, 2:end-1] + h[3:end, 2:end-1] + h[2:end-1, 1:end-2] + h[2:end-1, 3:end] - 4 * v
+        return i + 1, v + 0.1 * lap
+    end
+    _, y = while_loop((i, v) -> i < 3, step, [constant(0), u])
+    V = copy(U)
+    for _ in 1:3
+        P = zeros(size(V) .+ 2)
+        P[2:end-1, 2:end-1] = V
+        V = V + 0.1 * [P[i-1, j] + P[i+1, j] + P[i, j-1] + P[i, j+1] - 4P[i, j] for i in 2:size(P, 1)-1, j in 2:size(P, 2)-1]
+    end
+    u0 = block(U, r, gn, k, k)
+    @test run(Session(), y, u => u0) ≈ block(V, r, gn, k, k) rtol = 1e-13
+    check_grad(sum(y .^ 2 .* (1.0 + r)), u, u0)
+end
+
 @testset "errors name the op and the peer; MPI goes on" begin
     reset_default_graph()
     s = Session()
