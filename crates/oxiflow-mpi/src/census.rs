@@ -27,6 +27,7 @@
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,10 @@ type Pending = (usize, *mut [u8], Request<'static, [u8], StaticScope>);
 
 /// The census's communicator and whether it has run in this process.
 pub(crate) struct Census {
-    comm: SimpleCommunicator,
+    /// Never freed: the collectives' communicator that holds the census may outlive
+    /// `MPI_Finalize` (a session still holding it), and `MPI_Comm_free` after it aborts the
+    /// process; MPI frees it at finalization.
+    comm: ManuallyDrop<SimpleCommunicator>,
     ran: AtomicBool,
 }
 
@@ -86,7 +90,7 @@ fn decode(r: &[u8]) -> (usize, String) {
 impl Census {
     /// A census on a duplicate of `world` (collective: every rank calls it, from `init`).
     pub(crate) fn new(world: &SimpleCommunicator) -> Self {
-        Census { comm: world.duplicate(), ran: AtomicBool::new(false) }
+        Census { comm: ManuallyDrop::new(world.duplicate()), ran: AtomicBool::new(false) }
     }
 
     /// Runs the census from rank `rank` of `size`, which waits in `what`: `None` when it
@@ -105,8 +109,11 @@ impl Census {
         let mut pending: Vec<Pending> = others
             .iter()
             .map(|&r| {
-                let buf: &'static mut [u8] = Box::leak(vec![0u8; REPORT].into_boxed_slice());
-                let ptr: *mut [u8] = &mut *buf;
+                // leaked: a receive that never completes keeps it for MPI
+                let ptr: *mut [u8] = Box::into_raw(vec![0u8; REPORT].into_boxed_slice());
+                // SAFETY: the buffer is never freed, and read through `ptr` only after the
+                // receive (the only user of this borrow) has completed.
+                let buf: &'static mut [u8] = unsafe { &mut *ptr };
                 (r, ptr, self.comm.process_at_rank(r as i32).immediate_receive_into_with_tag(StaticScope, buf, TAG))
             })
             .collect();
