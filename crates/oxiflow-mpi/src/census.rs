@@ -24,6 +24,7 @@
 //! like the timed-out request itself. The census runs once per process: after a timeout
 //! MPI is unusable (a started collective cannot be cancelled) and the job should end.
 
+use crate::transport::SharedComm;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -45,15 +46,9 @@ pub(crate) struct Census {
     /// Never freed: the collectives' communicator that holds the census may outlive
     /// `MPI_Finalize` (a session still holding it), and `MPI_Comm_free` after it aborts the
     /// process; MPI frees it at finalization.
-    comm: ManuallyDrop<SimpleCommunicator>,
+    comm: ManuallyDrop<SharedComm>,
     ran: AtomicBool,
 }
-
-// SAFETY: MPI runs with MPI_THREAD_MULTIPLE (`init` asks for it), so the communicator may be
-// used from any thread; rsmpi's handle is a plain MPI_Comm.
-unsafe impl Send for Census {}
-// SAFETY: as above; `ran` is atomic.
-unsafe impl Sync for Census {}
 
 /// What the census found, seen from one rank.
 #[derive(Debug, Default, PartialEq)]
@@ -90,7 +85,7 @@ fn decode(r: &[u8]) -> (usize, String) {
 impl Census {
     /// A census on a duplicate of `world` (collective: every rank calls it, from `init`).
     pub(crate) fn new(world: &SimpleCommunicator) -> Self {
-        Census { comm: ManuallyDrop::new(world.duplicate()), ran: AtomicBool::new(false) }
+        Census { comm: ManuallyDrop::new(SharedComm(world.duplicate())), ran: AtomicBool::new(false) }
     }
 
     /// Runs the census from rank `rank` of `size`, which waits in `what`: `None` when it
@@ -104,7 +99,7 @@ impl Census {
         // The sends are left to MPI whether or not they complete (a missing rank never
         // receives them); their buffer is one leaked report.
         for &r in &others {
-            std::mem::forget(self.comm.process_at_rank(r as i32).immediate_send_with_tag(StaticScope, report, TAG));
+            std::mem::forget(self.comm.0.process_at_rank(r as i32).immediate_send_with_tag(StaticScope, report, TAG));
         }
         let mut pending: Vec<Pending> = others
             .iter()
@@ -114,7 +109,7 @@ impl Census {
                 // SAFETY: the buffer is never freed, and read through `ptr` only after the
                 // receive (the only user of this borrow) has completed.
                 let buf: &'static mut [u8] = unsafe { &mut *ptr };
-                (r, ptr, self.comm.process_at_rank(r as i32).immediate_receive_into_with_tag(StaticScope, buf, TAG))
+                (r, ptr, self.comm.0.process_at_rank(r as i32).immediate_receive_into_with_tag(StaticScope, buf, TAG))
             })
             .collect();
         let mut finding = Finding::default();

@@ -116,7 +116,7 @@ mod imp {
 #[cfg(feature = "mpi")]
 mod imp {
     use super::Reply;
-    use crate::transport::{self, leak, reclaim};
+    use crate::transport::{self, leak, reclaim, SharedComm};
     use mpi::collective::SystemOperation;
     use mpi::datatype::Equivalence;
     use mpi::request::{Request, StaticScope};
@@ -142,13 +142,8 @@ mod imp {
     const BAD_LENGTH: f64 = 1.0;
     const BAD_OP: f64 = 2.0;
 
-    /// A communicator shared by the server thread and the training loop of rank 0.
-    struct Comm(SimpleCommunicator);
-    // SAFETY: MPI runs with MPI_THREAD_MULTIPLE (`init` asks for it), so one communicator
-    // may be used by several threads at once; rsmpi's handle is a plain MPI_Comm.
-    unsafe impl Send for Comm {}
-    // SAFETY: as above.
-    unsafe impl Sync for Comm {}
+    /// The server's own communicator, shared by its thread and rank 0's training loop.
+    type Comm = SharedComm;
 
     /// What rank 0's training loop shares with its server thread.
     struct Shared {
@@ -202,33 +197,11 @@ mod imp {
     /// A collective on `comm` over `buf` (`all_reduce` with max, or rank 0's broadcast),
     /// polled with the timeout.
     fn collective<T: Equivalence + Copy + 'static>(comm: &SimpleCommunicator, buf: &mut [T], max: bool, timeout: Duration) -> bool {
-        let data = leak(buf);
-        let dp = data as *mut [T];
-        let ok = if max {
-            let recv = leak(buf);
-            let rp = recv as *mut [T];
-            let ok = wait_all(vec![comm.immediate_all_reduce_into(StaticScope, &*data, recv, SystemOperation::max())], timeout);
-            if ok {
-                // SAFETY: the request completed; the buffer came from `leak`.
-                unsafe {
-                    buf.copy_from_slice(&*rp);
-                    reclaim(rp);
-                }
-            }
-            ok
+        if max {
+            transport::allreduce_on(comm, buf, SystemOperation::max(), timeout)
         } else {
-            let ok = wait_all(vec![comm.process_at_rank(0).immediate_broadcast_into(StaticScope, data)], timeout);
-            if ok {
-                // SAFETY: the request completed; the buffer came from `leak`.
-                buf.copy_from_slice(unsafe { &*dp });
-            }
-            ok
-        };
-        if ok {
-            // SAFETY: as above.
-            unsafe { reclaim(dp) };
+            transport::broadcast_on(comm, buf, 0, timeout)
         }
-        ok
     }
 
     pub fn start(params: &mut [f64], lr: f64, momentum: f64) -> Result<u64> {
@@ -239,7 +212,7 @@ mod imp {
         if !wait_all(vec![world.immediate_barrier()], timeout) {
             return Err(deadline(WHAT, rank, size, timeout, "the other ranks did not start the parameter server (a collective call)"));
         }
-        let comm = Arc::new(Comm(world.duplicate()));
+        let comm = Arc::new(SharedComm(world.duplicate()));
         // every rank checks its own arguments, then all agree on lengths and hyperparameters
         let lr_ok = lr.is_finite() && lr > 0.0;
         let m_ok = momentum.is_finite() && (0.0..1.0).contains(&momentum);

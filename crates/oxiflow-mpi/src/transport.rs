@@ -136,6 +136,48 @@ pub(crate) fn poll_all<D: ?Sized>(reqs: Vec<Request<'static, D, StaticScope>>, t
     }
 }
 
+/// A duplicate of `MPI_COMM_WORLD` used from several threads (the parameter server's
+/// thread and rank 0's training loop; the stall census from whichever thread timed out).
+pub(crate) struct SharedComm(pub SimpleCommunicator);
+// SAFETY: MPI runs with MPI_THREAD_MULTIPLE (`init` asks for it), so one communicator may be
+// used by several threads at once; rsmpi's handle is a plain MPI_Comm.
+unsafe impl Send for SharedComm {}
+// SAFETY: as above.
+unsafe impl Sync for SharedComm {}
+
+/// `MPI_Iallreduce` of `buf` in place over `comm`, polled for `timeout`: `false` when it
+/// timed out (its leaked copies of `buf` then belong to MPI).
+pub(crate) fn allreduce_on<T: Equivalence + Copy + 'static>(comm: &SimpleCommunicator, buf: &mut [T], op: SystemOperation, timeout: Duration) -> bool {
+    let (send, recv) = (leak(buf), leak(buf));
+    let (sp, rp) = (send as *mut [T], recv as *mut [T]);
+    if !poll_all(vec![comm.immediate_all_reduce_into(StaticScope, &*send, recv, op)], timeout) {
+        return false;
+    }
+    // SAFETY: the request completed; both buffers came from `leak`.
+    unsafe {
+        buf.copy_from_slice(&*rp);
+        reclaim(sp);
+        reclaim(rp);
+    }
+    true
+}
+
+/// `MPI_Ibcast` of `root`'s `buf` over `comm`, polled for `timeout`: `false` when it timed
+/// out (its leaked copy of `buf` then belongs to MPI).
+pub(crate) fn broadcast_on<T: Equivalence + Copy + 'static>(comm: &SimpleCommunicator, buf: &mut [T], root: usize, timeout: Duration) -> bool {
+    let data = leak(buf);
+    let dp = data as *mut [T];
+    if !poll_all(vec![comm.process_at_rank(root as i32).immediate_broadcast_into(StaticScope, data)], timeout) {
+        return false;
+    }
+    // SAFETY: the request completed; the buffer came from `leak`.
+    unsafe {
+        buf.copy_from_slice(&*dp);
+        reclaim(dp);
+    }
+    true
+}
+
 /// `MPI_COMM_WORLD` as the collectives' communicator.
 struct MpiComm {
     rank: usize,
@@ -174,13 +216,19 @@ impl MpiComm {
         if poll_all(vec![req], self.timeout) {
             return Ok(());
         }
-        Err(OxiflowError::DeadlineExceeded(format!(
-            "{what} on rank {} of {}: the other ranks did not all join within {:.0} s (OXIFLOW_MPI_TIMEOUT); {}; MPI cannot cancel the collective, so end the job",
+        Err(self.timed_out(what, "the other ranks did not all join", "", "the collective"))
+    }
+
+    /// DeadlineExceeded for a wait in `what` that timed out: `why`, the timeout, `hint`, the
+    /// stall census's finding, and that MPI cannot cancel `pending`.
+    fn timed_out(&self, what: &str, why: &str, hint: &str, pending: &str) -> OxiflowError {
+        OxiflowError::DeadlineExceeded(format!(
+            "{what} on rank {} of {}: {why} within {:.0} s (OXIFLOW_MPI_TIMEOUT){hint}; {}; MPI cannot cancel {pending}, so end the job",
             self.rank,
             self.size,
             self.timeout.as_secs_f64(),
             self.stall_census(what)
-        )))
+        ))
     }
 
     /// The stall census's finding after a timed-out wait in `what` ([`census`]), as a
@@ -194,18 +242,10 @@ impl MpiComm {
     }
 
     fn allreduce_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        let world = SimpleCommunicator::world();
-        let (send, recv) = (leak(buf), leak(buf));
-        let (sp, rp) = (send as *mut [T], recv as *mut [T]);
-        let req = world.immediate_all_reduce_into(StaticScope, &*send, recv, system_op(op));
-        self.wait(what, req)?;
-        // SAFETY: the request completed; both buffers came from `leak`.
-        unsafe {
-            buf.copy_from_slice(&*rp);
-            reclaim(sp);
-            reclaim(rp);
+        if allreduce_on(&SimpleCommunicator::world(), buf, system_op(op), self.timeout) {
+            return Ok(());
         }
-        Ok(())
+        Err(self.timed_out(what, "the other ranks did not all join", "", "the collective"))
     }
 
     /// `MPI_Iallreduce` from `send` into `recv`, the caller's own buffers (no copy).
@@ -251,17 +291,10 @@ impl MpiComm {
     }
 
     fn broadcast_t<T: Equivalence + Copy + 'static>(&self, what: &str, buf: &mut [T], root: usize) -> Result<()> {
-        let world = SimpleCommunicator::world();
-        let data = leak(buf);
-        let dp = data as *mut [T];
-        let req = world.process_at_rank(root as i32).immediate_broadcast_into(StaticScope, data);
-        self.wait(what, req)?;
-        // SAFETY: the request completed; the buffer came from `leak`.
-        unsafe {
-            buf.copy_from_slice(&*dp);
-            reclaim(dp);
+        if broadcast_on(&SimpleCommunicator::world(), buf, root, self.timeout) {
+            return Ok(());
         }
-        Ok(())
+        Err(self.timed_out(what, "the other ranks did not all join", "", "the collective"))
     }
 }
 
@@ -291,13 +324,8 @@ impl MpiComm {
         let mut peers = peers.to_vec();
         peers.sort_unstable();
         peers.dedup();
-        Err(OxiflowError::DeadlineExceeded(format!(
-            "{what} on rank {} of {}: the messages with rank(s) {peers:?} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT): a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs; {}; MPI cannot cancel them, so end the job",
-            self.rank,
-            self.size,
-            self.timeout.as_secs_f64(),
-            self.stall_census(what)
-        )))
+        let why = format!("the messages with rank(s) {peers:?} did not complete");
+        Err(self.timed_out(what, &why, ": a peer runs other MPI ops, did not build the matching op (or its gradient), or hangs", "them"))
     }
 
     fn check_rank(&self, what: &str, r: usize) -> Result<()> {
