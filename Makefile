@@ -22,7 +22,7 @@
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
 #   make fuzz     the property tests of every C export and of the device-string parser with
 #                 FUZZ_CASES cases each (default 1,000,000; `make test` runs 100,000)
-#   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance.md)
+#   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance/engine.md)
 #   make bench-gpu  on a machine with a GPU and Rust: crates/oxiflow-cuda/examples/gpu_bench.rs
 #                 and scripts/torch_bench.py (without Rust there: scripts/gpu-check.sh)
 #   make bench-replicas  examples/data_parallel.jl: digits with 1/2/4 replicas, sync and async
@@ -210,7 +210,7 @@ demo: setup build
 	cd out && $(JULIA_RUN) $(CURDIR)/examples/placement_tour.jl
 	cd out && $(JULIA_RUN) $(CURDIR)/examples/digits_mlp.jl
 
-# Data-parallel digits training, 1/2/4 replicas, sync and async (figures: docs/performance.md)
+# Data-parallel digits training, 1/2/4 replicas, sync and async (figures: docs/performance/parallel.md)
 bench-replicas: setup build
 	mkdir -p out
 	cd out && $(JULIA_RUN) $(CURDIR)/examples/data_parallel.jl 8
@@ -219,7 +219,7 @@ bench:
 	$(CARGO) bench -p oxiflow-core
 
 # Sparse solves (LU, Cholesky) and assembly against Julia's SparseArrays (UMFPACK, CHOLMOD)
-# in one run: docs/performance.md, "Sparse matrices".
+# in one run: docs/performance/sparse.md, "Sparse matrices".
 # Oxiflow's mpi_allreduce of 100 MB against a bare MPI_Allreduce, 2 ranks (bench/mpi_allreduce.jl)
 bench-mpi: setup build
 	$(CARGO) build --release -p oxiflow-mpi --features mpi --example allreduce_bench
@@ -244,7 +244,7 @@ bench-peers: setup build
 	$(JULIA_RUN) bench/peers/oxiflow.jl > out/bench-peers-oxiflow.jsonl
 	$(PYTHON) bench/peers/table.py out/bench-peers-peers.jsonl out/bench-peers-oxiflow.jsonl
 
-# GPU figures (docs/performance.md, "GPU"): says so and measures nothing without a GPU.
+# GPU figures (docs/performance/gpu.md, "GPU"): says so and measures nothing without a GPU.
 bench-gpu: nvrtc
 	$(CARGO) build --release -p oxiflow-cuda --example gpu_bench
 	LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} ./target/release/examples/gpu_bench

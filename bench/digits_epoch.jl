@@ -3,7 +3,7 @@
 # emulated GPU when no GPU is present, variables on /cpu:0) is timed for 16 epochs and for
 # 1, and the difference divided by 15, so graph building, session start and the first
 # (compiling) epoch are left out. Three repetitions per process; the figures go to
-# docs/performance.md ("Peers", the digits epoch).
+# docs/performance/peers-history.md (the digits epoch, 26f30ca).
 #   julia --project=julia/Oxiflow bench/digits_epoch.jl [REPO_ROOT]
 # REPO_ROOT (default: this repository) is where examples/digits_mlp.jl is read, so an
 # older checkout's example can be timed with that checkout's package and library.

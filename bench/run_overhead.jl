@@ -1,6 +1,6 @@
 # The fixed cost of one `run` from Julia on tiny graphs, µs (median of 3,000 runs after
 # 200 warm-up runs): a two-root plan (`constant(1.0) + 1`), a vector one, a single `Const`,
-# and chains with a fed placeholder. Figures: docs/performance.md, "Executor".
+# and chains with a fed placeholder. Figures: docs/performance/engine.md, "Executor".
 #   julia --project=julia/Oxiflow bench/run_overhead.jl
 using Oxiflow, Printf
 

@@ -1,5 +1,5 @@
 # Sparse solves and assembly against Julia's own SparseArrays in one run on this machine.
-# Figures: docs/performance.md, "Sparse".
+# Figures: docs/performance/sparse.md, "Sparse matrices".
 #   make bench-sparse          (or: julia --project=julia/Oxiflow bench/sparse.jl [k])
 #
 # - The 2-D Poisson matrix (5-point stencil, Dirichlet) on a k x k grid (default k = 500:

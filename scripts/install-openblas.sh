@@ -8,7 +8,7 @@
 # MatMul's CPU kernel loads it at run time (crates/oxiflow-core/src/ops/blas.rs); the Julia
 # package points OXIFLOW_BLAS_LIB at it when the variable is unset. It is newer than
 # Debian's libopenblas0 (0.3.21 on bullseye) and faster on the products of small and
-# skinny matrices that training steps make (docs/performance.md has the figures). Without
+# skinny matrices that training steps make (docs/performance/peers-history.md has the figures). Without
 # it the kernel uses Debian's OpenBLAS, and without that the `gemm` crate.
 # Offline: OXIFLOW_OPENBLAS_WHEEL=/path/to/scipy_openblas32-*.whl installs that file.
 set -euo pipefail

@@ -7,7 +7,7 @@
 //! itself (no hand-off: a chain runs on one thread, like TF's inline-ready optimisation)
 //! and spawns the others on the pool.
 //!
-//! Per-step cost is kept low (docs/performance.md): a tensor slot is freed as soon as its
+//! Per-step cost is kept low (docs/performance/engine.md): a tensor slot is freed as soon as its
 //! last reader has run (as TF's executor does), so the allocator recycles the same blocks
 //! from its thread cache; a single-input kernel borrows its input from the slot without a
 //! clone, and multi-input steps reuse one buffer per worker; the per-run slot and counter
@@ -332,7 +332,7 @@ const NO_TIME: NodeExecStats = NodeExecStats { step: 0, thread: 0, start_ns: 0, 
 /// `nonstop_tsc`) it reads the time-stamp counter, about 11 ns on the project's VM against
 /// 34 ns for `Instant::now()`, and the ticks are turned into nanoseconds once per run by
 /// calibrating against `Instant` over the run; elsewhere its ticks are `Instant`'s
-/// nanoseconds. One read per step is most of what tracing costs (docs/performance.md).
+/// nanoseconds. One read per step is most of what tracing costs (docs/performance/engine.md).
 struct StepClock {
     t0: Instant,
     tsc0: u64,

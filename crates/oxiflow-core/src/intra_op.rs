@@ -100,7 +100,7 @@ fn pool(n: usize) -> Arc<rayon::ThreadPool> {
 /// workers; elsewhere in the shared pool of that size. TF keeps two pools whose threads
 /// block when idle; Rayon's idle threads spin and yield for a while first, so with two
 /// pools a kernel's threads competed with the waiting worker and its idle neighbours for
-/// the same cores (on 2 cores the MLP step ran 1.3-1.4x slower; docs/performance.md).
+/// the same cores (on 2 cores the MLP step ran 1.3-1.4x slower; docs/performance/peers-history.md).
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let n = intra_op_threads();
     if on_pool_of(n) {
@@ -124,7 +124,7 @@ fn on_pool_of(n: usize) -> bool {
 /// Eigen's `ThreadPoolDevice::parallelFor` pattern (the caller runs blocks too) that TF's
 /// CPU kernels shard with; a Rayon `install` from a thread outside the pool handed all the
 /// work to pool threads that first had to wake, which on this project's 2-core VM made a
-/// 2-thread `Tanh` of 1M values slower than a 1-thread one (docs/performance.md).
+/// 2-thread `Tanh` of 1M values slower than a 1-thread one (docs/performance/peers-history.md).
 ///
 /// A panic in `f` (on any thread) propagates to the caller once every chunk has ended.
 pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {

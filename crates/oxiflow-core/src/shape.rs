@@ -37,7 +37,7 @@ impl Shape {
     /// known dimension equal (TF's `TensorShape.is_compatible_with` for a full shape).
     /// Element by element on purpose: the executor checks every kernel's outputs with it,
     /// and slice equality would call `memcmp` even for a scalar's empty dims (that call
-    /// once cost ~20 % of a scalar chain's step, docs/performance.md).
+    /// once cost ~20 % of a scalar chain's step, docs/performance/engine.md).
     #[inline]
     pub fn matches(&self, dims: &[usize]) -> bool {
         self.0.len() == dims.len() && self.0.iter().zip(dims).all(|(&s, &d)| s == UNKNOWN || s == d)

@@ -1,4 +1,4 @@
-//! The executor's tensor lifetimes and reuse of per-run arrays (docs/performance.md):
+//! The executor's tensor lifetimes and reuse of per-run arrays (docs/performance/engine.md):
 //! tensors read by several steps, read twice by one step, fetched and also consumed, fed
 //! and fetched; runs repeated, overlapping, and after a failed run of the same plan; with
 //! and without cross-device copies; chains whose steps hand their outputs straight to the

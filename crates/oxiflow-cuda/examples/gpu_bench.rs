@@ -1,5 +1,5 @@
 //! `make bench-gpu` (through `scripts/gpu-check.sh run` on a GPU machine): the GPU figures
-//! of docs/performance.md, each timed with CUDA events (kernels, copies) or the wall clock (whole session
+//! of docs/performance/gpu.md, each timed with CUDA events (kernels, copies) or the wall clock (whole session
 //! runs), after warm-up, median of the repetitions.
 //!
 //! 1. Device-to-device copy bandwidth (the reference for elementwise kernels), counting

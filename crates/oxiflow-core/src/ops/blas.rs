@@ -3,7 +3,7 @@
 //! where no OpenBLAS is installed. Every product goes to OpenBLAS when it is loaded: since
 //! kernels run their blocks on the session's own workers it was as fast or faster than the
 //! `gemm` crate from n = 64 to 2048 on an AVX2 EPYC, and about 3x faster with AVX-512
-//! (gemm 0.18 stops at AVX2 on stable Rust); docs/performance.md has the figures.
+//! (gemm 0.18 stops at AVX2 on stable Rust); docs/performance/peers-history.md has the figures.
 //!
 //! Which library: `OXIFLOW_BLAS_LIB` (a path or soname) if set, else `libopenblas.so.0`
 //! (Debian's `libopenblas0-pthread`, installed by `make setup`), else `libopenblas.so`.
