@@ -1,5 +1,5 @@
 //! Prints which registered ops have no GPU kernel, and which have one for some dtypes only
-//! (the list in docs/user-guide.md, "Ops without a GPU kernel").
+//! (the list in docs/user-guide/devices.md, "Ops without a GPU kernel").
 use oxiflow_core::ops::{lookup, registered, GpuSupport};
 
 fn main() {

@@ -161,7 +161,7 @@ fn requested_devices() {
     }
 }
 
-/// Kernel availability per dtype: integer math has no GPU kernel (docs/user-guide.md lists
+/// Kernel availability per dtype: integer math has no GPU kernel (docs/user-guide/devices.md lists
 /// the GPU kernels); such ops go to CPU unconstrained, fail when pinned to a GPU, move to CPU
 /// with soft placement (placer_test TestNoKernelsRegistered..., TestSoftPlacement...).
 #[test]
@@ -424,7 +424,7 @@ fn generators() {
     b.dev("/gpu:1");
     b.op("s", "Sin", &["k"]);
     // the consumer is asked first: the session places what a request needs, so a generator
-    // queried alone is placed alone (see docs/user-guide.md, per-run placement)
+    // queried alone is placed alone (see docs/user-guide/devices.md, per-run placement)
     check("a constant follows its only consumer", b, G2, &[("s", On("GPU:1")), ("k", On("GPU:1"))]);
 
     let mut b = B::new();

@@ -253,9 +253,9 @@ A `Placeholder` of element type `T` and static `shape` (default scalar) that mus
 (ADCME's `placeholder(Float64, shape=[nothing, 10])`, TF1's `None`) or `-1`: such a
 placeholder accepts a feed of any size in those dimensions (the others must match), so one
 graph and one session run batches of any size; `size(x) == (nothing, 10)`. What works on
-such tensors and what raises is in the user guide ("Unknown dimensions"). A shape that is
-not a vector or tuple of sizes (`shape=nothing`, an unknown rank) or a negative size other
-than `-1` raises an `OxiflowError` (InvalidArgumentError).
+such tensors and what raises is in the user guide (docs/user-guide/shapes.md, "Unknown
+dimensions"). A shape that is not a vector or tuple of sizes (`shape=nothing`, an unknown
+rank) or a negative size other than `-1` raises an `OxiflowError` (InvalidArgumentError).
 """
 function placeholder(T::Type; shape=Int[], name=nothing, dtype=nothing)
     dtype === nothing || dtype === T || invalid("placeholder: element type $T and dtype=$(repr(dtype)) disagree")
