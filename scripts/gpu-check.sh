@@ -12,7 +12,7 @@
 #
 # `run` is strict: OXIFLOW_REQUIRE_GPU=1 makes every GPU test fail rather than skip when it
 # cannot use a GPU. It finds the CUDA libraries cudarc loads (libnvrtc.so.13,
-# libcublas.so.13) in the machine's Python nvidia-* packages, runs every test binary, the
+# libcublas.so.13, libnccl.so.2) in the machine's Python nvidia-* packages, runs every test binary, the
 # benchmark, PyTorch's side of it and the digits job, leaves logs and figures in $OUT (or
 # .gpu/out), and ends with one summary line. It exits non-zero if nvidia-smi fails, a test
 # fails or skips, no kernel was timed on the GPU, or a benchmark fails.
@@ -54,6 +54,9 @@ run)
   # the kernel cache lives outside $OUT: only a few files come back from there
   export OXIFLOW_KERNEL_CACHE="${TMPDIR:-/tmp}/oxiflow-kernel-cache"
   export OXIFLOW_REQUIRE_GPU=1
+  # the collectives' NCCL path (tests/gpu_collective.rs) must run: libnccl.so.2 comes with
+  # the machine's Python nvidia-nccl package, found through LD_LIBRARY_PATH above
+  export OXIFLOW_REQUIRE_NCCL=1
   problems=()
   if ! nvidia-smi -L > "$out/gpu.txt" 2>&1; then problems+=("nvidia-smi failed"); fi
   cat "$out/gpu.txt"
@@ -80,7 +83,8 @@ run)
   timeout 300 .gpu/bin/digits_gpu "${TMPDIR:-/tmp}/digits.csv" --cpu >> "$out/digits.txt" 2>&1 || problems+=("digits_gpu --cpu failed")
   cat "$out/digits.txt"
   figures=$({ grep -hE "GB/s|GFLOP/s|us/op| ms|steps/s" "$out/bench.txt" "$out/digits.txt" || true; } | wc -l)
-  summary="gpu-check: $(head -1 "$out/gpu.txt"); tests: $passed passed, $failed failed, $skipped skipped; $timed kernels timed by CUDA events; $figures figure lines in bench.txt and digits.txt"
+  nccl=$({ grep -m1 -oE "^NCCL [0-9.]+ from [^ ]+" "$out/tests.log" || echo "NCCL not used"; } | head -1)
+  summary="gpu-check: $(head -1 "$out/gpu.txt"); $nccl; tests: $passed passed, $failed failed, $skipped skipped; $timed kernels timed by CUDA events; $figures figure lines in bench.txt and digits.txt"
   if [ ${#problems[@]} -gt 0 ]; then summary="$summary; FAILED: $(IFS=';'; echo "${problems[*]}")"; fi
   echo "$summary" | tee "$out/summary.txt"
   [ ${#problems[@]} -eq 0 ]

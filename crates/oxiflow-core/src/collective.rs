@@ -97,6 +97,14 @@ pub trait Communicator: Send + Sync {
     /// Blocks until every rank has called it (`MPI_Barrier`).
     fn barrier(&self, what: &str) -> Result<()>;
 
+    /// How long this communicator waits for its peers before a call fails
+    /// (`OXIFLOW_MPI_TIMEOUT` for the MPI transport); a device that moves a collective's
+    /// data itself (NCCL on a CUDA GPU) waits as long. `None` (this default): no limit of
+    /// its own.
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Checks that every rank is about to run the same collective: `key` (a hash of op,
     /// node name, dtype and length) is compared over all ranks with one small all-reduce
     /// of `[key, !key]` under `Max` (a rank whose key differs sees a maximum that is not
@@ -107,7 +115,7 @@ pub trait Communicator: Send + Sync {
         self.allreduce(what, HostBuf::I64(&mut v), ReduceOp::Max)?;
         if v != [key as i64, !key as i64] {
             return Err(OxiflowError::FailedPrecondition(format!(
-                "{what} on rank {} of {}: the ranks are not running the same collective here (another rank built a different graph or runs other fetches); collectives must be built and run identically on every rank",
+                "{what} on rank {} of {}: the ranks are not running the same collective here (another rank built a different graph, runs other fetches, or moves this collective's data another way: NCCL on a GPU against MPI on the host); collectives must be built, placed and run identically on every rank",
                 self.rank(),
                 self.size()
             )));

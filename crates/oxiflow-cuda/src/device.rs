@@ -10,8 +10,9 @@
 //! - Copies are synchronous for the caller (`copy_from` returns once the data is on the
 //!   device; `to_host` once it is on the host), so a `_Send`/`_Recv` pair behaves as on
 //!   the emulated GPU. Overlapping copies with compute is left for later (see docs/gpu.md).
-//! - Ops launched as `GpuLaunch::DeviceHandled` run without a kernel (aliasing, state); every other op goes
-//!   through its [`launch::launcher`].
+//! - Ops launched as `GpuLaunch::DeviceHandled` run without a kernel (aliasing, state); the
+//!   collectives (`GpuLaunch::Collective`) through NCCL ([`collective`]); every other op
+//!   goes through its [`launch::launcher`].
 //! - A traced run times kernels with CUDA events around each launch, mapped onto the host
 //!   clock through an anchor event ([`Device::take_kernel_times`]), as TF's GPU tracer does.
 //! - Training ops (`Apply*`) update copies of their variables and store the copies, so a
@@ -24,12 +25,14 @@ use crate::launch::{self, DevArg, LaunchCtx, Scratch};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime, TensorMemory};
 use oxiflow_core::graph::NodeId;
-use oxiflow_core::ops::{KernelCtx, Outputs};
+use oxiflow_core::ops::{GpuLaunch, KernelCtx, Outputs};
 use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
 use oxiflow_core::{DType, DeviceSpec, Layout, OxiflowError, Result, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+mod collective;
 
 /// Finds compiled kernel entry points (the kernel library of `crate::kernels`).
 pub trait KernelLookup: Send + Sync {
@@ -503,7 +506,11 @@ impl Device for CudaDevice {
         // Inputs arrive resident (the executor copies at device edges); make sure anyway.
         let inputs: Vec<Tensor> = ctx.inputs.iter().map(|t| self.resident(t)).collect::<Result<_>>()?;
         let rctx = KernelCtx { node: ctx.node, inputs: &inputs, state: ctx.state };
-        let outs = if ctx.node.op.launch == oxiflow_core::ops::GpuLaunch::DeviceHandled { self.handled(&rctx)? } else { self.launched(&rctx)? };
+        let outs = match ctx.node.op.launch {
+            GpuLaunch::DeviceHandled => self.handled(&rctx)?,
+            GpuLaunch::Collective => self.collective(&rctx)?,
+            _ => self.launched(&rctx)?,
+        };
         self.memory.allocate(&outs)?;
         Ok(outs)
     }

@@ -20,6 +20,16 @@ pub enum CudaError {
         /// The `CUresult` as cudarc prints it.
         msg: String,
     },
+    /// An NCCL call failed (`ncclResult_t` and NCCL's text), naming the device and the call.
+    #[error("NCCL error on {device} in {call}: {msg}")]
+    Nccl {
+        /// Full device name.
+        device: String,
+        /// The NCCL call, e.g. `ncclAllReduce`.
+        call: String,
+        /// The result code and `ncclGetErrorString`'s text.
+        msg: String,
+    },
     /// NVRTC could not compile a kernel file; `log` is NVRTC's program log.
     #[error("NVRTC failed to compile kernels/{file} for {arch}: {log}")]
     Nvrtc {

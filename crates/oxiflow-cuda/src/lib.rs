@@ -15,6 +15,7 @@
 //! - [`kernels`]: the `.cu` files of `kernels/`, compiled by NVRTC, cached on disk and loaded
 //!   into a context; the entries the op registry calls for.
 //! - [`launch`]: the contract between the device and the per-family kernel launchers.
+//! - [`nccl`]: NCCL, loaded at run time, for the collective ops on GPU tensors.
 //! - [`testing`]: the gate of every GPU test (skip only where no driver or GPU exists).
 //!
 //! Everything here builds and its tests run on machines without CUDA (cudarc with
@@ -26,6 +27,7 @@ pub mod discovery;
 pub mod error;
 pub mod kernels;
 pub mod launch;
+pub mod nccl;
 pub mod probe;
 pub mod provider;
 pub mod testing;

@@ -442,6 +442,10 @@ impl Collectives for MpiComm {
         self.wait(what, req)
     }
 
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
     fn exchange(&self, what: &str, sends: Vec<(HostBuf, usize)>, recvs: Vec<(HostBuf, usize)>, tag: i32) -> Result<()> {
         for &(_, p) in sends.iter().chain(&recvs) {
             self.check_rank(what, p)?;

@@ -19,7 +19,10 @@
 //!   affect the output: zero gradient).
 //!
 //! Dtypes Float32, Float64, Int32, Int64; any shape (the data travel in row-major order).
-//! CPU kernels only (a GPU request moves to the CPU under soft placement). The ops are
+//! The kernels here move host tensors over the [`Communicator`] (MPI). The four ops are
+//! also GPU ops ([`GpuLaunch::Collective`]): a GPU device runs them with its own collective
+//! library where it has one (NCCL on a CUDA GPU, after [`negotiate`]; Horovod's GPU path),
+//! else with these kernels on host copies; an emulated GPU runs these kernels. The ops are
 //! stateful: never folded or merged, as each is a message exchange. Before its data, each
 //! collective checks that all ranks run the same one ([`Communicator::agree`]: op, node
 //! name, dtype, element count, attrs), so ranks running different collectives get an
@@ -112,10 +115,75 @@ fn row_major<T: Copy>(a: &ndarray::ArcArray<T, ndarray::IxDyn>) -> Cow<'_, [T]> 
 /// of op, node name, every input's dtype and dims, and attrs), recorded as the `negotiate`
 /// phase in a traced run. Every collective and point-to-point op calls it before its data.
 pub(super) fn agree_on_node(ctx: &KernelCtx, comm: &dyn Communicator, what: &str) -> Result<()> {
+    agree_via(ctx, comm, what, "")
+}
+
+/// [`agree_on_node`] with the transport that moves the data in the key (empty: the host's
+/// MPI path, whose key is the plain one), so ranks that would move it different ways fail
+/// the check instead of waiting for each other.
+fn agree_via(ctx: &KernelCtx, comm: &dyn Communicator, what: &str, transport: &str) -> Result<()> {
     let inputs: Vec<String> = ctx.inputs.iter().map(|t| format!("{} {:?}", t.dtype(), t.dims())).collect();
     let attrs: Vec<String> = ctx.node.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let key = key_of(&format!("{what} {} {}", inputs.join(" "), attrs.join(",")));
-    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(what, key))
+    let mut key = format!("{what} {} {}", inputs.join(" "), attrs.join(","));
+    if !transport.is_empty() {
+        key = format!("{key} via {transport}");
+    }
+    phase(NEGOTIATE, AGREE_BYTES, || comm.agree(what, key_of(&key)))
+}
+
+/// What a collective node does, for a device that moves its data itself.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// `MpiAllreduce`: every rank gets the element-wise `op` of all ranks' input; `mean`
+    /// (floats only): the sum divided by the number of ranks.
+    Allreduce { op: ReduceOp, mean: bool },
+    /// `MpiGroupedAllreduce`: every input all-reduced with a sum (`mean`: divided by the
+    /// number of ranks) into the output of the same index.
+    GroupedAllreduce { mean: bool },
+    /// `MpiSum`: rank `root` gets the sum, the other ranks zeros (`MPI_Reduce`).
+    Reduce { root: usize },
+    /// `MpiBcast`: every rank gets `root`'s input (`MPI_Bcast`).
+    Broadcast { root: usize },
+}
+
+/// A collective node ready to move its data on a device: `what` (`"MpiAllreduce 'x'"`, for
+/// errors and profiles), the process's communicator and what the node does.
+pub struct Negotiated {
+    pub what: String,
+    pub comm: std::sync::Arc<dyn Communicator>,
+    pub collective: Collective,
+}
+
+/// The first half of a collective node for a device that moves the data itself (NCCL on a
+/// CUDA GPU): reads the node's `reduction` or `root`, then checks that every rank runs this
+/// collective now over the same `transport` (the CPU kernel's agreement key plus
+/// `transport`, e.g. `"nccl"`, recorded as the `negotiate` phase). The device then moves the
+/// data and must leave the outputs as the CPU kernels here would. Errors: those of the CPU
+/// kernels (MPI not initialized: FailedPrecondition; `root` not a rank: InvalidArgument
+/// naming the node; a peer that does not join in time: DeadlineExceeded), and
+/// FailedPrecondition naming the node when another rank runs another collective or moves
+/// this one another way; InvalidArgument for an op that is not one of the four.
+pub fn negotiate(ctx: &KernelCtx, transport: &str) -> Result<Negotiated> {
+    let what = format!("{} '{}'", ctx.node.op.name, ctx.node.name);
+    let comm = communicator(&what)?;
+    let attrs = &ctx.node.attrs;
+    let collective = match ctx.node.op.name {
+        "MpiAllreduce" => {
+            let red = reduction(attrs, ctx.node.op.name)?;
+            let op = match red {
+                "max" => ReduceOp::Max,
+                "min" => ReduceOp::Min,
+                _ => ReduceOp::Sum,
+            };
+            Collective::Allreduce { op, mean: red == "mean" }
+        }
+        "MpiGroupedAllreduce" => Collective::GroupedAllreduce { mean: reduction(attrs, ctx.node.op.name)? == "mean" },
+        "MpiSum" => Collective::Reduce { root: root(ctx, comm.as_ref())? },
+        "MpiBcast" => Collective::Broadcast { root: root(ctx, comm.as_ref())? },
+        op => return Err(ctx.error(format!("{op} is not a collective a device can run"))),
+    };
+    agree_via(ctx, comm.as_ref(), &what, transport)?;
+    Ok(Negotiated { what, comm, collective })
 }
 
 /// `"<Op> '<node>'"` and the communicator, after [`agree_on_node`].
@@ -389,8 +457,9 @@ fn grad_bcast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Ve
 
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
-    let cpu = GpuSupport::None;
-    let stateful = |d: OpDef| OpDef { stateful: true, ..d };
+    // GPU ops too: NCCL on a CUDA GPU, these kernels on host copies otherwise
+    let cpu = GpuSupport::Types(&DTYPES);
+    let stateful = |d: OpDef| OpDef { stateful: true, ..d }.launched_as(GpuLaunch::Collective);
     r.add(stateful(
         def("MpiAllreduce", "MpiAllreduce", one, infer_collective, kernel_allreduce, cpu, Some(grad_allreduce)).with_attrs(attrs!["reduction" => Str]),
     ));

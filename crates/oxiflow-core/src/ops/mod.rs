@@ -566,6 +566,9 @@ pub enum GpuLaunch {
     /// A launcher of the op's own (`Cast`, `AddN`, `SelectV2`, `Softmax`, ...): the default
     /// of [`math::def`] for an op with a GPU kernel.
     Own,
+    /// A collective across ranks (`MpiAllreduce`, ...): the device moves the data with its
+    /// collective library (NCCL), after [`collective::negotiate`], or runs the CPU kernel.
+    Collective,
 }
 
 /// One op: TF's `OpDef` + kernel registrations + gradient registration.
