@@ -77,6 +77,10 @@ end
     y = mpi_allreduce(constant(fill(1.0, 1000)); name="sum_of_ones")
     s = Session()
     run_profile(s, y)
+    # collectives are GPU ops: default placement prefers this rank's (emulated) GPU, whose
+    # kernels for them are the CPU's, over MPI
+    dev = assigned_device(s, y)
+    @test dev == "/job:localhost/replica:0/task:0/device:GPU:0"
     path = joinpath(tempdir(), "oxiflow_ranks_$(getpid()).json")
     save_profile(path; all_ranks=true)
     if r == 0
@@ -84,7 +88,7 @@ end
         rm(path)
         for q in 0:n-1
             @test occursin("\"rank $q: MPI rank $q of $n\"", text)
-            @test occursin("\"rank $q: /job:localhost/replica:0/task:0/device:CPU:0 Compute\"", text)
+            @test occursin("\"rank $q: $dev Compute\"", text)
         end
         # one transfer and one negotiation per rank (the merged file is compact JSON)
         @test count("\"name\":\"MPI_Allreduce\"", text) == n && count("\"name\":\"MpiNegotiate\"", text) == n
