@@ -226,14 +226,18 @@ impl Comm {
     /// Enqueues `call` on `stream` for each of `bufs` (one NCCL group when there are several:
     /// `MpiGroupedAllreduce`'s inputs, which NCCL then runs as one launch), all of `dtype`.
     /// Only enqueues; [`Comm::async_error`] and the stream tell when it is done.
-    pub fn enqueue(&self, api: &Api, device: &str, call: Call, dtype: DType, bufs: &[Buffers], stream: CUstream) -> CudaResult<()> {
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this communicator's GPU, and every buffer's `send` and
+    /// `recv` hold `count` elements of `dtype` in that GPU's memory and stay allocated (not
+    /// reused) until the stream has run the call.
+    pub unsafe fn enqueue(&self, api: &Api, device: &str, call: Call, dtype: DType, bufs: &[Buffers], stream: CUstream) -> CudaResult<()> {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let t = nccl_type(dtype)?;
         let root = |r: usize| c_int::try_from(r).unwrap_or(c_int::MAX);
         let one = |b: &Buffers| -> CudaResult<()> {
             let (s, r) = (b.send as *const c_void, b.recv as *mut c_void);
-            // SAFETY: `send` and `recv` hold `count` elements of `dtype` in this GPU's memory
-            // and stay allocated until the stream has run the call (the caller waits).
+            // SAFETY: the buffers and the stream are as the caller promised.
             let rc = unsafe {
                 match call {
                     Call::AllReduce { op, mean } => {
@@ -287,7 +291,10 @@ impl Comm {
 /// its communicators at the same collectives: whether one is made is part of the
 /// collectives' agreement key, so ranks that disagree fail the check instead of one
 /// waiting in `ncclCommInitRank` for peers that never come.
-static COMMS: Mutex<Vec<((usize, usize), Arc<Comm>)>> = Mutex::new(Vec::new());
+static COMMS: Mutex<Vec<(CommKey, Arc<Comm>)>> = Mutex::new(Vec::new());
+
+/// CUDA ordinal and core communicator address.
+type CommKey = (usize, usize);
 
 /// The communicator of GPU `ordinal` within core communicator `key`, if one was made.
 pub fn cached(ordinal: usize, key: usize) -> Option<Arc<Comm>> {

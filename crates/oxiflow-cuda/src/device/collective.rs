@@ -74,7 +74,9 @@ impl CudaDevice {
             let stream = &self.core.shared.compute;
             let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
             let start = timing.as_ref().and_then(|_| stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
-            comm.enqueue(api, device, call, dtype, &bufs, stream.cu_stream())?;
+            // SAFETY: the input and output blocks hold `count` elements of `dtype` on this GPU;
+            // they live until the wait below (or are leaked when it fails).
+            unsafe { comm.enqueue(api, device, call, dtype, &bufs, stream.cu_stream()) }?;
             if reduce_root.is_some_and(|r| r != comm.rank) {
                 for b in &bufs {
                     // SAFETY: the output block holds `count` elements; ordered after the reduce.
