@@ -7,21 +7,12 @@
 //! on the GPU and run the CPU kernel, with the CPU's key.
 
 use oxiflow_core::collective::{set_communicator, Communicator, HostBuf, ReduceOp};
+use oxiflow_core::device::DeviceSet;
 use oxiflow_core::ops::collective::{negotiate, Collective};
-use oxiflow_core::ops::{GpuLaunch, KernelCtx, StateAccess};
-use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeId, NodeSpec, Output, Result, Session, SessionOptions, Tensor};
+use oxiflow_core::ops::{GpuLaunch, KernelCtx};
+use oxiflow_core::variable_store::VariableStore;
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, Result, Session, SessionOptions, Tensor};
 use std::sync::{Arc, Mutex, RwLock};
-
-struct NoState;
-
-impl StateAccess for NoState {
-    fn read_variable(&self, _: NodeId) -> Option<Tensor> {
-        None
-    }
-    fn assign_variable(&self, _: NodeId, _: Tensor) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// Rank 0 of 2 whose peer's agreement pair is `peer` (`None`: the peer agrees with
 /// whatever this rank sends); records this rank's agreement keys. Data calls do nothing.
@@ -86,13 +77,15 @@ fn a_device_transport_is_part_of_the_agreement_and_emulated_gpus_run_the_cpu_ker
     let inputs = [xv.clone()];
     let g = Arc::new(RwLock::new(g));
     let gr = g.read().unwrap();
-    let ctx = |o: Output| KernelCtx { node: gr.node(o.node).unwrap(), inputs: &inputs, state: &NoState };
+    // the collectives read no variable: an empty store
+    let store = VariableStore::new(DeviceSet::new(1, 0));
+    let ctx = |o: Output| KernelCtx { node: gr.node(o.node).unwrap(), inputs: &inputs, state: &store };
 
     // what each node does, read from its attrs
     assert_eq!(negotiate(&ctx(mean), "nccl").unwrap().collective, Collective::Allreduce { op: ReduceOp::Sum, mean: true });
     assert_eq!(negotiate(&ctx(max), "nccl").unwrap().collective, Collective::Allreduce { op: ReduceOp::Max, mean: false });
     assert_eq!(negotiate(&ctx(sum), "nccl").unwrap().collective, Collective::Reduce { root: 1 });
-    let g_ctx = KernelCtx { node: gr.node(grouped).unwrap(), inputs: &[xv.clone(), xv.clone()], state: &NoState };
+    let g_ctx = KernelCtx { node: gr.node(grouped).unwrap(), inputs: &[xv.clone(), xv.clone()], state: &store };
     let n = negotiate(&g_ctx, "nccl").unwrap();
     assert_eq!((n.collective, n.what.as_str()), (Collective::GroupedAllreduce { mean: false }, "MpiGroupedAllreduce 'MpiGroupedAllreduce'"));
     let e = negotiate(&ctx(far), "nccl").err().unwrap().to_string();
