@@ -48,11 +48,11 @@ fn the_binding_makes_the_calls_nccl_h_describes() {
 
     // too old: NCCL 2.9 has no ncclAvg
     std::env::set_var("FAKE_NCCL_VERSION", "20903");
-    let e = load(&[name.clone()]).err().expect("2.9 refused");
+    let e = load(std::slice::from_ref(&name)).err().expect("2.9 refused");
     assert!(e.contains("NCCL 2.9.3, older than 2.10"), "{e}");
     std::env::remove_var("FAKE_NCCL_VERSION");
 
-    let api = load(&[name.clone()]).unwrap();
+    let api = load(std::slice::from_ref(&name)).unwrap();
     assert_eq!((api.version, api.library.as_str()), (22703, name.as_str()));
 
     // the unique id travels as 128 bytes and comes back whole into ncclCommInitRank

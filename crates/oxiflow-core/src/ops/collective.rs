@@ -149,8 +149,11 @@ pub enum Collective {
 /// A collective node ready to move its data on a device: `what` (`"MpiAllreduce 'x'"`, for
 /// errors and profiles), the process's communicator and what the node does.
 pub struct Negotiated {
+    /// `"<Op> '<node>'"`.
     pub what: String,
+    /// The process's communicator (rank, size, timeout; it carries NCCL's unique id).
     pub comm: std::sync::Arc<dyn Communicator>,
+    /// What the node does.
     pub collective: Collective,
 }
 

@@ -14,13 +14,15 @@
 //! check gives DeadlineExceeded naming the op, and the NCCL communicator is aborted (the
 //! next collective makes a new one on every rank), never a hang. Profiles show the
 //! `negotiate` phase and a `transfer` phase typed by the NCCL call (`ncclAllReduce`,
-//! `ncclReduce`, `ncclBroadcast`), with the bytes moved, and the kernel on the GPU's lane.
+//! `ncclReduce`, `ncclBroadcast`), with the bytes moved, timed by the host from the enqueue
+//! to the call's completion. The op keeps host times too (no CUDA events), so it contains
+//! its phases on the timeline's MPI process, as on the CPU.
 
 use super::{driver_err, CudaDevice};
 use crate::error::CudaError;
 use crate::launch::DevArg;
 use crate::nccl::{self, Buffers, Call, Comm};
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
 use oxiflow_core::collective::HostBuf;
 use oxiflow_core::ops::collective::{negotiate, Collective, Negotiated};
 use oxiflow_core::ops::{KernelCtx, Outputs};
@@ -72,8 +74,6 @@ impl CudaDevice {
             let _g = self.core.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.core.shared.ctx.bind_to_thread().map_err(driver_err(device, "cuCtxSetCurrent"))?;
             let stream = &self.core.shared.compute;
-            let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
-            let start = timing.as_ref().and_then(|_| stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             // SAFETY: the input and output blocks hold `count` elements of `dtype` on this GPU;
             // they live until the wait below (or are leaked when it fails).
             unsafe { comm.enqueue(api, device, call, dtype, &bufs, stream.cu_stream()) }?;
@@ -82,11 +82,6 @@ impl CudaDevice {
                     // SAFETY: the output block holds `count` elements; ordered after the reduce.
                     unsafe { result::memset_d8_async(b.recv, 0, b.count * dtype.size_of(), stream.cu_stream()) }
                         .map_err(driver_err(device, "cuMemsetD8Async"))?;
-                }
-            }
-            if let (Some(t), Some(start)) = (timing.as_mut(), start) {
-                if let Ok(end) = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) {
-                    t.kernels.push((ctx.node.name.clone(), start, end));
                 }
             }
             stream.record_event(None).map_err(driver_err(device, "cuEventRecord"))?
