@@ -86,7 +86,7 @@ run)
   timeout 300 .gpu/bin/digits_gpu "${TMPDIR:-/tmp}/digits.csv" --cpu >> "$out/digits.txt" 2>&1 || problems+=("digits_gpu --cpu failed")
   cat "$out/digits.txt"
   figures=$({ grep -hE "GB/s|GFLOP/s|us/op| ms|steps/s" "$out/bench.txt" "$out/digits.txt" || true; } | wc -l)
-  nccl=$({ grep -m1 -oE "^NCCL [0-9.]+ from [^ ]+" "$out/tests.log" || echo "NCCL not used"; } | head -1)
+  nccl=$({ grep -m1 -oE "NCCL [0-9.]+ from [^ ]+" "$out/tests.log" || echo "NCCL not used"; } | head -1)
   summary="gpu-check: $(head -1 "$out/gpu.txt"); $nccl; tests: $passed passed, $failed failed, $skipped skipped; $timed kernels timed by CUDA events; $figures figure lines in bench.txt and digits.txt"
   if [ ${#problems[@]} -gt 0 ]; then summary="$summary; FAILED: $(IFS=';'; echo "${problems[*]}")"; fi
   echo "$summary" | tee "$out/summary.txt"
