@@ -68,6 +68,15 @@ fn reduction<'a>(attrs: &'a Attrs, op: &str) -> Result<&'a str> {
     }
 }
 
+/// The transport's reduction for a `reduction` attr value (`"mean"` is a sum, divided after).
+fn reduce_op(reduction: &str) -> ReduceOp {
+    match reduction {
+        "max" => ReduceOp::Max,
+        "min" => ReduceOp::Min,
+        _ => ReduceOp::Sum,
+    }
+}
+
 /// The `root` attr (default 0), checked against the communicator's size.
 fn root(ctx: &KernelCtx, comm: &dyn Communicator) -> Result<usize> {
     let r = super::shape_ops::int_or(&ctx.node.attrs, ctx.node.op.name, "root", 0)?;
@@ -173,12 +182,7 @@ pub fn negotiate(ctx: &KernelCtx, transport: &str) -> Result<Negotiated> {
     let collective = match ctx.node.op.name {
         "MpiAllreduce" => {
             let red = reduction(attrs, ctx.node.op.name)?;
-            let op = match red {
-                "max" => ReduceOp::Max,
-                "min" => ReduceOp::Min,
-                _ => ReduceOp::Sum,
-            };
-            Collective::Allreduce { op, mean: red == "mean" }
+            Collective::Allreduce { op: reduce_op(red), mean: red == "mean" }
         }
         "MpiGroupedAllreduce" => Collective::GroupedAllreduce { mean: reduction(attrs, ctx.node.op.name)? == "mean" },
         "MpiSum" => Collective::Reduce { root: root(ctx, comm.as_ref())? },
@@ -290,11 +294,7 @@ fn allreduce_tensor<T: Carried>(
 
 fn kernel_allreduce(ctx: &KernelCtx) -> Result<Outputs> {
     let red = reduction(&ctx.node.attrs, ctx.node.op.name)?;
-    let op = match red {
-        "max" => ReduceOp::Max,
-        "min" => ReduceOp::Min,
-        _ => ReduceOp::Sum,
-    };
+    let op = reduce_op(red);
     let (what, comm) = agreed(ctx)?;
     let mean = (red == "mean").then_some(comm.size() as f64);
     let (c, w) = (comm.as_ref(), what.as_str());
