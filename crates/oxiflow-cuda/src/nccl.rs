@@ -11,6 +11,14 @@
 //! `libnccl.so` comes with the development package only); and its loader panics when the
 //! library or a symbol is missing, which must never reach a user's session. Here a missing
 //! library is a reason ([`status`]) and the collectives fall back to host copies over MPI.
+//!
+//! Communicators are made non-blocking where NCCL allows it (2.14 and newer:
+//! `ncclCommInitRankConfig` with `blocking = 0`, as PyTorch's `ProcessGroupNCCL` does when
+//! asked): then no NCCL call waits for a peer. A call may answer `ncclInProgress` before its
+//! work is on the stream, and [`Comm::settle`] polls `ncclCommGetAsyncError` until it is,
+//! for a bounded time, so a peer that never joins or never calls ends in a timeout and an
+//! abort, not a hang. With NCCL 2.10 to 2.13 the communicator is blocking
+//! (`ncclCommInitRank`).
 
 use crate::error::{CudaError, CudaResult};
 use cudarc::driver::sys::CUstream;
@@ -27,6 +35,27 @@ pub const NCCL_LIBRARIES: &[&str] = &["libnccl.so.2", "libnccl.so"];
 /// `ncclGetVersion` encodes it (`major * 10000 + minor * 100 + patch`).
 pub const MIN_VERSION: i32 = 21000;
 
+/// First NCCL with `ncclCommInitRankConfig` and non-blocking communicators (2.14).
+pub const NONBLOCKING_VERSION: i32 = 21400;
+
+/// `ncclConfig_t` as NCCL 2.14 laid it out (`size`, `magic`, `version`, `blocking`): NCCL
+/// reads the first `size` bytes of the config it is given, checks `magic`, and gives every
+/// field newer than `version` its default (`parseCommConfig` in NCCL's init.cc), so this
+/// prefix means the same to every NCCL from 2.14 on, whatever its own header adds.
+#[repr(C)]
+struct ConfigV2_14 {
+    size: usize,
+    /// `NCCL_CONFIG_INITIALIZER`'s 0xcafebeef.
+    magic: u32,
+    /// `NCCL_VERSION(2, 14, 0)`.
+    version: u32,
+    /// 0: non-blocking.
+    blocking: c_int,
+    /// Padding up to the struct's alignment; NCCL 2.17's `cgaClusterSize`, reset to its
+    /// default because `version` is older. Set to `NCCL_CONFIG_UNDEF_INT` all the same.
+    undefined: c_int,
+}
+
 type Res = ncclResult_t;
 
 /// The NCCL entry points used, resolved once.
@@ -38,6 +67,8 @@ pub struct Api {
     pub library: String,
     get_unique_id: unsafe extern "C" fn(*mut ncclUniqueId) -> Res,
     comm_init_rank: unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int) -> Res,
+    /// NCCL 2.14 and newer.
+    comm_init_rank_config: Option<unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int, *mut ConfigV2_14) -> Res>,
     comm_abort: unsafe extern "C" fn(ncclComm_t) -> Res,
     comm_get_async_error: unsafe extern "C" fn(ncclComm_t, *mut Res) -> Res,
     get_error_string: unsafe extern "C" fn(Res) -> *const c_char,
@@ -67,8 +98,10 @@ fn resolve(lib: libloading::Library, library: String) -> Result<Api, String> {
     if version < MIN_VERSION {
         return Err(format!("{library} is NCCL {}, older than 2.10 (the first with ncclAvg)", version_string(version)));
     }
+    let comm_init_rank_config = if version >= NONBLOCKING_VERSION { Some(sym!("ncclCommInitRankConfig")) } else { None };
     Ok(Api {
         version,
+        comm_init_rank_config,
         get_unique_id: sym!("ncclGetUniqueId"),
         comm_init_rank: sym!("ncclCommInitRank"),
         comm_abort: sym!("ncclCommAbort"),
@@ -149,17 +182,42 @@ impl Api {
         Ok(id.internal.map(|c| c as u8))
     }
 
-    /// Joins the communicator of `size` ranks named by `id` as `rank`
-    /// (`ncclCommInitRank`), on the GPU whose context is current on this thread. Blocks
-    /// until every rank has joined.
+    /// Starts joining the communicator of `size` ranks named by `id` as `rank`, on the GPU
+    /// whose context is current on this thread. With NCCL 2.14 and newer the communicator
+    /// is non-blocking (`ncclCommInitRankConfig`, `blocking = 0`) and this returns at once:
+    /// [`Comm::settle`] then waits, boundedly, until every rank has joined. Older NCCL
+    /// (`ncclCommInitRank`) blocks here until they have. Errors: NCCL's, naming the call; a
+    /// communicator that failed after NCCL created it is aborted first.
     pub fn join(&self, device: &str, id: &[u8; 128], rank: usize, size: usize) -> CudaResult<Comm> {
         let id = ncclUniqueId { internal: id.map(|b| b as c_char) };
         let mut raw: ncclComm_t = std::ptr::null_mut();
         let (r, n) = (c_int::try_from(rank), c_int::try_from(size));
         let (Ok(r), Ok(n)) = (r, n) else { return Err(CudaError::Unsupported(format!("{device}: NCCL takes at most {} ranks", c_int::MAX))) };
-        // SAFETY: `raw` receives the new communicator.
-        self.check(unsafe { (self.comm_init_rank)(&mut raw, n, id, r) }, device, "ncclCommInitRank")?;
-        Ok(Comm { raw, rank, size, lock: Mutex::new(()) })
+        let (rc, call, nonblocking) = match self.comm_init_rank_config {
+            Some(init) => {
+                let mut config = ConfigV2_14 {
+                    size: std::mem::size_of::<ConfigV2_14>(),
+                    magic: 0xcafe_beef,
+                    version: NONBLOCKING_VERSION as u32,
+                    blocking: 0,
+                    undefined: c_int::MIN,
+                };
+                // SAFETY: `raw` receives the new communicator; NCCL copies the config.
+                (unsafe { init(&mut raw, n, id, r, &mut config) }, "ncclCommInitRankConfig", true)
+            }
+            // SAFETY: `raw` receives the new communicator.
+            None => (unsafe { (self.comm_init_rank)(&mut raw, n, id, r) }, "ncclCommInitRank", false),
+        };
+        if rc != ncclResult_t::ncclInProgress || !nonblocking {
+            if let Err(e) = self.check(rc, device, call) {
+                if !raw.is_null() {
+                    // SAFETY: the failed communicator is not used again.
+                    let _ = unsafe { (self.comm_abort)(raw) };
+                }
+                return Err(e);
+            }
+        }
+        Ok(Comm { raw, rank, size, nonblocking, lock: Mutex::new(()) })
     }
 }
 
@@ -170,6 +228,9 @@ pub struct Comm {
     pub rank: usize,
     /// Number of ranks.
     pub size: usize,
+    /// Made non-blocking (NCCL 2.14 and newer): its calls may answer `ncclInProgress`, and
+    /// [`Comm::settle`] tells when their work is on the stream.
+    pub nonblocking: bool,
     /// NCCL communicators must not be used by two threads at once.
     lock: Mutex<()>,
 }
@@ -225,7 +286,9 @@ fn nccl_type(d: DType) -> CudaResult<ncclDataType_t> {
 impl Comm {
     /// Enqueues `call` on `stream` for each of `bufs` (one NCCL group when there are several:
     /// `MpiGroupedAllreduce`'s inputs, which NCCL then runs as one launch), all of `dtype`.
-    /// Only enqueues; [`Comm::async_error`] and the stream tell when it is done.
+    /// Only enqueues; on a non-blocking communicator the work may reach the stream later,
+    /// when [`Comm::settle`] returns. [`Comm::async_error`] and the stream tell when it is
+    /// done.
     ///
     /// # Safety
     /// `stream` is a live stream of this communicator's GPU, and every buffer's `send` and
@@ -253,7 +316,7 @@ impl Comm {
                     Call::Broadcast { root: q } => (api.broadcast)(s, r, b.count, t, root(q), self.raw, stream),
                 }
             };
-            api.check(rc, device, call.name())
+            self.check_call(api, rc, device, call.name())
         };
         if bufs.len() == 1 {
             return one(&bufs[0]);
@@ -262,20 +325,60 @@ impl Comm {
         api.check(unsafe { (api.group_start)() }, device, "ncclGroupStart")?;
         let first_err = bufs.iter().map(one).find_map(Result::err);
         // SAFETY: closes the group opened above.
-        let end = api.check(unsafe { (api.group_end)() }, device, "ncclGroupEnd");
+        let end = self.check_call(api, unsafe { (api.group_end)() }, device, "ncclGroupEnd");
         match first_err {
             Some(e) => Err(e),
             None => end,
         }
     }
 
-    /// The error NCCL found while running this communicator's calls
-    /// (`ncclCommGetAsyncError`: a peer that died, a network failure), if any.
-    pub fn async_error(&self, api: &Api, device: &str) -> Option<CudaError> {
+    /// A call's result: `ncclInProgress` is success on a non-blocking communicator.
+    fn check_call(&self, api: &Api, rc: Res, device: &str, call: &str) -> CudaResult<()> {
+        if self.nonblocking && rc == ncclResult_t::ncclInProgress {
+            return Ok(());
+        }
+        api.check(rc, device, call)
+    }
+
+    /// `ncclCommGetAsyncError`'s state of this communicator, or the query's own error.
+    fn async_state(&self, api: &Api, device: &str) -> CudaResult<Res> {
         let mut e = ncclResult_t::ncclSuccess;
         // SAFETY: writes one result code; allowed from any thread.
         let rc = unsafe { (api.comm_get_async_error)(self.raw, &mut e) };
-        api.check(rc, device, "ncclCommGetAsyncError").err().or_else(|| api.check(e, device, "NCCL (asynchronous error)").err())
+        api.check(rc, device, "ncclCommGetAsyncError").map(|()| e)
+    }
+
+    /// The error NCCL found while running this communicator's calls
+    /// (`ncclCommGetAsyncError`: a peer that died, a network failure), if any
+    /// (`ncclInProgress`, work still being queued, is none).
+    pub fn async_error(&self, api: &Api, device: &str) -> Option<CudaError> {
+        match self.async_state(api, device) {
+            Err(e) => Some(e),
+            Ok(ncclResult_t::ncclInProgress) => None,
+            Ok(e) => api.check(e, device, "NCCL (asynchronous error)").err(),
+        }
+    }
+
+    /// Waits until NCCL has finished this communicator's host-side work (joining the peers
+    /// after [`Api::join`], or putting a call's work on its stream after
+    /// [`Comm::enqueue`]): polls `ncclCommGetAsyncError` while it answers `ncclInProgress`,
+    /// sleeping 20 µs at first and at most 1 ms between polls, for at most `timeout`.
+    /// `Ok(true)`: done; `Ok(false)`: still in progress at the timeout (a peer that never
+    /// came; the caller aborts); `Err`: NCCL's error, naming `call`. Returns at the first
+    /// poll on a blocking communicator, whose calls return only when done.
+    pub fn settle(&self, api: &Api, device: &str, call: &str, timeout: std::time::Duration) -> CudaResult<bool> {
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
+            match self.async_state(api, device)? {
+                ncclResult_t::ncclInProgress if start.elapsed() >= timeout => return Ok(false),
+                ncclResult_t::ncclInProgress => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(1));
+                }
+                e => return api.check(e, device, call).map(|()| true),
+            }
+        }
     }
 
     /// Ends the communicator's calls in flight and frees it (`ncclCommAbort`): after a

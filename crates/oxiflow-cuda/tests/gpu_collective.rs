@@ -5,8 +5,10 @@
 //! dtype and reduction; each run's outputs equal that run's inputs (one rank's reductions
 //! and broadcasts are the identity; fresh inputs every run, so a stale buffer cannot pass);
 //! the gradient of an all-reduce (an all-reduce of the output gradient) is right; a traced
-//! run shows the `ncclAllReduce` transfer with its bytes; and with `OXIFLOW_NCCL=0` the
-//! same graph runs through host memory (`MPI_Allreduce` phase) with the same values.
+//! run shows the `ncclAllReduce` transfer with its bytes; the communicator is non-blocking
+//! from NCCL 2.14 on, and a join whose peer never comes (rank 0 of two, alone) ends at the
+//! timeout and aborts instead of hanging; and with `OXIFLOW_NCCL=0` the same graph runs
+//! through host memory (`MPI_Allreduce` phase) with the same values.
 //!
 //! Gate: [`oxiflow_cuda::testing::gpu_or_skip`]. Where a GPU exists but NCCL does not load,
 //! the NCCL part prints `skipped:` (which `scripts/gpu-check.sh` counts as a failure) and
@@ -125,7 +127,8 @@ fn collectives_on_the_gpu_through_nccl() {
     if !gpu_or_skip("collectives_on_the_gpu_through_nccl") {
         return;
     }
-    set_communicator(Some(Arc::new(OneRank)));
+    let one = Arc::new(OneRank);
+    set_communicator(Some(one.clone()));
     let m = model();
     let opts = || SessionOptions { emulated_gpus: Some(0), allow_soft_placement: false, ..Default::default() };
     let s = Session::new(m.g.clone(), opts()).unwrap();
@@ -151,6 +154,23 @@ fn collectives_on_the_gpu_through_nccl() {
             // a second session on the GPU uses the same NCCL communicator
             let s2 = Session::new(m.g.clone(), opts()).unwrap();
             check_run(&m, &s2, 4, false);
+            // the ops' communicator (the device's ordinal 0, keyed by the core communicator)
+            let comm = oxiflow_cuda::nccl::cached(0, Arc::as_ptr(&one) as *const () as usize).expect("the ops keep their NCCL communicator");
+            assert_eq!(comm.nonblocking, api.version >= oxiflow_cuda::nccl::NONBLOCKING_VERSION);
+            println!("NCCL communicator non-blocking: {}", comm.nonblocking);
+            if comm.nonblocking {
+                // rank 0 of two with no rank 1: NCCL's init waits for it, settle gives up
+                let id = api.unique_id(GPU0).unwrap();
+                let lonely = api.join(GPU0, &id, 0, 2).unwrap();
+                let t0 = std::time::Instant::now();
+                let joined = lonely.settle(api, GPU0, "ncclCommInitRankConfig", std::time::Duration::from_secs(2)).unwrap();
+                let gave_up = t0.elapsed();
+                assert!(!joined && gave_up >= std::time::Duration::from_secs(2), "a join with a missing peer must not finish");
+                lonely.abort(api);
+                println!("join without its peer: gave up after {:.2} s, aborted after {:.2} s", gave_up.as_secs_f64(), t0.elapsed().as_secs_f64());
+                // the ops' communicator still works
+                check_run(&m, &s, 6, false);
+            }
         }
         Err(reason) => {
             assert!(std::env::var("OXIFLOW_REQUIRE_NCCL").as_deref() != Ok("1"), "OXIFLOW_REQUIRE_NCCL=1 but NCCL is unavailable: {reason}");

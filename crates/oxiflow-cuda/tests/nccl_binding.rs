@@ -10,6 +10,7 @@ use oxiflow_core::collective::ReduceOp;
 use oxiflow_core::DType;
 use oxiflow_cuda::nccl::{load, Buffers, Call};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Compiles the stand-in as `libnccl.so.2` in a fresh directory; panics with the
 /// compiler's output when it fails.
@@ -38,6 +39,45 @@ fn take_log(lib: &libloading::Library) -> Vec<String> {
 
 const DEV: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
 
+/// Calls the stand-in's hook `name`, which takes one int.
+fn hook(lib: &libloading::Library, name: &str, v: i32) {
+    // SAFETY: the stand-in's `fake_set_*` hooks take one int.
+    unsafe { lib.get::<unsafe extern "C" fn(i32)>(format!("{name}\0").as_bytes()).unwrap()(v) };
+}
+
+/// A non-blocking communicator: a join or a group that answers ncclInProgress is not an
+/// error, `settle` polls until NCCL says the work is done, and gives up at the timeout when
+/// it never is (a peer that never joins), after which the communicator is aborted.
+fn nonblocking_waits_are_polled_and_bounded(api: &oxiflow_cuda::nccl::Api, hooks: &libloading::Library, id: &[u8; 128]) {
+    let polls = |log: &[String]| log.iter().filter(|l| *l == "GetAsyncError in progress").count();
+    hook(hooks, "fake_set_pending", 3);
+    let comm = api.join(DEV, id, 0, 2).expect("ncclInProgress from a non-blocking init is not an error");
+    assert!(comm.settle(api, DEV, "ncclCommInitRankConfig", Duration::from_secs(5)).unwrap());
+    let log = take_log(hooks);
+    assert_eq!(polls(&log), 3, "{log:?}");
+
+    // a peer that never comes: in progress forever, so the timeout ends the wait
+    hook(hooks, "fake_set_pending", -1);
+    let comm = api.join(DEV, id, 0, 2).unwrap();
+    let t = Instant::now();
+    assert!(!comm.settle(api, DEV, "ncclCommInitRankConfig", Duration::from_millis(40)).unwrap());
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(40) && waited < Duration::from_secs(5), "{waited:?}");
+    comm.abort(api);
+    let log = take_log(hooks);
+    assert!(polls(&log) >= 2 && log.last().map(String::as_str) == Some("CommAbort comm=0x1234"), "{log:?}");
+
+    // a group whose work NCCL queues after ncclGroupEnd returns
+    hook(hooks, "fake_set_group_in_progress", 1);
+    let three: Vec<Buffers> = (1..=3u64).map(|k| Buffers { send: 0x1000 * k, recv: 0x10000 * k, count: k as usize }).collect();
+    // SAFETY: the stand-in never touches the pointers.
+    unsafe { comm.enqueue(api, DEV, Call::AllReduce { op: ReduceOp::Sum, mean: false }, DType::Float64, &three, 0x99usize as CUstream) }.unwrap();
+    assert!(comm.settle(api, DEV, "ncclAllReduce", Duration::from_secs(5)).unwrap());
+    hook(hooks, "fake_set_group_in_progress", 0);
+    let log = take_log(hooks);
+    assert_eq!((log.first().map(String::as_str), polls(&log)), (Some("GroupStart"), 2), "{log:?}");
+}
+
 #[test]
 fn the_binding_makes_the_calls_nccl_h_describes() {
     let path = fake_library();
@@ -59,9 +99,16 @@ fn the_binding_makes_the_calls_nccl_h_describes() {
     let id = api.unique_id(DEV).unwrap();
     assert_eq!(id.to_vec(), (0..128u32).map(|i| (i * 3 + 1) as u8).collect::<Vec<_>>());
     let comm = api.join(DEV, &id, 2, 3).unwrap();
-    assert_eq!((comm.rank, comm.size), (2, 3));
+    assert_eq!((comm.rank, comm.size, comm.nonblocking), (2, 3, true));
     let sum = id.iter().fold(0u32, |h, &b| h.wrapping_mul(31).wrapping_add(b as u32));
-    assert_eq!(take_log(&hooks), ["GetUniqueId".to_string(), format!("CommInitRank nranks=3 rank=2 id={sum}")]);
+    // NCCL 2.14's config: 24 bytes (8 + 4 + 4 + 4, padded to 8), NCCL_CONFIG_INITIALIZER's
+    // magic, NCCL_VERSION(2, 14, 0), non-blocking
+    let init = format!("CommInitRankConfig nranks=3 rank=2 id={sum} size=24 magic=cafebeef version=21400 blocking=0");
+    assert_eq!(take_log(&hooks), ["GetUniqueId".to_string(), init.clone()]);
+    assert!(comm.settle(&api, DEV, "ncclCommInitRankConfig", Duration::from_secs(5)).unwrap());
+    assert!(take_log(&hooks).is_empty(), "a finished join settles at the first query");
+
+    nonblocking_waits_are_polled_and_bounded(&api, &hooks, &id);
 
     let stream = 0x99usize as CUstream;
     let one = [Buffers { send: 0x1000, recv: 0x2000, count: 5 }];
@@ -101,11 +148,28 @@ fn the_binding_makes_the_calls_nccl_h_describes() {
 
     // the asynchronous error a dead peer leaves, then the abort
     assert!(comm.async_error(&api, DEV).is_none());
-    // SAFETY: the hook takes one int.
-    unsafe { hooks.get::<unsafe extern "C" fn(i32)>(b"fake_set_async_error\0").unwrap()(6) };
+    hook(&hooks, "fake_set_async_error", 6);
     let e = comm.async_error(&api, DEV).expect("an asynchronous error").to_string();
     assert!(e.contains("NCCL (asynchronous error)") && e.contains("ncclRemoteError"), "{e}");
+    let e = comm.settle(&api, DEV, "ncclAllReduce", Duration::from_secs(5)).unwrap_err().to_string();
+    assert!(e.contains("ncclAllReduce") && e.contains("ncclRemoteError"), "settle reports it too: {e}");
     comm.abort(&api);
     assert_eq!(take_log(&hooks), ["CommAbort comm=0x1234"]);
+    hook(&hooks, "fake_set_async_error", 0);
+
+    // NCCL 2.10 to 2.13: no ncclCommInitRankConfig; a blocking communicator, on which
+    // ncclInProgress is an error like any other
+    std::env::set_var("FAKE_NCCL_VERSION", "21300");
+    let old = load(std::slice::from_ref(&name)).unwrap();
+    std::env::remove_var("FAKE_NCCL_VERSION");
+    let comm = old.join(DEV, &id, 2, 3).unwrap();
+    assert!(!comm.nonblocking);
+    assert_eq!(take_log(&hooks), [format!("CommInitRank nranks=3 rank=2 id={sum}")]);
+    hook(&hooks, "fake_set_group_in_progress", 1);
+    // SAFETY: the stand-in never touches the pointers.
+    let e = unsafe { comm.enqueue(&old, DEV, Call::AllReduce { op: ReduceOp::Sum, mean: false }, DType::Float32, &three, stream) }.unwrap_err().to_string();
+    assert!(e.contains("ncclGroupEnd") && e.contains("ncclInProgress"), "{e}");
+    hook(&hooks, "fake_set_group_in_progress", 0);
+    hook(&hooks, "fake_set_pending", 0);
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }

@@ -5,14 +5,18 @@
 //!   ([`negotiate`], transport `"nccl"`), then one NCCL call on the device's compute stream
 //!   from the input's device memory into the output's, with no host copy; the process's
 //!   NCCL communicator for this GPU is made at its first collective (rank 0's unique id sent
-//!   by the core communicator's broadcast, then `ncclCommInitRank` on every rank);
+//!   by the core communicator's broadcast, then `ncclCommInitRankConfig`, non-blocking, on
+//!   every rank; `ncclCommInitRank` before NCCL 2.14);
 //! - without NCCL (not installed, or `OXIFLOW_NCCL=0`): the CPU kernel on host copies of
 //!   the inputs, over MPI, and the outputs copied back (said once per process on stderr).
 //!
-//! The NCCL call is waited for, polling the stream and NCCL's asynchronous error, up to the
-//! communicator's timeout (`OXIFLOW_MPI_TIMEOUT`): a peer that dies after the agreement
-//! check gives DeadlineExceeded naming the op, and the NCCL communicator is aborted (the
-//! next collective makes a new one on every rank), never a hang. Profiles show the
+//! Every wait on NCCL is bounded by the communicator's timeout (`OXIFLOW_MPI_TIMEOUT`):
+//! joining the NCCL communicator, NCCL putting the call's work on the stream (a
+//! non-blocking communicator's calls may answer `ncclInProgress` first), and the call's
+//! completion, polled on an event and NCCL's asynchronous error. A peer that dies after the
+//! agreement check gives DeadlineExceeded naming the op and what was waited for, and the
+//! NCCL communicator is aborted (the next collective makes a new one on every rank), never
+//! a hang. Profiles show the
 //! `negotiate` phase and a `transfer` phase typed by the NCCL call (`ncclAllReduce`,
 //! `ncclReduce`, `ncclBroadcast`), with the bytes moved, timed by the host from the enqueue
 //! to the call's completion. The op keeps host times too (no CUDA events), so it contains
@@ -47,9 +51,10 @@ impl CudaDevice {
         // whether this rank makes its NCCL communicator now is part of the agreement key
         let cached = nccl::cached(ordinal, key);
         let neg = negotiate(ctx, if cached.is_some() { "nccl" } else { "nccl, new communicator" })?;
+        let timeout = neg.comm.timeout().unwrap_or(DEFAULT_TIMEOUT);
         let comm = match cached {
             Some(c) => c,
-            None => self.join(api, &neg, ordinal, key)?,
+            None => self.join(api, &neg, ordinal, key, timeout)?,
         };
         // MpiSum: ncclReduce writes the root's output only; the other ranks' get zeros
         let (call, reduce_root) = match neg.collective {
@@ -70,6 +75,14 @@ impl CudaDevice {
         let dtype = inputs[0].dtype;
         let device = self.attrs.name.as_str();
         let t0 = Instant::now();
+        // the call's buffers may be in use by NCCL until the communicator is aborted: leak them
+        let fail = |e: OxiflowError, outs: Outputs| {
+            comm.abort(api);
+            nccl::evict(ordinal, key);
+            std::mem::forget(outs);
+            ctx.inputs.iter().for_each(|t| std::mem::forget(t.clone()));
+            Err(e)
+        };
         let done = {
             let _g = self.core.launch_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.core.shared.ctx.bind_to_thread().map_err(driver_err(device, "cuCtxSetCurrent"))?;
@@ -77,6 +90,12 @@ impl CudaDevice {
             // SAFETY: the input and output blocks hold `count` elements of `dtype` on this GPU;
             // they live until the wait below (or are leaked when it fails).
             unsafe { comm.enqueue(api, device, call, dtype, &bufs, stream.cu_stream()) }?;
+            // a non-blocking communicator may still be putting the work on the stream
+            match comm.settle(api, device, call.name(), timeout) {
+                Ok(true) => {}
+                Ok(false) => return fail(deadline(&neg.what, &comm, device, &format!("NCCL did not put {} on the stream", call.name()), timeout), outs),
+                Err(e) => return fail(e.into(), outs),
+            }
             if reduce_root.is_some_and(|r| r != comm.rank) {
                 for b in &bufs {
                     // SAFETY: the output block holds `count` elements; ordered after the reduce.
@@ -86,13 +105,8 @@ impl CudaDevice {
             }
             stream.record_event(None).map_err(driver_err(device, "cuEventRecord"))?
         };
-        if let Err(e) = wait(api, &comm, &done, neg.comm.timeout().unwrap_or(DEFAULT_TIMEOUT), &neg.what, device) {
-            // the call may still touch both buffers until the abort has taken effect: leak them
-            comm.abort(api);
-            nccl::evict(ordinal, key);
-            std::mem::forget(outs);
-            ctx.inputs.iter().for_each(|t| std::mem::forget(t.clone()));
-            return Err(e);
+        if let Err(e) = wait(api, &comm, &done, timeout, &neg.what, device) {
+            return fail(e, outs);
         }
         if oxiflow_core::function::recording() {
             oxiflow_core::function::record_phase("transfer", call.name(), t0, Instant::now(), bytes);
@@ -101,8 +115,10 @@ impl CudaDevice {
     }
 
     /// Makes this process's NCCL communicator for this GPU: rank 0's unique id goes to every
-    /// rank over the core communicator, then every rank joins (`ncclCommInitRank`).
-    fn join(&self, api: &nccl::Api, neg: &Negotiated, ordinal: usize, key: usize) -> Result<Arc<Comm>> {
+    /// rank over the core communicator, then every rank joins ([`nccl::Api::join`]) and
+    /// waits for the others up to `timeout`; past it, or on NCCL's error, the communicator
+    /// is aborted and the error names the op.
+    fn join(&self, api: &nccl::Api, neg: &Negotiated, ordinal: usize, key: usize, timeout: Duration) -> Result<Arc<Comm>> {
         let device = self.attrs.name.as_str();
         let (rank, size) = (neg.comm.rank(), neg.comm.size());
         let mut id = [0u8; 128];
@@ -119,6 +135,15 @@ impl CudaDevice {
             self.core.shared.ctx.bind_to_thread().map_err(driver_err(device, "cuCtxSetCurrent"))?;
             Arc::new(api.join(device, &id, rank, size)?)
         };
+        // not under the launch lock: other ops on this GPU go on while the peers join
+        let joined = comm.settle(api, device, if comm.nonblocking { "ncclCommInitRankConfig" } else { "ncclCommInitRank" }, timeout);
+        if !matches!(joined, Ok(true)) {
+            comm.abort(api);
+            return Err(match joined {
+                Err(e) => e.into(),
+                _ => deadline(&neg.what, &comm, device, "not every rank joined the NCCL communicator", timeout),
+            });
+        }
         nccl::keep(ordinal, key, comm.clone());
         Ok(comm)
     }
@@ -153,14 +178,21 @@ fn wait(api: &nccl::Api, comm: &Comm, done: &cudarc::driver::CudaEvent, timeout:
             return Err(e.into());
         }
         if start.elapsed() > timeout {
-            return Err(OxiflowError::DeadlineExceeded(format!(
-                "{what} on rank {} of {}: the NCCL call on {device} did not complete within {:.0} s (OXIFLOW_MPI_TIMEOUT); a peer stopped after agreeing to run it; the NCCL communicator was aborted",
-                comm.rank,
-                comm.size,
-                timeout.as_secs_f64()
-            )));
+            return Err(deadline(what, comm, device, "the NCCL call did not complete", timeout));
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(1));
     }
+}
+
+/// DeadlineExceeded for op `what` on `comm`'s rank: `waited` did not happen on `device`
+/// within `timeout` because a peer stopped after agreeing to run the op; the caller has
+/// aborted the NCCL communicator (or is about to).
+fn deadline(what: &str, comm: &Comm, device: &str, waited: &str, timeout: Duration) -> OxiflowError {
+    OxiflowError::DeadlineExceeded(format!(
+        "{what} on rank {} of {}: {waited} on {device} within {:.0} s (OXIFLOW_MPI_TIMEOUT); a peer stopped after agreeing to run it; the NCCL communicator was aborted",
+        comm.rank,
+        comm.size,
+        timeout.as_secs_f64()
+    ))
 }
