@@ -228,12 +228,27 @@ fn main() {
     }
     println!("chain of 10k scalar Sin/Cos on GPU:0 in a session: {:.2} us/op (median of 10 runs)", median(v) * 1e6 / 10_000.0);
 
-    // 5. an MLP training step
+    // 5. an MLP training step: inputs fed from host memory each step, then held on the GPU
+    // in variables as PyTorch's side holds them (scripts/torch_bench.py)
+    mlp_step(false);
+    mlp_step(true);
+}
+
+/// Times one gradient-descent step of an MLP 784-512-512-10 (Float32, batch 256, ReLU,
+/// loss `sum((h - y)^2)`) in a session on GPU:0, median of 20 after 3 warm-up steps, the
+/// loss fetched; `resident`: `x` and `y` are GPU variables read by the step, else
+/// placeholders fed from host memory at every step. Then prints one traced step's
+/// breakdown ([`print_step`]).
+fn mlp_step(resident: bool) {
     let (bsz, dims) = (256usize, [784usize, 512, 512, 10]);
     let mut g = Graph::new();
     g.push_device(DeviceScope::Spec(DeviceSpec::parse("/GPU:0").unwrap()));
-    let xin = g.placeholder(DType::Float32, &[bsz, dims[0]], None).unwrap();
-    let yin = g.placeholder(DType::Float32, &[bsz, dims[3]], None).unwrap();
+    let (xt, yt) = (Tensor::full(&[bsz, dims[0]], 0.1f32), Tensor::full(&[bsz, dims[3]], 1.0f32));
+    let (xin, yin) = if resident {
+        (Output::new(g.variable(xt.clone(), None, false).unwrap(), 0), Output::new(g.variable(yt.clone(), None, false).unwrap(), 0))
+    } else {
+        (g.placeholder(DType::Float32, &[bsz, dims[0]], None).unwrap(), g.placeholder(DType::Float32, &[bsz, dims[3]], None).unwrap())
+    };
     let mut h = xin;
     let mut vars = Vec::new();
     for l in 0..3 {
@@ -256,7 +271,7 @@ fn main() {
     let g = Arc::new(RwLock::new(g));
     let sess = Session::new(g, SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
     sess.run(&[], &[], &[init], false).unwrap();
-    let feed = vec![(xin, Tensor::full(&[bsz, dims[0]], 0.1f32)), (yin, Tensor::full(&[bsz, dims[3]], 1.0f32))];
+    let feed = if resident { vec![] } else { vec![(xin, xt), (yin, yt)] };
     for _ in 0..3 {
         sess.run(&feed, &[loss], &steps, false).unwrap();
     }
@@ -266,5 +281,30 @@ fn main() {
         sess.run(&feed, &[loss], &steps, false).unwrap();
         v.push(s.elapsed().as_secs_f64());
     }
-    println!("MLP 784-512-512-10 f32 batch 256, one GD step in a session: {:.3} ms (median of 20, loss fetched)", median(v) * 1e3);
+    let how = if resident { "inputs in GPU variables" } else { "inputs fed from host memory" };
+    println!("MLP 784-512-512-10 f32 batch 256, one GD step in a session, {how}: {:.3} ms (median of 20, loss fetched)", median(v) * 1e3);
+    let t = Instant::now();
+    let out = sess.run(&feed, &[loss], &steps, true).unwrap();
+    print_step(how, t.elapsed().as_secs_f64(), &out.step_stats.unwrap());
+}
+
+/// One traced step, in a few lines: its wall time; per device, the steps run and the sum of
+/// their times, split into kernels timed by CUDA events and host-timed steps (launches
+/// without a kernel, variables, copies); the copies; the longest steps.
+fn print_step(how: &str, wall: f64, st: &oxiflow_core::profile::StepStats) {
+    let ms = |n: &oxiflow_core::profile::NodeExecStats| (n.end_ns - n.start_ns) as f64 * 1e-6;
+    println!("  traced step ({how}): {:.3} ms wall", wall * 1e3);
+    for d in &st.devices {
+        let on: Vec<_> = st.nodes.iter().filter(|n| &st.label(n).device == d && st.label(n).copy.is_none()).collect();
+        let (dev, host): (Vec<_>, Vec<_>) = on.iter().partition(|n| n.device_clock);
+        let sum = |v: &[&&oxiflow_core::profile::NodeExecStats]| v.iter().map(|n| ms(n)).sum::<f64>() + 0.0;
+        println!("    {d}: {} steps, {} device-timed {:.3} ms, {} host-timed {:.3} ms", on.len(), dev.len(), sum(&dev), host.len(), sum(&host));
+    }
+    let c = st.copies();
+    let copy_ms = st.nodes.iter().filter(|n| st.label(n).copy.is_some()).map(ms).sum::<f64>() + 0.0;
+    println!("    copies: {} ({} bytes, {:.3} ms)", c.count, c.bytes, copy_ms);
+    let mut top: Vec<_> = st.nodes.iter().collect();
+    top.sort_by(|a, b| ms(b).total_cmp(&ms(a)));
+    let list: Vec<String> = top.iter().take(6).map(|n| format!("{} {} {:.3}", st.label(n).op, if n.device_clock { "dev" } else { "host" }, ms(n))).collect();
+    println!("    longest (op clock ms): {}", list.join(", "));
 }
