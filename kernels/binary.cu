@@ -77,6 +77,9 @@ struct Minimum { template <typename T> __device__ T operator()(T a, T b) const {
 // scalar_tanh_gradient_op / scalar_sigmoid_gradient_op); operands of one shape.
 struct TanhGrad    { template <typename T> __device__ T operator()(T y, T dy) const { return dy * (T(1) - y * y); } };
 struct SigmoidGrad { template <typename T> __device__ T operator()(T y, T dy) const { return dy * y * (T(1) - y); } };
+// ReluGrad(dy, y) = dy where y > 0, else 0 (TF's operand order; a select, as the CPU kernel:
+// a NaN or infinite dy where y <= 0 gives 0, not TF's dy * 0)
+struct ReluGrad    { template <typename T> __device__ T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); } };
 
 struct Equal        { template <typename T> __device__ bool operator()(T a, T b) const { return a == b; } };
 struct Greater      { template <typename T> __device__ bool operator()(T a, T b) const { return a > b; } };
@@ -147,6 +150,7 @@ BINARY(floor_div, FloorDiv)
 BINARY(floor_mod, FloorMod)
 BINARY(tanh_grad, TanhGrad)
 BINARY(sigmoid_grad, SigmoidGrad)
+BINARY(relu_grad, ReluGrad)
 COMPARE(equal, Equal)
 COMPARE(greater, Greater)
 COMPARE(greater_equal, GreaterEqual)

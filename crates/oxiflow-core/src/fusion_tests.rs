@@ -108,7 +108,7 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
             8 if rng.below(3) == 0 => {
                 // the activation gradients take two operands of one shape
                 let (y, dy) = (pick(&mut rng, &full), pick(&mut rng, &full));
-                g.op(if rng.below(2) == 0 { "TanhGrad" } else { "SigmoidGrad" }, &[y, dy]).unwrap()
+                g.op(["TanhGrad", "SigmoidGrad", "ReluGrad"][rng.below(3)], &[y, dy]).unwrap()
             }
             8 => {
                 let xs: Vec<Output> = (0..3).map(|_| pick(&mut rng, &full)).collect();

@@ -1,34 +1,53 @@
-//! The fused gradient kernels of `Tanh` and `Sigmoid`: `TanhGrad(y, dy) = dy * (1 - y * y)`
-//! and `SigmoidGrad(y, dy) = dy * y * (1 - y)`, where `y` is the forward op's output (TF's
-//! `gen_math_ops.tanh_grad` / `sigmoid_grad`, which `math_grad.py` emits for the gradients of
-//! `Tanh` and `Sigmoid`; the element formulas are Eigen's `scalar_tanh_gradient_op` and
-//! `scalar_sigmoid_gradient_op`). One pass over the two operands instead of the three
-//! ops and two temporaries the formula takes when built from `Square`, `Sub` and `Mul`.
+//! The fused gradient kernels of `Tanh`, `Sigmoid` and `Relu`: `TanhGrad(y, dy) = dy * (1 -
+//! y * y)` and `SigmoidGrad(y, dy) = dy * y * (1 - y)`, where `y` is the forward op's output
+//! (TF's `gen_math_ops.tanh_grad` / `sigmoid_grad`, which `math_grad.py` emits for the
+//! gradients of `Tanh` and `Sigmoid`; the element formulas are Eigen's
+//! `scalar_tanh_gradient_op` and `scalar_sigmoid_gradient_op`), and
+//! `ReluGrad(gradients, features)`: `gradients` where `features > 0`, else 0 (TF's
+//! `gen_nn_ops.relu_grad`, which `nn_grad.py` emits with `Relu`'s output as `features`;
+//! note TF's operand order, the gradient first). One pass over the two operands instead of
+//! the three ops and two temporaries each formula takes when built from primitives
+//! (`Square`, `Sub`, `Mul`; `Greater`, `ZerosLike`, `SelectV2`).
 //!
-//! Both take two `Float32` or `Float64` operands of one dtype and one shape (TF's shape
-//! function merges the two shapes; no broadcasting) and are differentiable in both
-//! operands, so second derivatives of `Tanh` and `Sigmoid` work (TF's `_TanhGradGrad` and
-//! `_SigmoidGradGrad`).
+//! `ReluGrad` selects rather than multiplies: TF's kernel computes `gradients *
+//! (features > 0)`, which gives NaN where `features <= 0` and the gradient is NaN or
+//! infinite; here that element is 0, the derivative of `Relu` there (as PyTorch's
+//! `threshold_backward`, and as this gradient was when built from `SelectV2`).
+//!
+//! All take two `Float32` or `Float64` operands of one dtype and one shape (TF's shape
+//! function merges the two shapes; no broadcasting) and are differentiable, so second
+//! derivatives of `Tanh`, `Sigmoid` and `Relu` work (TF's `_TanhGradGrad`,
+//! `_SigmoidGradGrad`, `_ReluGradGrad`).
 
 use super::fused::FusedFloat;
 use super::grad_util::{need_dy, scalar_of};
 use super::math::{def, zip2_par};
 use super::*;
 
-/// Shape function of both ops: `y` and `dy` of one float dtype and one shape; the output is
-/// the same. Errors name the op and both operands' dtypes or shapes.
+/// Shape function of `TanhGrad` and `SigmoidGrad`: `y` and `dy` of one float dtype and one
+/// shape; the output is the same. Errors name the op and both operands' dtypes or shapes.
 fn infer_activation_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let [y, dy] = ctx.inputs else {
-        return Err(ctx.invalid(format!("takes 2 inputs (y, dy), got {}", ctx.inputs.len())));
+    infer_same(ctx, "y", "dy")
+}
+
+/// Shape function of `ReluGrad`: as [`infer_activation_grad`], operands named as TF names
+/// them.
+fn infer_relu_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    infer_same(ctx, "gradients", "features")
+}
+
+fn infer_same(ctx: &InferCtx, a_name: &str, b_name: &str) -> Result<Vec<TensorType>> {
+    let [a, b] = ctx.inputs else {
+        return Err(ctx.invalid(format!("takes 2 inputs ({a_name}, {b_name}), got {}", ctx.inputs.len())));
     };
-    ctx.require_float(y.dtype)?;
-    if y.dtype != dy.dtype {
-        return Err(ctx.invalid(format!("y and dy must have one dtype, got {} and {}", y.dtype, dy.dtype)));
+    ctx.require_float(a.dtype)?;
+    if a.dtype != b.dtype {
+        return Err(ctx.invalid(format!("{a_name} and {b_name} must have one dtype, got {} and {}", a.dtype, b.dtype)));
     }
-    let Some(shape) = y.shape.merge(&dy.shape) else {
-        return Err(ctx.shape_error(&y.shape, &dy.shape, "y and dy must have the same shape"));
+    let Some(shape) = a.shape.merge(&b.shape) else {
+        return Err(ctx.shape_error(&a.shape, &b.shape, format!("{a_name} and {b_name} must have the same shape")));
     };
-    Ok(vec![TensorType::new(y.dtype, shape)])
+    Ok(vec![TensorType::new(a.dtype, shape)])
 }
 
 /// `TanhGrad`'s element function, `dy * (1 - y * y)`; the fused interpreter
@@ -41,6 +60,17 @@ pub(crate) fn tanh_grad<T: FusedFloat>(y: T, dy: T) -> T {
 /// fused interpreter).
 pub(crate) fn sigmoid_grad<T: FusedFloat>(y: T, dy: T) -> T {
     T::mul(T::mul(dy, y), T::sub(T::from_f64(1.0), y))
+}
+
+/// `ReluGrad`'s element function: `dy` where `y > 0`, else 0 (NaN `y`: 0). Shared with
+/// the fused interpreter, as [`tanh_grad`].
+pub(crate) fn relu_grad<T: FusedFloat>(dy: T, y: T) -> T {
+    let zero = T::from_f64(0.0);
+    if y > zero {
+        dy
+    } else {
+        zero
+    }
 }
 
 /// `f(y, dy)` elementwise for `Float32` and `Float64` operands (the functions are generic
@@ -59,6 +89,18 @@ fn kernel_tanh_grad(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_sigmoid_grad(ctx: &KernelCtx) -> Result<Outputs> {
     map_pair(ctx, sigmoid_grad::<f32>, sigmoid_grad::<f64>)
+}
+
+fn kernel_relu_grad(ctx: &KernelCtx) -> Result<Outputs> {
+    map_pair(ctx, relu_grad::<f32>, relu_grad::<f64>)
+}
+
+/// TF `_ReluGradGrad`: `ReluGrad(dy, y)` is linear in `dy` with the same mask, so
+/// `d/d(dy) = ReluGrad(g, y)`; piecewise constant in `y`, so `d/dy = ZerosLike(y)`.
+fn grad_relu_grad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let gg = need_dy!(grads, 2);
+    let y = node.inputs[1];
+    Ok(vec![Some(g.op("ReluGrad", &[gg, y])?), Some(g.op("ZerosLike", &[y])?)])
 }
 
 /// TF `_TanhGradGrad`: for `out = dy (1 - y^2)` and incoming `g`: `d/dy = g * -2 * dy * y`,
@@ -94,4 +136,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(
         def("SigmoidGrad", "SigmoidGrad", two, infer_activation_grad, kernel_sigmoid_grad, GPU_FLOATS, Some(grad_sigmoid_grad)).launched_as(GpuLaunch::Binary),
     );
+    r.add(def("ReluGrad", "ReluGrad", two, infer_relu_grad, kernel_relu_grad, GPU_FLOATS, Some(grad_relu_grad)).launched_as(GpuLaunch::Binary));
 }

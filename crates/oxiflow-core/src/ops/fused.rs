@@ -54,6 +54,8 @@ pub(crate) enum Fn2 {
     TanhGrad,
     /// `SigmoidGrad(y, dy)`.
     SigmoidGrad,
+    /// `ReluGrad(dy, y)`.
+    ReluGrad,
 }
 
 /// Where an instruction reads an operand: a register, or a full-size external input at the
@@ -178,6 +180,7 @@ impl ProgramBuilder {
             "Pow" => bin(Fn2::Pow),
             "TanhGrad" => bin(Fn2::TanhGrad),
             "SigmoidGrad" => bin(Fn2::SigmoidGrad),
+            "ReluGrad" => bin(Fn2::ReluGrad),
             "OnesLike" | "ZerosLike" if args.len() == 1 => return Some(self.constant(if op == "OnesLike" { 1.0 } else { 0.0 })),
             // `AddN`'s kernel adds left to right: ((x0 + x1) + x2) + ...
             "AddN" => {
@@ -409,6 +412,7 @@ fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
         Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
         Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
         Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
+        Fn2::ReluGrad => map2(a, b, d, super::activation_grad::relu_grad::<T>),
     }
 }
 
@@ -617,6 +621,7 @@ pub fn fusable(op: &str) -> bool {
             | "Pow"
             | "TanhGrad"
             | "SigmoidGrad"
+            | "ReluGrad"
             | "OnesLike"
             | "ZerosLike"
             | "AddN"

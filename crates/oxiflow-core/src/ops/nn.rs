@@ -4,9 +4,10 @@
 //! gradients as `math_grad.py` / `nn_grad.py`).
 //!
 //! TF computes the gradients of the activations with fused kernels (`ReluGrad`,
-//! `SigmoidGrad`, `EluGrad`, ...). `Sigmoid`'s (and `Tanh`'s) is that kernel here too
-//! (`activation_grad.rs`); the others are the same formula built from differentiable
-//! primitives (`SelectV2`, `Mul`, comparisons). Second derivatives work for all.
+//! `SigmoidGrad`, `EluGrad`, ...). `Relu`'s and `Sigmoid`'s (and `Tanh`'s) are those kernels
+//! here too (`activation_grad.rs`); the others are the same formula built from
+//! differentiable primitives (`SelectV2`, `Mul`, comparisons). Second derivatives work for
+//! all.
 //! Float ops take `Float32`/`Float64`; `Abs`, `Sign`, `Maximum`, `Minimum` and the
 //! comparisons also take `Int32`/`Int64`.
 
@@ -318,13 +319,11 @@ fn grad_sigmoid(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<
     Ok(vec![Some(g.op("SigmoidGrad", &[y0(node), dy])?)])
 }
 
-/// TF `_ReluGrad` (`ReluGrad(dy, y)`): `dy` where `y > 0`, else 0.
+/// TF `_ReluGrad`: one `ReluGrad(dy, y)` op, `dy` where `y > 0`, else 0
+/// ([`super::activation_grad`]).
 fn grad_relu(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
-    let y = y0(node);
-    let zero = scalar_of(g, y, 0.0)?;
-    let pos = g.op("Greater", &[y, zero])?;
-    Ok(vec![Some(where_else_zero(g, pos, dy)?)])
+    Ok(vec![Some(g.op("ReluGrad", &[dy, y0(node)])?)])
 }
 
 /// TF `_Relu6Grad` (`Relu6Grad(dy, x)`): `dy` where `0 < x < 6`, else 0.
