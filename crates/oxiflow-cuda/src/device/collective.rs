@@ -16,11 +16,10 @@
 //! completion, polled on an event and NCCL's asynchronous error. A peer that dies after the
 //! agreement check gives DeadlineExceeded naming the op and what was waited for, and the
 //! NCCL communicator is aborted (the next collective makes a new one on every rank), never
-//! a hang. Profiles show the
-//! `negotiate` phase and a `transfer` phase typed by the NCCL call (`ncclAllReduce`,
-//! `ncclReduce`, `ncclBroadcast`), with the bytes moved, timed by the host from the enqueue
-//! to the call's completion. The op keeps host times too (no CUDA events), so it contains
-//! its phases on the timeline's MPI process, as on the CPU.
+//! a hang. Profiles show the `negotiate` phase and a `transfer` phase typed by the NCCL
+//! call (`ncclAllReduce`, `ncclReduce`, `ncclBroadcast`), with the bytes moved, timed by
+//! the host from the enqueue to the call's completion. The op keeps host times too (no
+//! CUDA events), so it contains its phases on the timeline's MPI process, as on the CPU.
 
 use super::{driver_err, CudaDevice};
 use crate::error::CudaError;
