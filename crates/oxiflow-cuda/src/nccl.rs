@@ -367,18 +367,10 @@ impl Comm {
     /// came; the caller aborts); `Err`: NCCL's error, naming `call`. Returns at the first
     /// poll on a blocking communicator, whose calls return only when done.
     pub fn settle(&self, api: &Api, device: &str, call: &str, timeout: std::time::Duration) -> CudaResult<bool> {
-        let start = std::time::Instant::now();
-        let mut pause = std::time::Duration::from_micros(20);
-        loop {
-            match self.async_state(api, device)? {
-                ncclResult_t::ncclInProgress if start.elapsed() >= timeout => return Ok(false),
-                ncclResult_t::ncclInProgress => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(std::time::Duration::from_millis(1));
-                }
-                e => return api.check(e, device, call).map(|()| true),
-            }
-        }
+        poll(timeout, || match self.async_state(api, device)? {
+            ncclResult_t::ncclInProgress => Ok(false),
+            e => api.check(e, device, call).map(|()| true),
+        })
     }
 
     /// Ends the communicator's calls in flight and frees it (`ncclCommAbort`): after a
@@ -386,6 +378,25 @@ impl Comm {
     pub fn abort(&self, api: &Api) {
         // SAFETY: the handle is not used again (the caller drops it from the cache first).
         let _ = unsafe { (api.comm_abort)(self.raw) };
+    }
+}
+
+/// Calls `done` until it answers `Ok(true)` (then `Ok(true)`) or an error (returned), for at
+/// most `timeout` (then `Ok(false)`), sleeping 20 µs after the first call and twice as long
+/// after each next one, up to 1 ms: how every wait on NCCL polls, since NCCL offers no
+/// blocking wait with a timeout.
+pub fn poll<E>(timeout: std::time::Duration, mut done: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(20);
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        if start.elapsed() >= timeout {
+            return Ok(false);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
     }
 }
 

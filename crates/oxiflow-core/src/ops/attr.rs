@@ -30,39 +30,21 @@ pub enum AttrValue {
 /// Attributes of a node, by name.
 pub type Attrs = BTreeMap<String, AttrValue>;
 
-impl From<i64> for AttrValue {
-    fn from(v: i64) -> Self {
-        AttrValue::Int(v)
-    }
+/// `From<T> for AttrValue` for each `T => Variant`: the value wrapped as it is.
+macro_rules! attr_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {
+        $(impl From<$t> for AttrValue {
+            fn from(v: $t) -> Self {
+                AttrValue::$variant(v)
+            }
+        })*
+    };
 }
-impl From<f64> for AttrValue {
-    fn from(v: f64) -> Self {
-        AttrValue::Float(v)
-    }
-}
-impl From<bool> for AttrValue {
-    fn from(v: bool) -> Self {
-        AttrValue::Bool(v)
-    }
-}
+attr_from!(i64 => Int, f64 => Float, bool => Bool, Vec<i64> => Ints, DType => Type, Tensor => Tensor);
+
 impl From<&str> for AttrValue {
     fn from(v: &str) -> Self {
         AttrValue::Str(v.to_string())
-    }
-}
-impl From<Vec<i64>> for AttrValue {
-    fn from(v: Vec<i64>) -> Self {
-        AttrValue::Ints(v)
-    }
-}
-impl From<DType> for AttrValue {
-    fn from(v: DType) -> Self {
-        AttrValue::Type(v)
-    }
-}
-impl From<Tensor> for AttrValue {
-    fn from(v: Tensor) -> Self {
-        AttrValue::Tensor(v)
     }
 }
 

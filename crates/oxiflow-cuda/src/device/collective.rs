@@ -164,23 +164,22 @@ fn comm_key(c: &Arc<dyn oxiflow_core::collective::Communicator>) -> usize {
 }
 
 /// Waits for `done` (recorded after the NCCL call), polling it and NCCL's asynchronous
-/// error, for at most `timeout`: DeadlineExceeded naming `what` when it does not complete
-/// in time, the NCCL error when NCCL reports one.
+/// error ([`nccl::poll`]), for at most `timeout`: DeadlineExceeded naming `what` when it
+/// does not complete in time, the NCCL error when NCCL reports one.
 fn wait(api: &nccl::Api, comm: &Comm, done: &cudarc::driver::CudaEvent, timeout: Duration, what: &str, device: &str) -> Result<()> {
-    let start = Instant::now();
-    let mut pause = Duration::from_micros(20);
-    loop {
+    let complete = nccl::poll(timeout, || -> Result<bool> {
         if done.try_is_complete().map_err(|e| CudaError::Driver { device: device.into(), call: "cuEventQuery".into(), msg: e.to_string() })? {
-            return Ok(());
+            return Ok(true);
         }
-        if let Some(e) = comm.async_error(api, device) {
-            return Err(e.into());
+        match comm.async_error(api, device) {
+            Some(e) => Err(e.into()),
+            None => Ok(false),
         }
-        if start.elapsed() > timeout {
-            return Err(deadline(what, comm, device, "the NCCL call did not complete", timeout));
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(1));
+    })?;
+    if complete {
+        Ok(())
+    } else {
+        Err(deadline(what, comm, device, "the NCCL call did not complete", timeout))
     }
 }
 
