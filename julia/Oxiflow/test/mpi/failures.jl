@@ -12,7 +12,20 @@
 #   with a DeadlineExceededError naming the op, the rank and the peer.
 # - "ps_close_stalls": rank 1 never closes the parameter server; rank 0's close fails with a
 #   DeadlineExceededError naming the rank that did not close.
+# The checks read rank 0's error. Two races could hide it on a loaded machine, so:
+# - every rank first runs one all-reduce together ("warmup"), which compiles `run` and lines
+#   the ranks up: the census names a rank missing if it times out more than the grace
+#   period after rank 0, and a rank still compiling could;
+# - a rank other than 0 that fails waits before it exits (`fail`): mpirun kills the job
+#   when the first rank exits, which could be before rank 0 has printed.
 using Oxiflow
+
+function fail(e)
+    println(stderr, "rank $(mpi_rank()): ", sprint(showerror, e))
+    flush(stderr)
+    mpi_rank() == 0 || sleep(20)
+    exit(3)
+end
 
 mode = ARGS[1]
 mpi_init()
@@ -25,10 +38,10 @@ if mode == "ps_close_stalls"
     try
         close(ps)
     catch e
-        println(stderr, "rank $(mpi_rank()): ", sprint(showerror, e))
-        exit(3)
+        fail(e)
     end
 end
+run(Session(), mpi_allreduce(constant([1.0]); name="warmup"))
 sleeper = mode == "stalls" && mpi_size() == 4 ? 2 : 1
 x = if mode == "recv_stalls"
     mpi_recv(constant([1.0]), 1; name="halo")
@@ -45,6 +58,5 @@ end
 try
     run(s, x)
 catch e
-    println(stderr, "rank $(mpi_rank()): ", sprint(showerror, e))
-    exit(3)
+    fail(e)
 end
