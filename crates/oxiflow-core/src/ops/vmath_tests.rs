@@ -1,6 +1,7 @@
 //! Accuracy of the vectorized math against libm in `f64` (an independent oracle): max ulp
 //! error over sweeps (3 ulp in f32, about 3.6e-7 relative: TF's float tests of its Eigen
-//! kernels allow 1e-6; 4 ulp of libm in f64) of each function's domain, special values, and the same results on the
+//! kernels allow 1e-6; 6.5 ulp, 7.7e-7 relative, for f32 `tanh`'s rational approximation;
+//! 4 ulp of libm in f64) of each function's domain, special values, and the same results on the
 //! baseline and FMA code paths and on the sharded path.
 
 use super::*;
@@ -106,8 +107,17 @@ fn domain32(fun: Fun) -> (f64, f64, f64) {
 
 const FUNS: [Fun; 6] = [Fun::Exp, Fun::Log, Fun::Tanh, Fun::Sigmoid, Fun::Sqrt, Fun::Relu];
 
+/// The largest error allowed in f32, in ulps of the correctly rounded value.
+fn bound32(fun: Fun) -> f64 {
+    match fun {
+        // every f32 checked once: 4.89 ulp with FMA, 6.30 without
+        Fun::Tanh => 6.5,
+        _ => 3.0,
+    }
+}
+
 #[test]
-fn f32_results_are_within_3_ulp_of_the_correctly_rounded_value() {
+fn f32_results_are_within_their_ulp_bounds_of_the_correctly_rounded_value() {
     for fun in FUNS {
         let (lo, hi, tiny) = domain32(fun);
         let xs: Vec<f32> = sweep(lo, hi, tiny, 200_000).into_iter().map(|x| x as f32).collect();
@@ -120,7 +130,7 @@ fn f32_results_are_within_3_ulp_of_the_correctly_rounded_value() {
                 }
             }
             eprintln!("{fun:?} f32: at most {worst:.2} ulp (at x = {at:e})");
-            assert!(worst <= 3.0, "{fun:?} f32: {worst} ulp at x = {at:e}");
+            assert!(worst <= bound32(fun), "{fun:?} f32: {worst} ulp at x = {at:e}");
         }
     }
 }
@@ -187,6 +197,35 @@ fn special_values_follow_ieee_and_libm() {
     // Signed zeros: tanh(-0) = -0, exp(-0) = 1.
     for got in both_paths_f64(Fun::Tanh, &[-0.0]) {
         assert!(got[0] == 0.0 && got[0].is_sign_negative());
+    }
+    for got in both_paths_f32(Fun::Tanh, &[-0.0]) {
+        assert!(got[0] == 0.0 && got[0].is_sign_negative());
+    }
+}
+
+/// f32 `tanh` on every 8th float in `[0, 10.5]` (every float was checked once, when its
+/// coefficients were fitted) and their negatives: within its bound, never above 1 in
+/// magnitude (the rounding of the rational could give 1.0000001 near saturation without the
+/// final clamp), exactly odd, and exactly 1 from the clamp at 9.9 on; subnormals exact.
+#[test]
+fn f32_tanh_on_a_dense_sweep() {
+    let xs: Vec<f32> = (0..=10.5f32.to_bits()).step_by(8).map(f32::from_bits).collect();
+    let neg: Vec<f32> = xs.iter().map(|x| -x).collect();
+    for (got, got_neg) in both_paths_f32(Fun::Tanh, &xs).into_iter().zip(both_paths_f32(Fun::Tanh, &neg)) {
+        let (mut worst, mut at) = (0.0f64, 0.0f32);
+        for ((&x, &g), &gn) in xs.iter().zip(&got).zip(&got_neg) {
+            assert!(g.abs() <= 1.0, "tanh({x:e}) = {g:e}, above 1");
+            assert_eq!(gn.to_bits(), (-g).to_bits(), "tanh(-{x:e}) = {gn:e} is not -tanh({x:e}) = -{g:e}");
+            if x >= 9.9 || x < f32::MIN_POSITIVE {
+                assert_eq!(g, if x >= 9.9 { 1.0 } else { x }, "tanh({x:e})");
+            }
+            let e = ulps32(g, (x as f64).tanh());
+            if e > worst {
+                (worst, at) = (e, x);
+            }
+        }
+        eprintln!("Tanh f32, {} values: at most {worst:.2} ulp (at x = {at:e})", xs.len());
+        assert!(worst <= bound32(Fun::Tanh), "Tanh f32: {worst} ulp at x = {at:e}");
     }
 }
 
