@@ -21,7 +21,8 @@
 using Oxiflow
 
 function fail(e)
-    println(stderr, "rank $(mpi_rank()): ", sprint(showerror, e))
+    # one write, so that mpirun does not interleave another rank's error into this line
+    write(stderr, string("rank ", mpi_rank(), ": ", sprint(showerror, e), "\n"))
     flush(stderr)
     mpi_rank() == 0 || sleep(20)
     exit(3)
