@@ -177,15 +177,11 @@ fn log_f32_is_normal(x: f32) -> bool {
 /// [`log_f32_is_normal`], else subnormals scaled into the normal range, `log(0) = -inf`,
 /// `log(inf) = inf`, NaN below 0 and for NaN. Selects, no branches, so that the second pass
 /// is a vector loop too: with a branch per element, a tensor half of whose values were
-/// negative or zero ran at a tenth of the speed of positive ones. `SUB`: whether the slice
-/// holds positive subnormals, which cost a second evaluation of the polynomial.
+/// negative or zero ran at a tenth of the speed of positive ones.
 #[inline(always)]
-fn log_f32_fixup<const F: bool, const SUB: bool>(x: f32, first: f32) -> f32 {
-    let r = if SUB && x < f32::MIN_POSITIVE {
-        log_f32_normal::<F>(x * 8_388_608.0, -23.0) // 2^23
-    } else {
-        first
-    };
+fn log_f32_fixup<const F: bool>(x: f32, first: f32) -> f32 {
+    let scaled = log_f32_normal::<F>(x * 8_388_608.0, -23.0); // 2^23
+    let r = if x < f32::MIN_POSITIVE { scaled } else { first };
     let r = if x == 0.0 { f32::NEG_INFINITY } else { r };
     let r = if x == f32::INFINITY { x } else { r };
     // negatives and NaN
@@ -316,19 +312,11 @@ fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
                 others |= !log_f32_is_normal(x);
             });
             if others {
-                #[inline(always)]
-                fn fix<const F: bool, const SUB: bool>(src: &[f32], dst: &mut [MaybeUninit<f32>]) {
-                    dst.iter_mut().zip(src).for_each(|(d, &x)| {
-                        // SAFETY: the first loop wrote every element.
-                        let first = unsafe { d.assume_init() };
-                        *d = MaybeUninit::new(log_f32_fixup::<F, SUB>(x, first));
-                    });
-                }
-                if src.iter().fold(false, |any, &x| any | (x > 0.0 && x < f32::MIN_POSITIVE)) {
-                    fix::<F, true>(src, dst)
-                } else {
-                    fix::<F, false>(src, dst)
-                }
+                dst.iter_mut().zip(src).for_each(|(d, &x)| {
+                    // SAFETY: the first loop wrote every element.
+                    let first = unsafe { d.assume_init() };
+                    *d = MaybeUninit::new(log_f32_fixup::<F>(x, first));
+                });
             }
         }
         Fun::Tanh => it.for_each(|(d, &x)| *d = MaybeUninit::new(tanh_f32::<F>(x))),
