@@ -1,5 +1,5 @@
 // Reductions: Sum Mean Max Min Prod over any set of axes, ArgMax ArgMin over one axis, and
-// Softmax over the last axis. Header-free (NVRTC built-ins only).
+// Softmax and SoftmaxCrossEntropyWithLogits over the last axis. Header-free (NVRTC built-ins only).
 //
 // Entry points, for Sum Mean Max Min Prod with T in {f32, f64} and ArgMax ArgMin with T in
 // {f32, f64, i32, i64} (`op` is the snake-case op name, launch::entry_name):
@@ -8,6 +8,8 @@
 //   {op}_{T}_partial(const T* x, Acc* part, Red m)  pass 1 of 2: input -> per-segment partials
 //   {op}_{T}_finish(const Acc* part, Out* out, Red m) pass 2 of 2: partials -> output
 //   softmax_{f32,f64}(const T* x, T* y, long long rows, long long len)
+//   softmax_cross_entropy_with_logits_{f32,f64}(const T* x, const T* labels, T* loss,
+//                                               T* backprop, long long rows, long long len)
 //
 // Work decomposition (`Red`, mirrored by `RedMeta` in src/launch/meta.rs): the host
 // collapses the input into kept axes (`k_*`, the output's order) and reduced axes (`r_*`),
@@ -30,6 +32,9 @@
 //   The output is Int64, or Int32 when `out_i64 == 0`.
 // - Softmax: y = exp(x - max) / sum(exp(x - max)) per row, max ignoring NaN as the CPU's
 //   `x > m` fold does.
+// - SoftmaxCrossEntropyWithLogits (ops/loss.rs): per row, with s = x - max (max as Softmax's)
+//   and lse = log(sum(exp(s))), loss = sum(labels * (lse - s)) and
+//   backprop = exp(s) / sum(exp(s)) - labels.
 
 #define MAX_RANK 8
 #define MAX_BLOCK 256
@@ -264,3 +269,65 @@ __device__ __forceinline__ void softmax(const T* __restrict__ x, T* __restrict__
 }
 extern "C" __global__ void softmax_f32(const float* x, float* y, i64 rows, i64 len) { softmax<float>(x, y, rows, len); }
 extern "C" __global__ void softmax_f64(const double* x, double* y, i64 rows, i64 len) { softmax<double>(x, y, rows, len); }
+
+// ------------------------------------------------------------------ SoftmaxCrossEntropyWithLogits
+
+__device__ __forceinline__ float  m_log(float x)  { return logf(x); }
+__device__ __forceinline__ double m_log(double x) { return log(x); }
+
+// The sum of every thread's v over the block (blockDim.x a power of two), in sh.
+template <typename T>
+__device__ __forceinline__ T block_sum(T* sh, T v) {
+    const unsigned t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (t < w) sh[t] = sh[t] + sh[t + w];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// One block per row (grid-stride over rows), as softmax; three block reductions per row:
+// the max, the sum of exp(s), the loss.
+template <typename T>
+__device__ __forceinline__ void softmax_xent(const T* __restrict__ x, const T* __restrict__ lab, T* __restrict__ loss,
+                                             T* __restrict__ bp, i64 rows, i64 len) {
+    __shared__ T sh[MAX_BLOCK];
+    const unsigned t = threadIdx.x;
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T* xr = x + row * len;
+        const T* lr = lab + row * len;
+        T* br = bp + row * len;
+        T mx = -Lim<T>::inf();
+        for (i64 j = t; j < len; j += blockDim.x) { T v = xr[j]; mx = v > mx ? v : mx; }
+        sh[t] = mx;
+        __syncthreads();
+        for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+            if (t < w) { T o = sh[t + w]; sh[t] = o > sh[t] ? o : sh[t]; }
+            __syncthreads();
+        }
+        mx = sh[0];
+        __syncthreads();
+        T part = T(0);
+        for (i64 j = t; j < len; j += blockDim.x) part += m_exp(xr[j] - mx);
+        const T sum = block_sum(sh, part);
+        const T lse = m_log(sum);
+        part = T(0);
+        for (i64 j = t; j < len; j += blockDim.x) {
+            const T s = xr[j] - mx;
+            part += lr[j] * (lse - s);
+            br[j] = m_exp(s) / sum - lr[j];
+        }
+        const T l = block_sum(sh, part);
+        if (t == 0) loss[row] = l;
+    }
+}
+extern "C" __global__ void softmax_cross_entropy_with_logits_f32(const float* x, const float* lab, float* loss, float* bp, i64 rows, i64 len) {
+    softmax_xent<float>(x, lab, loss, bp, rows, len);
+}
+extern "C" __global__ void softmax_cross_entropy_with_logits_f64(const double* x, const double* lab, double* loss, double* bp, i64 rows, i64 len) {
+    softmax_xent<double>(x, lab, loss, bp, rows, len);
+}

@@ -272,20 +272,13 @@ fn mlp_logits(g: &mut Graph, store: &mut HashMap<String, NodeId>, p: &[NodeId; 4
     g.op("Add", &[l, out(p[3])])
 }
 
-/// layers.jl's dense `softmax_cross_entropy_with_logits`: `-sum(labels .* logsoftmax)`.
+/// layers.jl's dense `softmax_cross_entropy_with_logits`: TF's fused
+/// `SoftmaxCrossEntropyWithLogits` (its output 0, the per-row loss), labels through
+/// `StopGradient`.
 fn softmax_xent(g: &mut Graph, logits: Output, labels: Output) -> R<Output> {
     scoped(g, "softmax_cross_entropy_with_logits", |g| {
-        let mx = reduce(g, "Max", logits, &[1], true)?;
-        let sg = g.op("StopGradient", &[mx])?;
-        let z = g.op("Sub", &[logits, sg])?;
-        let e = g.op("Exp", &[z])?;
-        let s = reduce(g, "Sum", e, &[1], true)?;
-        let l = g.op("Log", &[s])?;
-        let logp = g.op("Sub", &[z, l])?;
         let lb = g.op("StopGradient", &[labels])?;
-        let m = g.op("Mul", &[lb, logp])?;
-        let s = reduce(g, "Sum", m, &[1], false)?;
-        g.op("Neg", &[s])
+        g.op("SoftmaxCrossEntropyWithLogits", &[logits, lb])
     })
 }
 

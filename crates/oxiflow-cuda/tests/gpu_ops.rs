@@ -290,6 +290,14 @@ fn reductions_and_softmax_match_the_cpu(g: Option<&Gpu>) -> Vec<String> {
         let inf = f64::INFINITY;
         let rows = [[1.0, f64::NAN, 2.0, 3.0], [1.0, inf, 2.0, 3.0], [1.0, -inf, 2.0, 3.0], [-inf; 4], [0.0, -0.0, 7.0, -7.0]];
         check(g, &mut f, "Softmax", &[], &[float_tensor(d, &[5, 4], rows.as_flattened())]);
+        // the fused loss: labels as probability-like weights, the MLP's 256 x 10, a row wider
+        // than a block, rank 1 and 3, no classes; then the special rows
+        for dims in [&[5usize][..], &[256, 10], &[3, 1000], &[2, 3, 7], &[4, 0]] {
+            let (x, l) = (rng.tensor(d, dims, -20.0, 20.0), rng.tensor(d, dims, 0.0, 1.0));
+            check(g, &mut f, "SoftmaxCrossEntropyWithLogits", &[], &[x, l]);
+        }
+        let labels = float_tensor(d, &[5, 4], &[0.25; 20]);
+        check(g, &mut f, "SoftmaxCrossEntropyWithLogits", &[], &[float_tensor(d, &[5, 4], rows.as_flattened()), labels]);
     }
     finish("reductions", f)
 }

@@ -156,6 +156,7 @@ fn launcher_args(e: &RequiredEntry) -> Option<Vec<usize>> {
         (GpuLaunch::Own, "BroadcastTo") => vec![8, 8, bcast],
         (GpuLaunch::Own, "AddN") => vec![ptrs, 4, 8, 8],
         (GpuLaunch::Own, "Softmax") => vec![8, 8, 8, 8],
+        (GpuLaunch::Own, "SoftmaxCrossEntropyWithLogits") => vec![8; 6],
         // the shared training launcher: every input's pointer in declared order, n, then
         // one int per bool attribute but use_locking (launch::training::apply)
         (GpuLaunch::Training, op) => {

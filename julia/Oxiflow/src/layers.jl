@@ -1,7 +1,9 @@
 # Training layers for classifiers: batch normalization (ADCME's `bn`, TF's
 # `tf.layers.batch_normalization`) and softmax cross-entropy (TF's
-# `tf.nn.softmax_cross_entropy_with_logits` and the sparse variant). Composites of the
-# engine's ops, so their gradients (and second derivatives) come from those ops' gradients.
+# `tf.nn.softmax_cross_entropy_with_logits` and the sparse variant). Batch normalization is
+# a composite of the engine's ops, so its gradients (and second derivatives) come from
+# those ops' gradients; the cross-entropy is TF's fused op `SoftmaxCrossEntropyWithLogits`,
+# whose gradient reuses the softmax the loss computed.
 
 export batch_normalization, bn, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits
 
@@ -144,10 +146,11 @@ per row (a vector or an Int32/Int64 tensor of rank `ndims(logits) - 1`) are **1-
 class numbers and give `tf.nn.sparse_softmax_cross_entropy_with_logits(labels - 1)`, as
 ADCME does. The keyword form is TF's, with dense labels.
 
-Labels get no gradient (TF1's version stops it). Computed stably as
-`z - log(sum(exp(z)))` with `z = logits - max(logits)` (the max through `StopGradient`;
-the value does not depend on it), so huge logits do not overflow; the gradient with
-respect to `logits` is `softmax(logits) - labels`. Float32/Float64 logits (a Julia array
+Labels get no gradient (TF1's version stops it). One op, TF's
+`SoftmaxCrossEntropyWithLogits`, computes the loss and its gradient with respect to
+`logits`, `softmax(logits) - labels`, together; stably, with `z = logits - max(logits)`
+and the loss `sum(labels .* (log(sum(exp(z))) - z))`, so huge logits do not overflow.
+Second derivatives work (`hessian`). Float32/Float64 logits (a Julia array
 becomes Float64); an `OxiflowError` when the shapes do not fit or a class is out of range.
 The batch dimensions may be unknown (`placeholder(Float64; shape=[nothing, C])` logits and
 labels); the class dimension must be known for integer labels.
@@ -179,22 +182,15 @@ function dense_softmax_xent(labels, logits)
     compatible_sizes(size(lb), size(lg)) ||
         invalid("softmax_cross_entropy_with_logits: labels of shape $(size(lb)) and logits of shape $(size(lg)) must have the same shape")
     return name_scope("softmax_cross_entropy_with_logits") do
-        logp = log_softmax_stable(lg)
-        last = ndims(lg) - 1
-        -add_op("Sum", [independent(cast(lb, lg.dtype)) .* logp]; axis=[last], keep_dims=false)
+        # TF's fused op: the loss and its gradient `softmax - labels` in one kernel
+        loss, _ = node_outputs(add_op("SoftmaxCrossEntropyWithLogits", [lg, independent(cast(lb, lg.dtype))]))
+        loss
     end
 end
 
 # Whether two static sizes can describe the same tensor (`nothing` matches any size; TF's
 # `is_compatible_with`).
 compatible_sizes(a, b) = length(a) == length(b) && all(x === nothing || y === nothing || x == y for (x, y) in zip(a, b))
-
-# log(softmax(x)) over the last axis by log-sum-exp.
-function log_softmax_stable(lg::Tensor)
-    last = ndims(lg) - 1
-    z = lg - independent(reduce_keep("Max", lg, [last]))
-    return z - log(reduce_keep("Sum", exp(z), [last]))
-end
 
 """
     sparse_softmax_cross_entropy_with_logits(labels, logits)

@@ -43,6 +43,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "ArgMax",
     "ArgMin",
     "Softmax",
+    "SoftmaxCrossEntropyWithLogits",
     "LeakyRelu",
     "StridedSlice",
     "StridedSliceGrad",

@@ -24,6 +24,7 @@ pub mod fused;
 pub(crate) mod grad_util;
 pub mod index;
 pub mod linalg;
+pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod nn;
@@ -440,6 +441,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     activation_grad::register(&mut r);
     reduce::register(&mut r);
     linalg::register(&mut r);
+    loss::register(&mut r);
     random::register(&mut r);
     training::register(&mut r);
     dynamic_shape::register(&mut r);

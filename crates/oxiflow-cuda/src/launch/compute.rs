@@ -1,8 +1,8 @@
 //! Launchers of the compute kernels: the unary family (`kernels/elementwise.cu`), the
 //! broadcasting binary family (arithmetic and comparisons), and the ops with launchers of
 //! their own (`GpuLaunch::Own`): `LeakyRelu`, `Cast`, `OnesLike`/`ZerosLike`
-//! (`elementwise.cu`), `SelectV2`, `BroadcastTo`, `AddN` (`binary.cu`) and `Softmax`
-//! ([`super::reduction`]).
+//! (`elementwise.cu`), `SelectV2`, `BroadcastTo`, `AddN` (`binary.cu`), `Softmax` and
+//! `SoftmaxCrossEntropyWithLogits` ([`super::reduction`]).
 //!
 //! Attributes are read from `node.attrs` exactly as the CPU kernels in
 //! `crates/oxiflow-core/src/ops/` read them; shapes come from the [`DevArg`]s (the
@@ -24,6 +24,7 @@ pub(crate) fn own_launcher(op: &str) -> Option<Launcher> {
         "BroadcastTo" => broadcast_to,
         "AddN" => add_n,
         "Softmax" => reduction::softmax,
+        "SoftmaxCrossEntropyWithLogits" => reduction::softmax_xent,
         _ => return None,
     })
 }

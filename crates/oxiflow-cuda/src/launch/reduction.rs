@@ -1,5 +1,6 @@
 //! Launchers of `kernels/reduce.cu`: `Sum`, `Mean`, `Max`, `Min`, `Prod` over the axes of
-//! attr `axis`, `ArgMax`/`ArgMin` over one axis, `Softmax` over the last axis.
+//! attr `axis`, `ArgMax`/`ArgMin` over one axis, `Softmax` and `SoftmaxCrossEntropyWithLogits`
+//! over the last axis.
 //!
 //! Axis conventions are the CPU kernels' (crates/oxiflow-core/src/ops/{array,reduce}.rs):
 //! attr `axis` (ints, negatives from the end; absent or empty means every axis), `keep_dims`
@@ -131,4 +132,27 @@ pub(crate) fn softmax(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: 
     let grid = (rows as u64).clamp(1, super::meta::MAX_GRID) as u32;
     let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
     launch!(ctx, node, entry_name("Softmax", x.dtype), cfg; x.ptr, y.ptr, rows, len)
+}
+
+/// `SoftmaxCrossEntropyWithLogits` over the last axis:
+/// `softmax_cross_entropy_with_logits_{dtype}(x, labels, loss, backprop, rows, len)`, a
+/// block per row. Rows of no classes still get their loss (0) written.
+pub(crate) fn softmax_xent(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg]) -> CudaResult<()> {
+    expect_io(node, inputs, outputs, 2, 2)?;
+    let (x, labels, loss, bp) = (&inputs[0], &inputs[1], &outputs[0], &outputs[1]);
+    let Some((&last, lead)) = x.dims.split_last() else {
+        return Err(node_error(node, "logits must have >= 1 dimension"));
+    };
+    if labels.dims != x.dims {
+        return Err(node_error(node, format!("logits of shape {:?} and labels of shape {:?} must have the same shape", x.dims, labels.dims)));
+    }
+    let rows = lead.iter().product::<usize>() as i64;
+    if rows == 0 {
+        return Ok(());
+    }
+    let len = last as i64;
+    let block = (last.next_power_of_two() as u32).clamp(32, RED_MAX_BLOCK);
+    let grid = (rows as u64).clamp(1, super::meta::MAX_GRID) as u32;
+    let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+    launch!(ctx, node, entry_name("SoftmaxCrossEntropyWithLogits", x.dtype), cfg; x.ptr, labels.ptr, loss.ptr, bp.ptr, rows, len)
 }

@@ -1,6 +1,6 @@
 // Emulated runs of kernels/reduce.cu (scripts/emulate-kernels.sh): one- and two-pass plans,
 // block and thread strategies, NaN rules of Max and ArgMax, multi-axis groups, empty
-// groups, Softmax; against naive loops.
+// groups, Softmax, SoftmaxCrossEntropyWithLogits; against naive loops.
 #include "shim.h"
 #include "../../../../kernels/prelude.cuh"
 #include "../../../../kernels/reduce.cu"
@@ -86,6 +86,17 @@ int main() {
     run(2, 8, [&]{ softmax_f32(s.data(), y.data(), 3, 21); });
     for (int r=0;r<3;r++){ double m=-INFINITY; for(int j=0;j<21;j++) m=std::max(m,(double)s[r*21+j]); double z=0; for(int j=0;j<21;j++) z+=std::exp(s[r*21+j]-m);
       for(int j=0;j<21;j++){ double want=std::exp(s[r*21+j]-m)/z; CHECK(std::fabs(y[r*21+j]-want)<1e-6, "softmax %d %d: %f vs %f", r, j, y[r*21+j], want);} } }
+  // softmax cross-entropy: rows of 21 (block 8: strided loads), a row with -inf, and rows of
+  // 3 and 0 classes (block wider than the row; an empty row's loss is 0)
+  for (int len : {21, 3, 0}) {
+    const int R = 3; std::vector<double> xs(R*len), lb(R*len), loss(R, -1), bp(R*len);
+    for (int i=0;i<R*len;i++){ xs[i]=std::sin(i*1.3)*10; lb[i]=0.1+0.5*std::fabs(std::cos(i*0.7)); }
+    if (len > 5) xs[len+4] = -INFINITY;   // row 1: a label on a -inf logit, loss inf
+    run(2, 8, [&]{ softmax_cross_entropy_with_logits_f64(xs.data(), lb.data(), loss.data(), bp.data(), R, len); });
+    for (int r=0;r<R;r++){ double m=-INFINITY; for(int j=0;j<len;j++) m=std::max(m,xs[r*len+j]); double z=0; for(int j=0;j<len;j++) z+=std::exp(xs[r*len+j]-m);
+      double want=0; for(int j=0;j<len;j++){ double s=xs[r*len+j]-m; want += lb[r*len+j]*(std::log(z)-s);
+        double bw=std::exp(s)/z-lb[r*len+j]; CHECK(std::fabs(bp[r*len+j]-bw)<1e-12, "xent backprop %d %d %d: %g vs %g", len, r, j, bp[r*len+j], bw); }
+      CHECK(loss[r]==want || std::fabs(loss[r]-want)<1e-9*std::max(1.0,std::fabs(want)), "xent loss %d %d: %g vs %g", len, r, loss[r], want); } }
   printf("reduce emulation: %d failures\n", fails);
   return fails != 0;
 }
