@@ -15,17 +15,24 @@ use crate::graph::NodeId;
 use crate::ops::StateAccess;
 use crate::tensor::Tensor;
 use std::any::Any;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 /// Variable values by `VariableV2` node, with the device each accounted variable lives on.
 ///
 /// Other per-node state kernels keep here (a random op's stream counter) is host
 /// bookkeeping and is never accounted: only nodes registered with
 /// [`VariableStore::place`] are.
+///
+/// One mutex guards the maps, held only to look up, insert or take out a value. An
+/// in-place update ([`StateAccess::update_variables`]) takes its variables out and marks
+/// them busy, then computes without the mutex, so updates of different variables (a
+/// step's optimizer ops) run at the same time, as TF's per-variable locks let them; a read,
+/// assignment or update of a busy variable waits on `idle` until its update is done.
 pub struct VariableStore {
     devices: DeviceSet,
     inner: Mutex<Inner>,
+    idle: Condvar,
     cache: ResourceCache,
 }
 
@@ -34,16 +41,27 @@ struct Inner {
     values: HashMap<NodeId, Tensor>,
     /// Device index (in `devices`) of each placed variable whose device accounts memory.
     homes: HashMap<NodeId, usize>,
+    /// Variables taken out of `values` by an update in progress.
+    busy: HashSet<NodeId>,
 }
 
 impl VariableStore {
     /// An empty store for a session with these devices.
     pub fn new(devices: DeviceSet) -> VariableStore {
-        VariableStore { devices, inner: Mutex::new(Inner::default()), cache: ResourceCache::default() }
+        VariableStore { devices, inner: Mutex::new(Inner::default()), idle: Condvar::new(), cache: ResourceCache::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The maps, once none of `vars` is busy (taken out by an update in progress).
+    fn lock_idle(&self, vars: &[NodeId]) -> MutexGuard<'_, Inner> {
+        let mut g = self.lock();
+        while vars.iter().any(|v| g.busy.contains(v)) {
+            g = self.idle.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        g
     }
 
     /// Records that variable `var` was placed on device `device` (an index into the session's
@@ -58,7 +76,7 @@ impl VariableStore {
 
 impl StateAccess for VariableStore {
     fn read_variable(&self, var: NodeId) -> Option<Tensor> {
-        self.lock().values.get(&var).cloned()
+        self.lock_idle(&[var]).values.get(&var).cloned()
     }
 
     /// Stores `value` in `var`. On an accounted device the new value is counted first (a
@@ -66,7 +84,7 @@ impl StateAccess for VariableStore {
     /// there, is not counted twice); over the limit this fails with `ResourceExhausted` and the
     /// old value stays. Then the old value is released.
     fn assign_variable(&self, var: NodeId, value: Tensor) -> Result<()> {
-        let mut g = self.lock();
+        let mut g = self.lock_idle(&[var]);
         let memory = g.homes.get(&var).and_then(|&d| self.devices.devices.get(d)).and_then(|d| d.memory());
         if let Some(m) = memory {
             m.allocate(std::slice::from_ref(&value))?;
@@ -79,27 +97,34 @@ impl StateAccess for VariableStore {
     }
 
     /// In place for variables outside accounted device memory (whose buffers an account
-    /// tracks by identity); `None` for the others, and for unknown or repeated `vars`.
+    /// tracks by identity); `None` for the others, and for unknown or repeated `vars`. The
+    /// values are taken out and marked busy while `f` runs without the store's mutex.
     fn update_variables(&self, vars: &[NodeId], f: &mut dyn FnMut(&mut [&mut Tensor]) -> Result<()>) -> Option<Result<Vec<Tensor>>> {
-        let mut g = self.lock();
+        let mut g = self.lock_idle(vars);
         let distinct = vars.iter().enumerate().all(|(i, v)| !vars[..i].contains(v));
         if !distinct || vars.iter().any(|v| g.homes.contains_key(v) || !g.values.contains_key(v)) {
             return None;
         }
-        // Taken out of the map while `f` runs (the lock is held: no reader sees the gap) and
-        // put back by the guard, also when `f` fails or panics.
+        // Put back by the guard, also when `f` fails or panics; waiting readers wake then.
         struct Back<'a> {
-            values: &'a mut HashMap<NodeId, Tensor>,
+            store: &'a VariableStore,
             taken: Vec<(NodeId, Tensor)>,
         }
         impl Drop for Back<'_> {
             fn drop(&mut self) {
-                self.values.extend(self.taken.drain(..));
+                let mut g = self.store.lock();
+                for (v, t) in self.taken.drain(..) {
+                    g.busy.remove(&v);
+                    g.values.insert(v, t);
+                }
+                drop(g);
+                self.store.idle.notify_all();
             }
         }
-        let values = &mut g.values;
-        let taken = vars.iter().filter_map(|v| values.remove(v).map(|t| (*v, t))).collect();
-        let mut back = Back { values, taken };
+        let taken: Vec<(NodeId, Tensor)> = vars.iter().filter_map(|v| g.values.remove(v).map(|t| (*v, t))).collect();
+        g.busy.extend(vars.iter().copied());
+        drop(g);
+        let mut back = Back { store: self, taken };
         let mut ts: Vec<&mut Tensor> = back.taken.iter_mut().map(|(_, t)| t).collect();
         let r = f(&mut ts);
         Some(r.map(|()| back.taken.iter().map(|(_, t)| t.clone()).collect()))
@@ -176,5 +201,73 @@ impl Drop for VariableStore {
                 m.free(std::slice::from_ref(&value));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Layout;
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    fn scalar(v: f64) -> Tensor {
+        Tensor::from_vec(&[], vec![v], Layout::RowMajor).unwrap()
+    }
+
+    /// While an update of variable 1 is computing: variable 2 can be read, assigned and
+    /// updated (the old store-wide lock blocked all three), and a read of variable 1 waits
+    /// and then sees the updated value.
+    #[test]
+    fn an_update_holds_only_its_own_variables() {
+        let store = VariableStore::new(DeviceSet::new(1, 0));
+        store.assign_variable(1, scalar(1.0)).unwrap();
+        store.assign_variable(2, scalar(2.0)).unwrap();
+        let (started_tx, started) = channel();
+        let (release, release_rx) = channel::<()>();
+        let (read_tx, read) = channel();
+        let store = &store;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let r = store.update_variables(&[1], &mut |ts| {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    *ts[0] = scalar(10.0);
+                    Ok(())
+                });
+                assert_eq!(r.unwrap().unwrap()[0].to_f64_vec(), vec![10.0]);
+            });
+            started.recv_timeout(Duration::from_secs(10)).expect("the update started");
+            s.spawn(move || read_tx.send(store.read_variable(1).unwrap().to_f64_vec()).unwrap());
+            let (done_tx, done) = channel();
+            s.spawn(move || {
+                let v = store.read_variable(2).unwrap().to_f64_vec();
+                store.assign_variable(2, scalar(3.0)).unwrap();
+                let u = store.update_variables(&[2], &mut |ts| {
+                    *ts[0] = scalar(4.0);
+                    Ok(())
+                });
+                done_tx.send((v, u.unwrap().unwrap()[0].to_f64_vec())).unwrap();
+            });
+            let (v, u) = done.recv_timeout(Duration::from_secs(10)).expect("variable 2 is not held by the update of variable 1");
+            assert_eq!((v, u), (vec![2.0], vec![4.0]));
+            assert!(read.recv_timeout(Duration::from_millis(200)).is_err(), "a read of variable 1 during its update must wait");
+            release.send(()).unwrap();
+            assert_eq!(read.recv_timeout(Duration::from_secs(10)).expect("the read ends with the update"), vec![10.0]);
+        });
+    }
+
+    /// A failed or panicking update puts its values back and frees its variables.
+    #[test]
+    fn a_failed_update_leaves_its_variables_readable() {
+        let store = VariableStore::new(DeviceSet::new(1, 0));
+        store.assign_variable(7, scalar(1.5)).unwrap();
+        let r = store.update_variables(&[7], &mut |_| Err(OxiflowError::InvalidArgument("no".into())));
+        assert!(r.unwrap().is_err());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.update_variables(&[7], &mut |_| panic!("kernel bug"))));
+        assert!(caught.is_err());
+        assert_eq!(store.read_variable(7).unwrap().to_f64_vec(), vec![1.5]);
+        assert!(store.update_variables(&[7, 7], &mut |_| Ok(())).is_none(), "repeated variables");
+        assert!(store.update_variables(&[8], &mut |_| Ok(())).is_none(), "an uninitialized variable");
     }
 }

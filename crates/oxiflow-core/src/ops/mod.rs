@@ -86,8 +86,8 @@ pub trait StateAccess: Sync {
     /// run still reads first (so a reader keeps the value it read). Returns the new values,
     /// or `None` where this store does not update in place (the default; a variable that is
     /// uninitialized, repeated or kept in accounted device memory), where the caller reads,
-    /// computes and assigns instead. `f` runs under the store's lock: it must not start
-    /// parallel work or touch variables itself.
+    /// computes and assigns instead. Other reads, assignments and updates of `vars` wait
+    /// until `f` returns; `f` must not touch variables itself.
     fn update_variables(&self, _vars: &[NodeId], _f: &mut dyn FnMut(&mut [&mut Tensor]) -> Result<()>) -> Option<Result<Vec<Tensor>>> {
         None
     }
