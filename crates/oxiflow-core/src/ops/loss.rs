@@ -70,12 +70,12 @@ impl XentFloat for f64 {
 /// `s = x - m`, `lse = ln(sum(exp(s)))`, `loss = sum(l * (lse - s))`,
 /// `bp = exp(s) / sum(exp(s)) - l`.
 fn xent_rows<T: XentFloat>(c: usize, x: &[T], l: &[T], loss: &mut [T], bp: &mut [T]) {
-    for ((xr, br), m) in x.chunks(c).zip(bp.chunks_mut(c)).zip(loss.iter_mut()) {
+    // bp holds the shifted logits s until the last loop
+    for (xr, br) in x.chunks(c).zip(bp.chunks_mut(c)) {
         let mx = xr.iter().fold(T::NEG_INF, |m, &v| if v > m { v } else { m });
         for (b, &v) in br.iter_mut().zip(xr) {
             *b = v - mx;
         }
-        *m = mx; // the row's max, until the shifted values are exponentiated below
     }
     let mut e = vec![T::ZERO; bp.len()];
     T::run(vmath::Fun::Exp, bp, &mut e);
