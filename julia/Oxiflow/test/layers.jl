@@ -94,6 +94,9 @@ end
     h = hessian(softmax_cross_entropy_with_logits(v, [0.0, 1.0, 0.0, 0.0]), v)
     s = mk(); init(s)
     @test run(s, xe) ≈ jl_xent(L0, Y)
+    # one op, TF's SoftmaxCrossEntropyWithLogits, which has a GPU kernel
+    @test xe.op.type == "SoftmaxCrossEntropyWithLogits"
+    @test assigned_device(s, xe) == (dev == "CPU" ? CPU0 : GPU0)
     onehot = Float64[c - 1 == l for l in [2, 0, 3], c in 1:4]
     @test run(s, sp) ≈ jl_xent(L0, onehot)
     @test run(s, spt) ≈ jl_xent(L0, onehot)
