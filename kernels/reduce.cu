@@ -235,47 +235,10 @@ REDUCE3(arg_min, i64, ArgMinI64, long long)
 __device__ __forceinline__ float  m_exp(float x)  { return expf(x); }
 __device__ __forceinline__ double m_exp(double x) { return exp(x); }
 
-// One block per row (grid-stride over rows); blockDim.x a power of two <= MAX_BLOCK.
-template <typename T>
-__device__ __forceinline__ void softmax(const T* __restrict__ x, T* __restrict__ y, i64 rows, i64 len) {
-    __shared__ T sh[MAX_BLOCK];
-    const unsigned t = threadIdx.x;
-    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T* xr = x + row * len;
-        T* yr = y + row * len;
-        // max over the row, NaN ignored (nn.rs: `if x > m { x } else { m }` from -inf)
-        T mx = -Lim<T>::inf();
-        for (i64 j = t; j < len; j += blockDim.x) { T v = xr[j]; mx = v > mx ? v : mx; }
-        sh[t] = mx;
-        __syncthreads();
-        for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
-            if (t < w) { T o = sh[t + w]; sh[t] = o > sh[t] ? o : sh[t]; }
-            __syncthreads();
-        }
-        mx = sh[0];
-        __syncthreads();
-        T sum = T(0);
-        for (i64 j = t; j < len; j += blockDim.x) sum += m_exp(xr[j] - mx);
-        sh[t] = sum;
-        __syncthreads();
-        for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
-            if (t < w) sh[t] = sh[t] + sh[t + w];
-            __syncthreads();
-        }
-        sum = sh[0];
-        __syncthreads();
-        for (i64 j = t; j < len; j += blockDim.x) yr[j] = m_exp(xr[j] - mx) / sum;
-    }
-}
-extern "C" __global__ void softmax_f32(const float* x, float* y, i64 rows, i64 len) { softmax<float>(x, y, rows, len); }
-extern "C" __global__ void softmax_f64(const double* x, double* y, i64 rows, i64 len) { softmax<double>(x, y, rows, len); }
-
-// ------------------------------------------------------------------ SoftmaxCrossEntropyWithLogits
-
 __device__ __forceinline__ float  m_log(float x)  { return logf(x); }
 __device__ __forceinline__ double m_log(double x) { return log(x); }
 
-// The sum of every thread's v over the block (blockDim.x a power of two), in sh.
+// The sum of every thread's v over the block (blockDim.x a power of two), through sh.
 template <typename T>
 __device__ __forceinline__ T block_sum(T* sh, T v) {
     const unsigned t = threadIdx.x;
@@ -290,6 +253,51 @@ __device__ __forceinline__ T block_sum(T* sh, T v) {
     return r;
 }
 
+// The max of row xr[0..len) over the block, NaN ignored (nn.rs: `if x > m { x } else { m }`
+// from -inf), through sh.
+template <typename T>
+__device__ __forceinline__ T row_max(T* sh, const T* __restrict__ xr, i64 len) {
+    const unsigned t = threadIdx.x;
+    T mx = -Lim<T>::inf();
+    for (i64 j = t; j < len; j += blockDim.x) { T v = xr[j]; mx = v > mx ? v : mx; }
+    sh[t] = mx;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (t < w) { T o = sh[t + w]; sh[t] = o > sh[t] ? o : sh[t]; }
+        __syncthreads();
+    }
+    mx = sh[0];
+    __syncthreads();
+    return mx;
+}
+
+// The row's max (row_max, into mx) and sum(exp(xr - mx)) over the block.
+template <typename T>
+__device__ __forceinline__ T row_exp_sum(T* sh, const T* __restrict__ xr, i64 len, T& mx) {
+    mx = row_max(sh, xr, len);
+    T part = T(0);
+    for (i64 j = threadIdx.x; j < len; j += blockDim.x) part += m_exp(xr[j] - mx);
+    return block_sum(sh, part);
+}
+
+// One block per row (grid-stride over rows); blockDim.x a power of two <= MAX_BLOCK.
+template <typename T>
+__device__ __forceinline__ void softmax(const T* __restrict__ x, T* __restrict__ y, i64 rows, i64 len) {
+    __shared__ T sh[MAX_BLOCK];
+    const unsigned t = threadIdx.x;
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T* xr = x + row * len;
+        T* yr = y + row * len;
+        T mx;
+        const T sum = row_exp_sum(sh, xr, len, mx);
+        for (i64 j = t; j < len; j += blockDim.x) yr[j] = m_exp(xr[j] - mx) / sum;
+    }
+}
+extern "C" __global__ void softmax_f32(const float* x, float* y, i64 rows, i64 len) { softmax<float>(x, y, rows, len); }
+extern "C" __global__ void softmax_f64(const double* x, double* y, i64 rows, i64 len) { softmax<double>(x, y, rows, len); }
+
+// ------------------------------------------------------------------ SoftmaxCrossEntropyWithLogits
+
 // One block per row (grid-stride over rows), as softmax; three block reductions per row:
 // the max, the sum of exp(s), the loss.
 template <typename T>
@@ -301,21 +309,10 @@ __device__ __forceinline__ void softmax_xent(const T* __restrict__ x, const T* _
         const T* xr = x + row * len;
         const T* lr = lab + row * len;
         T* br = bp + row * len;
-        T mx = -Lim<T>::inf();
-        for (i64 j = t; j < len; j += blockDim.x) { T v = xr[j]; mx = v > mx ? v : mx; }
-        sh[t] = mx;
-        __syncthreads();
-        for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
-            if (t < w) { T o = sh[t + w]; sh[t] = o > sh[t] ? o : sh[t]; }
-            __syncthreads();
-        }
-        mx = sh[0];
-        __syncthreads();
-        T part = T(0);
-        for (i64 j = t; j < len; j += blockDim.x) part += m_exp(xr[j] - mx);
-        const T sum = block_sum(sh, part);
+        T mx;
+        const T sum = row_exp_sum(sh, xr, len, mx);
         const T lse = m_log(sum);
-        part = T(0);
+        T part = T(0);
         for (i64 j = t; j < len; j += blockDim.x) {
             const T s = xr[j] - mx;
             part += lr[j] * (lse - s);
