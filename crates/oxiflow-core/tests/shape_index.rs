@@ -475,3 +475,29 @@ fn emulated_gpu_runs_them_with_the_same_values() {
     let grad_ops: Vec<String> = g.read().unwrap().nodes().iter().filter(|n| n.name.starts_with("gradients/")).map(|n| n.op.name.to_string()).collect();
     assert!(grad_ops.iter().any(|o| o == "ScatterNd") && grad_ops.iter().any(|o| o == "StridedSliceGrad"), "{grad_ops:?}");
 }
+
+/// `ExpandDims` and `Squeeze` of a row-major tensor share its buffer (as `Reshape` and TF's
+/// kernels, which forward the input); a column-major one (a feed from Julia) is copied to
+/// row-major with every element in place.
+#[test]
+fn expand_dims_and_squeeze_share_a_row_major_buffer() {
+    let ptr = |t: &Tensor| match t {
+        Tensor::F64(a) => a.as_ptr(),
+        _ => panic!("Float64 expected"),
+    };
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Float64, &[2, 3], None).unwrap();
+    let e = g.op_spec(node("ExpandDims", &[p]).attr("dim", AttrValue::Int(0))).unwrap();
+    let s = g.op_spec(node("Squeeze", &[e])).unwrap();
+    let row = rand_t(&[2, 3], 9, -1.0, 1.0);
+    let out = eval(&g, &[(p, row.clone())], &[e, s]).unwrap();
+    assert_eq!((out[0].dims(), out[1].dims()), (&[1usize, 2, 3][..], &[2usize, 3][..]));
+    assert_eq!((ptr(&out[0]), ptr(&out[1])), (ptr(&row), ptr(&row)), "no copy of a row-major input");
+    let v = row.to_f64_vec();
+    // the same values, stored column-major: element [i, j] at i + 2j
+    let col = Tensor::from_vec(&[2, 3], (0..3).flat_map(|j| (0..2).map(move |i| (i, j))).map(|(i, j)| v[i * 3 + j]).collect::<Vec<f64>>(), Layout::ColumnMajor)
+        .unwrap();
+    let out = eval(&g, &[(p, col.clone())], &[e, s]).unwrap();
+    assert_eq!((out[0].to_f64_vec(), out[1].to_f64_vec()), (v.clone(), v));
+    assert_ne!(ptr(&out[0]), ptr(&col));
+}

@@ -559,10 +559,16 @@ fn infer_expand_dims(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, Shape(dims))])
 }
 
-/// Kernel of `Squeeze` and `ExpandDims`: the input with the node's output dimensions.
+/// Kernel of `Squeeze` and `ExpandDims`: the input with the node's output dimensions,
+/// sharing its buffer when it is row-major (as `Reshape` does, and TF's kernels, which
+/// forward the input's buffer), else a row-major copy.
 fn kernel_reshape_like(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
-    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(reshaped(ctx, a.view(), dims)?))])
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(if a.is_standard_layout() {
+        super::array::reshape_array(ctx, a, dims)?
+    } else {
+        reshaped(ctx, a.view(), dims)?
+    }))])
 }
 
 /// TF `_SqueezeGrad` / `_ExpandDimsGrad`: `dy` reshaped to the input's shape.
