@@ -9,9 +9,10 @@
 //! one process). TF computes the loss and its gradient in one kernel for the same reason.
 //! The gradient reuses the `backprop` output.
 
+use super::fused::FusedFloat;
 use super::math::def;
 use super::reduce::reduce_sum;
-use super::vmath::{self, VFloat};
+use super::vmath;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::intra_op;
@@ -42,50 +43,30 @@ fn infer_xent(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, loss), TensorType::new(x.dtype, shape)])
 }
 
-/// Float types the kernel runs on: the vectorized `exp` of [`vmath`] plus what a row needs.
-trait XentFloat:
-    VFloat + Element + PartialOrd + std::ops::Sub<Output = Self> + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Div<Output = Self>
-{
-    const NEG_INF: Self;
-    const ZERO: Self;
-    fn ln(self) -> Self;
-}
-impl XentFloat for f32 {
-    const NEG_INF: Self = f32::NEG_INFINITY;
-    const ZERO: Self = 0.0;
-    fn ln(self) -> Self {
-        f32::ln(self)
-    }
-}
-impl XentFloat for f64 {
-    const NEG_INF: Self = f64::NEG_INFINITY;
-    const ZERO: Self = 0.0;
-    fn ln(self) -> Self {
-        f64::ln(self)
-    }
-}
-
 /// Rows `x`, `l` (each a whole number of rows of `c` elements) into `loss` (one per row)
 /// and `bp`. Per row, as TF's `XentFunctor`: `m = max(x)` (NaN ignored, as `Softmax`),
-/// `s = x - m`, `lse = ln(sum(exp(s)))`, `loss = sum(l * (lse - s))`,
+/// `s = x - m`, `lse = ln(sum(exp(s)))` (the vectorized `exp` and `log` of [`vmath`]),
+/// `loss = sum(l * (lse - s))`,
 /// `bp = exp(s) / sum(exp(s)) - l`.
-fn xent_rows<T: XentFloat>(c: usize, x: &[T], l: &[T], loss: &mut [T], bp: &mut [T]) {
+fn xent_rows<T: FusedFloat>(c: usize, x: &[T], l: &[T], loss: &mut [T], bp: &mut [T]) {
+    let zero = T::from_f64(0.0);
     // bp holds the shifted logits s until the last loop
     for (xr, br) in x.chunks(c).zip(bp.chunks_mut(c)) {
-        let mx = xr.iter().fold(T::NEG_INF, |m, &v| if v > m { v } else { m });
+        let mx = xr.iter().fold(T::from_f64(f64::NEG_INFINITY), |m, &v| if v > m { v } else { m });
         for (b, &v) in br.iter_mut().zip(xr) {
-            *b = v - mx;
+            *b = T::sub(v, mx);
         }
     }
-    let mut e = vec![T::ZERO; bp.len()];
+    let mut e = vec![zero; bp.len()];
     T::run(vmath::Fun::Exp, bp, &mut e);
-    for (((br, er), lr), m) in bp.chunks_mut(c).zip(e.chunks(c)).zip(l.chunks(c)).zip(loss.iter_mut()) {
-        let sum = er.iter().fold(T::ZERO, |s, &v| s + v);
-        let lse = sum.ln();
-        let mut acc = T::ZERO;
+    let sums: Vec<T> = e.chunks(c).map(|er| er.iter().fold(zero, |s, &v| T::add(s, v))).collect();
+    let mut lse = vec![zero; sums.len()];
+    T::run(vmath::Fun::Log, &sums, &mut lse);
+    for ((((br, er), lr), m), (&sum, &lse)) in bp.chunks_mut(c).zip(e.chunks(c)).zip(l.chunks(c)).zip(loss.iter_mut()).zip(sums.iter().zip(&lse)) {
+        let mut acc = zero;
         for ((b, &ev), &lv) in br.iter_mut().zip(er).zip(lr) {
-            acc = acc + lv * (lse - *b);
-            *b = ev / sum - lv;
+            acc = T::add(acc, T::mul(lv, T::sub(lse, *b)));
+            *b = T::sub(ev.div(sum), lv);
         }
         *m = acc;
     }
@@ -93,7 +74,7 @@ fn xent_rows<T: XentFloat>(c: usize, x: &[T], l: &[T], loss: &mut [T], bp: &mut 
 
 /// CPU kernel: rows sharded over the intra-op threads from [`SHARD_MIN`] elements on.
 fn kernel_xent(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: XentFloat>(x: &ArcArray<T, IxDyn>, l: &ArcArray<T, IxDyn>) -> Outputs {
+    fn go<T: FusedFloat>(x: &ArcArray<T, IxDyn>, l: &ArcArray<T, IxDyn>) -> Outputs {
         let dims = x.shape().to_vec();
         let c = *dims.last().expect("rank >= 1 (shape function)");
         let rows: usize = dims[..dims.len() - 1].iter().product();
@@ -107,8 +88,8 @@ fn kernel_xent(ctx: &KernelCtx) -> Result<Outputs> {
         }
         let (x, l) = (row_major(x), row_major(l));
         let (xs, ls) = (x.as_slice().expect("standard layout"), l.as_slice().expect("standard layout"));
-        let mut loss = vec![T::ZERO; rows];
-        let mut bp = vec![T::ZERO; xs.len()];
+        let mut loss = vec![T::from_f64(0.0); rows];
+        let mut bp = vec![T::from_f64(0.0); xs.len()];
         if c > 0 {
             match intra_op::shard_len(xs.len(), SHARD_MIN) {
                 None => xent_rows(c, xs, ls, &mut loss, &mut bp),
