@@ -29,6 +29,8 @@
 #   make bench-peers  the same workloads in Oxiflow (from Julia) and in TF1, PyTorch, JAX and
 #                 NumPy (installed into .deps/peers by scripts/install-peers.sh); a ratio table
 #                 in out/bench-peers.md (bench/peers/, docs/performance.md)
+#   make bench-peers-rounds  its MLP step and MatMul in ROUNDS (5) alternating rounds, each
+#                 round's ratio and their median (out/bench-peers-rounds.md)
 #   make clean    remove build outputs and out/ (distclean: also .deps/)
 
 SHELL := /bin/bash
@@ -56,7 +58,7 @@ NVRTC_LIBDIR := $(CURDIR)/.deps/nvrtc/nvidia/cu13/lib
 SEED_HELPERS := test/seeds/common.jl
 SEEDS := $(sort $(filter-out $(SEED_HELPERS),$(wildcard test/seeds/*.jl)))
 
-.PHONY: bench-mpi test-mpi test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-sparse bench-replicas bench-peers bench-quick clean distclean
+.PHONY: bench-mpi test-mpi test-adding-an-op fuzz bench-gpu all setup nvrtc test-kernels-emulated build header lint test test-rust test-julia test-html test-examples test-seeds demo bench bench-sparse bench-replicas bench-peers bench-peers-rounds bench-quick clean distclean
 
 all: build
 
@@ -243,6 +245,14 @@ bench-peers: setup build
 	"$$py" bench/peers/peers.py > out/bench-peers-peers.jsonl
 	$(JULIA_RUN) bench/peers/oxiflow.jl > out/bench-peers-oxiflow.jsonl
 	$(PYTHON) bench/peers/table.py out/bench-peers-peers.jsonl out/bench-peers-oxiflow.jsonl
+
+# The MLP step and MatMul of bench-peers in alternating rounds (ROUNDS=5 by default), each
+# round's ratio and their median: out/bench-peers-rounds.md (bench/peers/rounds.py).
+bench-peers-rounds: setup build
+	bash scripts/install-peers.sh
+	mkdir -p out
+	py=$(PEERS_PY); [ -x "$$py" ] || py=$(PYTHON); \
+	$(PYTHON) bench/peers/rounds.py --peers-python "$$py" --julia "$(JULIA_RUN)" --rounds $(or $(ROUNDS),5)
 
 # GPU figures (docs/performance/gpu.md, "GPU"): says so and measures nothing without a GPU.
 bench-gpu: nvrtc

@@ -198,11 +198,19 @@ function bench_digits()
     emit("digits_epoch", "float64", med, "s", note=@sprintf("median of epochs 2-%d; epoch 1 (compiles): %.2f s", length(secs), secs[1]))
 end
 
+# PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul" and
+# "other" (the rest, the digits epoch included); all when unset.
+const GROUPS = ("mlp", "matmul", "other")
+
 function main()
-    steps = Any[() -> bench_mlp(Float32), () -> bench_mlp(Float64),
-                () -> bench_matmul(Float32), () -> bench_matmul(Float64),
-                bench_unary, bench_feed_fetch, bench_chain, bench_while]
-    get(ENV, "OXIFLOW_BENCH_DIGITS", "1") == "0" || push!(steps, bench_digits)
+    groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
+    bad = setdiff(groups, GROUPS)
+    isempty(bad) || error("oxiflow.jl: unknown PEERS_WORKLOADS group(s) $(join(bad, ", ")) (known: $(join(GROUPS, ", ")))")
+    steps = Any[]
+    "mlp" in groups && append!(steps, [() -> bench_mlp(Float32), () -> bench_mlp(Float64)])
+    "matmul" in groups && append!(steps, [() -> bench_matmul(Float32), () -> bench_matmul(Float64)])
+    "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
+    "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")
     for s in steps
         s()

@@ -5,6 +5,9 @@ Run with the venv that scripts/install-peers.sh makes:
 
     .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
 
+PEERS_WORKLOADS=mlp,matmul,other (the default) picks the workload groups to run; oxiflow.jl
+reads it too, and bench/peers/rounds.py (`make bench-peers-rounds`) uses it.
+
 Prints one JSON object per line on stdout:
     {"framework", "workload", "dtype", "value", "unit", "version"}   (+ "note" on some)
 A framework that does not import prints {"framework", "status": "not installed", "error"};
@@ -71,6 +74,20 @@ NUNARY = 1 << 20
 CHAIN = 10_000
 WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
+# PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
+# matmul_fed_N) and "other" (the rest); all when unset. bench/peers/rounds.py sets it.
+GROUPS = ("mlp", "matmul", "other")
+WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
+
+
+def want(group):
+    """Whether PEERS_WORKLOADS selects workload group `group`."""
+    return group in WORKLOADS
+
+
+def dtypes_for(group):
+    """The dtypes to run group `group`'s loop over: none when it is not selected."""
+    return DTYPES if want(group) else ()
 
 
 def emit(framework, workload, dtype, value, unit, version, **extra):
@@ -141,7 +158,7 @@ def run_tf1():
             cfg.graph_options.rewrite_options.disable_meta_optimizer = True
         return tf1.Session(graph=g, config=cfg)
 
-    for dt in DTYPES:
+    for dt in dtypes_for("mlp"):
         ws, bs, X, Y = mlp_data(np, dt)
         g = tf.Graph()
         with g.as_default():
@@ -161,7 +178,7 @@ def run_tf1():
             t = time_calls(lambda: s.run(train, feed), warmup_s=2.0, measure_s=2.0)
         emit("tf1", "mlp_step", dt, 1 / t, "steps/s", ver)
 
-    for dt in DTYPES:
+    for dt in dtypes_for("matmul"):
         for n in SIZES:
             A, B = square(np, n, dt)
             g = tf.Graph()
@@ -178,6 +195,8 @@ def run_tf1():
                 t = time_calls(lambda: s.run(cf, feed))
                 emit("tf1", f"matmul_fed_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
 
+    if not want("other"):
+        return
     g = tf.Graph()
     with g.as_default():
         v = tf1.Variable(unary_input(np))
@@ -231,7 +250,7 @@ def run_torch():
     torch.set_num_interop_threads(NCORES)
     ver = torch.__version__
 
-    for dt in DTYPES:
+    for dt in dtypes_for("mlp"):
         ws, bs, X, Y = mlp_data(np, dt)
         params = [torch.tensor(a, requires_grad=True) for pair in zip(ws, bs) for a in pair]
         x, y = torch.from_numpy(X), torch.from_numpy(Y)
@@ -248,12 +267,14 @@ def run_torch():
         t = time_calls(step, warmup_s=2.0, measure_s=2.0)
         emit("torch", "mlp_step", dt, 1 / t, "steps/s", ver)
 
-    for dt in DTYPES:
+    for dt in dtypes_for("matmul"):
         for n in SIZES:
             a, b = (torch.from_numpy(m) for m in square(np, n, dt))
             t = time_calls(lambda: a @ b)
             emit("torch", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
 
+    if not want("other"):
+        return
     v = torch.from_numpy(unary_input(np))
     fns = {"tanh": torch.tanh, "exp": torch.exp, "log": torch.log,
            "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "relu": torch.relu}
@@ -298,7 +319,7 @@ def run_jax():
         g = jax.grad(loss_fn)(p, x, y)
         return [w - 0.01 * gw for w, gw in zip(p, g)]
 
-    for dt in DTYPES:
+    for dt in dtypes_for("mlp"):
         ws, bs, X, Y = mlp_data(np, dt)
         state = [[jnp.asarray(a) for pair in zip(ws, bs) for a in pair]]
         x, y = jnp.asarray(X), jnp.asarray(Y)
@@ -309,7 +330,7 @@ def run_jax():
         emit("jax", "mlp_step", dt, 1 / t, "steps/s", ver)
 
     mm = jax.jit(lambda a, b: a @ b)
-    for dt in DTYPES:
+    for dt in dtypes_for("matmul"):
         for n in SIZES:
             a, b = (jnp.asarray(m) for m in square(np, n, dt))
             out = [None]
@@ -319,6 +340,8 @@ def run_jax():
             t = time_calls(call, sync=lambda: out[0].block_until_ready())
             emit("jax", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
 
+    if not want("other"):
+        return
     v = jnp.asarray(unary_input(np))
     fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
            "sigmoid": jax.nn.sigmoid, "sqrt": jnp.sqrt, "relu": jax.nn.relu}
@@ -373,11 +396,13 @@ def run_jax():
 def run_numpy():
     import numpy as np
     ver = np.__version__
-    for dt in DTYPES:
+    for dt in dtypes_for("matmul"):
         for n in SIZES:
             a, b = square(np, n, dt)
             t = time_calls(lambda: a @ b)
             emit("numpy", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+    if not want("other"):
+        return
     v = unary_input(np)
     fns = {"tanh": np.tanh, "exp": np.exp, "log": np.log,
            "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0)}
@@ -400,6 +425,10 @@ def child(fw):
 
 
 def main(argv):
+    unknown = [g for g in WORKLOADS if g not in GROUPS]
+    if unknown:
+        print(f"peers.py: unknown PEERS_WORKLOADS group(s) {unknown} (known: {', '.join(GROUPS)})", file=sys.stderr)
+        return 2
     if len(argv) == 3 and argv[1] == "--child":
         return child(argv[2])
     wanted = [a for a in argv[1:] if a != "--framework"] or FRAMEWORKS
