@@ -501,3 +501,78 @@ fn expand_dims_and_squeeze_share_a_row_major_buffer() {
     assert_eq!((out[0].to_f64_vec(), out[1].to_f64_vec()), (v.clone(), v));
     assert_ne!(ptr(&out[0]), ptr(&col));
 }
+
+/// The same values as the row-major `t`, stored column-major.
+fn column_major(t: &Tensor) -> Tensor {
+    let (dims, v) = (t.dims().to_vec(), t.to_f64_vec());
+    let n = v.len();
+    // element at row-major position f goes to the column-major position of its index
+    let mut col = vec![0.0; n];
+    for (f, &x) in v.iter().enumerate() {
+        let ix = unflat(f, &dims);
+        let (mut pos, mut stride) = (0, 1);
+        for (i, d) in ix.iter().zip(&dims) {
+            pos += i * stride;
+            stride *= d;
+        }
+        col[pos] = x;
+    }
+    Tensor::from_vec(&dims, col, Layout::ColumnMajor).unwrap()
+}
+
+fn is_column_major(t: &Tensor) -> bool {
+    match t {
+        Tensor::F64(a) => a.t().is_standard_layout(),
+        _ => panic!("Float64 expected"),
+    }
+}
+
+/// A `StridedSlice` of a column-major tensor (a Julia array) gives the values of the same
+/// slice of the row-major one, stored column-major (so a fetch needs no transposing copy);
+/// its gradient from a column-major `dy` the values of that from a row-major one. Cases:
+/// steps, negative steps, empty slices, shrunk axes (one, two, all but one), rank 2 and 3.
+#[test]
+fn strided_slice_of_a_column_major_tensor_keeps_its_order() {
+    // (dims, begin, end, strides, begin_mask, end_mask, shrink_axis_mask)
+    type Case = (&'static [usize], &'static [i64], &'static [i64], &'static [i64], i64, i64, i64);
+    let cases: [Case; 8] = [
+        (&[6, 5], &[1, 0], &[5, 0], &[1, 1], 0, 2, 0),
+        (&[6, 5], &[0, 4], &[6, 0], &[2, -1], 0, 2, 0),
+        (&[6, 5], &[5, 1], &[0, 4], &[-2, 2], 1, 0, 0),
+        (&[6, 5], &[2, 0], &[2, 5], &[1, 1], 0, 0, 0),
+        (&[6, 5], &[0, 3], &[6, 4], &[1, 1], 0, 0, 2),
+        (&[6, 5], &[-1, 0], &[0, 5], &[1, 1], 0, 0, 1),
+        (&[4, 3, 5], &[1, 2, 0], &[3, 0, 5], &[1, -1, 2], 0, 2, 0),
+        (&[4, 3, 5], &[3, 0, 1], &[0, 3, 4], &[1, 1, 1], 0, 0, 5),
+    ];
+    for (k, (dims, begin, end, strides, bm, em, sm)) in cases.into_iter().enumerate() {
+        let row = rand_t(dims, 40 + k as u64, -1.0, 1.0);
+        let col = column_major(&row);
+        assert_eq!(col.to_f64_vec(), row.to_f64_vec());
+        let mut g = Graph::new();
+        let p = g.placeholder(DType::Float64, dims, None).unwrap();
+        let o = strided_slice(&mut g, p, begin, end, strides, bm, em, sm).unwrap();
+        let want = eval(&g, &[(p, row.clone())], &[o]).unwrap().remove(0);
+        let got = eval(&g, &[(p, col.clone())], &[o]).unwrap().remove(0);
+        assert_eq!((got.dims(), got.to_f64_vec()), (want.dims(), want.to_f64_vec()), "case {k}");
+        if got.dims().len() >= 2 && got.dims().iter().all(|&d| d > 1) {
+            assert!(is_column_major(&got), "case {k}: the slice of a column-major tensor is column-major");
+        }
+        // the gradient op from dy in either order
+        let dy = rand_t(want.dims(), 80 + k as u64, -1.0, 1.0);
+        let d = g.placeholder(DType::Float64, want.dims(), None).unwrap();
+        let mut spec = node("StridedSliceGrad", &[d]).attr("shape", AttrValue::Shape(dims.to_vec()));
+        for (name, v) in [("begin", begin), ("end", end), ("strides", strides)] {
+            spec = spec.attr(name, ints(v));
+        }
+        let spec = spec.attr("begin_mask", AttrValue::Int(bm)).attr("end_mask", AttrValue::Int(em)).attr("shrink_axis_mask", AttrValue::Int(sm));
+        let gd = g.op_spec(spec).unwrap();
+        let want_g = eval(&g, &[(d, dy.clone())], &[gd]).unwrap().remove(0);
+        let got_g = eval(&g, &[(d, column_major(&dy))], &[gd]).unwrap().remove(0);
+        assert_eq!(got_g.dims(), dims, "case {k}");
+        assert_eq!(got_g.to_f64_vec(), want_g.to_f64_vec(), "case {k}: StridedSliceGrad");
+        // and the row-major gradient puts dy where the slice took x from
+        let total: f64 = want_g.to_f64_vec().iter().sum();
+        assert!((total - dy.to_f64_vec().iter().sum::<f64>()).abs() < 1e-12, "case {k}");
+    }
+}

@@ -8,9 +8,10 @@
 //! order (row-major, or column-major as Julia's arrays and the products of two of them are)
 //! and the broadcast pairs each element of the smaller operand with a regular run of the
 //! full one's (equal shapes, a single element, a bias row, a column), or both are matrices
-//! of one shape in opposite orders (read tile by tile, the second one transposed), they map
-//! the elements in memory order with a loop compiled twice (baseline x86-64 and AVX2, picked
-//! at run time as [`super::vmath`] does); every other case goes through `ndarray`'s `Zip`.
+//! of one shape in opposite orders (read tile by tile, the row-major one transposed: the
+//! result is column-major), they map the elements in memory order with a loop compiled
+//! twice (baseline x86-64 and AVX2, picked at run time as [`super::vmath`] does); every
+//! other case goes through `ndarray`'s `Zip`.
 //! The element function is the same on every path and the compiler never contracts a
 //! product and a sum into an FMA, so the result has the same bits on either.
 
@@ -42,7 +43,7 @@ pub(crate) fn zip2<A: Copy, B: Copy, O: Clone>(
     mut f: impl FnMut(A, B) -> O,
 ) -> Result<ArcArray<O, IxDyn>> {
     let dims = ctx.node.outputs[0].shape.dims();
-    let mapped = if a.shape() == dims {
+    let mapped = if full_is_a(a, b, dims) {
         pairing(a, b, dims).map(|(full, small, kind, fortran)| (map_serial(full, small, kind, &mut f), fortran))
     } else if b.shape() == dims {
         pairing(b, a, dims).map(|(full, small, kind, fortran)| (map_serial(full, small, kind, |y, x| f(x, y)), fortran))
@@ -107,7 +108,7 @@ where
     O: Copy + Send + Clone,
 {
     let dims = ctx.node.outputs[0].shape.dims();
-    let mapped = if a.shape() == dims {
+    let mapped = if full_is_a(a, b, dims) {
         pairing(a, b, dims).map(|(full, small, kind, fortran)| (zip_par(full, small, kind, f), fortran))
     } else if b.shape() == dims {
         pairing(b, a, dims).map(|(full, small, kind, fortran)| (zip_par(full, small, kind, move |y, x| f(x, y)), fortran))
@@ -118,6 +119,22 @@ where
         Some((v, fortran)) => shaped(ctx, dims, v, fortran),
         None => zip2(ctx, a, b, f),
     }
+}
+
+/// Whether `a` is the operand whose memory order the output takes: it has the output's
+/// shape, unless both do and only `b` is column-major. Two matrices of one shape in
+/// opposite orders cost the same either way (one is read transposed), and the
+/// column-major one is Julia's: a gradient's row-major ones (`BroadcastTo`) times a
+/// column-major activation then gives a column-major product, which the `AddN` and the
+/// slice gradients after it read in its own order (with a row-major one among them,
+/// `AddN` walked the column-major ones across their columns).
+fn full_is_a<A, B>(a: &ArcArray<A, IxDyn>, b: &ArcArray<B, IxDyn>, dims: &[usize]) -> bool {
+    a.shape() == dims && !(b.shape() == dims && column_major(b) && !column_major(a))
+}
+
+/// Whether `x` is stored column-major and not also row-major (rank 2 or more).
+fn column_major<T>(x: &ArcArray<T, IxDyn>) -> bool {
+    x.ndim() >= 2 && !x.is_standard_layout() && x.t().is_standard_layout()
 }
 
 /// How the elements of the two operands pair up in memory order ([`zip_par`]).

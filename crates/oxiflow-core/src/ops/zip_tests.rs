@@ -95,3 +95,27 @@ fn column_major_operands_give_a_column_major_result() {
     assert!(got.t().is_standard_layout(), "kept Julia's order");
     assert_eq!(got.as_standard_layout().iter().copied().collect::<Vec<_>>(), oracle(&a, &array(&[300], false, 0.2).mapv(|v| -v / 2.0).into_shared(), &dims));
 }
+
+/// Two matrices of one shape in opposite orders give a column-major result whichever comes
+/// first (a row-major gradient times a column-major activation stays in Julia's order), with
+/// the broadcasting rule's values; two row-major ones stay row-major.
+#[test]
+fn opposite_orders_give_the_column_major_ones_order() {
+    let dims = [130, 70];
+    let (row, col) = (array(&dims, false, 0.3), array(&dims, true, 0.4));
+    let sub2 = |x: f64, y: f64| x - 2.0 * y;
+    for (a, b) in [(&row, &col), (&col, &row)] {
+        for threads in [1, 2] {
+            let par = with_ctx(&dims, |ctx| with_intra_op_threads(threads, || zip2_par(ctx, a, b, sub2)).unwrap());
+            let serial = with_ctx(&dims, |ctx| zip2(ctx, a, b, sub2).unwrap());
+            for got in [par, serial] {
+                assert!(got.t().is_standard_layout() && !got.is_standard_layout(), "column-major");
+                assert_eq!(got.iter().copied().collect::<Vec<_>>(), oracle(a, b, &dims));
+            }
+        }
+    }
+    let other = array(&dims, false, 0.5);
+    let got = with_ctx(&dims, |ctx| zip2_par(ctx, &row, &other, sub2).unwrap());
+    assert!(got.is_standard_layout());
+    assert_eq!(got.iter().copied().collect::<Vec<_>>(), oracle(&row, &other, &dims));
+}
