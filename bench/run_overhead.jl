@@ -4,15 +4,7 @@
 #   julia --project=julia/Oxiflow bench/run_overhead.jl
 using Oxiflow, Printf
 
-function median_us(f; n=3000)
-    for _ in 1:200; f(); end
-    ts = Float64[]
-    for _ in 1:n
-        t0 = time_ns(); f(); push!(ts, (time_ns() - t0) / 1e3)
-    end
-    sort!(ts)
-    return ts[div(n, 2)]
-end
+include("timing.jl")
 
 reset_default_graph()
 k = constant(1.0) + 1

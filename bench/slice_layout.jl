@@ -6,15 +6,7 @@
 #   OXIFLOW_LIB=$PWD/target/release/liboxiflow.so julia --project=julia/Oxiflow bench/slice_layout.jl
 using Oxiflow, Printf
 
-function median_us(f; n=200)
-    for _ in 1:20; f(); end
-    ts = Float64[]
-    for _ in 1:n
-        t0 = time_ns(); f(); push!(ts, (time_ns() - t0) / 1e3)
-    end
-    sort!(ts)
-    return ts[div(n, 2)]
-end
+include("timing.jl")
 
 X = rand(1000, 1000)
 x = Variable(X)
@@ -29,5 +21,5 @@ G = zeros(1000, 1000); G[2:end-1, :] .= 2 .* X[2:end-1, :]
 isapprox(run(sess, g), G; rtol=1e-14) || error("the gradient differs from 2x on the slice")
 for (name, t) in [("fetch x[2:end-1, :]", y), ("sum(x[2:end-1, :])", sy), ("sum(x[:, 2:end-1])", sz),
                   ("gradient of sum(y .* y)", g), ("sum(x) (no slice)", sx)]
-    @printf("%-26s %8.1f µs\n", name, median_us(() -> run(sess, t)))
+    @printf("%-26s %8.1f µs\n", name, median_us(() -> run(sess, t); n=200, warmup=20))
 end
