@@ -148,7 +148,7 @@ fn column_major<T>(a: &ArrayViewD<T>) -> bool {
 }
 
 /// The slice `v` (of a column-major tensor; `spec` says which of its axes are dropped) as a
-/// column-major array: copied in that memory order, so a slice of whole columns is one
+/// column-major array: copied in that memory order, so a slice with row step 1 is one
 /// contiguous run per column, and a fetch hands it to Julia without a transposing copy. A
 /// row-major copy (TF's layout) walked the input across its columns: 1.0 to 1.4 ms for
 /// `x[2:end-1, :]` of a 1000x1000 Float64 `x` from Julia.
