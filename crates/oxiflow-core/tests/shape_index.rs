@@ -576,3 +576,55 @@ fn strided_slice_of_a_column_major_tensor_keeps_its_order() {
         assert!((total - dy.to_f64_vec().iter().sum::<f64>()).abs() < 1e-12, "case {k}");
     }
 }
+
+/// `GatherV2` of a column-major params (a Julia array) gives, for a vector or scalar of
+/// indices along any axis, the values the naive loop gives (NumPy's `take`), stored
+/// column-major; a matrix of indices goes through the row-major path with the same values;
+/// an index out of range is still an error naming it.
+#[test]
+fn gather_of_a_column_major_params_keeps_its_order() {
+    // (params dims, axis, indices dims, indices)
+    let cases: [(&[usize], i64, &[usize], &[i64]); 7] = [
+        (&[5, 4], 0, &[3], &[4, 0, 4]),
+        (&[5, 4], 1, &[5], &[3, 1, 1, 0, 2]),
+        (&[5, 4], -1, &[], &[2]),
+        (&[5, 4], 0, &[], &[3]),
+        (&[3, 4, 6], 1, &[2], &[3, 0]),
+        (&[3, 4, 6], 2, &[4], &[5, 5, 1, 0]),
+        (&[5, 4], 1, &[2, 2], &[0, 3, 3, 1]),
+    ];
+    for (k, (dims, axis, idims, ivals)) in cases.into_iter().enumerate() {
+        let row = rand_t(dims, 120 + k as u64, -1.0, 1.0);
+        let v = row.to_f64_vec();
+        let mut g = Graph::new();
+        let p = g.placeholder(DType::Float64, dims, None).unwrap();
+        let ix = g.constant(i64t(idims, ivals.to_vec())).unwrap();
+        let o = g.op_spec(node("GatherV2", &[p, ix]).attr("axis", axis)).unwrap();
+        let got = eval(&g, &[(p, column_major(&row))], &[o]).unwrap().remove(0);
+        // the naive loop: output index = (params index before axis, index position, after)
+        let ax = axis.rem_euclid(dims.len() as i64) as usize;
+        let odims: Vec<usize> = dims[..ax].iter().chain(idims.iter()).chain(&dims[ax + 1..]).copied().collect();
+        assert_eq!(got.dims(), &odims[..], "case {k}");
+        let ni = idims.len();
+        let want: Vec<f64> = (0..odims.iter().product())
+            .map(|f| {
+                let oi = unflat(f, &odims);
+                let j = if ni == 0 { 0 } else { flat(&oi[ax..ax + ni], idims) };
+                let mut pi: Vec<usize> = oi[..ax].to_vec();
+                pi.push(ivals[j] as usize);
+                pi.extend_from_slice(&oi[ax + ni..]);
+                v[flat(&pi, dims)]
+            })
+            .collect();
+        assert_eq!(got.to_f64_vec(), want, "case {k}");
+        if ni <= 1 && got.dims().len() >= 2 && got.dims().iter().all(|&d| d > 1) {
+            assert!(is_column_major(&got), "case {k}: column-major");
+        }
+    }
+    let mut g = Graph::new();
+    let p = g.placeholder(DType::Float64, &[5, 4], None).unwrap();
+    let ix = g.constant(i64t(&[2], vec![1, 4])).unwrap();
+    let o = g.op_spec(node("GatherV2", &[p, ix]).attr("axis", 1i64)).unwrap();
+    let e = eval(&g, &[(p, column_major(&rand_t(&[5, 4], 7, -1.0, 1.0)))], &[o]).unwrap_err().to_string();
+    assert!(e.contains("GatherV2") && e.contains("indices[1] = 4 is not in [0, 4)"), "{e}");
+}

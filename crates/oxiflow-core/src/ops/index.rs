@@ -317,20 +317,42 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
                 return Err(ctx.error(format!("indices[{j}] = {i} is not in [0, {n}) (params shape {})", Shape(d.to_vec()))));
             }
         }
+        let dims = ctx.node.outputs[0].shape.dims();
+        let internal = |e: ndarray::ShapeError| ctx.error(format!("internal shape error: {e}"));
+        // A column-major params (a Julia array) with a vector or scalar of indices: the
+        // gather along `axis` of its transpose, which is row-major, along the mirrored axis;
+        // the result, transposed back, is column-major (a fetch then needs no transposing
+        // copy). Gathering Julia columns copies whole columns.
+        if ctx.inputs[1].shape().rank() <= 1 && column_major(&a.view()) {
+            let at = a.t();
+            let src = at.as_slice().expect("the transpose of a column-major array is row-major");
+            let r = a.ndim() - 1 - axis;
+            let rd = at.shape();
+            let out = gather_runs(src, rd[..r].iter().product(), n, rd[r + 1..].iter().product(), idx);
+            let rev: Vec<usize> = dims.iter().rev().copied().collect();
+            let arr = ndarray::ArrayD::from_shape_vec(IxDyn(&rev), out).map_err(internal)?;
+            return Ok(T::wrap(arr.reversed_axes().into_shared()));
+        }
         let std = a.as_standard_layout();
         let src = std.as_slice().expect("standard layout");
-        let mut out = Vec::with_capacity(outer * idx.len() * inner);
-        for o in 0..outer {
-            for &i in idx {
-                let at = (o * n + i as usize) * inner;
-                out.extend_from_slice(&src[at..at + inner]);
-            }
-        }
-        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(ctx.node.outputs[0].shape.dims()), out).map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+        let arr = ndarray::ArrayD::from_shape_vec(IxDyn(dims), gather_runs(src, outer, n, inner, idx)).map_err(internal)?;
         Ok(T::wrap(arr.into_shared()))
     }
     let idx = index_values(&ctx.inputs[1]);
     Ok(smallvec![with_array!(&ctx.inputs[0], a => go(ctx, a, &idx)?)])
+}
+
+/// The gather of a row-major `[outer, n, inner]` buffer along its middle axis: for each
+/// outer index, the `inner`-element runs at the (checked) indices `idx`, in order.
+fn gather_runs<T: Copy>(src: &[T], outer: usize, n: usize, inner: usize, idx: &[i64]) -> Vec<T> {
+    let mut out = Vec::with_capacity(outer * idx.len() * inner);
+    for o in 0..outer {
+        for &i in idx {
+            let at = (o * n + i as usize) * inner;
+            out.extend_from_slice(&src[at..at + inner]);
+        }
+    }
+    out
 }
 
 /// TF `_GatherV2Grad`: TF returns `IndexedSlices(dy, indices)`, which becomes dense through
