@@ -584,7 +584,8 @@ fn strided_slice_of_a_column_major_tensor_keeps_its_order() {
 #[test]
 fn gather_of_a_column_major_params_keeps_its_order() {
     // (params dims, axis, indices dims, indices)
-    let cases: [(&[usize], i64, &[usize], &[i64]); 7] = [
+    type Case = (&'static [usize], i64, &'static [usize], &'static [i64]);
+    let cases: [Case; 7] = [
         (&[5, 4], 0, &[3], &[4, 0, 4]),
         (&[5, 4], 1, &[5], &[3, 1, 1, 0, 2]),
         (&[5, 4], -1, &[], &[2]),
