@@ -3,7 +3,7 @@
 # reducing it and `x[:, 2:end-1]` without a fetch, the gradient of sum(y .* y) with
 # respect to x, and summing every other row or column picked by an index vector
 # (`GatherV2`). The values are checked against Julia's own indexing first. Figures:
-# docs/performance/peers.md, "Column-major slices".
+# docs/performance/peers.md, "Column-major slices and gathers".
 #   OXIFLOW_LIB=$PWD/target/release/liboxiflow.so julia --project=julia/Oxiflow bench/slice_layout.jl
 using Oxiflow, Printf
 
