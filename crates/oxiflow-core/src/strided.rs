@@ -89,6 +89,15 @@ fn advise_huge_pages<T>(v: Vec<T>) -> Vec<T> {
     v
 }
 
+/// Whether `a` (any element type and rank) is stored column-major and not also row-major:
+/// a Julia array of rank 2 or more, fed or held by a variable, and what kernels that keep
+/// Julia's order make from one. False for rank 0 and 1 (both orders at once) and for
+/// strided or broadcast views. Kernels that follow it keep their output in that order, so
+/// a fetch hands it to Julia without a transposing copy (TF's kernels are row-major only).
+pub fn is_column_major<S: ndarray::Data, D: ndarray::Dimension>(a: &ndarray::ArrayBase<S, D>) -> bool {
+    a.ndim() >= 2 && !a.is_standard_layout() && a.t().is_standard_layout()
+}
+
 /// A copy of `a` in standard (row-major) layout, made with [`copy_strided`]: one `memcpy`
 /// when `a` already is, contiguous runs or tiles otherwise (`ndarray`'s
 /// `as_standard_layout` walks a non-standard array element by element in logical order).

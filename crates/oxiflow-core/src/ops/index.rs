@@ -15,6 +15,7 @@ use super::math::{def, require_numeric, Arith};
 use super::shape_ops::{int_or, norm_axis, transpose};
 use super::*;
 use crate::graph::NodeSpec;
+use crate::strided::is_column_major;
 use crate::tensor::Element;
 use crate::with_array;
 use ndarray::{ArcArray, ArrayViewD, IxDyn, ShapeBuilder, Slice};
@@ -137,14 +138,8 @@ fn kernel_strided_slice(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
     Ok(smallvec![with_array!(x, a => {
         let v = a.slice_each_axis(|ax| spec[ax.axis.index()].to_slice());
-        Element::wrap(if column_major(&a.view()) { column_major_slice(v, &spec) } else { reshaped(ctx, v, dims)? })
+        Element::wrap(if is_column_major(a) { column_major_slice(v, &spec) } else { reshaped(ctx, v, dims)? })
     })])
-}
-
-/// Whether `a` is stored column-major and not also row-major (a Julia array of rank 2 or
-/// more, fed or held by a variable, or a product of two of them).
-fn column_major<T>(a: &ArrayViewD<T>) -> bool {
-    a.ndim() >= 2 && !a.is_standard_layout() && a.t().is_standard_layout()
 }
 
 /// The slice `v` (of a column-major tensor; `spec` says which of its axes are dropped) as a
@@ -249,7 +244,7 @@ fn kernel_strided_slice_grad(ctx: &KernelCtx) -> Result<Outputs> {
         // the output in dy's memory order, written with a strided copy (runs or tiles, not
         // `assign`'s walk, which took 3 ms for a 998x1000 column-major dy)
         let dims = IxDyn(shape.dims());
-        let mut out = if column_major(&dy.view()) { ndarray::ArrayD::from_elem(dims.f(), T::zero()) } else { ndarray::ArrayD::from_elem(dims, T::zero()) };
+        let mut out = if is_column_major(dy) { ndarray::ArrayD::from_elem(dims.f(), T::zero()) } else { ndarray::ArrayD::from_elem(dims, T::zero()) };
         let mut dst = out.slice_each_axis_mut(|ax| spec[ax.axis.index()].to_slice());
         if dst.shape() != src.shape() {
             return Err(ctx.error(format!("the slice has shape {}, dy with its dropped axes {}", Shape(dst.shape().to_vec()), Shape(src.shape().to_vec()))));
@@ -323,7 +318,7 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
         // gather along `axis` of its transpose, which is row-major, along the mirrored axis;
         // the result, transposed back, is column-major (a fetch then needs no transposing
         // copy). Gathering Julia columns copies whole columns.
-        if ctx.inputs[1].shape().rank() <= 1 && column_major(&a.view()) {
+        if ctx.inputs[1].shape().rank() <= 1 && is_column_major(a) {
             let at = a.t();
             let src = at.as_slice().expect("the transpose of a column-major array is row-major");
             let r = a.ndim() - 1 - axis;

@@ -17,6 +17,7 @@
 
 use super::*;
 use crate::intra_op;
+use crate::strided::is_column_major;
 use ndarray::{ArcArray, ArrayViewD, IxDyn, ShapeBuilder, Zip};
 use std::mem::MaybeUninit;
 
@@ -129,12 +130,7 @@ where
 /// slice gradients after it read in its own order (with a row-major one among them,
 /// `AddN` walked the column-major ones across their columns).
 fn full_is_a<A, B>(a: &ArcArray<A, IxDyn>, b: &ArcArray<B, IxDyn>, dims: &[usize]) -> bool {
-    a.shape() == dims && !(b.shape() == dims && column_major(b) && !column_major(a))
-}
-
-/// Whether `x` is stored column-major and not also row-major (rank 2 or more).
-fn column_major<T>(x: &ArcArray<T, IxDyn>) -> bool {
-    x.ndim() >= 2 && !x.is_standard_layout() && x.t().is_standard_layout()
+    a.shape() == dims && !(b.shape() == dims && is_column_major(b) && !is_column_major(a))
 }
 
 /// How the elements of the two operands pair up in memory order ([`zip_par`]).
