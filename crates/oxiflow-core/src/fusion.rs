@@ -6,7 +6,11 @@
 //!
 //! Only plans change: the graph, gradients, placement and `log_device_placement` see the
 //! original nodes, and a traced step lists the ops it replaced. GPU devices (real or
-//! emulated) keep their ops unfused, since the fused op has no GPU kernel.
+//! emulated) keep their ops unfused, since the fused ops have no GPU kernel.
+//!
+//! Before the elementwise clusters are grown, a dense layer's `MatMul`, bias `Add` and
+//! activation become one `_FusedMatMul` cluster ([`crate::fusion_matmul`]); its nodes
+//! then join no elementwise cluster.
 //!
 //! Clustering walks the needed nodes in graph (topological) order and gives every unit
 //! (a node left alone, or a cluster) a key `(level, position)`: a source has level 0, any
@@ -26,6 +30,16 @@ use crate::ops::fused::{fusable, Program, ProgramBuilder, Value};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+/// What a fused cluster computes.
+#[derive(Debug)]
+pub(crate) enum ClusterOp {
+    /// A `_FusedElementwise` program.
+    Elementwise(Program),
+    /// A `_FusedMatMul` ([`crate::ops::matmul::FUSED_MATMUL`]): the `MatMul`'s transposes
+    /// and the activation's op name, if one was fused.
+    MatMul { transpose_a: bool, transpose_b: bool, activation: Option<&'static str> },
+}
+
 /// One fused cluster of a plan.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -35,7 +49,7 @@ pub(crate) struct Cluster {
     pub inputs: Vec<Output>,
     /// Member outputs read outside the cluster or fetched (the step's outputs, in order).
     pub outputs: Vec<Output>,
-    pub program: Program,
+    pub op: ClusterOp,
 }
 
 /// A unit of a fused plan: a node on its own, or a cluster (index into [`Fusion::clusters`]).
@@ -109,6 +123,9 @@ pub(crate) fn fuse(
     max_len: usize,
 ) -> Fusion {
     let nodes = graph.nodes();
+    // MatMul + bias (+ activation) first; their nodes stay out of elementwise clusters
+    let matmuls = crate::fusion_matmul::matmul_clusters(graph, needed, device_of, cpu, fed, fetches);
+    let in_matmul: HashSet<NodeId> = matmuls.iter().flat_map(|c| c.members.iter().copied()).collect();
     // key of each unit: (level, position); clusters keep their first member's
     let mut cluster_of: HashMap<NodeId, usize> = HashMap::new();
     let mut node_key: HashMap<NodeId, (u32, NodeId)> = HashMap::new();
@@ -134,7 +151,7 @@ pub(crate) fn fuse(
         let reads: Vec<NodeId> = reads.chain(n.control_inputs.iter().copied()).collect();
         let level = reads.iter().map(|&u| unit_key(u, &cluster_of, &node_key, &drafts).0 + 1).max().unwrap_or(0);
         let dev = device_of(id);
-        if eligible(graph, n, fed, cpu, dev, max_len) {
+        if !in_matmul.contains(&id) && eligible(graph, n, fed, cpu, dev, max_len) {
             let out = &n.outputs[0];
             let mut joined = None;
             for c in reads.iter().filter_map(|u| cluster_of.get(u).copied()) {
@@ -174,10 +191,13 @@ pub(crate) fn fuse(
             }
         }
     }
-    if kept.is_empty() {
+    if kept.is_empty() && matmuls.is_empty() {
         return unfused(needed);
     }
-    let final_cluster = |id: NodeId| cluster_of.get(&id).and_then(|&c| index[c]);
+    // the MatMul clusters follow the elementwise ones
+    let first_matmul = kept.len();
+    let matmul_of: HashMap<NodeId, usize> = matmuls.iter().enumerate().flat_map(|(i, c)| c.members.iter().map(move |&m| (m, first_matmul + i))).collect();
+    let final_cluster = |id: NodeId| cluster_of.get(&id).and_then(|&c| index[c]).or_else(|| matmul_of.get(&id).copied());
     // outputs read outside their cluster (by other units or as fetches)
     let mut leaves: HashSet<Output> = fetches.iter().copied().collect();
     for &id in needed {
@@ -196,6 +216,7 @@ pub(crate) fn fuse(
             None => return unfused(needed),
         }
     }
+    fusion.clusters.extend(matmuls);
     // Order: graph order as far as the clusters allow (Kahn's algorithm taking the unit
     // with the smallest first node first), so the executor meets independent steps in the
     // order it would unfused. The keys guarantee there is no cycle.
@@ -264,7 +285,7 @@ fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Optio
     for o in &outputs {
         b.output(values[o]);
     }
-    Some(Cluster { members: members.to_vec(), inputs, outputs, program: b.finish(len) })
+    Some(Cluster { members: members.to_vec(), inputs, outputs, op: ClusterOp::Elementwise(b.finish(len)) })
 }
 
 #[cfg(test)]

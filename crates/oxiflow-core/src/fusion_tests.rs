@@ -4,6 +4,7 @@
 //! name the replaced ops.
 
 use super::*;
+use crate::graph::NodeSpec;
 use crate::ops::fused::{Fn1, ProgramBuilder};
 use crate::session::{Session, SessionOptions};
 use crate::tensor::{Layout, Tensor};
@@ -380,5 +381,214 @@ fn by_default_only_small_tensors_fuse() {
         let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
         let (_, st) = run(&s, &[(x, tensor(DType::Float32, &dims, &mut Rng(9)))], &[b]);
         assert_eq!(fused_steps(&st), want, "{dims:?}");
+    }
+}
+
+// ---------------------------------------------------------------- _FusedMatMul
+
+/// `act(op(x) @ op(w) + bias)` computed from its definition in f64 (the independent oracle
+/// of the fused kernel; the unfused kernels give the bits it is also compared with).
+fn dense_layer_oracle(x: &[f64], w: &[f64], bias: &[f64], (m, k, n): (usize, usize, usize), act: Option<&str>) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let v = (0..k).map(|p| x[i * k + p] * w[p * n + j]).sum::<f64>() + bias[j];
+            out[i * n + j] = match act {
+                Some("Tanh") => v.tanh(),
+                Some("Relu") => v.max(0.0),
+                Some("Sigmoid") => 1.0 / (1.0 + (-v).exp()),
+                _ => v,
+            };
+        }
+    }
+    out
+}
+
+fn fused_matmul_steps(st: &crate::profile::StepStats) -> Vec<Vec<(String, String)>> {
+    st.labels.iter().filter(|l| l.op == "_FusedMatMul").map(|l| l.fused.clone()).collect()
+}
+
+/// A tensor of `dims` (rank 1 or 2) holding `v` (row-major values) in the given memory order.
+fn laid_out(dtype: DType, dims: &[usize], v: &[f64], layout: Layout) -> Tensor {
+    let mem: Vec<f64> = match (layout, dims) {
+        (Layout::ColumnMajor, &[r, c]) => (0..r * c).map(|q| v[(q % r) * c + q / r]).collect(),
+        _ => v.to_vec(),
+    };
+    match dtype {
+        DType::Float32 => Tensor::from_vec(dims, mem.iter().map(|&a| a as f32).collect(), layout),
+        _ => Tensor::from_vec(dims, mem, layout),
+    }
+    .unwrap()
+}
+
+#[test]
+fn a_dense_layer_becomes_one_fused_matmul_with_the_unfused_bits() {
+    let mut rng = Rng(11);
+    let mut checked = 0;
+    // (m, k, n): small, one that the blocks split by rows over two threads, one by columns,
+    // and an empty inner dimension (the product is zeros: the output is act(bias))
+    let mut outputs_in_column_order = 0;
+    for (si, (m, k, n)) in [(3, 5, 4), (130, 70, 90), (40, 80, 150), (4, 0, 3)].into_iter().enumerate() {
+        for (ai, act) in [None, Some("Tanh"), Some("Relu"), Some("Sigmoid")].into_iter().enumerate() {
+            for (di, dtype) in [DType::Float32, DType::Float64].into_iter().enumerate() {
+                // every size meets the four variants: row-major inputs; column-major ones
+                // (a column-major product, whose bias runs along its memory's lines);
+                // row-major inputs both transposed (column-major views: a column-major
+                // product too); a column-major x transposed (mixed: a row-major product)
+                let variant = (si + ai + di) % 4;
+                let (ta, tb) = (variant >= 2, variant == 2);
+                let layout = if variant % 2 == 1 { Layout::ColumnMajor } else { Layout::RowMajor };
+                let bias_first = variant % 2 == 1 || ai == 2;
+                outputs_in_column_order += usize::from(variant == 1 || variant == 2);
+                let mut g = Graph::new();
+                let xs = if ta { [k, m] } else { [m, k] };
+                let ws = if tb { [n, k] } else { [k, n] };
+                let x = g.placeholder(dtype, &xs, Some("x")).unwrap();
+                let w = g.placeholder(dtype, &ws, Some("w")).unwrap();
+                let b = g.placeholder(dtype, &[n], Some("b")).unwrap();
+                let p = g.op_spec(NodeSpec::new("MatMul", &[x, w]).attr("transpose_a", ta).attr("transpose_b", tb)).unwrap();
+                let s = g.op("Add", &(if bias_first { [b, p] } else { [p, b] })).unwrap();
+                let y = match act {
+                    Some(op) => g.op(op, &[s]).unwrap(),
+                    None => s,
+                };
+                let xv: Vec<f64> = (0..m * k).map(|_| rng.unit() * 2.0 - 1.0).collect();
+                let wv: Vec<f64> = (0..k * n).map(|_| rng.unit() * 2.0 - 1.0).collect();
+                let bv: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
+                // fed transposed where the MatMul transposes them
+                let tr = |v: &[f64], r: usize, c: usize| (0..r * c).map(|i| v[(i % r) * c + i / r]).collect::<Vec<f64>>();
+                let xf = if ta { tr(&xv, m, k) } else { xv.clone() };
+                let wf = if tb { tr(&wv, k, n) } else { wv.clone() };
+                let feeds =
+                    vec![(x, laid_out(dtype, &xs, &xf, layout)), (w, laid_out(dtype, &ws, &wf, layout)), (b, laid_out(dtype, &[n], &bv, Layout::RowMajor))];
+                let g = Arc::new(RwLock::new(g));
+                let (want, _) = run(&session(&g, false, 0), &feeds, &[y]);
+                let (got, st) = run(&session(&g, true, 0), &feeds, &[y]);
+                let what = format!("{m}x{k}x{n} {act:?} {dtype:?} ta={ta} tb={tb} {layout:?}");
+                let mut names = vec![("MatMul".to_string(), "MatMul".to_string()), ("add".to_string(), "Add".to_string())];
+                names.extend(act.map(|op| (op.to_string(), op.to_string())));
+                assert_eq!(fused_matmul_steps(&st), vec![names], "{what}");
+                assert_eq!(got[0].dims(), &[m, n], "{what}");
+                assert!(bits(&got[0]) == bits(&want[0]), "{what}: fused {:?} against unfused {:?}", got[0], want[0]);
+                // the oracle: the fed values as the f32 kernel sees them
+                let round = |v: &[f64]| v.iter().map(|&a| if dtype == DType::Float32 { a as f32 as f64 } else { a }).collect::<Vec<f64>>();
+                let oracle = dense_layer_oracle(&round(&xv), &round(&wv), &round(&bv), (m, k, n), act);
+                let tol = if dtype == DType::Float32 { 1e-5 } else { 1e-12 } * (k as f64 + 1.0);
+                for (i, (a, o)) in got[0].to_f64_vec().iter().zip(&oracle).enumerate() {
+                    assert!((a - o).abs() <= tol, "{what}: element {i} is {a}, its definition {o}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!((checked, outputs_in_column_order), (32, 16));
+}
+
+/// The graph `act(x @ w + b)` with `x: [4, 3]`, `w: [3, 5]`, `b: bias_dims`, and its feeds.
+fn dense_layer(bias_dims: &[usize], act: &str) -> (Graph, [Output; 5], Vec<(Output, Tensor)>) {
+    let mut g = Graph::new();
+    let mut rng = Rng(17);
+    let x = g.placeholder(DType::Float64, &[4, 3], Some("x")).unwrap();
+    let w = g.placeholder(DType::Float64, &[3, 5], Some("w")).unwrap();
+    let b = g.placeholder(DType::Float64, bias_dims, Some("b")).unwrap();
+    let p = g.op("MatMul", &[x, w]).unwrap();
+    let s = g.op("Add", &[p, b]).unwrap();
+    let y = g.op(act, &[s]).unwrap();
+    let feeds =
+        vec![(x, tensor(DType::Float64, &[4, 3], &mut rng)), (w, tensor(DType::Float64, &[3, 5], &mut rng)), (b, tensor(DType::Float64, bias_dims, &mut rng))];
+    (g, [x, w, p, s, y], feeds)
+}
+
+#[test]
+fn a_product_or_sum_read_elsewhere_is_not_fused_away() {
+    let ops = |st: &crate::profile::StepStats| st.labels.iter().map(|l| l.op.clone()).collect::<Vec<_>>();
+    // (bias shape, activation, fetched, fused members expected)
+    let fused = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    type Case = (Vec<usize>, &'static str, fn([Output; 5]) -> Vec<Output>, Vec<String>);
+    let cases: Vec<Case> = vec![
+        (vec![5], "Tanh", |o| vec![o[4]], fused(&["MatMul", "add", "Tanh"])),
+        // the product fetched: nothing fused
+        (vec![5], "Tanh", |o| vec![o[4], o[2]], vec![]),
+        // the sum fetched: the activation stays a node of its own
+        (vec![5], "Relu", |o| vec![o[4], o[3]], fused(&["MatMul", "add"])),
+        // not an activation the kernel applies
+        (vec![5], "Exp", |o| vec![o[4]], fused(&["MatMul", "add"])),
+        // not a bias: a full matrix, a [1, 5] row, a scalar
+        (vec![4, 5], "Tanh", |o| vec![o[4]], vec![]),
+        (vec![1, 5], "Tanh", |o| vec![o[4]], vec![]),
+        (vec![], "Tanh", |o| vec![o[4]], vec![]),
+    ];
+    for (i, (bias, act, fetch, want)) in cases.into_iter().enumerate() {
+        let (g, outs, feeds) = dense_layer(&bias, act);
+        let fetches = fetch(outs);
+        let g = Arc::new(RwLock::new(g));
+        let (a, _) = run(&session(&g, false, 0), &feeds, &fetches);
+        let (b, st) = run(&session(&g, true, 0), &feeds, &fetches);
+        let got: Vec<String> = fused_matmul_steps(&st).concat().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(got, want, "case {i}: {:?}", ops(&st));
+        assert!(a.iter().zip(&b).all(|(x, y)| bits(x) == bits(y)), "case {i}");
+    }
+    // a second reader of the sum (its Square) keeps it; a control input keeps a node out
+    let (mut g, [_, _, _, s, y], feeds) = dense_layer(&[5], "Tanh");
+    let sq = g.op("Square", &[s]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let (_, st) = run(&session(&g, true, 0), &feeds, &[y, sq]);
+    assert_eq!(fused_matmul_steps(&st).concat().into_iter().map(|(n, _)| n).collect::<Vec<_>>(), fused(&["MatMul", "add"]));
+    let (mut g, [_, _, p, _, _], feeds) = dense_layer(&[5], "Tanh");
+    let before = g.constant(Tensor::filled(DType::Float64, &[], 1.0)).unwrap();
+    let mut spec = NodeSpec::new("Add", &[p, feeds[2].0]);
+    spec.control_inputs = vec![before.node];
+    let s2 = g.op_spec(spec).unwrap();
+    let y2 = g.op("Tanh", &[s2]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let (_, st) = run(&session(&g, true, 0), &feeds, &[y2]);
+    assert!(fused_matmul_steps(&st).is_empty(), "{:?}", ops(&st));
+}
+
+#[test]
+fn a_layer_on_a_gpu_stays_unfused() {
+    let (mut g, _, feeds) = dense_layer(&[5], "Tanh");
+    g.push_device(crate::graph::DeviceScope::Spec(crate::device::spec::DeviceSpec::parse("/gpu:0").unwrap()));
+    let (x, w, b) = (feeds[0].0, feeds[1].0, feeds[2].0);
+    let p = g.op("MatMul", &[x, w]).unwrap();
+    let s = g.op("Add", &[p, b]).unwrap();
+    let y = g.op("Tanh", &[s]).unwrap();
+    g.pop_device().unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let (got, st) = run(&session(&g, true, 1), &feeds, &[y]);
+    assert!(fused_matmul_steps(&st).is_empty());
+    assert!(st.labels.iter().any(|l| l.op == "MatMul" && l.device.contains("GPU")));
+    let (want, _) = run(&session(&g, false, 1), &feeds, &[y]);
+    assert!(bits(&got[0]) == bits(&want[0]));
+}
+
+#[test]
+fn a_trained_layer_with_an_unknown_batch_gives_the_unfused_gradients() {
+    use crate::shape::UNKNOWN;
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float32, &[UNKNOWN, 6], Some("x")).unwrap();
+    let w = g.placeholder(DType::Float32, &[6, 4], Some("w")).unwrap();
+    let b = g.placeholder(DType::Float32, &[4], Some("b")).unwrap();
+    let p = g.op("MatMul", &[x, w]).unwrap();
+    let s = g.op("Add", &[p, b]).unwrap();
+    let y = g.op("Tanh", &[s]).unwrap();
+    let sq = g.op("Square", &[y]).unwrap();
+    let loss = g.op_spec(NodeSpec::new("Sum", &[sq]).attr("axis", crate::ops::AttrValue::Ints(vec![0, 1]))).unwrap();
+    let grads = crate::autodiff::gradients(&mut g, &[loss], &[w, b], None, false).unwrap();
+    let fetches: Vec<Output> = std::iter::once(y).chain(grads.into_iter().map(|d| d.unwrap())).collect();
+    let g = Arc::new(RwLock::new(g));
+    let (plain, fused) = (session(&g, false, 0), session(&g, true, 0));
+    let mut rng = Rng(23);
+    for batch in [5, 9, 5] {
+        let feeds = vec![
+            (x, tensor(DType::Float32, &[batch, 6], &mut rng)),
+            (w, tensor(DType::Float32, &[6, 4], &mut rng)),
+            (b, tensor(DType::Float32, &[4], &mut rng)),
+        ];
+        let (want, _) = run(&plain, &feeds, &fetches);
+        let (got, st) = run(&fused, &feeds, &fetches);
+        assert_eq!(fused_matmul_steps(&st).len(), 1, "batch {batch}");
+        assert_eq!(got[0].dims(), &[batch, 4]);
+        assert!(want.iter().zip(&got).all(|(a, c)| bits(a) == bits(c)), "batch {batch}");
     }
 }

@@ -18,6 +18,7 @@ pub mod executor;
 pub mod explain;
 pub mod function;
 pub mod fusion;
+mod fusion_matmul;
 pub mod graph;
 pub mod graphviz;
 pub mod host_alloc;

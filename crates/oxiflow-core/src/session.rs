@@ -9,9 +9,12 @@ use crate::error::{OxiflowError, Result};
 use crate::eval::needed_nodes;
 use crate::executor::{execute, Plan, Step, StepKind};
 use crate::function::InnerStep;
-use crate::fusion::{fuse, fusion_default, Cluster, Fusion, Unit, DEFAULT_MAX_FUSED_ELEMENTS};
+use crate::fusion::{fuse, fusion_default, Cluster, ClusterOp, Fusion, Unit, DEFAULT_MAX_FUSED_ELEMENTS};
+use crate::graph::TensorType;
 use crate::graph::{Graph, Node, NodeId, Output};
 use crate::ops::fused::{program_attr, FUSED_ELEMENTWISE};
+use crate::ops::matmul::FUSED_MATMUL;
+use crate::ops::{AttrValue, Attrs, OpDef};
 use crate::placer::{place_explained, placement_closure, Assignment, Decision};
 use crate::profile::{CopyLabel, MemorySample, NodeExecStats, StepLabel, StepStats};
 use crate::tensor::Tensor;
@@ -378,18 +381,32 @@ impl Session {
                         return Err(OxiflowError::Internal(format!("fused cluster {c} listed twice")));
                     };
                     let last = &graph.nodes()[cl.members[cl.members.len() - 1]];
+                    let (op, attrs): (&'static OpDef, Attrs) = match cl.op {
+                        ClusterOp::Elementwise(p) => (&FUSED_ELEMENTWISE, [("program".to_string(), program_attr(p))].into_iter().collect()),
+                        ClusterOp::MatMul { transpose_a, transpose_b, activation } => {
+                            let mut attrs: Attrs =
+                                [("transpose_a".to_string(), AttrValue::Bool(transpose_a)), ("transpose_b".to_string(), AttrValue::Bool(transpose_b))]
+                                    .into_iter()
+                                    .collect();
+                            attrs.extend(activation.map(|a| ("activation".to_string(), AttrValue::Str(a.to_string()))));
+                            (&FUSED_MATMUL, attrs)
+                        }
+                    };
+                    let outputs: Vec<TensorType> = cl.outputs.iter().map(|&o| graph.output_type(o).cloned()).collect::<Result<_>>()?;
+                    let input_types = cl.inputs.iter().map(|&o| graph.output_type(o)).collect::<Result<Vec<_>>>()?;
                     let node = Node {
                         id: last.id,
                         name: last.name.clone(),
-                        op: &FUSED_ELEMENTWISE,
+                        op,
                         inputs: cl.inputs.clone(),
                         control_inputs: Vec::new(),
-                        attrs: [("program".to_string(), program_attr(cl.program))].into_iter().collect(),
+                        attrs,
                         requested_device: last.requested_device.clone(),
                         colocation: Vec::new(),
-                        outputs: cl.outputs.iter().map(|&o| graph.output_type(o).cloned()).collect::<Result<_>>()?,
-                        // fusion takes fully known nodes only
-                        partial: false,
+                        // elementwise clusters take fully known nodes only; a _FusedMatMul's
+                        // batch dimension may be unknown (it runs specialised, by its infer)
+                        partial: input_types.into_iter().chain(&outputs).any(|t| !t.shape.is_fully_defined()),
+                        outputs,
                     };
                     units.push((Arc::new(node), cl.inputs, cl.outputs, cl.members));
                 }

@@ -109,6 +109,12 @@ fn one_session_runs_every_batch_size_and_the_gradients_match_finite_differences(
         assert_close(&out[1].to_f64_vec(), &ndx, 1e-6, &format!("dL/dx, batch {n}"));
         assert_close(&out[2].to_f64_vec(), &ndw, 1e-6, &format!("dL/dW, batch {n}"));
         assert_close(&out[3].to_f64_vec(), &ndb, 1e-6, &format!("dL/db, batch {n}"));
+        // the gradient of the [?, 2] + [2] sum is dy itself (nothing can broadcast the
+        // product), so nothing reads the product but the Add: product, bias and tanh run
+        // as one _FusedMatMul, whose values the finite differences above checked
+        let st = s.run(&feeds, &[loss, dx, dw, db], &[], true).unwrap().step_stats.unwrap();
+        let fused: Vec<_> = st.labels.iter().filter(|l| l.op == "_FusedMatMul").map(|l| l.fused.len()).collect();
+        assert_eq!(fused, vec![3], "batch {n}: {:?}", st.labels.iter().map(|l| &l.op).collect::<Vec<_>>());
     }
 }
 

@@ -18,8 +18,10 @@ of its fields: `allow_growth`, `per_process_gpu_memory_fraction`, `visible_devic
 `fusion=false` turns off the fusion of elementwise CPU ops (on by default, and off for
 every session when `ENV["OXIFLOW_FUSION"] = "0"` is set before the first run): connected
 `Sin`, `Mul`, `Tanh`, `AddN`... of one shape on one CPU run as one `_FusedElementwise` step,
-with the same results bit for bit; profiles show that step, its `fused_ops` naming the ops
-it replaced. Placement, gradients and the placement log see the original ops.
+with the same results bit for bit; so does a dense layer's `MatMul` + bias `Add` (+ `Tanh`,
+`Relu` or `Sigmoid`), as one `_FusedMatMul` step. Profiles show those steps, their
+`fused_ops` naming the ops they replaced. Placement, gradients and the placement log see
+the original ops.
 `config` takes a `tf.ConfigProto(...)` instead of the keywords.
 
 Keywords not given take the process-wide defaults set by `set_soft_device_placement`,

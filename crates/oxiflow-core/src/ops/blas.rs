@@ -174,15 +174,32 @@ impl<T> OutPtr<T> {
     }
 }
 
+/// Work done on each block of a product right after BLAS wrote it, by the thread that
+/// computed it, while the block is still in its cache (`_FusedMatMul`'s bias and
+/// activation): called as `epilogue(row, col, seg)` for every row of the block, `seg` being
+/// the row's elements `col..col + seg.len()` of the row-major `m x n` output.
+pub(crate) type Epilogue<'a, T> = &'a (dyn Fn(usize, usize, &mut [T]) + Sync);
+
 /// `c = a @ b` (`m x k` by `k x n` into a row-major `m x n` buffer) with the BLAS, split
 /// into `threads` blocks run by the calling thread and the intra-op pool
-/// ([`crate::intra_op::parallel_for`]) when `threads > 1`. `false` when the shapes
-/// exceed BLAS's 32-bit sizes (the caller uses another kernel).
+/// ([`crate::intra_op::parallel_for`]) when `threads > 1`, each block followed by
+/// `epilogue` when one is given. `false` when the shapes exceed BLAS's 32-bit sizes (the
+/// caller uses another kernel).
 ///
 /// # Safety
 /// As [`BlasFloat::gemm`]; `c` is valid for `m * n` writes.
-#[allow(clippy::too_many_arguments)] // gemm's parameters and the thread count
-pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<T>, b: Operand<T>, c: *mut T, threads: usize) -> bool {
+#[allow(clippy::too_many_arguments)] // gemm's parameters, the thread count and the epilogue
+pub(crate) unsafe fn matmul<T: BlasFloat>(
+    blas: &Blas,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: *mut T,
+    threads: usize,
+    epilogue: Option<Epilogue<T>>,
+) -> bool {
     let max = c_int::MAX as usize;
     if m > max || n > max || k > max || m.checked_mul(n).map_or(true, |mn| mn > isize::MAX as usize) {
         return false;
@@ -190,8 +207,20 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: us
     let by_rows = m >= n;
     let len = if by_rows { m } else { n };
     let blocks = threads.min(len).max(1);
+    // SAFETY (for the callers below): rows lo..hi (or columns lo..hi) of c are written by
+    // the block that calls this and by no other thread while it runs.
+    let finish = |c: OutPtr<T>, rows: (usize, usize), cols: (usize, usize)| {
+        if let Some(f) = epilogue {
+            for r in rows.0..rows.1 {
+                // SAFETY: see above; the segment lies inside c's m * n elements.
+                let seg = unsafe { std::slice::from_raw_parts_mut(c.at(r * n + cols.0), cols.1 - cols.0) };
+                f(r, cols.0, seg);
+            }
+        }
+    };
     if blocks == 1 {
         T::gemm(blas, m, n, k, a, b, c, n);
+        finish(OutPtr(c), (0, m), (0, n));
         return true;
     }
     let step = len.div_ceil(blocks);
@@ -210,6 +239,11 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(blas: &Blas, m: usize, n: usize, k: us
             } else {
                 T::gemm(blas, m, hi - lo, k, a, Operand { ptr: b.at(0, lo), ..b }, c.at(lo), n);
             }
+        }
+        if by_rows {
+            finish(c, (lo, hi), (0, n));
+        } else {
+            finish(c, (0, m), (lo, hi));
         }
     });
     true
@@ -271,13 +305,28 @@ mod tests {
             let want = naive(a, b);
             for threads in [1, 2, 3] {
                 let mut c = vec![f64::NAN; m * n];
-                assert!(unsafe { matmul(lib, m, n, k, operand(&a), operand(&b), c.as_mut_ptr(), threads,) });
+                assert!(unsafe { matmul(lib, m, n, k, operand(&a), operand(&b), c.as_mut_ptr(), threads, None) });
                 assert_eq!(Array2::from_shape_vec((m, n), c).unwrap(), want, "case {case}, {threads} threads");
                 // f32, same integers
                 let (a32, b32) = (a.mapv(|x| x as f32), b.mapv(|x| x as f32));
                 let mut c32 = vec![f32::NAN; m * n];
-                assert!(unsafe { matmul(lib, m, n, k, operand(&a32.view()), operand(&b32.view()), c32.as_mut_ptr(), threads,) });
+                assert!(unsafe { matmul(lib, m, n, k, operand(&a32.view()), operand(&b32.view()), c32.as_mut_ptr(), threads, None) });
                 assert!(c32.iter().zip(want.iter()).all(|(&g, &w)| g as f64 == w), "case {case} f32, {threads} threads");
+                // an epilogue sees every element once, at its own row and column, however
+                // the blocks split the product (by rows, or by columns when n > m)
+                let seen = std::sync::Mutex::new(vec![0u32; m * n]);
+                let mark = |r: usize, c0: usize, seg: &mut [f64]| {
+                    let mut seen = seen.lock().unwrap();
+                    for (j, v) in seg.iter_mut().enumerate() {
+                        seen[r * n + c0 + j] += 1;
+                        *v += (r * 1000 + c0 + j) as f64;
+                    }
+                };
+                let mut c = vec![f64::NAN; m * n];
+                assert!(unsafe { matmul(lib, m, n, k, operand(&a), operand(&b), c.as_mut_ptr(), threads, Some(&mark)) });
+                assert!(seen.into_inner().unwrap().iter().all(|&s| s == 1), "case {case}, {threads} threads: an element seen other than once");
+                let want_plus = Array2::from_shape_fn((m, n), |(i, j)| want[[i, j]] + (i * 1000 + j) as f64);
+                assert_eq!(Array2::from_shape_vec((m, n), c).unwrap(), want_plus, "case {case}, {threads} threads, with an epilogue");
             }
         }
     }

@@ -13,6 +13,7 @@
 
 use super::blas::BlasFloat;
 use super::math::def;
+use super::vmath::{self, VFloat};
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
@@ -55,15 +56,66 @@ fn column_major_output<T>(a: &ArrayView2<T>, b: &ArrayView2<T>) -> bool {
     f(a) && f(b) && !(c(a) && c(b))
 }
 
+/// What `_FusedMatMul` applies to its product, element by element and in this order: a
+/// bias along the output's columns (`bias[j]` added to every element of column `j`, as
+/// TF's `BiasAdd` on the last axis), then an optional activation from [`vmath`] (the
+/// functions the unfused `Tanh`, `Sigmoid` and `Relu` kernels use, so the same bits).
+pub(crate) struct BiasActivation<'a, T> {
+    /// `[n]`, one value per output column.
+    pub bias: &'a [T],
+    pub activation: Option<vmath::Fun>,
+}
+
+impl<T: VFloat + std::ops::Add<Output = T>> BiasActivation<'_, T> {
+    /// Applies itself to `seg`, the elements `start..start + seg.len()` of line `line` of a
+    /// product as stored: a row of the output, or a column of it when `columns` (a
+    /// column-major output, whose memory holds its columns one after another).
+    fn apply(&self, line: usize, start: usize, seg: &mut [T], columns: bool) {
+        if columns {
+            let b = self.bias[line];
+            seg.iter_mut().for_each(|v| *v = *v + b);
+        } else {
+            let len = seg.len();
+            seg.iter_mut().zip(&self.bias[start..start + len]).for_each(|(v, &b)| *v = *v + b);
+        }
+        if let Some(f) = self.activation {
+            vmath::run_in_place(f, seg);
+        }
+    }
+
+    /// Applies itself to every element of a contiguous `m x n` product `p`.
+    fn apply_all(&self, p: &mut Array2<T>) {
+        let (m, n) = p.dim();
+        let columns = !p.is_standard_layout();
+        let line = if columns { m } else { n };
+        let Some(s) = p.as_slice_memory_order_mut() else { unreachable!("a product is contiguous") };
+        for (i, seg) in s.chunks_mut(line.max(1)).enumerate() {
+            self.apply(i, 0, seg, columns);
+        }
+    }
+}
+
 /// `a @ b` with the system BLAS or the `gemm` crate; `a` is `[m, k]`, `b` is `[k, n]`,
-/// any strides, with `blas` when given, else the `gemm` crate. Views with a negative stride
-/// are copied to standard layout first. The output is row-major, or column-major where
-/// [`column_major_output`] says so.
-fn gemm_product<T: Element + BlasFloat>(blas: Option<&super::blas::Blas>, a: ArrayView2<T>, b: ArrayView2<T>, zero: T, one: T) -> Array2<T> {
+/// any strides, with `blas` when given, else the `gemm` crate, followed by `fused` (its
+/// bias has `n` elements) when given. Views with a negative stride are copied to standard
+/// layout first. The output is row-major, or column-major where [`column_major_output`]
+/// says so.
+pub(crate) fn gemm_product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
+    blas: Option<&super::blas::Blas>,
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    zero: T,
+    one: T,
+    fused: Option<&BiasActivation<T>>,
+) -> Array2<T> {
     let (m, k) = a.dim();
     let n = b.dim().1;
     if m == 0 || n == 0 || k == 0 {
-        return Array2::from_elem((m, n), zero);
+        let mut p = Array2::from_elem((m, n), zero);
+        if let Some(f) = fused {
+            f.apply_all(&mut p);
+        }
+        return p;
     }
     let negative = |v: &ArrayView2<T>| v.strides().iter().any(|&s| s < 0);
     let (a_owned, b_owned);
@@ -93,9 +145,11 @@ fn gemm_product<T: Element + BlasFloat>(blas: Option<&super::blas::Blas>, a: Arr
                 gemm::Parallelism::Rayon(t) => t,
             };
             let mut buf: Vec<T> = Vec::with_capacity(m * n);
+            let epilogue = fused.map(|f| move |r: usize, c: usize, seg: &mut [T]| f.apply(r, c, seg, col));
+            let epilogue = epilogue.as_ref().map(|e| e as super::blas::Epilogue<T>);
             // SAFETY: ox and oy describe the live views x and y; buf has room for the
             // rows x cols product, which BLAS (beta = 0) writes in full before set_len.
-            if unsafe { super::blas::matmul(lib, rows, cols, k, ox, oy, buf.as_mut_ptr(), threads) } {
+            if unsafe { super::blas::matmul(lib, rows, cols, k, ox, oy, buf.as_mut_ptr(), threads, epilogue) } {
                 unsafe { buf.set_len(m * n) };
                 return Array2::from_shape_vec((m, n).set_f(col), buf).expect("m * n elements");
             }
@@ -106,6 +160,9 @@ fn gemm_product<T: Element + BlasFloat>(blas: Option<&super::blas::Blas>, a: Arr
     match par {
         gemm::Parallelism::None => gemm_into(dst.view_mut(), a, b, zero, one, par),
         _ => crate::intra_op::install(|| gemm_into(dst.view_mut(), a, b, zero, one, par)),
+    }
+    if let Some(f) = fused {
+        f.apply_all(&mut dst);
     }
     dst
 }
@@ -138,34 +195,129 @@ fn gemm_into<T: Element>(mut dst: ArrayViewMut2<T>, a: ArrayView2<T>, b: ArrayVi
     }
 }
 
-fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Element + BlasFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>, zero: T, one: T) -> Result<ArcArray<T, IxDyn>> {
-        let (ta, tb) = transposes(&ctx.node.attrs)?;
-        fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
-            x.view().into_dimensionality::<Ix2>().map_err(|_| ctx.error(format!("needs rank-2 operands, got {}", Shape(x.shape().to_vec()))))
-        }
-        let (mut a2, mut b2) = (rank2(ctx, a)?, rank2(ctx, b)?);
-        if ta {
-            a2 = a2.reversed_axes();
-        }
-        if tb {
-            b2 = b2.reversed_axes();
-        }
-        if a2.dim().1 != b2.dim().0 {
-            return Err(ctx.error(format!(
-                "incompatible shapes {} and {} (transpose_a={ta}, transpose_b={tb})",
-                Shape(a.shape().to_vec()),
-                Shape(b.shape().to_vec())
-            )));
-        }
-        Ok(gemm_product(super::blas::blas(), a2, b2, zero, one).into_dyn().into_shared())
+/// The product of a `MatMul` or `_FusedMatMul` kernel's first two inputs, by the node's
+/// `transpose_a` / `transpose_b` (`one` is 1 in `T`), followed by the bias (`[n]`) and activation of a fused one.
+fn product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
+    ctx: &KernelCtx,
+    a: &ArcArray<T, IxDyn>,
+    b: &ArcArray<T, IxDyn>,
+    one: T,
+    fused: Option<(&ArcArray<T, IxDyn>, Option<vmath::Fun>)>,
+) -> Result<ArcArray<T, IxDyn>> {
+    let (ta, tb) = transposes(&ctx.node.attrs)?;
+    fn rank2<'a, T>(ctx: &KernelCtx, x: &'a ArcArray<T, IxDyn>) -> Result<ArrayView2<'a, T>> {
+        x.view().into_dimensionality::<Ix2>().map_err(|_| ctx.error(format!("needs rank-2 operands, got {}", Shape(x.shape().to_vec()))))
     }
+    let (mut a2, mut b2) = (rank2(ctx, a)?, rank2(ctx, b)?);
+    if ta {
+        a2 = a2.reversed_axes();
+    }
+    if tb {
+        b2 = b2.reversed_axes();
+    }
+    if a2.dim().1 != b2.dim().0 {
+        return Err(ctx.error(format!(
+            "incompatible shapes {} and {} (transpose_a={ta}, transpose_b={tb})",
+            Shape(a.shape().to_vec()),
+            Shape(b.shape().to_vec())
+        )));
+    }
+    let zero = T::zero();
+    let Some((bias, activation)) = fused else {
+        return Ok(gemm_product(super::blas::blas(), a2, b2, zero, one, None).into_dyn().into_shared());
+    };
+    let n = b2.dim().1;
+    if bias.shape() != [n] {
+        return Err(ctx.error(format!("bias of shape {} for a product with {n} columns (it needs [{n}])", Shape(bias.shape().to_vec()))));
+    }
+    let owned;
+    let bias = match bias.as_slice_memory_order() {
+        Some(s) => s,
+        None => {
+            owned = bias.iter().copied().collect::<Vec<T>>();
+            &owned[..]
+        }
+    };
+    let fused = BiasActivation { bias, activation };
+    Ok(gemm_product(super::blas::blas(), a2, b2, zero, one, Some(&fused)).into_dyn().into_shared())
+}
+
+fn kernel_matmul(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
-        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(go(ctx, a, b, 0.0, 1.0)?),
-        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(go(ctx, a, b, 0.0, 1.0)?),
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(product(ctx, a, b, 1.0, None)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(product(ctx, a, b, 1.0, None)?),
         (a, b) => return Err(ctx.error(format!("no kernel for dtypes {} and {}", a.dtype(), b.dtype()))),
     }])
 }
+
+// ---------------------------------------------------------------- _FusedMatMul
+
+/// The activations `_FusedMatMul` takes after its bias: the op names of the graph's nodes
+/// it replaces, and their [`vmath`] functions.
+pub(crate) const FUSED_ACTIVATIONS: [(&str, vmath::Fun); 3] = [("Tanh", vmath::Fun::Tanh), ("Relu", vmath::Fun::Relu), ("Sigmoid", vmath::Fun::Sigmoid)];
+
+/// The activation a `_FusedMatMul` node applies: its `activation` attribute (an op name of
+/// [`FUSED_ACTIVATIONS`]), or none without one.
+fn fused_activation(attrs: &Attrs, err: impl Fn(String) -> OxiflowError) -> Result<Option<vmath::Fun>> {
+    match attrs.get("activation") {
+        None => Ok(None),
+        Some(AttrValue::Str(s)) => {
+            FUSED_ACTIVATIONS.iter().find(|(n, _)| n == s).map(|&(_, f)| Some(f)).ok_or_else(|| err(format!("unknown activation '{s}'")))
+        }
+        Some(v) => Err(err(format!("activation must be a string, got {v:?}"))),
+    }
+}
+
+/// `_FusedMatMul(a, b, bias)`: `activation(op(a) @ op(b) + bias)`, TF's `_FusedMatMul`
+/// with `fused_ops = ["BiasAdd"]` or `["BiasAdd", activation]`, which Grappler's remapper
+/// makes of `MatMul` + `BiasAdd` (or an `Add` of a bias-shaped operand) + `Relu`/`Tanh`/
+/// `Sigmoid`. Made by the session's fusion pass ([`crate::fusion`]) for CPU plans only; a
+/// graph never holds it. Shapes: as `MatMul` for `a` and `b` (`[m, n]` output), `bias`
+/// `[n]`, one float dtype. Each block of the product gets its bias and activation on the
+/// thread that computed it, while in cache; the result has the bits of the unfused ops
+/// (the same product blocks, the same IEEE addition, the same [`vmath`] functions).
+fn kernel_fused_matmul(ctx: &KernelCtx) -> Result<Outputs> {
+    let activation = fused_activation(&ctx.node.attrs, |m| ctx.error(m))?;
+    Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]) {
+        (Tensor::F32(a), Tensor::F32(b), Tensor::F32(bias)) => Tensor::F32(product(ctx, a, b, 1.0, Some((bias, activation)))?),
+        (Tensor::F64(a), Tensor::F64(b), Tensor::F64(bias)) => Tensor::F64(product(ctx, a, b, 1.0, Some((bias, activation)))?),
+        (a, b, c) => return Err(ctx.error(format!("no kernel for dtypes {}, {} and {}", a.dtype(), b.dtype(), c.dtype()))),
+    }])
+}
+
+/// `MatMul`'s shapes, and a `[n]` bias of the same dtype.
+fn infer_fused_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let [_, _, bias] = ctx.inputs else {
+        return Err(ctx.invalid(format!("takes a, b and bias, got {} inputs", ctx.inputs.len())));
+    };
+    fused_activation(ctx.attrs, |m| ctx.invalid(m))?;
+    let out = infer_matmul(ctx)?;
+    if bias.dtype != out[0].dtype {
+        return Err(ctx.dtype_error(out[0].dtype, bias.dtype, " (the bias must have the product's dtype)"));
+    }
+    let (n, unknown) = (out[0].shape.dims()[1], crate::shape::UNKNOWN);
+    if bias.shape.rank() != 1 || (n != unknown && bias.shape.dims()[0] != unknown && bias.shape.dims()[0] != n) {
+        return Err(ctx.shape_error(&out[0].shape, &bias.shape, " (the bias needs one value per column of the product)"));
+    }
+    Ok(out)
+}
+
+/// The op of fused `MatMul` steps (not in the registry: graphs never hold it).
+pub static FUSED_MATMUL: OpDef = OpDef {
+    name: "_FusedMatMul",
+    default_name: "_FusedMatMul",
+    arity: Arity::Fixed(3),
+    ref_inputs: &[],
+    infer: infer_fused_matmul,
+    kernel: kernel_fused_matmul,
+    gpu: GpuSupport::None,
+    inputs: &[],
+    attrs: &[],
+    launch: GpuLaunch::None,
+    grad: Gradient::Undefined,
+    stateful: false,
+    inexpensive: false,
+};
 
 fn matmul(g: &mut Graph, a: Output, b: Output, ta: bool, tb: bool) -> Result<Output> {
     g.op_spec(NodeSpec::new("MatMul", &[a, b]).attr("transpose_a", ta).attr("transpose_b", tb))
@@ -232,11 +384,11 @@ mod tests {
             assert_eq!(column_major_output(a, b), *col, "case {i}");
             let want = naive(a, b);
             for &lib in &backends {
-                let got = gemm_product(lib, a.view(), b.view(), 0.0, 1.0);
+                let got = gemm_product(lib, a.view(), b.view(), 0.0, 1.0, None);
                 assert_eq!(got, want, "case {i}, blas {}", lib.is_some());
                 let is_col = got.t().is_standard_layout() && !got.is_standard_layout();
                 assert_eq!(is_col, *col && got.nrows() > 1, "case {i}: memory order, blas {}", lib.is_some());
-                let got32 = gemm_product(lib, a.mapv(|v| v as f32).view(), b.mapv(|v| v as f32).view(), 0.0, 1.0);
+                let got32 = gemm_product(lib, a.mapv(|v| v as f32).view(), b.mapv(|v| v as f32).view(), 0.0, 1.0, None);
                 assert_eq!(got32.mapv(f64::from), want, "case {i} f32, blas {}", lib.is_some());
             }
         }

@@ -391,6 +391,20 @@ pub(crate) fn apply<T: VFloat>(fun: Fun, src: &[T], dst: &mut [MaybeUninit<T>]) 
     intra_op::parallel_for_each(dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect(), |(d, s)| T::run_uninit(fun, s, d));
 }
 
+/// `x[i] = fun(x[i])` in place, on the calling thread: the epilogue of a fused kernel
+/// that has just written `x` (`_FusedMatMul`'s activation). The same loops as [`apply`],
+/// so the same bits, through a 256-element stack buffer (the loops read one slice and
+/// write another; the copy stays in L1).
+pub(crate) fn run_in_place<T: VFloat>(fun: Fun, x: &mut [T]) {
+    const CHUNK: usize = 256;
+    let mut buf = [T::default(); CHUNK];
+    for c in x.chunks_mut(CHUNK) {
+        let b = &mut buf[..c.len()];
+        b.copy_from_slice(c);
+        T::run(fun, b, c);
+    }
+}
+
 /// `fun` of every element of `src`, in a new vector (written once: not zeroed first, which
 /// took a sixth of a 1M-element `Tanh`'s time).
 pub(crate) fn map_vec<T: VFloat>(fun: Fun, src: &[T]) -> Vec<T> {
