@@ -341,6 +341,14 @@ fn kernel_gather(ctx: &KernelCtx) -> Result<Outputs> {
 /// outer index, the `inner`-element runs at the (checked) indices `idx`, in order.
 fn gather_runs<T: Copy>(src: &[T], outer: usize, n: usize, inner: usize, idx: &[i64]) -> Vec<T> {
     let mut out = Vec::with_capacity(outer * idx.len() * inner);
+    if inner == 1 {
+        // single elements (the rows of a Julia matrix: the last axis of its transpose):
+        // one indexed load each, not a one-element copy
+        for line in src.chunks_exact(n.max(1)).take(outer) {
+            out.extend(idx.iter().map(|&i| line[i as usize]));
+        }
+        return out;
+    }
     for o in 0..outer {
         for &i in idx {
             let at = (o * n + i as usize) * inner;
