@@ -83,14 +83,19 @@ impl<T: VFloat + std::ops::Add<Output = T>> BiasActivation<'_, T> {
         }
     }
 
-    /// Applies itself to every element of a contiguous `m x n` product `p`.
+    /// Applies itself to every element of an `m x n` product `p` (contiguous, as this
+    /// file makes them, line by line; any other one element by element).
     fn apply_all(&self, p: &mut Array2<T>) {
         let (m, n) = p.dim();
         let columns = !p.is_standard_layout();
         let line = if columns { m } else { n };
-        let Some(s) = p.as_slice_memory_order_mut() else { unreachable!("a product is contiguous") };
-        for (i, seg) in s.chunks_mut(line.max(1)).enumerate() {
-            self.apply(i, 0, seg, columns);
+        match p.as_slice_memory_order_mut() {
+            Some(s) => {
+                for (i, seg) in s.chunks_mut(line.max(1)).enumerate() {
+                    self.apply(i, 0, seg, columns);
+                }
+            }
+            None => p.indexed_iter_mut().for_each(|((_, j), v)| self.apply(0, j, std::slice::from_mut(v), false)),
         }
     }
 }
@@ -100,7 +105,7 @@ impl<T: VFloat + std::ops::Add<Output = T>> BiasActivation<'_, T> {
 /// bias has `n` elements) when given. Views with a negative stride are copied to standard
 /// layout first. The output is row-major, or column-major where [`column_major_output`]
 /// says so.
-pub(crate) fn gemm_product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
+fn gemm_product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
     blas: Option<&super::blas::Blas>,
     a: ArrayView2<T>,
     b: ArrayView2<T>,
