@@ -71,20 +71,18 @@ pub(crate) fn matmul_clusters(
             [b, x] if x == Output::new(id, 0) => b,
             _ => continue,
         };
-        let n = mt.shape.dims().get(1).copied();
-        let fits = graph
-            .output_type(bias)
-            .is_ok_and(|t| t.dtype == mt.dtype && t.shape.is_fully_defined() && Some(t.shape.dims()) == n.as_ref().map(std::slice::from_ref));
-        if !fits || n == Some(crate::shape::UNKNOWN) {
+        let Some(&n) = mt.shape.dims().get(1) else { continue };
+        if n == crate::shape::UNKNOWN || !graph.output_type(bias).is_ok_and(|t| t.dtype == mt.dtype && t.shape.dims() == [n]) {
             continue;
         }
         let t = sole_reader(a.id, dev).filter(|t| FUSED_ACTIVATIONS.iter().any(|(op, _)| *op == t.op.name) && !fed.contains(&Output::new(t.id, 0)));
         let bool_attr = |k: &str| matches!(m.attrs.get(k), Some(AttrValue::Bool(true)));
+        let last = t.map_or(a.id, |t| t.id);
         let mut members = vec![id, a.id];
         members.extend(t.map(|t| t.id));
         clusters.push(Cluster {
             inputs: vec![m.inputs[0], m.inputs[1], bias],
-            outputs: vec![Output::new(*members.last().unwrap_or(&a.id), 0)],
+            outputs: vec![Output::new(last, 0)],
             members,
             op: ClusterOp::MatMul { transpose_a: bool_attr("transpose_a"), transpose_b: bool_attr("transpose_b"), activation: t.map(|t| t.op.name) },
         });

@@ -51,10 +51,10 @@ fn keeps_output_shape(g: &Graph, node: &Node, i: usize) -> Result<bool> {
         return Ok(false);
     }
     for (j, &o) in node.inputs.iter().enumerate() {
-        let y = g.shape_of(o)?;
         if j == i {
             continue;
         }
+        let y = g.shape_of(o)?;
         if y.rank() > x.rank() {
             return Ok(false);
         }

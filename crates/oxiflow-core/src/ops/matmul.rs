@@ -87,7 +87,7 @@ impl<T: VFloat + std::ops::Add<Output = T>> BiasActivation<'_, T> {
     /// file makes them, line by line; any other one element by element).
     fn apply_all(&self, p: &mut Array2<T>) {
         let (m, n) = p.dim();
-        let columns = !p.is_standard_layout();
+        let columns = crate::strided::is_column_major(p);
         let line = if columns { m } else { n };
         match p.as_slice_memory_order_mut() {
             Some(s) => {
@@ -273,14 +273,7 @@ fn fused_activation(attrs: &Attrs, err: impl Fn(String) -> OxiflowError) -> Resu
     }
 }
 
-/// `_FusedMatMul(a, b, bias)`: `activation(op(a) @ op(b) + bias)`, TF's `_FusedMatMul`
-/// with `fused_ops = ["BiasAdd"]` or `["BiasAdd", activation]`, which Grappler's remapper
-/// makes of `MatMul` + `BiasAdd` (or an `Add` of a bias-shaped operand) + `Relu`/`Tanh`/
-/// `Sigmoid`. Made by the session's fusion pass ([`crate::fusion`]) for CPU plans only; a
-/// graph never holds it. Shapes: as `MatMul` for `a` and `b` (`[m, n]` output), `bias`
-/// `[n]`, one float dtype. Each block of the product gets its bias and activation on the
-/// thread that computed it, while in cache; the result has the bits of the unfused ops
-/// (the same product blocks, the same IEEE addition, the same [`vmath`] functions).
+/// The kernel of [`FUSED_MATMUL`].
 fn kernel_fused_matmul(ctx: &KernelCtx) -> Result<Outputs> {
     let activation = fused_activation(&ctx.node.attrs, |m| ctx.error(m))?;
     Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]) {
@@ -307,7 +300,19 @@ fn infer_fused_matmul(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(out)
 }
 
-/// The op of fused `MatMul` steps (not in the registry: graphs never hold it).
+/// `_FusedMatMul(a, b, bias)`: `activation(op(a) @ op(b) + bias)`, TF's `_FusedMatMul`
+/// with `fused_ops = ["BiasAdd"]` or `["BiasAdd", activation]`, which Grappler's remapper
+/// makes of `MatMul` + `BiasAdd` (or an `Add` of a bias-shaped operand) + `Relu`/`Tanh`/
+/// `Sigmoid`. Made by the session's fusion pass ([`crate::fusion`]) for CPU plans only; a
+/// graph never holds it. Shapes: as `MatMul` for `a` and `b` (`[m, n]` output), `bias`
+/// `[n]`, one float dtype. Each block of the product gets its bias and activation on the
+/// thread that computed it, while in cache; the result has the bits of the unfused ops
+/// (the same product blocks, the same IEEE addition, the same [`vmath`] functions).
+///
+/// Attributes: `transpose_a`, `transpose_b` (bool, as `MatMul`'s) and `activation` (a
+/// string of [`FUSED_ACTIVATIONS`]; none without it). Errors (`InvalidArgument` naming the
+/// step): operands as `MatMul` refuses them, a bias that is not `[n]`, an unknown
+/// activation. Not in the registry: graphs never hold it.
 pub static FUSED_MATMUL: OpDef = OpDef {
     name: "_FusedMatMul",
     default_name: "_FusedMatMul",
