@@ -33,6 +33,7 @@ pub mod random;
 pub mod reduce;
 pub mod scatter;
 pub mod shape_ops;
+mod softmax;
 pub mod sparse;
 pub mod sparse_solve;
 pub mod state;

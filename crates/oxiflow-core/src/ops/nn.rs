@@ -18,7 +18,7 @@ use super::vmath;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::tensor::Element;
-use ndarray::{ArcArray, Axis, IxDyn};
+use ndarray::{ArcArray, IxDyn};
 
 /// `SelectV2(cond, a, 0)`: `a` where `cond`, zero elsewhere.
 fn where_else_zero(g: &mut Graph, cond: Output, a: Output) -> Result<Output> {
@@ -164,50 +164,6 @@ fn kernel_softplus(ctx: &KernelCtx) -> Result<Outputs> {
 }
 fn kernel_softsign(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| x / (1.0 + x.abs()), |x| x / (1.0 + x.abs()))
-}
-
-/// `Softmax` over the last axis, shifted by the row maximum for stability.
-fn kernel_softmax(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Element + num_like::Float>(a: &ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
-        let mut out = a.to_owned();
-        let last = Axis(out.ndim() - 1);
-        for mut lane in out.lanes_mut(last) {
-            let m = lane.iter().fold(T::neg_inf(), |m, &x| if x > m { x } else { m });
-            lane.mapv_inplace(|x| (x - m).exp_());
-            let s = lane.iter().fold(T::zero(), |s, &x| s + x);
-            lane.mapv_inplace(|x| x / s);
-        }
-        out.into_shared()
-    }
-    Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) if a.ndim() > 0 => Tensor::F32(go(a)),
-        Tensor::F64(a) if a.ndim() > 0 => Tensor::F64(go(a)),
-        t => return Err(ctx.error(format!("no kernel for a {} tensor of shape {}", t.dtype(), t.shape()))),
-    }])
-}
-
-/// The float operations the softmax kernel needs, for f32 and f64.
-mod num_like {
-    pub trait Float: Copy + PartialOrd + std::ops::Sub<Output = Self> + std::ops::Add<Output = Self> + std::ops::Div<Output = Self> {
-        fn neg_inf() -> Self;
-        fn exp_(self) -> Self;
-    }
-    impl Float for f32 {
-        fn neg_inf() -> Self {
-            f32::NEG_INFINITY
-        }
-        fn exp_(self) -> Self {
-            self.exp()
-        }
-    }
-    impl Float for f64 {
-        fn neg_inf() -> Self {
-            f64::NEG_INFINITY
-        }
-        fn exp_(self) -> Self {
-            self.exp()
-        }
-    }
 }
 
 /// Broadcasting binary over any numeric dtype with a generic function.
@@ -442,7 +398,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Selu", infer_unary_float, kernel_selu, grad_selu));
     r.add(unary("Softplus", infer_unary_float, kernel_softplus, grad_softplus));
     r.add(unary("Softsign", infer_unary_float, kernel_softsign, grad_softsign));
-    r.add(unary("Softmax", infer_softmax, kernel_softmax, grad_softmax).launched_as(GpuLaunch::Own)); // a row reduction and a map
+    r.add(unary("Softmax", infer_softmax, super::softmax::kernel_softmax, grad_softmax).launched_as(GpuLaunch::Own)); // a row reduction and a map
 
     let binary = |name, infer, kernel, gpu, grad| def(name, name, two, infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
     r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));

@@ -14,7 +14,7 @@ use crate::graph::NodeSpec;
 use crate::shape::UNKNOWN;
 use crate::tensor::Element;
 use crate::with_array;
-use ndarray::{ArcArray, Axis, IxDyn, Slice};
+use ndarray::{ArcArray, Axis, IxDyn, ShapeBuilder, Slice};
 
 // ---------------------------------------------------------------- helpers
 
@@ -131,11 +131,61 @@ fn infer_concat(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 /// Concatenation (or stacking, when `stack`) of every input of one dtype along `axis`.
+///
+/// Each input is copied into its place in the output by [`crate::strided::copy_strided`]
+/// (`memcpy` of the runs contiguous on both sides, tiles otherwise). The output is
+/// column-major when every input of rank 2 or more is (Julia arrays and what kernels keep
+/// in their order: the copies are then whole columns, and a fetch hands the result over
+/// without a transposing copy), else row-major. `ndarray::concatenate` built a row-major
+/// output element by element: joining two column-major 1024 x 1024 f32 matrices along
+/// axis 0 took 8.7 ms (NumPy: 0.23 ms).
+///
+/// Errors: inputs whose run-time shapes do not match (ranks, or dimensions other than
+/// `axis`; every dimension for `stack`), naming both shapes.
 fn join<T: Element>(ctx: &KernelCtx, axis: usize, stack: bool) -> Result<Tensor> {
     let views = ctx.inputs.iter().map(|t| t.array::<T>().map(|a| a.view())).collect::<Result<Vec<_>>>()?;
-    let r = if stack { ndarray::stack(Axis(axis), &views) } else { ndarray::concatenate(Axis(axis), &views) };
-    let a = r.map_err(|e| ctx.error(format!("cannot join inputs: {e}")))?;
-    Ok(T::wrap(a.into_shared()))
+    let first = views[0].shape();
+    let rank = first.len() + usize::from(stack);
+    if axis >= rank {
+        return Err(ctx.error(format!("axis {axis} is out of range for inputs of shape {first:?}")));
+    }
+    for (i, v) in views.iter().enumerate().skip(1) {
+        let s = v.shape();
+        let fits = s.len() == first.len() && (0..s.len()).all(|d| s[d] == first[d] || (!stack && d == axis));
+        if !fits {
+            let what = if stack { "stacked inputs must have one shape" } else { "dimensions other than the axis must match" };
+            return Err(ctx.error(format!("cannot join input 0 of shape {first:?} and input {i} of shape {s:?} along axis {axis}: {what}")));
+        }
+    }
+    // each input's dims and strides in the output's rank (a stacked input gains a length-1 axis)
+    let lifted = |v: &ndarray::ArrayViewD<T>| -> (Vec<usize>, Vec<isize>) {
+        let (mut d, mut s) = (v.shape().to_vec(), v.strides().to_vec());
+        if stack {
+            d.insert(axis, 1);
+            s.insert(axis, 0);
+        }
+        (d, s)
+    };
+    let mut dims = lifted(&views[0]).0;
+    dims[axis] = views.iter().map(|v| lifted(v).0[axis]).sum();
+    let column_major = views.iter().all(|v| v.ndim() < 2 || crate::strided::is_column_major(v)) && views.iter().any(|v| v.ndim() >= 2);
+    let n = crate::strided::element_count(&dims, std::mem::size_of::<T>()).map_err(|e| ctx.error(e.to_string()))?;
+    let dst = crate::strided::dense_strides(&dims, column_major);
+    let mut out: Vec<T> = crate::strided::try_buffer_for(n).ok_or_else(|| ctx.error(format!("out of host memory for an output of shape {dims:?}")))?;
+    let mut at = 0usize;
+    for v in &views {
+        let (d, s) = lifted(v);
+        // SAFETY: `v`'s strides address its own elements; the destination is the block of
+        // `d` elements starting at position `at` along `axis` of the dense `dims` buffer of
+        // `n` elements, disjoint from every other input's block and from the inputs.
+        unsafe { crate::strided::copy_strided(&d, v.as_ptr(), &s, out.as_mut_ptr().offset(at as isize * dst[axis]), &dst) };
+        at += d[axis];
+    }
+    // SAFETY: the blocks of all inputs cover the `n` elements of `dims` (their sizes along
+    // `axis` add up to `dims[axis]`, the other dimensions are equal).
+    unsafe { out.set_len(n) };
+    let a = ArcArray::from_shape_vec(IxDyn(&dims).set_f(column_major), out).map_err(|e| ctx.error(format!("cannot join inputs: {e}")))?;
+    Ok(T::wrap(a))
 }
 
 fn axis_of_output(ctx: &KernelCtx, rank: usize) -> Result<usize> {

@@ -1,0 +1,189 @@
+//! Kernels that follow their inputs' memory order (row-major, or column-major as Julia
+//! arrays are): `ConcatV2` and `Pack`, `Softmax`, and the elementwise unary maps. Each case
+//! runs on row-major, column-major and mixed inputs and is checked against a naive loop
+//! over logical indices written here (row-major strides), so the storage order can change
+//! the speed but never a value.
+
+mod common;
+use common::*;
+use oxiflow_core::shape::UNKNOWN;
+use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Tensor};
+
+/// A Float64 tensor of `dims` with logical (row-major) values `v`, stored in `layout`.
+fn stored(dims: &[usize], v: &[f64], layout: Layout) -> Tensor {
+    let data = match layout {
+        Layout::RowMajor => v.to_vec(),
+        Layout::ColumnMajor => {
+            // element at logical index ix goes to column-major position sum(ix[d] * prod(dims[..d]))
+            let rs = strides(dims);
+            let n = v.len();
+            let mut out = vec![0.0; n];
+            for (flat, &x) in v.iter().enumerate() {
+                let (mut pos, mut step) = (0, 1);
+                for d in 0..dims.len() {
+                    pos += (flat / rs[d]) % dims[d] * step;
+                    step *= dims[d];
+                }
+                out[pos] = x;
+            }
+            out
+        }
+    };
+    Tensor::from_vec(dims, data, layout).unwrap()
+}
+
+/// Whether a Float64 tensor is stored column-major (and not also row-major).
+fn column_major(t: &Tensor) -> bool {
+    let a = t.array::<f64>().unwrap();
+    a.ndim() >= 2 && !a.is_standard_layout() && a.t().is_standard_layout()
+}
+
+/// Logical (row-major) multi-index of `flat` in `dims`.
+fn unflat(flat: usize, dims: &[usize]) -> Vec<usize> {
+    let s = strides(dims);
+    (0..dims.len()).map(|d| (flat / s[d]) % dims[d]).collect()
+}
+
+fn at(v: &[f64], dims: &[usize], ix: &[usize]) -> f64 {
+    v[ix.iter().zip(strides(dims)).map(|(i, s)| i * s).sum::<usize>()]
+}
+
+fn run_op(inputs: &[Tensor], spec: impl Fn(&[Output]) -> NodeSpec) -> oxiflow_core::Result<Tensor> {
+    let mut g = Graph::new();
+    let cs: Vec<Output> = inputs.iter().map(|t| g.constant(t.clone()).unwrap()).collect();
+    let o = g.op_spec(spec(&cs))?;
+    Ok(eval(&g, &[], &[o])?.remove(0))
+}
+
+#[test]
+fn concat_and_pack_give_the_logical_join_in_every_layout() {
+    use Layout::{ColumnMajor as C, RowMajor as R};
+    let shapes: [&[usize]; 3] = [&[3, 4], &[2, 3, 4], &[5]];
+    for (si, base) in shapes.iter().enumerate() {
+        for axis in 0..base.len() {
+            // three inputs, the second with another size along the axis (concat)
+            let mut dims_b = base.to_vec();
+            dims_b[axis] += 2;
+            let dims = [base.to_vec(), dims_b, base.to_vec()];
+            let vals: Vec<Vec<f64>> = dims.iter().enumerate().map(|(k, d)| rand_vec(d.iter().product(), 10 * si as u64 + k as u64, -1.0, 1.0)).collect();
+            for layouts in [[R, R, R], [C, C, C], [C, R, C], [R, C, R]] {
+                let ins: Vec<Tensor> = (0..3).map(|k| stored(&dims[k], &vals[k], layouts[k])).collect();
+                let got = run_op(&ins, |xs| NodeSpec::new("ConcatV2", xs).attr("axis", axis as i64)).unwrap();
+                let mut want_dims = base.to_vec();
+                want_dims[axis] = dims.iter().map(|d| d[axis]).sum();
+                assert_eq!(got.dims(), &want_dims[..]);
+                let gv = got.to_f64_vec();
+                for (f, &g) in gv.iter().enumerate() {
+                    let mut ix = unflat(f, &want_dims);
+                    let mut k = 0;
+                    while ix[axis] >= dims[k][axis] {
+                        ix[axis] -= dims[k][axis];
+                        k += 1;
+                    }
+                    assert_eq!(g, at(&vals[k], &dims[k], &ix), "concat {base:?} axis {axis} {layouts:?} at {f}");
+                }
+                let all_col = layouts == [C, C, C] && base.len() >= 2;
+                assert_eq!(column_major(&got), all_col, "concat {base:?} axis {axis} {layouts:?}: output order");
+            }
+        }
+        // Pack: every axis of the output, equal shapes
+        for axis in 0..=base.len() {
+            let vals: Vec<Vec<f64>> = (0..3).map(|k| rand_vec(base.iter().product(), 50 + k, -1.0, 1.0)).collect();
+            for layouts in [[R, R, R], [C, C, C], [R, C, R]] {
+                let ins: Vec<Tensor> = (0..3).map(|k| stored(base, &vals[k], layouts[k])).collect();
+                let got = run_op(&ins, |xs| NodeSpec::new("Pack", xs).attr("axis", axis as i64)).unwrap();
+                let mut want_dims = base.to_vec();
+                want_dims.insert(axis, 3);
+                assert_eq!(got.dims(), &want_dims[..]);
+                for (f, &g) in got.to_f64_vec().iter().enumerate() {
+                    let mut ix = unflat(f, &want_dims);
+                    let k = ix.remove(axis);
+                    assert_eq!(g, at(&vals[k], base, &ix), "pack {base:?} axis {axis} {layouts:?} at {f}");
+                }
+            }
+        }
+    }
+    // other dtypes move the same way; an empty input adds nothing
+    let i = Tensor::from_vec(&[2, 2], vec![1i64, 2, 3, 4], C).unwrap();
+    let e = Tensor::from_vec(&[0, 2], Vec::<i64>::new(), R).unwrap();
+    let got = run_op(&[i.clone(), e, i], |xs| NodeSpec::new("ConcatV2", xs).attr("axis", 0i64)).unwrap();
+    assert_eq!((got.dtype(), got.dims(), got.to_f64_vec()), (DType::Int64, &[4usize, 2][..], vec![1., 3., 2., 4., 1., 3., 2., 4.]));
+    let b = Tensor::from_vec(&[2, 1], vec![true, false], C).unwrap();
+    let got = run_op(&[b.clone(), b], |xs| NodeSpec::new("ConcatV2", xs).attr("axis", 1i64)).unwrap();
+    assert_eq!(got.to_f64_vec(), [1., 1., 0., 0.]);
+}
+
+#[test]
+fn joining_fed_values_of_mismatched_shapes_is_an_error_naming_them() {
+    let mut g = Graph::new();
+    let a = g.placeholder(DType::Float64, &[UNKNOWN, 3], None).unwrap();
+    let b = g.placeholder(DType::Float64, &[UNKNOWN, UNKNOWN], None).unwrap();
+    let cat = g.op_spec(NodeSpec::new("ConcatV2", &[a, b]).attr("axis", 0i64)).unwrap();
+    let st = g.op_spec(NodeSpec::new("Pack", &[a, b])).unwrap();
+    let x = rand_t(&[2, 3], 1, -1.0, 1.0);
+    let e = eval(&g, &[(a, x.clone()), (b, rand_t(&[2, 4], 2, -1.0, 1.0))], &[cat]).unwrap_err().to_string().replace(' ', "");
+    assert!(e.contains("ConcatV2") && e.contains("[2,3]") && e.contains("[2,4]"), "{e}");
+    let e = eval(&g, &[(a, x.clone()), (b, rand_t(&[3, 3], 2, -1.0, 1.0))], &[st]).unwrap_err().to_string().replace(' ', "");
+    assert!(e.contains("Pack") && e.contains("[2,3]") && e.contains("[3,3]"), "{e}");
+    // the same graph still runs with matching values
+    let got = eval(&g, &[(a, x.clone()), (b, x.clone())], &[cat]).unwrap().remove(0);
+    assert_eq!(got.to_f64_vec(), [x.to_f64_vec(), x.to_f64_vec()].concat());
+}
+
+/// Softmax over the last axis by its definition, in f64, from logical values.
+fn softmax_oracle(v: &[f64], c: usize) -> Vec<f64> {
+    v.chunks(c)
+        .flat_map(|row| {
+            let m = row.iter().copied().filter(|x| !x.is_nan()).fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = row.iter().map(|&x| (x - m).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(move |x| x / s)
+        })
+        .collect()
+}
+
+#[test]
+fn softmax_matches_its_definition_in_every_layout_and_dtype() {
+    use Layout::{ColumnMajor as C, RowMajor as R};
+    // small, one row, and large enough (>= 16k elements) to be split over threads
+    let shapes: [&[usize]; 6] = [&[7], &[3, 5], &[1, 40], &[2, 3, 9], &[300, 70], &[70, 300]];
+    for (si, dims) in shapes.iter().enumerate() {
+        let c = *dims.last().unwrap();
+        let mut v = rand_vec(dims.iter().product(), 100 + si as u64, -20.0, 20.0);
+        if si == 1 {
+            v[5] = f64::NAN; // row 1 becomes NaN
+            v[10..15].fill(f64::NEG_INFINITY); // row 2 is NaN too (-inf - -inf)
+        }
+        let want = softmax_oracle(&v, c);
+        for layout in [R, C] {
+            for dtype in [DType::Float64, DType::Float32] {
+                let x = stored(dims, &v, layout);
+                let input_column_major = column_major(&x);
+                let x = if dtype == DType::Float32 { Tensor::from_array(x.array::<f64>().unwrap().mapv(|x| x as f32).into_owned()) } else { x };
+                let got = run_op(&[x], |xs| NodeSpec::new("Softmax", xs)).unwrap();
+                assert_eq!((got.dtype(), got.dims()), (dtype, &dims[..]));
+                // f32: the shift x - max (up to 40 here) is rounded to f32, which moves exp's
+                // result by up to about 2e-6 relative
+                let tol = if dtype == DType::Float32 { 1e-5 } else { 1e-14 };
+                // f32 inputs are rounded first: compare with the definition on those values
+                let want = if dtype == DType::Float32 { softmax_oracle(&v.iter().map(|&x| x as f32 as f64).collect::<Vec<_>>(), c) } else { want.clone() };
+                for (i, (&g, &w)) in got.to_f64_vec().iter().zip(&want).enumerate() {
+                    let ok = if w.is_nan() { g.is_nan() } else { (g - w).abs() <= tol * w.abs().max(1e-30) + 1e-300 };
+                    assert!(ok, "softmax {dims:?} {layout:?} {dtype:?} at {i}: {g} against {w}");
+                }
+                if dtype == DType::Float64 {
+                    assert_eq!(column_major(&got), input_column_major, "softmax {dims:?} {layout:?}: output order");
+                }
+            }
+        }
+    }
+    // a strided view (every second column of a row-major matrix) is read through a copy
+    let v = rand_vec(6 * 10, 7, -3.0, 3.0);
+    let mut g = Graph::new();
+    let x = g.constant(t64(&[6, 10], v.clone())).unwrap();
+    let half = oxiflow_core::ops::index::strided_slice(&mut g, x, &[0, 0], &[6, 10], &[1, 2], 0, 0, 0).unwrap();
+    let y = g.op("Softmax", &[half]).unwrap();
+    let got = eval1(&g, &[], y).to_f64_vec();
+    let picked: Vec<f64> = (0..6).flat_map(|r| (0..5).map(move |k| (r, 2 * k))).map(|(r, c)| v[r * 10 + c]).collect();
+    assert_close(&got, &softmax_oracle(&picked, 5), 1e-14, "softmax of a strided view");
+}
