@@ -13,6 +13,8 @@
 #                  labels fed to placeholders from Julia arrays every step. steps/s.
 #   matmul_N       tf.matmul of two Variables, N×N, N = 256, 1024, 2048, product fetched;
 #                  matmul_fed_N: both inputs fed placeholders. GFLOP/s = 2N³/t.
+#   op_NAME        one op on a 1024×1024 Variable (a Julia, column-major array): tf.nn.softmax,
+#                  tf.concat([v, v], 0) and (.., 1), abs, v .^ 2.5; result fetched. ms per run.
 #   unary_OP       tanh exp log sigmoid sqrt relu of a Float32 Variable of 2^20 values in
 #                  (0.5, 2), result fetched. G elements/s.
 #   feed_fetch     1024×1024 Float64 fed to a placeholder, tf.identity fetched: GB/s of
@@ -148,6 +150,19 @@ function bench_unary()
     end
 end
 
+# One op on a 1024×1024 variable (a Julia, column-major array), as peers.py's op_NAME.
+function bench_ops(T)
+    reset_default_graph()
+    v = Variable(T.(0.5 .+ rand(MersenneTwister(5), 1024, 1024)))
+    ops = [("softmax", tf.nn.softmax(v)), ("concat0", tf.concat([v, v], 0)), ("concat1", tf.concat([v, v], 1)),
+           ("abs", abs(v)), ("pow", v .^ T(2.5))]
+    sess = session(); init(sess)
+    for (name, op) in ops
+        t = time_calls(() -> run(sess, op))
+        emit("op_$name", dtname(T), t * 1e3, "ms")
+    end
+end
+
 function bench_feed_fetch()
     reset_default_graph()
     p = placeholder(Float64; shape=[1024, 1024])
@@ -198,9 +213,9 @@ function bench_digits()
     emit("digits_epoch", "float64", med, "s", note=@sprintf("median of epochs 2-%d; epoch 1 (compiles): %.2f s", length(secs), secs[1]))
 end
 
-# PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul" and
-# "other" (the rest, the digits epoch included); all when unset.
-const GROUPS = ("mlp", "matmul", "other")
+# PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops"
+# and "other" (the rest, the digits epoch included); all when unset.
+const GROUPS = ("mlp", "matmul", "ops", "other")
 
 function main()
     groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
@@ -209,6 +224,7 @@ function main()
     steps = Any[]
     "mlp" in groups && append!(steps, [() -> bench_mlp(Float32), () -> bench_mlp(Float64)])
     "matmul" in groups && append!(steps, [() -> bench_matmul(Float32), () -> bench_matmul(Float64)])
+    "ops" in groups && append!(steps, [() -> bench_ops(Float32), () -> bench_ops(Float64)])
     "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
     "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")

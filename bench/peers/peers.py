@@ -36,6 +36,11 @@ What is measured (the same definitions as oxiflow.jl):
                 TF1 (also framework "tf1-nograppler": rewrite_options.disable_meta_optimizer),
                 torch eager, JAX jit (its compile time in "note"; JAX's chain10k_grad is not
                 run by default, see JAX_CHAIN_GRAD_NOTE).
+  op_NAME       one op on a 1024×1024 array (NumPy only; each side in its own memory order:
+                Oxiflow's variable holds a Julia, column-major array, NumPy's is row-major):
+                softmax over the last axis (NumPy: exp(x - max) / sum, both over axis 1),
+                concat0 / concat1 (two copies joined along axis 0 / 1), abs, pow (x ** 2.5),
+                in (0.5, 1.5); ms per call, the result fetched (Oxiflow) / returned (NumPy).
   while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
                 + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
                 Session; JAX jax.lax.while_loop under jit (compile time in "note").
@@ -75,8 +80,10 @@ CHAIN = 10_000
 WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 # PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
-# matmul_fed_N) and "other" (the rest); all when unset. bench/peers/rounds.py sets it.
-GROUPS = ("mlp", "matmul", "other")
+# matmul_fed_N), "ops" (op_NAME) and "other" (the rest); all when unset.
+# bench/peers/rounds.py sets it.
+GROUPS = ("mlp", "matmul", "ops", "other")
+OPS_N = 1024
 WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
 
 
@@ -401,6 +408,18 @@ def run_numpy():
             a, b = square(np, n, dt)
             t = time_calls(lambda: a @ b)
             emit("numpy", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+    for dt in dtypes_for("ops"):
+        x = (0.5 + np.random.default_rng(5).random((OPS_N, OPS_N))).astype(dt)
+        p = np.dtype(dt).type(2.5)
+
+        def softmax(x):
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+        ops = {"softmax": lambda: softmax(x), "concat0": lambda: np.concatenate([x, x], 0),
+               "concat1": lambda: np.concatenate([x, x], 1), "abs": lambda: np.abs(x), "pow": lambda: x ** p}
+        for name, f in ops.items():
+            t = time_calls(f)
+            emit("numpy", f"op_{name}", dt, t * 1e3, "ms", ver)
     if not want("other"):
         return
     v = unary_input(np)

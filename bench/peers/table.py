@@ -30,10 +30,12 @@ UNARY = ["tanh", "exp", "log", "sigmoid", "sqrt", "relu"]
 def runs(framework, workload):
     """Whether the bench measures `workload` in `framework` (for "not installed" cells)."""
     base = split(workload)[0]
-    if framework == "oxiflow" or framework == "tf1":
+    if framework == "oxiflow":
         return base != "digits_epoch"
+    if framework == "tf1":
+        return base != "digits_epoch" and not base.startswith("op_")
     if framework == "numpy":
-        return base in ("matmul", "unary")
+        return base in ("matmul", "unary") or base.startswith("op_")
     if framework == "jax":
         return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad", "while10k")
     return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad")   # torch

@@ -187,3 +187,46 @@ fn softmax_matches_its_definition_in_every_layout_and_dtype() {
     let picked: Vec<f64> = (0..6).flat_map(|r| (0..5).map(move |k| (r, 2 * k))).map(|(r, c)| v[r * 10 + c]).collect();
     assert_close(&got, &softmax_oracle(&picked, 5), 1e-14, "softmax of a strided view");
 }
+
+#[test]
+fn unary_maps_and_pow_keep_the_layout_and_the_values() {
+    use Layout::{ColumnMajor as C, RowMajor as R};
+    type F = fn(f64) -> f64;
+    let cases: [(&str, F); 7] = [
+        ("Abs", f64::abs),
+        ("Neg", |x| -x),
+        ("Square", |x| x * x),
+        ("Floor", f64::floor),
+        ("Relu6", |x| x.clamp(0.0, 6.0)),
+        ("Softsign", |x| x / (1.0 + x.abs())),
+        ("Sin", f64::sin),
+    ];
+    // small, and large enough (>= 32k elements) to be split over threads
+    for dims in [&[3usize, 4][..], &[200, 190]] {
+        let n: usize = dims.iter().product();
+        let v = rand_vec(n, 3, -8.0, 8.0);
+        for layout in [R, C] {
+            let x = stored(dims, &v, layout);
+            for (op, f) in cases {
+                let got = run_op(&[x.clone()], |xs| NodeSpec::new(op, xs)).unwrap();
+                let want: Vec<f64> = v.iter().map(|&x| f(x)).collect();
+                assert_eq!(got.to_f64_vec(), want, "{op} {dims:?} {layout:?}");
+                assert_eq!(column_major(&got), column_major(&x), "{op} {dims:?} {layout:?}: output order");
+            }
+            // Pow by a scalar and by a tensor of the same layout (a and b > 0: real powers)
+            let a = stored(dims, &v.iter().map(|x| x.abs() + 0.1).collect::<Vec<_>>(), layout);
+            let e = rand_vec(n, 4, -3.0, 3.0);
+            for (b, ev) in [(Tensor::scalar(2.5f64), vec![2.5; n]), (stored(dims, &e, layout), e.clone())] {
+                let got = run_op(&[a.clone(), b], |xs| NodeSpec::new("Pow", xs)).unwrap();
+                let want: Vec<f64> = a.to_f64_vec().iter().zip(&ev).map(|(&x, &y)| x.powf(y)).collect();
+                assert_close(&got.to_f64_vec(), &want, 1e-15, &format!("Pow {dims:?} {layout:?}"));
+                assert_eq!(column_major(&got), column_major(&a), "Pow {dims:?} {layout:?}: output order");
+            }
+        }
+    }
+    // integers take the same maps; a negative integer power is still an error
+    let i = Tensor::from_vec(&[2, 2], vec![-3i64, 4, -5, 6], C).unwrap();
+    assert_eq!(run_op(&[i.clone()], |xs| NodeSpec::new("Abs", xs)).unwrap().to_f64_vec(), [3., 5., 4., 6.]);
+    let e = run_op(&[i, Tensor::scalar(-1i64)], |xs| NodeSpec::new("Pow", xs)).unwrap_err().to_string();
+    assert!(e.contains("Pow") && e.contains("negative integer powers"), "{e}");
+}

@@ -12,7 +12,7 @@
 //! comparisons also take `Int32`/`Int64`.
 
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
-use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_float, map_vfun, zip2_par, Arith};
+use super::math::{def, infer_binary_numeric, infer_unary_numeric, map_elems, map_float, map_vfun, zip2_par, Arith};
 use super::reduce::reduce_sum;
 use super::vmath;
 use super::*;
@@ -52,12 +52,18 @@ fn infer_softmax(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 // ---------------------------------------------------------------- kernels
 
 /// Applies a generic numeric function to input 0 (floats and ints).
-fn map_num(ctx: &KernelCtx, f32f: fn(f32) -> f32, f64f: fn(f64) -> f64, i32f: fn(i32) -> i32, i64f: fn(i64) -> i64) -> Result<Outputs> {
+fn map_num<F32, F64, I32, I64>(ctx: &KernelCtx, f32f: F32, f64f: F64, i32f: I32, i64f: I64) -> Result<Outputs>
+where
+    F32: Fn(f32) -> f32 + Sync,
+    F64: Fn(f64) -> f64 + Sync,
+    I32: Fn(i32) -> i32 + Sync,
+    I64: Fn(i64) -> i64 + Sync,
+{
     Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) => Tensor::F32(a.mapv(f32f).into_shared()),
-        Tensor::F64(a) => Tensor::F64(a.mapv(f64f).into_shared()),
-        Tensor::I32(a) => Tensor::I32(a.mapv(i32f).into_shared()),
-        Tensor::I64(a) => Tensor::I64(a.mapv(i64f).into_shared()),
+        Tensor::F32(a) => Tensor::F32(map_elems(a, f32f)),
+        Tensor::F64(a) => Tensor::F64(map_elems(a, f64f)),
+        Tensor::I32(a) => Tensor::I32(map_elems(a, i32f)),
+        Tensor::I64(a) => Tensor::I64(map_elems(a, i64f)),
         t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
     }])
 }
@@ -128,8 +134,8 @@ fn kernel_relu6(ctx: &KernelCtx) -> Result<Outputs> {
 fn kernel_leaky_relu(ctx: &KernelCtx) -> Result<Outputs> {
     let alpha = leaky_alpha(&ctx.node.attrs);
     Ok(smallvec![match &ctx.inputs[0] {
-        Tensor::F32(a) => Tensor::F32(a.mapv(|x| if x > 0.0 { x } else { alpha as f32 * x }).into_shared()),
-        Tensor::F64(a) => Tensor::F64(a.mapv(|x| if x > 0.0 { x } else { alpha * x }).into_shared()),
+        Tensor::F32(a) => Tensor::F32(map_elems(a, |x| if x > 0.0 { x } else { alpha as f32 * x })),
+        Tensor::F64(a) => Tensor::F64(map_elems(a, |x| if x > 0.0 { x } else { alpha * x })),
         t => return Err(ctx.error(format!("no kernel for dtype {}", t.dtype()))),
     }])
 }
