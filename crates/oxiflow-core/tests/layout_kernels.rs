@@ -208,7 +208,7 @@ fn unary_maps_and_pow_keep_the_layout_and_the_values() {
         for layout in [R, C] {
             let x = stored(dims, &v, layout);
             for (op, f) in cases {
-                let got = run_op(&[x.clone()], |xs| NodeSpec::new(op, xs)).unwrap();
+                let got = run_op(std::slice::from_ref(&x), |xs| NodeSpec::new(op, xs)).unwrap();
                 let want: Vec<f64> = v.iter().map(|&x| f(x)).collect();
                 assert_eq!(got.to_f64_vec(), want, "{op} {dims:?} {layout:?}");
                 assert_eq!(column_major(&got), column_major(&x), "{op} {dims:?} {layout:?}: output order");
@@ -226,7 +226,7 @@ fn unary_maps_and_pow_keep_the_layout_and_the_values() {
     }
     // integers take the same maps; a negative integer power is still an error
     let i = Tensor::from_vec(&[2, 2], vec![-3i64, 4, -5, 6], C).unwrap();
-    assert_eq!(run_op(&[i.clone()], |xs| NodeSpec::new("Abs", xs)).unwrap().to_f64_vec(), [3., 5., 4., 6.]);
+    assert_eq!(run_op(std::slice::from_ref(&i), |xs| NodeSpec::new("Abs", xs)).unwrap().to_f64_vec(), [3., 5., 4., 6.]);
     let e = run_op(&[i, Tensor::scalar(-1i64)], |xs| NodeSpec::new("Pow", xs)).unwrap_err().to_string();
     assert!(e.contains("Pow") && e.contains("negative integer powers"), "{e}");
 }
