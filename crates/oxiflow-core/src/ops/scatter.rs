@@ -66,6 +66,16 @@ fn kernel_tensor_scatter(ctx: &KernelCtx) -> Result<Outputs> {
         let dst = out.as_slice_mut().expect("standard layout");
         let src_std = upd.as_standard_layout();
         let src = src_std.as_slice().expect("standard layout");
+        if inner == 1 {
+            // one element per index (a vector, or every index dimension given): indexed
+            // updates, not one-element slices
+            match how {
+                Combine::Update => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = s),
+                Combine::Add => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::add(dst[o], s)),
+                Combine::Sub => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::sub(dst[o], s)),
+            }
+            return Ok(T::wrap(out.into_shared()));
+        }
         for (row, o) in offs.into_iter().enumerate() {
             let (d, s) = (&mut dst[o * inner..(o + 1) * inner], &src[row * inner..(row + 1) * inner]);
             match how {
