@@ -230,3 +230,43 @@ fn unary_maps_and_pow_keep_the_layout_and_the_values() {
     let e = run_op(&[i, Tensor::scalar(-1i64)], |xs| NodeSpec::new("Pow", xs)).unwrap_err().to_string();
     assert!(e.contains("Pow") && e.contains("negative integer powers"), "{e}");
 }
+
+#[test]
+fn transpose_gives_the_permuted_values_and_writers_downstream_leave_its_input_alone() {
+    use Layout::{ColumnMajor as C, RowMajor as R};
+    // a matrix in both orders, and rank 3 with a reversal (a shared view) and a swap of
+    // the two leading axes (a copy)
+    for (dims, perm) in [(&[3usize, 5][..], &[1usize, 0][..]), (&[2, 3, 4], &[2, 1, 0]), (&[2, 3, 4], &[1, 0, 2]), (&[2, 3, 4], &[0, 1, 2])] {
+        let v = rand_vec(dims.iter().product(), 9, -1.0, 1.0);
+        let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+        for layout in [R, C] {
+            let x = stored(dims, &v, layout);
+            let p: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+            let got = run_op(&[x], |xs| NodeSpec::new("Transpose", xs).attr("perm", p.clone())).unwrap();
+            assert_eq!(got.dims(), &out_dims[..]);
+            for (f, &g) in got.to_f64_vec().iter().enumerate() {
+                let o = unflat(f, &out_dims);
+                let mut ix = vec![0; dims.len()];
+                for (k, &pk) in perm.iter().enumerate() {
+                    ix[pk] = o[k];
+                }
+                assert_eq!(g, at(&v, dims, &ix), "transpose {dims:?} by {perm:?}, {layout:?}, at {f}");
+            }
+        }
+    }
+    // an update of the transposed value is a new value: the input and the transpose keep theirs
+    let v = rand_vec(6, 11, -1.0, 1.0);
+    let mut g = Graph::new();
+    let x = g.constant(stored(&[2, 3], &v, C)).unwrap();
+    let t = g.op_spec(NodeSpec::new("Transpose", &[x]).attr("perm", vec![1i64, 0])).unwrap();
+    let idx = g.constant(Tensor::from_vec(&[1, 2], vec![2i64, 1], R).unwrap()).unwrap();
+    let u = g.constant(t64(&[1], vec![100.0])).unwrap();
+    let w = g.op("TensorScatterUpdate", &[t, idx, u]).unwrap();
+    let out = eval(&g, &[], &[x, t, w]).unwrap();
+    assert_eq!(out[0].to_f64_vec(), v);
+    let tv = vec![v[0], v[3], v[1], v[4], v[2], v[5]];
+    assert_eq!(out[1].to_f64_vec(), tv);
+    let mut wv = tv.clone();
+    wv[5] = 100.0;
+    assert_eq!(out[2].to_f64_vec(), wv);
+}
