@@ -188,10 +188,13 @@ fn join<T: Element>(ctx: &KernelCtx, axis: usize, stack: bool) -> Result<Tensor>
     let mut at = 0usize;
     for v in &views {
         let (d, s) = lifted(v);
+        // (wrapping: with an empty output the position may lie past a zero-sized buffer,
+        // where nothing is copied)
+        let place = out.as_mut_ptr().wrapping_offset(at as isize * dst[axis]);
         // SAFETY: `v`'s strides address its own elements; the destination is the block of
         // `d` elements starting at position `at` along `axis` of the dense `dims` buffer of
         // `n` elements, disjoint from every other input's block and from the inputs.
-        unsafe { crate::strided::copy_strided(&d, v.as_ptr(), &s, out.as_mut_ptr().offset(at as isize * dst[axis]), &dst) };
+        unsafe { crate::strided::copy_strided(&d, v.as_ptr(), &s, place, &dst) };
         at += d[axis];
     }
     // SAFETY: the blocks of all inputs cover the `n` elements of `dims` (their sizes along
