@@ -192,6 +192,36 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// An output buffer's base pointer shared with the intra-op threads of one kernel, each
+/// writing its own disjoint elements (a block of a product's rows, a range of softmax rows).
+/// The kernel that makes it keeps the buffer alive until [`parallel_for`] returns.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOut<T>(pub *mut T);
+// SAFETY: the chunks handed to different threads write disjoint elements of the buffer.
+unsafe impl<T> Send for SharedOut<T> {}
+unsafe impl<T> Sync for SharedOut<T> {}
+impl<T> SharedOut<T> {
+    /// The address of element `off` (not dereferenced here).
+    pub fn at(self, off: usize) -> *mut T {
+        self.0.wrapping_add(off)
+    }
+}
+
+/// `f(src_chunk, dst_chunk)` over equal-length `src` and `dst` cut into matching chunks: on
+/// the calling thread alone below `min` elements or with one intra-op thread, else in
+/// chunks of [`shard_len`] elements rounded up to a multiple of 64 (whole cache lines)
+/// with [`parallel_for_each`]. The elementwise maps use it (`vmath`'s SIMD functions and
+/// the generic maps of `ops/math.rs`); which thread runs a chunk never changes a value.
+pub(crate) fn shard_into<T: Sync, U: Send>(src: &[T], dst: &mut [U], min: usize, f: impl Fn(&[T], &mut [U]) + Sync) {
+    debug_assert_eq!(src.len(), dst.len());
+    let Some(chunk) = shard_len(src.len(), min) else {
+        f(src, dst);
+        return;
+    };
+    let chunk = chunk.next_multiple_of(64);
+    parallel_for_each(dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect(), |(d, s)| f(s, d));
+}
+
 /// How long the chunks of an `n`-element loop sharded over the intra-op threads should be:
 /// `None` when it should stay on the calling thread (one intra-op thread, or fewer than
 /// `min` elements, the size below which the hand-off costs more than it saves), else about

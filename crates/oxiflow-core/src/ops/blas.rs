@@ -20,6 +20,7 @@
 //! `gemm` call on the session's intra-op pool. So `intra_op_parallelism_threads` keeps its
 //! meaning, and OpenBLAS's own pool never competes with the executor's threads.
 
+use crate::intra_op::SharedOut;
 use libloading::Library;
 use std::ffi::c_int;
 use std::sync::OnceLock;
@@ -161,19 +162,6 @@ blas_float!(f64, dgemm);
 unsafe impl<T> Send for Operand<T> {}
 unsafe impl<T> Sync for Operand<T> {}
 
-/// The output pointer, shared with the pool's threads (each block writes its own rows or
-/// columns of it).
-#[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
-// SAFETY: the blocks handed to different threads write disjoint parts of the output.
-unsafe impl<T> Send for OutPtr<T> {}
-unsafe impl<T> Sync for OutPtr<T> {}
-impl<T> OutPtr<T> {
-    fn at(self, off: usize) -> *mut T {
-        self.0.wrapping_add(off)
-    }
-}
-
 /// Work done on each block of a product right after BLAS wrote it, by the thread that
 /// computed it, while the block is still in its cache (`_FusedMatMul`'s bias and
 /// activation): called as `epilogue(row, col, seg)` for every row of the block, `seg` being
@@ -209,7 +197,7 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
     let blocks = threads.min(len).max(1);
     // SAFETY (for the callers below): rows lo..hi (or columns lo..hi) of c are written by
     // the block that calls this and by no other thread while it runs.
-    let finish = |c: OutPtr<T>, rows: (usize, usize), cols: (usize, usize)| {
+    let finish = |c: SharedOut<T>, rows: (usize, usize), cols: (usize, usize)| {
         if let Some(f) = epilogue {
             for r in rows.0..rows.1 {
                 // SAFETY: see above; the segment lies inside c's m * n elements.
@@ -220,11 +208,11 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
     };
     if blocks == 1 {
         T::gemm(blas, m, n, k, a, b, c, n);
-        finish(OutPtr(c), (0, m), (0, n));
+        finish(SharedOut(c), (0, m), (0, n));
         return true;
     }
     let step = len.div_ceil(blocks);
-    let c = OutPtr(c);
+    let c = SharedOut(c);
     // the calling thread runs blocks too (intra_op::parallel_for)
     crate::intra_op::parallel_for(blocks, |i| {
         let (lo, hi) = (i * step, ((i + 1) * step).min(len));

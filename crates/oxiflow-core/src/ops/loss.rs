@@ -20,9 +20,6 @@ use crate::shape::Shape;
 use crate::strided;
 use ndarray::{ArcArray, CowArray, IxDyn};
 
-/// Elements below which the kernel stays on its own thread (as the vectorized unary ops).
-const SHARD_MIN: usize = 1 << 14;
-
 /// `SoftmaxCrossEntropyWithLogits(features, labels)`: both Float32 or both Float64, the same
 /// shape of rank >= 1, the classes on the last axis. Outputs `loss` (the shape without its
 /// last axis) and `backprop` (the input shape). Dimensions may be unknown; the shapes must
@@ -72,7 +69,7 @@ fn xent_rows<T: FusedFloat>(c: usize, x: &[T], l: &[T], loss: &mut [T], bp: &mut
     }
 }
 
-/// CPU kernel: rows sharded over the intra-op threads from [`SHARD_MIN`] elements on.
+/// CPU kernel: rows sharded over the intra-op threads from [`vmath::SHARD_MIN`] elements on.
 fn kernel_xent(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: FusedFloat>(x: &ArcArray<T, IxDyn>, l: &ArcArray<T, IxDyn>) -> Outputs {
         let dims = x.shape().to_vec();
@@ -91,7 +88,7 @@ fn kernel_xent(ctx: &KernelCtx) -> Result<Outputs> {
         let mut loss = vec![T::from_f64(0.0); rows];
         let mut bp = vec![T::from_f64(0.0); xs.len()];
         if c > 0 {
-            match intra_op::shard_len(xs.len(), SHARD_MIN) {
+            match intra_op::shard_len(xs.len(), vmath::SHARD_MIN) {
                 None => xent_rows(c, xs, ls, &mut loss, &mut bp),
                 Some(chunk) => {
                     let r = chunk.div_ceil(c);

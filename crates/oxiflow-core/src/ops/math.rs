@@ -198,19 +198,11 @@ const MAP_SHARD_MIN: usize = 1 << 15;
 fn map_slice<T: Copy + Sync, U: Send, F: Fn(T) -> U + Sync>(src: &[T], f: &F) -> Vec<U> {
     let n = src.len();
     let mut out: Vec<U> = crate::strided::buffer_for(n);
-    let dst = &mut out.spare_capacity_mut()[..n];
-    let run = |d: &mut [std::mem::MaybeUninit<U>], s: &[T]| {
+    crate::intra_op::shard_into(src, &mut out.spare_capacity_mut()[..n], MAP_SHARD_MIN, |s, d| {
         for (d, &x) in d.iter_mut().zip(s) {
             d.write(f(x));
         }
-    };
-    match crate::intra_op::shard_len(n, MAP_SHARD_MIN) {
-        None => run(dst, src),
-        Some(chunk) => {
-            let chunk = chunk.next_multiple_of(64);
-            crate::intra_op::parallel_for_each(dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect(), |(d, s)| run(d, s));
-        }
-    }
+    });
     // SAFETY: every one of the first n elements was written above.
     unsafe { out.set_len(n) };
     out

@@ -179,22 +179,22 @@ fn join<T: Element>(ctx: &KernelCtx, axis: usize, stack: bool) -> Result<Tensor>
         }
         (d, s)
     };
-    let mut dims = lifted(&views[0]).0;
-    dims[axis] = views.iter().map(|v| lifted(v).0[axis]).sum();
+    let parts: Vec<(Vec<usize>, Vec<isize>)> = views.iter().map(lifted).collect();
+    let mut dims = parts[0].0.clone();
+    dims[axis] = parts.iter().map(|(d, _)| d[axis]).sum();
     let column_major = views.iter().all(|v| v.ndim() < 2 || crate::strided::is_column_major(v)) && views.iter().any(|v| v.ndim() >= 2);
     let n = crate::strided::element_count(&dims, std::mem::size_of::<T>()).map_err(|e| ctx.error(e.to_string()))?;
     let dst = crate::strided::dense_strides(&dims, column_major);
     let mut out: Vec<T> = crate::strided::try_buffer_for(n).ok_or_else(|| ctx.error(format!("out of host memory for an output of shape {dims:?}")))?;
     let mut at = 0usize;
-    for v in &views {
-        let (d, s) = lifted(v);
+    for (v, (d, s)) in views.iter().zip(&parts) {
         // (wrapping: with an empty output the position may lie past a zero-sized buffer,
         // where nothing is copied)
         let place = out.as_mut_ptr().wrapping_offset(at as isize * dst[axis]);
         // SAFETY: `v`'s strides address its own elements; the destination is the block of
         // `d` elements starting at position `at` along `axis` of the dense `dims` buffer of
         // `n` elements, disjoint from every other input's block and from the inputs.
-        unsafe { crate::strided::copy_strided(&d, v.as_ptr(), &s, place, &dst) };
+        unsafe { crate::strided::copy_strided(d, v.as_ptr(), s, place, &dst) };
         at += d[axis];
     }
     // SAFETY: the blocks of all inputs cover the `n` elements of `dims` (their sizes along

@@ -18,12 +18,9 @@
 use super::fused::FusedFloat;
 use super::vmath;
 use super::*;
-use crate::intra_op;
+use crate::intra_op::{self, SharedOut};
 use crate::strided;
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
-
-/// Elements below which the kernel stays on its own thread (as the vectorized unary ops).
-const SHARD_MIN: usize = 1 << 14;
 
 /// Partial results kept by the row maximum and sum (a vector register of f32 on AVX2).
 const LANES: usize = 8;
@@ -72,24 +69,17 @@ fn softmax_rows<T: FusedFloat>(c: usize, x: &[T], out: &mut [T]) {
     }
 }
 
-/// A pointer shared by the threads of one kernel, each writing its own elements.
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: every thread writes a disjoint set of the elements (see `softmax_cols`' callers).
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
 /// Softmax of rows `lo..hi` of the column-major `r x c` matrix `x` (column `j` is
 /// `x[j * r..(j + 1) * r]`) into the same elements of `out`, column by column.
 ///
 /// # Safety
 /// `out` points to `r * c` writable elements, of which this call writes rows `lo..hi`
 /// only (no other thread may touch them meanwhile); `lo <= hi <= r`.
-unsafe fn softmax_cols<T: FusedFloat>(r: usize, c: usize, x: &[T], out: Shared<T>, lo: usize, hi: usize) {
+unsafe fn softmax_cols<T: FusedFloat>(r: usize, c: usize, x: &[T], out: SharedOut<T>, lo: usize, hi: usize) {
     let len = hi - lo;
     let col = |j: usize| &x[j * r + lo..j * r + hi];
     // SAFETY: rows lo..hi of column j lie inside out's r * c elements and belong to this call.
-    let col_out = |j: usize| unsafe { std::slice::from_raw_parts_mut(out.0.add(j * r + lo), len) };
+    let col_out = |j: usize| unsafe { std::slice::from_raw_parts_mut(out.at(j * r + lo), len) };
     let mut m = vec![T::from_f64(f64::NEG_INFINITY); len];
     for j in 0..c {
         for (mi, &v) in m.iter_mut().zip(col(j)) {
@@ -134,10 +124,10 @@ fn softmax<T: FusedFloat>(a: &ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
     if column_major {
         let x = a.t().to_slice().expect("column-major: contiguous in reverse axis order");
         let r = n / c;
-        let threads = if n >= SHARD_MIN { intra_op::intra_op_threads() } else { 1 };
+        let threads = if n >= vmath::SHARD_MIN { intra_op::intra_op_threads() } else { 1 };
         let chunks = (4 * threads).min(r.div_ceil(64)).max(1);
         let step = r.div_ceil(chunks);
-        let o = Shared(out.as_mut_ptr());
+        let o = SharedOut(out.as_mut_ptr());
         intra_op::parallel_for(chunks, |i| {
             let (lo, hi) = (i * step, ((i + 1) * step).min(r));
             if lo < hi {
@@ -154,7 +144,7 @@ fn softmax<T: FusedFloat>(a: &ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
                 std_copy.as_slice().expect("standard layout")
             }
         };
-        match intra_op::shard_len(n, SHARD_MIN) {
+        match intra_op::shard_len(n, vmath::SHARD_MIN) {
             None => softmax_rows(c, x, &mut out),
             Some(chunk) => {
                 let rows = chunk.div_ceil(c);

@@ -50,7 +50,7 @@ pub(crate) enum Fun {
 
 /// Elements below which a kernel stays on its own thread (the pool's hand-off costs a few
 /// microseconds, about what 16k elements of `tanh` take).
-const SHARD_MIN: usize = 1 << 14;
+pub(crate) const SHARD_MIN: usize = 1 << 14;
 
 /// `2^k` for an integer `k` in the normal range, built from its exponent bits.
 #[inline(always)]
@@ -382,13 +382,7 @@ vfloat!(f64, run_f64);
 /// [`SHARD_MIN`] elements and the kernel may use more than one thread, in chunks of
 /// [`intra_op::shard_len`] elements.
 pub(crate) fn apply<T: VFloat>(fun: Fun, src: &[T], dst: &mut [MaybeUninit<T>]) {
-    debug_assert_eq!(src.len(), dst.len());
-    let Some(chunk) = intra_op::shard_len(src.len(), SHARD_MIN) else {
-        T::run_uninit(fun, src, dst);
-        return;
-    };
-    let chunk = chunk.next_multiple_of(64);
-    intra_op::parallel_for_each(dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect(), |(d, s)| T::run_uninit(fun, s, d));
+    intra_op::shard_into(src, dst, SHARD_MIN, |s, d| T::run_uninit(fun, s, d));
 }
 
 /// `x[i] = fun(x[i])` in place, on the calling thread: the epilogue of a fused kernel
