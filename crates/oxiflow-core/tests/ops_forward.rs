@@ -141,6 +141,29 @@ fn pow_to_the_second_power_is_the_correctly_rounded_square() {
 }
 
 #[test]
+fn pow_to_the_first_and_zeroth_power_matches_libm_bit_for_bit() {
+    // x^1 is x and x^0 is 1 without calling powf (the gradient of x^2 raises x to 1): the
+    // same bits as libm's pow for every value, the special ones included (C99: pow(x, 1) = x
+    // and pow(x, 0) = 1 even for NaN and infinities). As a tensor exponent, so that both the
+    // scalar and the full-size paths of the kernel run.
+    let mut xs = rand_vec(1001, 81, -1e3, 1e3);
+    xs.extend([0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e300, -1e-310, f64::MIN_POSITIVE]);
+    let n = xs.len();
+    for e in [1.0, 0.0] {
+        for (x, y, yfull) in
+            [(t64(&[n], xs.clone()), t64(&[], vec![e]), t64(&[n], vec![e; n])), (t32(&[n], xs.clone()), t32(&[], vec![e]), t32(&[n], vec![e; n]))]
+        {
+            for (got, how) in [(binary("Pow", &x, &y), "scalar"), (binary("Pow", &x, &yfull), "full")] {
+                for (&g, &v) in got.to_f64_vec().iter().zip(&x.to_f64_vec()) {
+                    let want = if x.dtype() == DType::Float32 { (v as f32).powf(e as f32) as f64 } else { v.powf(e) };
+                    assert!(g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()), "{v}^{e} ({how}, {:?}): {g}, libm {want}", x.dtype());
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn int_arithmetic_wraps_and_int_pow_rejects_negative_powers() {
     let a = Tensor::from_vec(&[3], vec![i32::MAX, -4, 7], oxiflow_core::Layout::RowMajor).unwrap();
     let b = Tensor::from_vec(&[3], vec![1i32, 3, -2], oxiflow_core::Layout::RowMajor).unwrap();
