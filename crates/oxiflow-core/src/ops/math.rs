@@ -417,6 +417,9 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Outputs> {
 fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Element>(ctx: &KernelCtx, c: &ArcArray<bool, IxDyn>, x: &ArcArray<T, IxDyn>, y: &ArcArray<T, IxDyn>) -> Result<Tensor> {
         let dims = ctx.node.outputs[0].shape.dims();
+        if let Some(out) = super::zip::select_in_order(c, x, y, dims) {
+            return Ok(T::wrap(out));
+        }
         let (cv, xv, yv) = (broadcast_view(ctx, c, dims)?, broadcast_view(ctx, x, dims)?, broadcast_view(ctx, y, dims)?);
         Ok(T::wrap(Zip::from(&cv).and(&xv).and(&yv).map_collect(|&c, &x, &y| if c { x } else { y }).into_shared()))
     }
@@ -433,11 +436,20 @@ fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_addn(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Arith>(ctx: &KernelCtx) -> Result<Tensor> {
-        let mut acc = ctx.inputs[0].array::<T>()?.to_owned();
-        for t in &ctx.inputs[1..] {
-            Zip::from(&mut acc).and(t.array::<T>()?).for_each(|a, &b| *a = T::add(*a, b));
+        let xs = ctx.inputs.iter().map(|t| t.array::<T>()).collect::<Result<Vec<_>>>()?;
+        if xs.len() == 1 {
+            return Ok(T::wrap(xs[0].to_owned().into_shared()));
         }
-        Ok(T::wrap(acc.into_shared()))
+        let dims = ctx.node.outputs[0].shape.dims();
+        if let Some(out) = super::zip::sum_in_order(&xs, dims, T::add) {
+            return Ok(T::wrap(out));
+        }
+        // inputs in different memory orders: pairwise, left to right (the same sums)
+        let mut acc = zip2_par(ctx, xs[0], xs[1], T::add)?;
+        for x in &xs[2..] {
+            acc = zip2_par(ctx, &acc, x, T::add)?;
+        }
+        Ok(T::wrap(acc))
     }
     Ok(smallvec![match ctx.inputs[0].dtype() {
         DType::Float32 => go::<f32>(ctx)?,
