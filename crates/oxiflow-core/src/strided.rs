@@ -102,16 +102,30 @@ pub fn is_column_major<S: ndarray::Data, D: ndarray::Dimension>(a: &ndarray::Arr
 /// when `a` already is, contiguous runs or tiles otherwise (`ndarray`'s
 /// `as_standard_layout` walks a non-standard array element by element in logical order).
 pub fn standard_copy<T: Copy>(a: &ndarray::ArrayViewD<'_, T>) -> ndarray::ArrayD<T> {
+    dense_copy(a, false)
+}
+
+/// A copy of `a` (any strides, broadcast ones of 0 included) in a new dense array,
+/// column-major when `column_major`, else row-major, made with [`copy_strided`].
+pub fn dense_copy<T: Copy>(a: &ndarray::ArrayViewD<'_, T>, column_major: bool) -> ndarray::ArrayD<T> {
+    use ndarray::ShapeBuilder;
     let n = a.len();
     let mut v: Vec<T> = buffer_for(n);
     // SAFETY: `a`'s strides address its own elements; `v` has room for the `n` elements of
     // the dense destination, every one of which the copy writes.
     unsafe {
-        copy_strided(a.shape(), a.as_ptr(), a.strides(), v.as_mut_ptr(), &dense_strides(a.shape(), false));
+        copy_strided(a.shape(), a.as_ptr(), a.strides(), v.as_mut_ptr(), &dense_strides(a.shape(), column_major));
         v.set_len(n);
     }
-    // SAFETY: `v` holds exactly the elements of `a.shape()`, row-major.
-    unsafe { ndarray::ArrayD::from_shape_vec_unchecked(ndarray::IxDyn(a.shape()), v) }
+    let dims = ndarray::IxDyn(a.shape());
+    // SAFETY: `v` holds exactly the elements of `a.shape()` in the order asked for.
+    unsafe {
+        if column_major {
+            ndarray::ArrayD::from_shape_vec_unchecked(dims.f(), v)
+        } else {
+            ndarray::ArrayD::from_shape_vec_unchecked(dims, v)
+        }
+    }
 }
 
 /// The axes of a copy in the order that makes it cheapest: axes of length 1 dropped, the

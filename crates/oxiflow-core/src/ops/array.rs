@@ -91,7 +91,11 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 /// `a` with new dimensions (same element count), sharing the buffer when `a` is
 /// standard-layout.
 pub(crate) fn reshape_array<T: Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, dims: &[usize]) -> Result<ArcArray<T, IxDyn>> {
-    let r = if a.is_standard_layout() {
+    // the same shape (the gradient of a row gather reshapes to it): the input as it is,
+    // in any memory order
+    let r = if a.shape() == dims {
+        Ok(a.clone())
+    } else if a.is_standard_layout() {
         a.clone().into_shape_with_order(IxDyn(dims))
     } else {
         crate::strided::standard_copy(&a.view()).into_shared().into_shape_with_order(IxDyn(dims))
@@ -122,11 +126,18 @@ fn infer_broadcast_to(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(x.dtype, target)])
 }
 
+/// `BroadcastTo`'s kernel: the input repeated to the node's output shape, written with the
+/// strided copy. The output is row-major when the input is a row-major matrix (or higher),
+/// else column-major: a single element or a vector has no order of its own, and the
+/// gradient of a `sum` or `mean` broadcasts one to the shape of Julia's (column-major)
+/// operand, whose other gradients it then meets in `Mul`, `SelectV2` and `AddN`.
 fn kernel_broadcast_to(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.node.outputs[0].shape.dims();
     Ok(smallvec![with_array!(&ctx.inputs[0], a => {
         let v = super::math::broadcast_view(ctx, a, dims)?;
-        Element::wrap(v.to_owned().into_shared())
+        let row_major_input = a.ndim() >= 2 && a.is_standard_layout() && !a.t().is_standard_layout();
+        let column_major = dims.len() >= 2 && !row_major_input;
+        Element::wrap(crate::strided::dense_copy(&v, column_major).into_shared())
     })])
 }
 
@@ -191,14 +202,32 @@ fn grad_cast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 
 // ---------------------------------------------------------------- OnesLike, ZerosLike
 
+/// A tensor of `t`'s dtype and shape filled with `v`, in `t`'s memory order (column-major
+/// when `t` is), so that the gradients it meets keep one order (`ZerosLike` of a Julia
+/// array feeds the `SelectV2` of `Maximum`'s gradient next to that array's own gradient).
+fn filled_like(t: &Tensor, v: f64) -> Tensor {
+    use ndarray::ShapeBuilder;
+    fn fill<T: Element>(dims: &[usize], column_major: bool, v: T) -> Tensor {
+        T::wrap(ArcArray::from_elem(IxDyn(dims).set_f(column_major), v))
+    }
+    // (a device-resident input never reaches a CPU kernel; its order would not matter)
+    let column_major = !matches!(t, Tensor::Device(_)) && with_array!(t, a => crate::strided::is_column_major(a));
+    let dims = t.dims();
+    match t.dtype() {
+        DType::Float32 => fill(dims, column_major, v as f32),
+        DType::Float64 => fill(dims, column_major, v),
+        DType::Int32 => fill(dims, column_major, v as i32),
+        DType::Int64 => fill(dims, column_major, v as i64),
+        DType::Bool => fill(dims, column_major, v != 0.0),
+    }
+}
+
 fn kernel_ones_like(ctx: &KernelCtx) -> Result<Outputs> {
-    let t = &ctx.inputs[0];
-    Ok(smallvec![Tensor::filled(t.dtype(), t.dims(), 1.0)])
+    Ok(smallvec![filled_like(&ctx.inputs[0], 1.0)])
 }
 
 fn kernel_zeros_like(ctx: &KernelCtx) -> Result<Outputs> {
-    let t = &ctx.inputs[0];
-    Ok(smallvec![Tensor::filled(t.dtype(), t.dims(), 0.0)])
+    Ok(smallvec![filled_like(&ctx.inputs[0], 0.0)])
 }
 
 /// `shape`: the output's static shape (TF passes it as a tensor input).

@@ -494,9 +494,27 @@ fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Outputs> {
         let dims = ctx.node.outputs[0].shape.dims();
         let offs = nd_offsets(ctx, idx, k, dims)?;
         let inner: usize = dims[k..].iter().product();
+        let mut out = vec![T::zero(); dims.iter().product()];
+        // (one index per row: updates [rows, dims[1..]...], so that a column of the
+        // updates lists its rows in the order of `offs`)
+        let by_column = k == 1 && is_column_major(upd) && upd.ndim() == dims.len() && upd.shape()[0] == offs.len();
+        if let Some(src) = by_column.then(|| upd.as_slice_memory_order()).flatten() {
+            // column-major updates (a gradient of Julia's arrays): a column-major output,
+            // filled a column at a time, so the updates are read in order and the adds land
+            // in one column of the output (the rows of a row-major output would read the
+            // updates with a stride: 16 ms against 5 for a 1024-row gather's gradient)
+            let (rows, d0) = (upd.shape()[0], dims[0]);
+            for j in 0..inner {
+                let (col, ucol) = (&mut out[j * d0..(j + 1) * d0], &src[j * rows..(j + 1) * rows]);
+                for (&o, &u) in offs.iter().zip(ucol) {
+                    col[o] = T::add(col[o], u);
+                }
+            }
+            let arr = ndarray::ArrayD::from_shape_vec(IxDyn(dims).f(), out).map_err(|e| ctx.error(format!("internal shape error: {e}")))?;
+            return Ok(T::wrap(arr.into_shared()));
+        }
         let std = upd.as_standard_layout();
         let src = std.as_slice().expect("standard layout");
-        let mut out = vec![T::zero(); dims.iter().product()];
         for (row, o) in offs.into_iter().enumerate() {
             for j in 0..inner {
                 out[o * inner + j] = T::add(out[o * inner + j], src[row * inner + j]);
