@@ -59,7 +59,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
 }
 
 /// A random graph of elementwise ops over two `dims` placeholders and one scalar, with
-/// `Sum`s (not fusable: a reduction) and scalar constants mixed in; returns the graph, its
+/// `Sum`s (not fusable: a reduction), their `BroadcastTo` and scalar constants mixed in; returns the graph, its
 /// feeds and a random set of fetches (the last node always among them).
 fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output, Tensor)>, Vec<Output>) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -121,7 +121,13 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
                 let r = g.op_spec(crate::graph::NodeSpec::new("Sum", &[x]).attr("axis", (0..dims.len() as i64).collect::<Vec<_>>())).unwrap();
                 scalars.push(r);
                 let b = pick(&mut rng, &full);
-                g.op("Mul", &[b, r]).unwrap()
+                if rng.below(2) == 0 {
+                    // the scalar broadcast to the full shape first (a `sum`'s gradient)
+                    let rb = g.op_spec(crate::graph::NodeSpec::new("BroadcastTo", &[r]).attr("shape", crate::ops::AttrValue::Shape(dims.to_vec()))).unwrap();
+                    g.op("Mul", &[rb, b]).unwrap()
+                } else {
+                    g.op("Mul", &[b, r]).unwrap()
+                }
             }
         };
         full.push(y);
@@ -235,9 +241,11 @@ fn large_tensors_over_tiles_and_threads_and_a_strided_input() {
 }
 
 #[test]
-fn column_major_inputs_run_in_memory_order_and_mixed_layouts_in_row_order() {
+fn column_major_inputs_run_in_memory_order_and_outputs_keep_the_unfused_order() {
     // Tensors fed from Julia are column-major: a cluster whose full inputs all are runs over
-    // their memory and gives column-major outputs; with mixed layouts the others are copied.
+    // their memory and gives column-major outputs; with mixed layouts the others are copied,
+    // and each output has the order the unfused kernels give it (column-major once a
+    // column-major operand meets a row-major one)
     let (m, n) = (40, 70);
     let col = |t: &Tensor| {
         let v = t.to_f64_vec();
@@ -250,16 +258,29 @@ fn column_major_inputs_run_in_memory_order_and_mixed_layouts_in_row_order() {
     let b = g.op("Mul", &[a, y]).unwrap();
     let e = g.op("Exp", &[b]).unwrap();
     let z = g.op("Sub", &[e, y]).unwrap();
+    // a second output that reads x alone: row-major when x is, whatever y is
+    let w = g.op("Square", &[a]).unwrap();
     let g = Arc::new(RwLock::new(g));
     let (xr, yr) = (tensor(DType::Float64, &[m, n], &mut Rng(11)), tensor(DType::Float64, &[m, n], &mut Rng(12)));
-    let (want, _) = run(&session(&g, false, 0), &[(x, xr.clone()), (y, yr.clone())], &[z]);
     let s = session(&g, true, 0);
-    for (fx, fy, column) in [(col(&xr), col(&yr), true), (col(&xr), yr.clone(), false), (xr.clone(), col(&yr), false)] {
-        let (got, st) = run(&s, &[(x, fx), (y, fy)], &[z]);
+    let layout = |t: &Tensor| {
+        let Tensor::F64(a) = t else { panic!("a Float64 output") };
+        (a.t().is_standard_layout(), a.is_standard_layout())
+    };
+    // (x, y, z column-major, w column-major)
+    for (fx, fy, zc, wc) in
+        [(col(&xr), col(&yr), true, true), (col(&xr), yr.clone(), true, true), (xr.clone(), col(&yr), true, false), (xr.clone(), yr.clone(), false, false)]
+    {
+        let feeds = [(x, fx), (y, fy)];
+        let (want, _) = run(&session(&g, false, 0), &feeds, &[z, w]);
+        let (got, st) = run(&s, &feeds, &[z, w]);
         assert_eq!(fused_steps(&st), 1);
-        assert!(bits(&got[0]) == bits(&want[0]), "column inputs: {column}");
-        let Tensor::F64(out) = &got[0] else { panic!("a Float64 output") };
-        assert_eq!((out.t().is_standard_layout(), out.is_standard_layout()), (column, !column), "output layout");
+        for k in 0..2 {
+            assert!(bits(&got[k]) == bits(&want[k]), "output {k}, column inputs {zc}/{wc}");
+            assert_eq!(layout(&got[k]), layout(&want[k]), "output {k}: the unfused order");
+        }
+        assert_eq!(layout(&got[0]), (zc, !zc), "z's order");
+        assert_eq!(layout(&got[1]), (wc, !wc), "w's order");
     }
 }
 
@@ -371,16 +392,23 @@ fn a_long_chain_needs_few_registers() {
 }
 
 #[test]
-fn by_default_only_small_tensors_fuse() {
-    for (dims, want) in [(vec![64usize, 64], 1), (vec![100, 100], 0)] {
+fn every_size_fuses_by_default_and_a_session_may_cap_it() {
+    // (dims, cap, fused steps): no cap fuses a large cluster; a cap below it leaves it alone
+    for (dims, cap, want) in [(vec![64usize, 64], None, 1), (vec![300, 300], None, 1), (vec![64, 64], Some(4096), 1), (vec![100, 100], Some(4096), 0)] {
         let mut g = Graph::new();
         let x = g.placeholder(DType::Float32, &dims, Some("x")).unwrap();
         let a = g.op("Tanh", &[x]).unwrap();
         let b = g.op("Square", &[a]).unwrap();
-        let o = SessionOptions { emulated_gpus: Some(0), fusion: Some(true), ..Default::default() };
+        let o = SessionOptions { emulated_gpus: Some(0), fusion: Some(true), fusion_max_elements: cap, ..Default::default() };
         let s = Session::new(Arc::new(RwLock::new(g)), o).unwrap();
-        let (_, st) = run(&s, &[(x, tensor(DType::Float32, &dims, &mut Rng(9)))], &[b]);
-        assert_eq!(fused_steps(&st), want, "{dims:?}");
+        let xv = tensor(DType::Float32, &dims, &mut Rng(9));
+        let (out, st) = run(&s, &[(x, xv.clone())], &[b]);
+        assert_eq!(fused_steps(&st), want, "{dims:?} with cap {cap:?}");
+        // the definition's values, fused or not (vector-math tanh: within a few f32 ulps)
+        for (got, v) in out[0].to_f64_vec().into_iter().zip(xv.to_f64_vec()) {
+            let want = v.tanh().powi(2);
+            assert!((got - want).abs() <= 1e-6 * want.max(1e-3), "{dims:?} with cap {cap:?}: tanh({v})^2 = {got}, not {want}");
+        }
     }
 }
 

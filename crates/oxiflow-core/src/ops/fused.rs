@@ -22,6 +22,7 @@ use super::*;
 use crate::intra_op;
 use crate::tensor::Element;
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// Unary functions of the instruction set.
@@ -29,6 +30,9 @@ use std::sync::Arc;
 pub(crate) enum Fn1 {
     /// `AddN` of one input.
     Identity,
+    /// `BroadcastTo` of one element (the gradient of a `sum`): a copy, whose result is in
+    /// column-major order as the op's own kernel writes it ([`memory_orders`]).
+    Splat,
     Neg,
     Square,
     Sin,
@@ -182,6 +186,9 @@ impl ProgramBuilder {
             "SigmoidGrad" => bin(Fn2::SigmoidGrad),
             "ReluGrad" => bin(Fn2::ReluGrad),
             "OnesLike" | "ZerosLike" if args.len() == 1 => return Some(self.constant(if op == "OnesLike" { 1.0 } else { 0.0 })),
+            // (a cluster's inputs have its shape or one element: `BroadcastTo` of one element,
+            // the gradient of a `sum`, is that element in every position, as its input is)
+            "BroadcastTo" if args.len() == 1 => return Some(self.unary(Fn1::Splat, args[0])),
             // `AddN`'s kernel adds left to right: ((x0 + x1) + x2) + ...
             "AddN" => {
                 let (&first, rest) = args.split_first()?;
@@ -386,9 +393,10 @@ fn map2<T: Copy>(a: &[T], b: &[T], d: &mut [T], g: impl Fn(T, T) -> T) {
     d.iter_mut().zip(a.iter().zip(b)).for_each(|(d, (&a, &b))| *d = g(a, b));
 }
 
+#[inline(always)]
 fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
     match f {
-        Fn1::Identity => d.copy_from_slice(x),
+        Fn1::Identity | Fn1::Splat => d.copy_from_slice(x),
         Fn1::Neg => map1(x, d, T::neg),
         Fn1::Square => map1(x, d, |x| T::mul(x, x)),
         Fn1::Sin => map1(x, d, T::sin),
@@ -400,6 +408,7 @@ fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
     }
 }
 
+#[inline(always)]
 fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
     match f {
         Fn2::Add => map2(a, b, d, T::add),
@@ -423,10 +432,36 @@ fn tile_len<T>(regs: usize, len: usize) -> usize {
     budget.clamp(16, 4096).min(len.max(1))
 }
 
+/// Stores a tile into an output's uninitialized part.
+#[inline(always)]
+fn store<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    debug_assert_eq!(dst.len(), src.len());
+    // SAFETY: both slices have `src.len()` elements and do not overlap (a register tile and an
+    // output buffer); MaybeUninit<T> has T's layout.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr() as *mut T, src.len()) }
+}
+
+/// [`run_range_body`] with the AVX2 build of its loops where the CPU has it (as the unfused
+/// elementwise kernels, [`super::zip`]): the same operations in the same order, so the
+/// same bits, in 256-bit vectors.
+fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if vmath::has_fma() {
+        #[target_feature(enable = "avx2")]
+        unsafe fn fast<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+            run_range_body(p, ins, pinned_in, lo, outs, tile)
+        }
+        // SAFETY: the CPU has AVX2 (checked by has_fma).
+        return unsafe { fast(p, ins, pinned_in, lo, outs, tile) };
+    }
+    run_range_body(p, ins, pinned_in, lo, outs, tile)
+}
+
 /// Runs the program over elements `lo..lo + outs[k].len()` of the full inputs `ins`
-/// (`None`: a one-element input, already in its pinned register), writing each output's
-/// part into `outs[k]`.
-fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [T]], tile: usize) {
+/// (`None`: a one-element input, already in its pinned register), writing every element of
+/// each output's part `outs[k]`.
+#[inline(always)]
+fn run_range_body<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
     let count = outs.first().map_or(0, |o| o.len());
     let mut regs: Vec<Vec<T>> = vec![vec![T::zero(); tile]; p.num_regs];
     for &(r, i) in &p.pinned_inputs {
@@ -437,7 +472,9 @@ fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usiz
     }
     for &(k, r) in &p.pinned_outputs {
         let v = regs[r as usize][0];
-        outs[k as usize].fill(v);
+        outs[k as usize].iter_mut().for_each(|o| {
+            o.write(v);
+        });
     }
     let mut off = 0;
     while off < count {
@@ -453,7 +490,7 @@ fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usiz
                     };
                     apply1(f, xs, &mut d[..n]);
                     if let Some(k) = out {
-                        outs[k as usize][off..off + n].copy_from_slice(&d[..n]);
+                        store(&mut outs[k as usize][off..off + n], &d[..n]);
                     }
                     regs[dst as usize] = d;
                 }
@@ -465,7 +502,7 @@ fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usiz
                     };
                     apply2(f, src(a), src(b), &mut d[..n]);
                     if let Some(k) = out {
-                        outs[k as usize][off..off + n].copy_from_slice(&d[..n]);
+                        store(&mut outs[k as usize][off..off + n], &d[..n]);
                     }
                     regs[dst as usize] = d;
                 }
@@ -475,23 +512,65 @@ fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usiz
     }
 }
 
-/// The elements of `a` in row-major order. A matrix (the common case: a column-major
-/// tensor from Julia, a `BroadcastTo` view with a zero stride) is copied row by row with
-/// the fixed-rank iterator, several times faster than `IxDyn`'s per-element index walk.
-fn row_major_copy<T: Copy>(a: &ArcArray<T, IxDyn>) -> Vec<T> {
-    match a.view().into_dimensionality::<ndarray::Ix2>() {
-        Ok(m) => {
-            let mut out = Vec::with_capacity(a.len());
-            for row in m.rows() {
-                out.extend(row.iter().copied());
+/// The elements of `a` (a full input in the other memory order) in column-major order when
+/// `column`, else row-major, with the strided copy's tiled transpose.
+fn order_copy<T: Copy>(a: &ArcArray<T, IxDyn>, column: bool) -> Vec<T> {
+    crate::strided::dense_copy(&a.view(), column).into_raw_vec_and_offset().0
+}
+
+/// The memory order of a value of a cluster: that of a matrix (or higher rank) in row-
+/// or column-major order, or none of its own (a single element, a constant, a vector).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    Any,
+    Row,
+    Column,
+}
+
+/// The memory order each output of `p` would have if its ops ran one by one, given the
+/// full inputs' orders `inputs` (`Any` for the one-element ones): a unary map keeps its
+/// operand's order, a binary op (and each add of `AddN`) takes its operands' common order
+/// and column-major for opposite ones (the per-op kernels' rule, [`super::zip`]), and
+/// `BroadcastTo` of one element to rank `>= 2` (`rank2`) writes column-major.
+fn memory_orders(p: &Program, inputs: &[Order], rank2: bool) -> Vec<Order> {
+    let mut regs = vec![Order::Any; p.num_regs];
+    let mut outs = vec![Order::Any; p.num_outputs];
+    let of = |regs: &[Order], o: Operand| match o {
+        Operand::Reg(r) => regs[r as usize],
+        Operand::In(i) => inputs[i as usize],
+    };
+    for i in &p.code {
+        let (o, dst, out) = match *i {
+            Instr::Un { f: Fn1::Splat, dst, out, .. } => (if rank2 { Order::Column } else { Order::Any }, dst, out),
+            Instr::Un { x, dst, out, .. } => (of(&regs, x), dst, out),
+            Instr::Bin { a, b, dst, out, .. } => {
+                let o = match (of(&regs, a), of(&regs, b)) {
+                    (Order::Any, o) | (o, Order::Any) => o,
+                    (Order::Row, Order::Row) => Order::Row,
+                    _ => Order::Column,
+                };
+                (o, dst, out)
             }
-            out
+        };
+        regs[dst as usize] = o;
+        if let Some(k) = out {
+            outs[k as usize] = o;
         }
-        Err(_) => a.iter().copied().collect(),
+    }
+    outs
+}
+
+/// Relative cost of an instruction per element, for the decision to shard: a libm or
+/// vector-math function (`Exp`, `Tanh`, `Pow`, ...) costs several times an add.
+fn instr_cost(i: &Instr) -> usize {
+    match *i {
+        Instr::Un { f: Fn1::Sin | Fn1::Cos | Fn1::Tan | Fn1::V(_), .. } | Instr::Bin { f: Fn2::Pow | Fn2::Div, .. } => 8,
+        _ => 1,
     }
 }
 
-/// Elements × instructions above which a run is split over the intra-op pool.
+/// Elements × instruction costs ([`instr_cost`]) above which a run is split over the
+/// intra-op pool.
 const SHARD_WORK: usize = 1 << 16;
 
 fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
@@ -514,14 +593,26 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             full.push(None);
         }
     }
-    // The elements run in memory order: column-major when every full input is (tensors fed
-    // from Julia), then the outputs are column-major too; else row-major, with any input not
-    // in that order copied into it first.
-    let column = full.iter().flatten().all(|a| a.t().is_standard_layout()) && full.iter().flatten().any(|a| !a.is_standard_layout());
+    // The elements run in memory order: the order the unfused kernels would give the
+    // outputs ([`memory_orders`]), column-major when any is; an input in the other order
+    // is copied into it first, and an output the kernels would give in the other order is
+    // copied into that order after the run, so reductions after it add in the same order,
+    // to the same bits.
+    let rank2 = ctx.node.outputs.first().is_some_and(|t| t.shape.rank() >= 2);
+    let in_orders: Vec<Order> = full
+        .iter()
+        .map(|a| match a {
+            Some(a) if a.ndim() >= 2 && a.t().is_standard_layout() && !a.is_standard_layout() => Order::Column,
+            Some(a) if a.ndim() >= 2 => Order::Row,
+            _ => Order::Any,
+        })
+        .collect();
+    let out_orders = memory_orders(p, &in_orders, rank2);
+    let column = out_orders.iter().all(|&o| o == Order::Any) || out_orders.contains(&Order::Column);
     let copies: Vec<Option<Vec<T>>> = full
         .iter()
         .map(|a| match a {
-            Some(a) if !column && !a.is_standard_layout() => Some(row_major_copy(a)),
+            Some(a) if !(if column { a.t().is_standard_layout() } else { a.is_standard_layout() }) => Some(order_copy(a, column)),
             _ => None,
         })
         .collect();
@@ -534,30 +625,40 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             (None, None) => &[],
         })
         .collect();
-    let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| vec![T::zero(); len]).collect();
+    // outputs written once, by the run (no zeroing pass first); every element of each is
+    // written: by the instruction that computes it, or the fill of a pinned output
+    let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| crate::strided::buffer_for(len)).collect();
     let tile = tile_len::<T>(p.num_regs, len);
     let threads = intra_op::intra_op_threads();
-    if threads > 1 && len >= 2 * tile && len.saturating_mul(p.code.len()) >= SHARD_WORK {
+    let work = len.saturating_mul(p.code.iter().map(instr_cost).sum());
+    if threads > 1 && len >= 2 * tile && work >= SHARD_WORK {
         let chunk = len.div_ceil(threads).div_ceil(tile) * tile;
-        let mut parts: Vec<(usize, Vec<&mut [T]>)> = (0..len.div_ceil(chunk)).map(|c| (c * chunk, Vec::new())).collect();
+        let mut parts: Vec<(usize, Vec<&mut [MaybeUninit<T>]>)> = (0..len.div_ceil(chunk)).map(|c| (c * chunk, Vec::new())).collect();
         for o in outs.iter_mut() {
-            for (c, piece) in o.chunks_mut(chunk).enumerate() {
+            for (c, piece) in o.spare_capacity_mut()[..len].chunks_mut(chunk).enumerate() {
                 parts[c].1.push(piece);
             }
         }
         let (ins, pinned_in) = (&ins, &pinned_in);
         intra_op::parallel_for_each(parts, |(lo, mut o)| run_range(p, ins, pinned_in, lo, &mut o, tile));
     } else {
-        let mut o: Vec<&mut [T]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+        let mut o: Vec<&mut [MaybeUninit<T>]> = outs.iter_mut().map(|v| &mut v.spare_capacity_mut()[..len]).collect();
         run_range(p, &ins, &pinned_in, 0, &mut o, tile);
+    }
+    for v in outs.iter_mut() {
+        // SAFETY: the run wrote all `len` elements of every output (see above).
+        unsafe { v.set_len(len) };
     }
     let nodes = &ctx.node.outputs;
     outs.into_iter()
         .zip(nodes)
-        .map(|(v, tt)| {
+        .zip(out_orders)
+        .map(|((v, tt), order)| {
             let dims = IxDyn(tt.shape.dims());
             let shaped = if column { ArcArray::from_shape_vec(dims.f(), v) } else { ArcArray::from_shape_vec(dims, v) };
-            shaped.map(T::wrap).map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))
+            let a = shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))?;
+            // (a row-major output of a column-major run: copied into its own order)
+            Ok(T::wrap(if column && order == Order::Row { crate::strided::dense_copy(&a.view(), false).into_shared() } else { a }))
         })
         .collect()
 }
@@ -625,6 +726,7 @@ pub fn fusable(op: &str) -> bool {
             | "OnesLike"
             | "ZerosLike"
             | "AddN"
+            | "BroadcastTo"
     )
 }
 
