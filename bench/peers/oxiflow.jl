@@ -15,6 +15,11 @@
 #                  matmul_fed_N: both inputs fed placeholders. GFLOP/s = 2N³/t.
 #   op_NAME        one op on a 1024×1024 Variable (a Julia, column-major array): tf.nn.softmax,
 #                  tf.concat([v, v], 0) and (.., 1), abs, v .^ 2.5; result fetched. ms per run.
+#   grad_NAME      gradients(loss, x) of a 1024×1024 Variable x in (-0.5, 0.5), fetched, ms
+#                  per run; losses as peers.py's: exp sum(exp(x)), sumsq sum(x .* x),
+#                  softmax sum(tf.nn.softmax(x) .* x), max sum(max(x, x')), rowbias
+#                  sum((x .+ r) .^ 2) with r 1×1024, concat sum(tf.concat([x, x], 1) .^ 2),
+#                  gather sum(x[idx, :]) with idx the rows (7i² + 3) mod 1024 (0-based i).
 #   unary_OP       tanh exp log sigmoid sqrt relu of a Float32 Variable of 2^20 values in
 #                  (0.5, 2), result fetched. G elements/s.
 #   feed_fetch     1024×1024 Float64 fed to a placeholder, tf.identity fetched: GB/s of
@@ -213,9 +218,27 @@ function bench_digits()
     emit("digits_epoch", "float64", med, "s", note=@sprintf("median of epochs 2-%d; epoch 1 (compiles): %.2f s", length(secs), secs[1]))
 end
 
-# PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops"
-# and "other" (the rest, the digits epoch included); all when unset.
-const GROUPS = ("mlp", "matmul", "ops", "other")
+# The gradient of a scalar loss with respect to a 1024×1024 variable, as peers.py's grad_NAME.
+function bench_grads(T)
+    reset_default_graph()
+    rng = MersenneTwister(6)
+    x = Variable(T.(rand(rng, 1024, 1024) .- 0.5))
+    r = constant(T.(rand(rng, 1, 1024)))
+    idx = [(7i^2 + 3) % 1024 + 1 for i in 0:1023]
+    losses = [("exp", sum(exp(x))), ("sumsq", sum(x .* x)), ("softmax", sum(tf.nn.softmax(x) .* x)),
+              ("max", sum(max(x, x'))), ("rowbias", sum((x .+ r) .^ 2)), ("concat", sum(tf.concat([x, x], 1) .^ 2)),
+              ("gather", sum(x[idx, :]))]
+    grads = [(name, gradients(loss, x)) for (name, loss) in losses]
+    sess = session(); init(sess)
+    for (name, g) in grads
+        t = time_calls(() -> run(sess, g))
+        emit("grad_$name", dtname(T), t * 1e3, "ms")
+    end
+end
+
+# PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops",
+# "grads" and "other" (the rest, the digits epoch included); all when unset.
+const GROUPS = ("mlp", "matmul", "ops", "grads", "other")
 
 function main()
     groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
@@ -225,6 +248,7 @@ function main()
     "mlp" in groups && append!(steps, [() -> bench_mlp(Float32), () -> bench_mlp(Float64)])
     "matmul" in groups && append!(steps, [() -> bench_matmul(Float32), () -> bench_matmul(Float64)])
     "ops" in groups && append!(steps, [() -> bench_ops(Float32), () -> bench_ops(Float64)])
+    "grads" in groups && append!(steps, [() -> bench_grads(Float32), () -> bench_grads(Float64)])
     "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
     "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")

@@ -5,7 +5,7 @@ Run with the venv that scripts/install-peers.sh makes:
 
     .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
 
-PEERS_WORKLOADS=mlp,matmul,other (the default) picks the workload groups to run; oxiflow.jl
+PEERS_WORKLOADS=mlp,matmul,ops,grads,other (the default) picks the workload groups to run; oxiflow.jl
 reads it too, and bench/peers/rounds.py (`make bench-peers-rounds`) uses it.
 
 Prints one JSON object per line on stdout:
@@ -41,6 +41,14 @@ What is measured (the same definitions as oxiflow.jl):
                 softmax over the last axis (NumPy: exp(x - max) / sum, both over axis 1),
                 concat0 / concat1 (two copies joined along axis 0 / 1), abs, pow (x ** 2.5),
                 in (0.5, 1.5); ms per call, the result fetched (Oxiflow) / returned (NumPy).
+  grad_NAME     the gradient of a scalar loss with respect to a 1024×1024 array x in
+                (-0.5, 0.5) (a variable in TF1 and Oxiflow, Julia's column-major array on
+                Oxiflow's side; a tensor with requires_grad in torch; jax.jit(jax.grad(f)) in
+                JAX), ms per call, the gradient fetched (TF1, Oxiflow) / returned (torch,
+                JAX). Losses: exp sum(exp(x)); sumsq sum(x²); softmax sum(softmax(x) · x)
+                (softmax over the last axis); max sum(maximum(x, xᵀ)); rowbias
+                sum((x + r)²), r of shape (1, 1024); concat sum(concat([x, x], axis 1)²);
+                gather sum(x[idx, :]), idx the 1024 rows (7 i² + 3) mod 1024 (repeats).
   while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
                 + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
                 Session; JAX jax.lax.while_loop under jit (compile time in "note").
@@ -65,6 +73,7 @@ import statistics
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 NCORES = int(os.environ.get("PEERS_CORES", "2"))
 JAX_CHAIN_GRAD_NOTE = ("not run: jax.jit of value_and_grad over the 10,000-op chain crashed XLA's compiler "
@@ -80,9 +89,10 @@ CHAIN = 10_000
 WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 # PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
-# matmul_fed_N), "ops" (op_NAME) and "other" (the rest); all when unset.
+# matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME) and "other" (the rest); all when unset.
 # bench/peers/rounds.py sets it.
-GROUPS = ("mlp", "matmul", "ops", "other")
+GROUPS = ("mlp", "matmul", "ops", "grads", "other")
+GRADS = ("exp", "sumsq", "softmax", "max", "rowbias", "concat", "gather")
 OPS_N = 1024
 WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
 
@@ -147,6 +157,25 @@ def square(np, n, dtype, seed=2):
     return rng.uniform(-1, 1, (n, n)).astype(dtype), rng.uniform(-1, 1, (n, n)).astype(dtype)
 
 
+def grad_data(np, dtype):
+    """The grad_NAME workloads' x (1024×1024 in (-0.5, 0.5)), row r (1×1024) and row indices."""
+    rng = np.random.default_rng(6)
+    x = (rng.random((OPS_N, OPS_N)) - 0.5).astype(dtype)
+    r = rng.random((1, OPS_N)).astype(dtype)
+    idx = np.array([(7 * i * i + 3) % OPS_N for i in range(OPS_N)], dtype=np.int64)
+    return x, r, idx
+
+
+def grad_losses(op, r, idx):
+    """The grad_NAME losses as functions of x, written with one framework's ops `op` (a
+    namespace of sum, exp, maximum, transpose, softmax over the last axis, concat of a list
+    along axis 1 and gather of rows)."""
+    return {"exp": lambda x: op.sum(op.exp(x)), "sumsq": lambda x: op.sum(x * x),
+            "softmax": lambda x: op.sum(op.softmax(x) * x), "max": lambda x: op.sum(op.maximum(x, op.transpose(x))),
+            "rowbias": lambda x: op.sum((x + r) ** 2), "concat": lambda x: op.sum(op.concat([x, x]) ** 2),
+            "gather": lambda x: op.sum(op.gather(x, idx))}
+
+
 def unary_input(np):
     return np.random.default_rng(3).uniform(0.5, 2.0, NUNARY).astype("float32")
 
@@ -201,6 +230,22 @@ def run_tf1():
                 feed = {pa: A, pb: B}
                 t = time_calls(lambda: s.run(cf, feed))
                 emit("tf1", f"matmul_fed_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+
+    for dt in dtypes_for("grads"):
+        X, R, IDX = grad_data(np, dt)
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.Variable(X)
+            op = SimpleNamespace(sum=tf.reduce_sum, exp=tf.exp, maximum=tf.maximum, transpose=tf.transpose,
+                                 softmax=tf.nn.softmax, concat=lambda xs: tf.concat(xs, 1), gather=tf.gather)
+            losses = grad_losses(op, tf.constant(R), tf.constant(IDX))
+            grads = {k: tf.gradients(f(x), x)[0] for k, f in losses.items()}
+            init = tf1.global_variables_initializer()
+        with session(g) as s:
+            s.run(init)
+            for name in GRADS:
+                t = time_calls(lambda: s.run(grads[name]))
+                emit("tf1", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
     if not want("other"):
         return
@@ -280,6 +325,22 @@ def run_torch():
             t = time_calls(lambda: a @ b)
             emit("torch", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
 
+    for dt in dtypes_for("grads"):
+        X, R, IDX = grad_data(np, dt)
+        x = torch.from_numpy(X).requires_grad_(True)
+        op = SimpleNamespace(sum=torch.sum, exp=torch.exp, maximum=torch.maximum, transpose=lambda a: a.T,
+                             softmax=lambda a: torch.softmax(a, dim=-1), concat=lambda xs: torch.cat(xs, 1),
+                             gather=lambda a, i: a[i])
+        losses = grad_losses(op, torch.from_numpy(R), torch.from_numpy(IDX))
+
+        def grad(f):
+            x.grad = None
+            f(x).backward()
+            return x.grad
+        for name in GRADS:
+            t = time_calls(lambda: grad(losses[name]))
+            emit("torch", f"grad_{name}", dt, t * 1e3, "ms", ver)
+
     if not want("other"):
         return
     v = torch.from_numpy(unary_input(np))
@@ -346,6 +407,22 @@ def run_jax():
                 out[0] = mm(a, b)
             t = time_calls(call, sync=lambda: out[0].block_until_ready())
             emit("jax", f"matmul_{n}", dt, 2 * n**3 / t / 1e9, "GFLOP/s", ver)
+
+    for dt in dtypes_for("grads"):
+        X, R, IDX = grad_data(np, dt)
+        x = jnp.asarray(X)
+        op = SimpleNamespace(sum=jnp.sum, exp=jnp.exp, maximum=jnp.maximum, transpose=jnp.transpose,
+                             softmax=lambda a: jax.nn.softmax(a, axis=-1), concat=lambda xs: jnp.concatenate(xs, 1),
+                             gather=lambda a, i: a[i])
+        losses = grad_losses(op, jnp.asarray(R), jnp.asarray(IDX))
+        for name in GRADS:
+            f = jax.jit(jax.grad(losses[name]))
+            out = [None]
+
+            def call():
+                out[0] = f(x)
+            t = time_calls(call, sync=lambda: out[0].block_until_ready())
+            emit("jax", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
     if not want("other"):
         return

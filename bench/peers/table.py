@@ -37,8 +37,8 @@ def runs(framework, workload):
     if framework == "numpy":
         return base in ("matmul", "unary") or base.startswith("op_")
     if framework == "jax":
-        return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad", "while10k")
-    return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad")   # torch
+        return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad", "while10k") or base.startswith("grad_")
+    return base in ("mlp_step", "matmul", "unary", "chain10k", "chain10k_grad") or base.startswith("grad_")   # torch
 
 
 def split(workload):
