@@ -531,7 +531,10 @@ enum Order {
 /// full inputs' orders `inputs` (`Any` for the one-element ones): a unary map keeps its
 /// operand's order, a binary op (and each add of `AddN`) takes its operands' common order
 /// and column-major for opposite ones (the per-op kernels' rule, [`super::zip`]), and
-/// `BroadcastTo` of one element to rank `>= 2` (`rank2`) writes column-major.
+/// `BroadcastTo` of one element to rank `>= 2` (`rank2`) writes column-major. A constant
+/// (`OnesLike`, `ZerosLike`) counts as having no order, where the op's own kernel fills in
+/// its input's: a constant that leaves the cluster may be stored in the other order than
+/// unfused (never with other values).
 fn memory_orders(p: &Program, inputs: &[Order], rank2: bool) -> Vec<Order> {
     let mut regs = vec![Order::Any; p.num_regs];
     let mut outs = vec![Order::Any; p.num_outputs];
