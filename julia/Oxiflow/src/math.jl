@@ -95,6 +95,14 @@ function clip(x::Tensor, lo, hi)
 end
 
 """
+    clamp(x::Tensor, lo, hi)
+
+Julia's `clamp` on a tensor: [`clip`](@ref)`(x, lo, hi)`, the same shape and dtype as `x`
+(Base's generic `clamp` compares with `>`, which on a tensor is an op, not a `Bool`).
+"""
+Base.clamp(x::Tensor, lo, hi) = clip(x, lo, hi)
+
+"""
     if_else(cond, x, y)
 
 `x` where the Bool tensor `cond` is true, else `y`, with broadcasting (`SelectV2`, TF's

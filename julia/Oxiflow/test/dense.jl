@@ -35,6 +35,7 @@ jl_softmax(X) = exp.(X) ./ sum(exp.(X); dims=2)
     end
     @test run(s, a .>= 0.7) == (A .>= 0.7)
     @test run(s, clip(a, -1.0, 2.0)) ≈ clamp.(A, -1.0, 2.0)
+    @test run(s, clamp(a, -1.0, 2.0)) ≈ clamp.(A, -1.0, 2.0)
     @test run(s, if_else(a > 0.0, a, 0.0)) ≈ ifelse.(A .> 0, A, 0.0)
     S = [2.0 1.0; 0.5 3.0]
     @test run(s, constant(S) + I) ≈ S + I
