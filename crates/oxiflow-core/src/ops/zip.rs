@@ -424,20 +424,7 @@ pub(crate) fn select_in_order<T: Copy + Send + Sync>(
         }
     }
     let (cs, xs, ys) = (src(c, orders[0].is_some())?, src(x, orders[1].is_some())?, src(y, orders[2].is_some())?);
-    let mut out = crate::strided::buffer_for::<T>(n);
-    let fill = |start: usize, d: &mut [MaybeUninit<T>]| select_run(cs, xs, ys, start, d);
-    match intra_op::shard_len(n, SHARD_MIN) {
-        None => fill(0, &mut out.spare_capacity_mut()[..n]),
-        Some(chunk) => {
-            let chunk = chunk.next_multiple_of(64);
-            let items: Vec<(usize, &mut [MaybeUninit<T>])> = out.spare_capacity_mut()[..n].chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
-            intra_op::parallel_for_each(items, |(start, d)| fill(start, d));
-        }
-    }
-    // SAFETY: the chunks cover the first n elements, each written once.
-    unsafe { out.set_len(n) };
-    let shaped = if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), out) } else { ArcArray::from_shape_vec(IxDyn(dims), out) };
-    shaped.ok()
+    fill_in_order(dims, fortran, |start, d| select_run(cs, xs, ys, start, d))
 }
 
 /// Elements `start..start + d.len()` of [`sum_in_order`]'s sum, with the AVX2 build of
@@ -494,17 +481,25 @@ pub(crate) fn sum_in_order<T: Copy + Send + Sync>(
         return None;
     };
     let slices: Vec<&[T]> = xs.iter().map(|x| x.as_slice_memory_order()).collect::<Option<_>>()?;
+    fill_in_order(dims, fortran, |start, d| sum_run(&slices, start, d, add))
+}
+
+/// A new array of shape `dims` (at least one element), column-major when `fortran`, whose
+/// elements in memory order `fill(start, d)` writes, every one of `d` (the elements
+/// `start..start + d.len()`), sharded over the intra-op threads above [`SHARD_MIN`]
+/// elements. (`None` only if ndarray refused the shape, which holds exactly its elements.)
+fn fill_in_order<T: Send>(dims: &[usize], fortran: bool, fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync) -> Option<ArcArray<T, IxDyn>> {
+    let n: usize = dims.iter().product();
     let mut out = crate::strided::buffer_for::<T>(n);
-    let run = |start: usize, d: &mut [MaybeUninit<T>]| sum_run(&slices, start, d, add);
     match intra_op::shard_len(n, SHARD_MIN) {
-        None => run(0, &mut out.spare_capacity_mut()[..n]),
+        None => fill(0, &mut out.spare_capacity_mut()[..n]),
         Some(chunk) => {
             let chunk = chunk.next_multiple_of(64);
             let items: Vec<(usize, &mut [MaybeUninit<T>])> = out.spare_capacity_mut()[..n].chunks_mut(chunk).enumerate().map(|(i, d)| (i * chunk, d)).collect();
-            intra_op::parallel_for_each(items, |(start, d)| run(start, d));
+            intra_op::parallel_for_each(items, |(start, d)| fill(start, d));
         }
     }
-    // SAFETY: the chunks cover the first n elements, each written.
+    // SAFETY: the chunks cover the first n elements and `fill` writes every element of each.
     unsafe { out.set_len(n) };
     let shaped = if fortran { ArcArray::from_shape_vec(IxDyn(dims).f(), out) } else { ArcArray::from_shape_vec(IxDyn(dims), out) };
     shaped.ok()
