@@ -217,14 +217,23 @@ impl Tensor {
     }
 
     /// A tensor of `dims` and `dtype` filled with the value `v` converted to `dtype`
-    /// (`v != 0` for Bool). Used for `ones_like`, scalar constants in gradients.
+    /// (`v != 0` for Bool), row-major. Used for scalar constants in gradients.
     pub fn filled(dtype: DType, dims: &[usize], v: f64) -> Tensor {
+        Tensor::filled_in(dtype, dims, v, Layout::RowMajor)
+    }
+
+    /// [`Tensor::filled`] stored in `layout` (`ZerosLike`/`OnesLike` of a column-major
+    /// tensor are column-major, as their input).
+    pub fn filled_in(dtype: DType, dims: &[usize], v: f64, layout: Layout) -> Tensor {
+        fn fill<T: Element>(dims: &[usize], layout: Layout, v: T) -> Tensor {
+            T::wrap(ArcArray::from_elem(IxDyn(dims).set_f(layout == Layout::ColumnMajor), v))
+        }
         match dtype {
-            DType::Float32 => Tensor::full(dims, v as f32),
-            DType::Float64 => Tensor::full(dims, v),
-            DType::Int32 => Tensor::full(dims, v as i32),
-            DType::Int64 => Tensor::full(dims, v as i64),
-            DType::Bool => Tensor::full(dims, v != 0.0),
+            DType::Float32 => fill(dims, layout, v as f32),
+            DType::Float64 => fill(dims, layout, v),
+            DType::Int32 => fill(dims, layout, v as i32),
+            DType::Int64 => fill(dims, layout, v as i64),
+            DType::Bool => fill(dims, layout, v != 0.0),
         }
     }
 

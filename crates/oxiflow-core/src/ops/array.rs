@@ -206,20 +206,9 @@ fn grad_cast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
 /// when `t` is), so that the gradients it meets keep one order (`ZerosLike` of a Julia
 /// array feeds the `SelectV2` of `Maximum`'s gradient next to that array's own gradient).
 fn filled_like(t: &Tensor, v: f64) -> Tensor {
-    use ndarray::ShapeBuilder;
-    fn fill<T: Element>(dims: &[usize], column_major: bool, v: T) -> Tensor {
-        T::wrap(ArcArray::from_elem(IxDyn(dims).set_f(column_major), v))
-    }
     // (a device-resident input never reaches a CPU kernel; its order would not matter)
     let column_major = !matches!(t, Tensor::Device(_)) && with_array!(t, a => crate::strided::is_column_major(a));
-    let dims = t.dims();
-    match t.dtype() {
-        DType::Float32 => fill(dims, column_major, v as f32),
-        DType::Float64 => fill(dims, column_major, v),
-        DType::Int32 => fill(dims, column_major, v as i32),
-        DType::Int64 => fill(dims, column_major, v as i64),
-        DType::Bool => fill(dims, column_major, v != 0.0),
-    }
+    Tensor::filled_in(t.dtype(), t.dims(), v, if column_major { crate::Layout::ColumnMajor } else { crate::Layout::RowMajor })
 }
 
 fn kernel_ones_like(ctx: &KernelCtx) -> Result<Outputs> {
