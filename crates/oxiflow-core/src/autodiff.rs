@@ -19,7 +19,8 @@ use rustc_hash::FxHashMap;
 ///   output (what `Graph::variable` returns): the gradient reaching it through its
 ///   `<name>/read` snapshot is returned.
 /// * `grad_ys`: the initial gradient of each `y` (same dtype and shape as the `y`);
-///   by default an `OnesLike(y)` named `gradients/grad_ys_<i>`.
+///   by default ones named `gradients/grad_ys_<i>`: a `Const` for a scalar `y`, else
+///   `OnesLike(y)`.
 /// * `colocate`: build each gradient op (and the `AddN` summing gradients of one forward
 ///   op's outputs) inside `colocate_with(forward op)`, giving it the forward op's
 ///   colocation group (`loc:@<forward name>`) and requested device. Otherwise gradient ops
@@ -87,6 +88,22 @@ fn colocated<T>(g: &mut Graph, on: bool, node: usize, f: impl FnOnce(&mut Graph)
     r
 }
 
+/// The default seed of `ys[i]`, ones of its shape (TF's `_DefaultGradYs`, `fill(shape(y),
+/// 1)` with the `1` named `grad_ys_<i>`): for a scalar `y` a `Const` 1 named `grad_ys_<i>`,
+/// so a step that fetches only the gradient does not compute the loss for its shape
+/// (Grappler folds TF's `Shape` of a known shape to a constant the same way); otherwise
+/// `OnesLike(y)` of that name.
+fn default_grad_y(g: &mut Graph, y: Output, i: usize) -> Result<Output> {
+    let t = g.output_type(y)?;
+    let spec = if t.shape.rank() == 0 {
+        let one = crate::tensor::Tensor::filled(t.dtype, &[], 1.0);
+        NodeSpec::new("Const", &[]).attr("value", one).attr("dtype", t.dtype)
+    } else {
+        NodeSpec::new("OnesLike", &[y])
+    };
+    g.op_spec(spec.name(format!("grad_ys_{i}")))
+}
+
 /// The state of one backward pass: gradients received so far by each forward tensor.
 struct Backprop {
     colocate: bool,
@@ -98,7 +115,7 @@ impl Backprop {
         for (i, &y) in ys.iter().enumerate() {
             let gy = match grad_ys {
                 Some(gys) => gys[i],
-                None => colocated(g, self.colocate, y.node, |g| g.op_spec(NodeSpec::new("OnesLike", &[y]).name(format!("grad_ys_{i}"))))?,
+                None => colocated(g, self.colocate, y.node, |g| default_grad_y(g, y, i))?,
             };
             self.grads.entry(y).or_default().push(gy);
         }

@@ -62,6 +62,26 @@ fn several_paths_are_summed_with_one_addn() {
 }
 
 #[test]
+fn a_scalar_loss_is_seeded_by_a_constant_and_its_gradient_step_skips_it() {
+    // TF's `_DefaultGradYs` seeds with `fill(shape(y), 1)`, a constant once Grappler folds
+    // the known shape: the step fetching the gradient need not compute the loss itself.
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float32, &[3], Some("x")).unwrap();
+    let e = g.op("Exp", &[x]).unwrap();
+    let loss = g.op_spec(oxiflow_core::graph::NodeSpec::new("Sum", &[e]).attr("axis", vec![0i64])).unwrap();
+    let dx = gradients(&mut g, &[loss], &[x], None, false).unwrap()[0].unwrap();
+    let seed = g.node(g.node_by_name("gradients/grad_ys_0").unwrap()).unwrap();
+    assert_eq!(seed.op.name, "Const");
+    assert_eq!(g.output_type(Output::new(seed.id, 0)).unwrap().dtype, DType::Float32);
+    let fed = std::collections::HashSet::from([x]);
+    let needed = oxiflow_core::eval::needed_nodes(&g, &[dx], &[], &fed).unwrap();
+    assert!(needed.contains(&e.node) && !needed.contains(&loss.node), "{needed:?}");
+    let xv = t32(&[3], vec![0.5, -1.0, 2.0]);
+    let want: Vec<f64> = [0.5f32, -1.0, 2.0].iter().map(|&v| v.exp() as f64).collect();
+    assert_close(&eval1(&g, &[(x, xv)], dx).to_f64_vec(), &want, 1e-6, "d sum(exp x)");
+}
+
+#[test]
 fn several_ys_and_explicit_grad_ys() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[2], Some("x")).unwrap();
