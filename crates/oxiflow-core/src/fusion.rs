@@ -20,6 +20,13 @@
 //! to a larger key, and fusing never makes a cycle (a cluster never both feeds and reads
 //! another unit).
 //!
+//! A node that reads several clusters of its shape joins the one with the largest key and
+//! brings the others in with it when nothing outside them has read them yet (`2 .* y .*
+//! x .^ 1`: the power and the scaled seed are two clusters until their product joins them).
+//! That keeps the rule: each merged cluster's inputs have smaller keys than its own, so
+//! smaller than the largest, and its outputs are read only by the joining node or by nodes
+//! not yet walked, which get larger keys.
+//!
 //! A node may join when its op is fusable ([`crate::ops::fused::fusable`]), it has one
 //! Float32 or Float64 output, no control inputs, runs on a CPU device, and each input has
 //! its dtype and either its shape or a single element (a scalar operand broadcast).
@@ -137,6 +144,8 @@ pub(crate) fn fuse(
         dtype: DType,
         dims: Vec<usize>,
         members: Vec<NodeId>,
+        /// whether a node outside the cluster has read one of its members
+        read_outside: bool,
     }
     let mut drafts: Vec<Draft> = Vec::new();
     let unit_key = |id: NodeId, cluster_of: &HashMap<NodeId, usize>, node_key: &HashMap<NodeId, (u32, NodeId)>, drafts: &[Draft]| {
@@ -152,26 +161,52 @@ pub(crate) fn fuse(
         let reads: Vec<NodeId> = reads.chain(n.control_inputs.iter().copied()).collect();
         let level = reads.iter().map(|&u| unit_key(u, &cluster_of, &node_key, &drafts).0 + 1).max().unwrap_or(0);
         let dev = device_of(id);
+        let mut home = None;
         if !in_matmul.contains(&id) && eligible(graph, n, fed, cpu, dev, max_len) {
             let out = &n.outputs[0];
-            let mut joined = None;
-            for c in reads.iter().filter_map(|u| cluster_of.get(u).copied()) {
-                let d = &drafts[c];
-                if d.dev != dev || d.dtype != out.dtype || d.dims != out.shape.dims() {
-                    continue;
-                }
-                if reads.iter().all(|&u| cluster_of.get(&u) == Some(&c) || unit_key(u, &cluster_of, &node_key, &drafts) < d.key) {
-                    joined = Some(c);
-                    break;
-                }
-            }
-            let c = joined.unwrap_or_else(|| {
-                drafts.push(Draft { key: (level, id), dev, dtype: out.dtype, dims: out.shape.dims().to_vec(), members: Vec::new() });
-                drafts.len() - 1
+            // the input clusters it could join, largest key first: only that one can be
+            // joined (every other unit read must have a smaller key)
+            let mut near: Vec<usize> = reads.iter().filter_map(|u| cluster_of.get(u).copied()).collect();
+            near.retain(|&c| drafts[c].dev == dev && drafts[c].dtype == out.dtype && drafts[c].dims == out.shape.dims());
+            near.sort_unstable_by_key(|&c| Reverse(drafts[c].key));
+            near.dedup();
+            let joined = near.first().copied().filter(|&c| {
+                let key = drafts[c].key;
+                reads.iter().all(|&u| cluster_of.get(&u) == Some(&c) || unit_key(u, &cluster_of, &node_key, &drafts) < key)
             });
+            let c = match joined {
+                Some(c) => {
+                    // the others come along when only this node reads them
+                    for &b in &near[1..] {
+                        if !drafts[b].read_outside {
+                            let moved = std::mem::take(&mut drafts[b].members);
+                            for &m in &moved {
+                                cluster_of.insert(m, c);
+                            }
+                            drafts[c].members.extend(moved);
+                            drafts[c].members.sort_unstable();
+                        }
+                    }
+                    c
+                }
+                None => {
+                    let dims = out.shape.dims().to_vec();
+                    drafts.push(Draft { key: (level, id), dev, dtype: out.dtype, dims, members: Vec::new(), read_outside: false });
+                    drafts.len() - 1
+                }
+            };
             drafts[c].members.push(id);
             cluster_of.insert(id, c);
-        } else {
+            home = Some(c);
+        }
+        for u in &reads {
+            if let Some(&c) = cluster_of.get(u) {
+                if home != Some(c) {
+                    drafts[c].read_outside = true;
+                }
+            }
+        }
+        if home.is_none() {
             // A source (a constant, a variable: nothing it reads runs in this step) has no
             // predecessor, so no path leads from a cluster to it: it gets the smallest key
             // and never keeps a node out of a cluster (`1 - tanh(x)^2` builds its constants

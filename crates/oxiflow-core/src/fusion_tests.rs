@@ -335,6 +335,40 @@ fn constants_built_after_a_clusters_first_op_join_it() {
 }
 
 #[test]
+fn sibling_clusters_merge_when_only_the_joining_op_reads_them() {
+    // `x ^ (2 - 1) .* (2 .* broadcast(s))`, the gradient of `sum(x .^ 2)`: the power
+    // (early, next to `x`) and the scaled seed (late, after the loss) are two clusters
+    // until their product joins them. With `w` reading the power first, the power is read
+    // outside its cluster and must stay out (`w` sits between the two clusters).
+    for read_outside in [false, true] {
+        let mut g = Graph::new();
+        let x = g.placeholder(DType::Float64, &[6], Some("x")).unwrap();
+        let s = g.placeholder(DType::Float64, &[], Some("s")).unwrap();
+        let two = g.scalar(DType::Float64, 2.0).unwrap();
+        let one = g.scalar(DType::Float64, 1.0).unwrap();
+        let e = g.op("Sub", &[two, one]).unwrap();
+        let p = g.op("Pow", &[x, e]).unwrap();
+        let p = g.op("Neg", &[p]).unwrap();
+        let w = if read_outside { g.op("Sum", &[p]).unwrap() } else { s };
+        let b = g.op_spec(NodeSpec::new("BroadcastTo", &[w]).attr("shape", crate::ops::AttrValue::Shape(vec![6]))).unwrap();
+        let m = g.op("Mul", &[b, two]).unwrap();
+        let z = g.op("Mul", &[m, p]).unwrap();
+        let g = Arc::new(RwLock::new(g));
+        let mut rng = Rng(17);
+        let feeds = vec![(x, tensor(DType::Float64, &[6], &mut rng)), (s, tensor(DType::Float64, &[], &mut rng))];
+        let (want, _) = run(&session(&g, false, 0), &feeds, &[z]);
+        let (got, st) = run(&session(&g, true, 0), &feeds, &[z]);
+        assert!(bits(&got[0]) == bits(&want[0]), "read_outside {read_outside}");
+        let clusters: Vec<Vec<&str>> = st.labels.iter().filter(|l| !l.fused.is_empty()).map(|l| l.fused.iter().map(|(_, op)| op.as_str()).collect()).collect();
+        if read_outside {
+            assert_eq!(clusters, [vec!["Pow", "Neg"], vec!["BroadcastTo", "Mul", "Mul"]], "the power's cluster is read by Sum");
+        } else {
+            assert_eq!(clusters, [vec!["Pow", "Neg", "BroadcastTo", "Mul", "Mul"]], "one cluster");
+        }
+    }
+}
+
+#[test]
 fn gpu_ops_stay_unfused_and_cpu_ops_fuse() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[8], Some("x")).unwrap();
