@@ -120,6 +120,57 @@ fn concat_pack_unpack_split() {
 }
 
 #[test]
+fn split_pieces_share_a_contiguous_input_and_copy_others_in_its_order() {
+    // a 4x6 input in both memory orders, split along each axis; oracle: the logical
+    // (row-major) index loop
+    let dims = [4usize, 6];
+    let v: Vec<f64> = (0..24).map(|i| i as f64 * 0.5 - 3.0).collect();
+    for layout in [Layout::RowMajor, Layout::ColumnMajor] {
+        let data = match layout {
+            Layout::RowMajor => v.clone(),
+            Layout::ColumnMajor => (0..24).map(|k| v[(k % 4) * 6 + k / 4]).collect(),
+        };
+        let x = Tensor::from_vec(&dims, data, layout).unwrap();
+        for (axis, sizes) in [(0usize, [1i64, 3]), (1, [2, 4])] {
+            let mut g = Graph::new();
+            let p = g.placeholder(DType::Float64, &dims, Some("x")).unwrap();
+            let parts = oxiflow_core::ops::shape_ops::split_v(&mut g, p, &sizes, axis as i64).unwrap();
+            let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+            let got = s.run(&[(p, x.clone())], &parts, &[], false).unwrap().values;
+            let mut at = 0;
+            for (k, piece) in got.iter().enumerate() {
+                let n = sizes[k] as usize;
+                let mut pd = dims;
+                pd[axis] = n;
+                assert_eq!(piece.dims(), &pd);
+                let want: Vec<f64> = (0..pd[0] * pd[1])
+                    .map(|f| {
+                        let (i, j) = (f / pd[1], f % pd[1]);
+                        if axis == 0 {
+                            v[(i + at) * 6 + j]
+                        } else {
+                            v[i * 6 + j + at]
+                        }
+                    })
+                    .collect();
+                assert_eq!(piece.to_f64_vec(), want, "{layout:?} axis {axis} piece {k}");
+                // contiguous pieces (first axis of row-major, last of column-major) are
+                // windows of the input's buffer; the others keep its memory order
+                let (Tensor::F64(a), Tensor::F64(xa)) = (piece, &x) else { panic!("f64") };
+                let contiguous = (axis == 0) == (layout == Layout::RowMajor);
+                let inside = a.as_ptr() >= xa.as_ptr() && a.as_ptr() < xa.as_ptr().wrapping_add(24);
+                assert_eq!(inside, contiguous, "{layout:?} axis {axis} piece {k}: shares the input's buffer");
+                if !pd.contains(&1) {
+                    let column = a.t().is_standard_layout() && !a.is_standard_layout();
+                    assert_eq!(column, layout == Layout::ColumnMajor, "{layout:?} axis {axis} piece {k}: memory order");
+                }
+                at += n;
+            }
+        }
+    }
+}
+
+#[test]
 fn tile_reverse_pad_squeeze_expand() {
     let x = rand_t(&[2, 3], 5, -1.0, 1.0);
     let v = x.to_f64_vec();

@@ -383,6 +383,11 @@ fn infer_split(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         .collect())
 }
 
+/// The pieces of `SplitV` (and `_SplitToShapesOf`). A piece that is one contiguous run of
+/// the input's memory (along the first axis of a row-major tensor, the last of a column-major
+/// one, as Julia's `x[:, 1:k]`) shares the input's buffer, as TF's `Split` hands out slices of
+/// its input for aligned first-axis pieces (the gradient of a concatenation copied 4 MiB per
+/// piece of a 1024x2048 f32 array); any other piece is copied in the input's memory order.
 fn kernel_split(ctx: &KernelCtx) -> Result<Outputs> {
     let x = &ctx.inputs[0];
     let rank = x.dims().len() as i64;
@@ -392,7 +397,15 @@ fn kernel_split(ctx: &KernelCtx) -> Result<Outputs> {
     for t in &ctx.node.outputs {
         let n = t.shape.0[axis] as isize;
         let s = Slice::new(start, Some(start + n), 1);
-        outs.push(with_array!(x, a => Element::wrap(a.slice_axis(Axis(axis), s).to_owned().into_shared())));
+        outs.push(with_array!(x, a => {
+            let mut piece = a.clone();
+            piece.slice_axis_inplace(Axis(axis), s);
+            Element::wrap(if piece.is_standard_layout() || piece.t().is_standard_layout() {
+                piece
+            } else {
+                crate::strided::dense_copy(&piece.view(), crate::strided::is_column_major(a)).into_shared()
+            })
+        }));
         start += n;
     }
     Ok(outs)
