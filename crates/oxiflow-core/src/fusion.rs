@@ -29,11 +29,14 @@
 //!
 //! A node may join when its op is fusable ([`crate::ops::fused::fusable`]), it has one
 //! Float32 or Float64 output, no control inputs, runs on a CPU device, and each input has
-//! its dtype and either its shape or a single element (a scalar operand broadcast).
+//! its dtype and either its shape, a single element (a scalar operand broadcast), or, next
+//! to an operand of its shape, is a row `[1, n]` or column `[m, 1]` of its matrix shape
+//! (a bias row, a softmax's row sums: [`crate::ops::fused_broadcast`]).
 
 use crate::dtype::DType;
 use crate::graph::{Graph, Node, NodeId, Output};
-use crate::ops::fused::{fusable, Program, ProgramBuilder, Value};
+use crate::ops::fused::{fusable, InputKind, Program, ProgramBuilder, Value};
+use crate::ops::fused_broadcast::Vector;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
@@ -111,10 +114,17 @@ fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) 
     if elements(dims) == 0 || elements(dims) > max_len || fed.contains(&Output::new(n.id, 0)) || n.inputs.is_empty() {
         return false;
     }
-    n.inputs.iter().all(|&i| match graph.output_type(i) {
-        Ok(t) => t.dtype == out.dtype && t.shape.is_fully_defined() && (t.shape.dims() == dims || elements(t.shape.dims()) == 1),
-        Err(_) => false,
-    })
+    // operands of its shape, single elements, and rows or columns of its matrices next to
+    // an operand of its shape (whose memory order the unfused kernel's output takes)
+    let mut full = false;
+    let ok = n.inputs.iter().all(|&i| match graph.output_type(i) {
+        Ok(t) if t.dtype == out.dtype && t.shape.is_fully_defined() => {
+            full |= t.shape.dims() == dims;
+            t.shape.dims() == dims || elements(t.shape.dims()) == 1 || Vector::of(t.shape.dims(), dims).is_some()
+        }
+        _ => false,
+    });
+    ok && (full || n.inputs.iter().all(|&i| graph.output_type(i).is_ok_and(|t| Vector::of(t.shape.dims(), dims).is_none())))
 }
 
 /// Finds the clusters of the step that runs `needed` (sorted node ids) placed by `device_of`,
@@ -309,7 +319,12 @@ fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Optio
             // their cluster and units with smaller keys)
             let v = *values.entry(o).or_insert_with(|| {
                 inputs.push(o);
-                b.input(graph.output_type(o).is_ok_and(|t| elements(t.shape.dims()) == len))
+                let dims = graph.output_type(o).map(|t| t.shape.dims().to_vec()).unwrap_or_default();
+                b.input(match Vector::of(&dims, nodes[members[0]].outputs[0].shape.dims()) {
+                    _ if elements(&dims) == len => InputKind::Full,
+                    Some(v) => InputKind::Vector(v),
+                    None => InputKind::One,
+                })
             });
             args.push(v);
         }

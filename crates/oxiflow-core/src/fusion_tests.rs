@@ -75,6 +75,15 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
     let s = g.placeholder(dtype, &[], Some("s")).unwrap();
     feeds.push((s, tensor(dtype, &[], &mut rng)));
     scalars.push(s);
+    // a row and a column of a matrix shape, the operands of bias adds and row sums
+    let mut vectors = Vec::new();
+    if let &[m, n] = dims {
+        for (k, vd) in [[1, n], [m, 1]].into_iter().enumerate() {
+            let p = g.placeholder(dtype, &vd, Some(&format!("v{k}"))).unwrap();
+            feeds.push((p, tensor(dtype, &vd, &mut rng)));
+            vectors.push(p);
+        }
+    }
     const UNARY: [&str; 12] = ["Sin", "Cos", "Exp", "Tanh", "Sigmoid", "Relu", "Neg", "Square", "Abs", "Tan", "Floor", "OnesLike"];
     const BINARY: [&str; 7] = ["Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow"];
     for _ in 0..30 {
@@ -95,7 +104,11 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
             }
             5..=7 => {
                 let a = pick(&mut rng, &full);
-                let b = if rng.below(3) == 0 { pick(&mut rng, &scalars) } else { pick(&mut rng, &full) };
+                let b = match rng.below(6) {
+                    0 | 1 => pick(&mut rng, &scalars),
+                    2 if !vectors.is_empty() => vectors[rng.below(2)],
+                    _ => pick(&mut rng, &full),
+                };
                 let (a, b) = if rng.below(2) == 0 { (a, b) } else { (b, a) };
                 match BINARY[rng.below(BINARY.len())] {
                     // a base in (0, 1): no NaN from negative bases
@@ -284,6 +297,49 @@ fn column_major_inputs_run_in_memory_order_and_outputs_keep_the_unfused_order() 
     }
 }
 
+#[test]
+fn rows_and_columns_fuse_with_the_unfused_bits_and_order() {
+    // `tanh(x .+ r) .* c`, `c .- _`, `r ./ x` with a bias row r [1, n] and a column c [m, 1]
+    // (both in the tile's spread, not materialized), x in either order: one cluster, the
+    // unfused bits, and each output in the order the unfused kernels give it
+    let (m, n) = (300, 70);
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[m, n], Some("x")).unwrap();
+    let r = g.placeholder(DType::Float64, &[1, n], Some("r")).unwrap();
+    let c = g.placeholder(DType::Float64, &[m, 1], Some("c")).unwrap();
+    let a = g.op("Add", &[x, r]).unwrap();
+    let t = g.op("Tanh", &[a]).unwrap();
+    let b = g.op("Mul", &[t, c]).unwrap();
+    let z = g.op("Sub", &[c, b]).unwrap();
+    let q = g.op("RealDiv", &[r, x]).unwrap();
+    let w = g.op("Add", &[q, z]).unwrap();
+    // a row next to a column alone (no operand of the output's shape) stays unfused
+    let rc = g.op("Mul", &[r, c]).unwrap();
+    let g = Arc::new(RwLock::new(g));
+    let mut rng = Rng(23);
+    let xr = tensor(DType::Float64, &[m, n], &mut rng);
+    let xc = {
+        let v = xr.to_f64_vec();
+        Tensor::from_vec(&[m, n], (0..m * n).map(|k| v[(k % m) * n + k / m]).collect::<Vec<f64>>(), Layout::ColumnMajor).unwrap()
+    };
+    let (rv, cv) = (tensor(DType::Float64, &[1, n], &mut rng), tensor(DType::Float64, &[m, 1], &mut rng));
+    let layout = |t: &Tensor| {
+        let Tensor::F64(a) = t else { panic!("a Float64 output") };
+        (a.t().is_standard_layout(), a.is_standard_layout())
+    };
+    for fx in [xr, xc] {
+        let feeds = [(x, fx), (r, rv.clone()), (c, cv.clone())];
+        let (want, _) = run(&session(&g, false, 0), &feeds, &[w, a, rc]);
+        let (got, st) = run(&session(&g, true, 0), &feeds, &[w, a, rc]);
+        let clusters: Vec<Vec<&str>> = st.labels.iter().filter(|l| !l.fused.is_empty()).map(|l| l.fused.iter().map(|(_, op)| op.as_str()).collect()).collect();
+        assert_eq!(clusters, [vec!["Add", "Tanh", "Mul", "Sub", "RealDiv", "Add"]]);
+        for k in 0..3 {
+            assert!(bits(&got[k]) == bits(&want[k]), "output {k}");
+            assert_eq!(layout(&got[k]), layout(&want[k]), "output {k}: the unfused order");
+        }
+    }
+}
+
 /// A `BroadcastTo` output (a view with a zero stride, as the softmax gradient's) and a
 /// column-major tensor in one cluster: both are copied to row order first (row by row for a
 /// matrix), with the unfused bits.
@@ -369,6 +425,33 @@ fn sibling_clusters_merge_when_only_the_joining_op_reads_them() {
 }
 
 #[test]
+fn powers_by_one_exponent_give_the_unfused_bits() {
+    // a constant or fed one-element exponent takes one branch of `pow` for the whole tile
+    // (x^2 as x*x, x^1, x^0 = 1 even for NaN, else powf): the same bits as the op's kernel
+    let xs = vec![-2.5, -1.0, -0.0, 0.0, 0.3, 1.0, 7.25, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-310, 3.0];
+    for e in [2.0, 1.0, 0.0, -0.0, 0.5, -1.5, 3.0, f64::NAN] {
+        for fed in [false, true] {
+            let mut g = Graph::new();
+            let x = g.placeholder(DType::Float64, &[xs.len()], Some("x")).unwrap();
+            let ep = g.placeholder(DType::Float64, &[], Some("e")).unwrap();
+            let ev = if fed { ep } else { g.scalar(DType::Float64, e).unwrap() };
+            let n = g.op("Neg", &[x]).unwrap();
+            let p = g.op("Pow", &[n, ev]).unwrap();
+            let z = g.op("Neg", &[p]).unwrap();
+            let g = Arc::new(RwLock::new(g));
+            let feeds = vec![
+                (x, Tensor::from_vec(&[xs.len()], xs.clone(), Layout::RowMajor).unwrap()),
+                (ep, Tensor::from_vec(&[], vec![e], Layout::RowMajor).unwrap()),
+            ];
+            let (want, _) = run(&session(&g, false, 0), &feeds, &[z]);
+            let (got, st) = run(&session(&g, true, 0), &feeds, &[z]);
+            assert_eq!(fused_steps(&st), 1);
+            assert!(bits(&got[0]) == bits(&want[0]), "exponent {e}, fed {fed}: {:?} against {:?}", got[0], want[0]);
+        }
+    }
+}
+
+#[test]
 fn gpu_ops_stay_unfused_and_cpu_ops_fuse() {
     let mut g = Graph::new();
     let x = g.placeholder(DType::Float64, &[8], Some("x")).unwrap();
@@ -415,7 +498,7 @@ fn a_fused_step_lists_the_ops_it_replaced() {
 #[test]
 fn a_long_chain_needs_few_registers() {
     let mut b = ProgramBuilder::default();
-    let mut v = b.input(true);
+    let mut v = b.input(crate::ops::fused::InputKind::Full);
     for i in 0..1000 {
         v = b.unary(if i % 2 == 0 { Fn1::Sin } else { Fn1::Cos }, v);
     }

@@ -16,11 +16,12 @@
 //! it is not in the op registry) and only on CPU devices: the pass leaves GPU subgraphs
 //! unfused, as it has no GPU kernel.
 
-use super::math::Arith;
-use super::vmath::{self, VFloat};
+pub(crate) use super::fused_apply::FusedFloat;
+use super::fused_apply::{apply1, apply2, pow_by};
+use super::fused_broadcast::{Spread, Vector};
+use super::vmath;
 use super::*;
 use crate::intra_op;
-use crate::tensor::Element;
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -85,9 +86,8 @@ pub struct Program {
     pub len: usize,
     /// Number of external inputs (the step's inputs, in order).
     pub num_inputs: usize,
-    /// Per input: `true` when it has [`Program::len`] elements, `false` when it has one
-    /// (broadcast to every element).
-    input_full: Vec<bool>,
+    /// What each input holds.
+    inputs: Vec<InputKind>,
     /// Registers filled once per run and never overwritten: one-element inputs (input
     /// index) and constants (value).
     pinned_inputs: Vec<(u32, u32)>,
@@ -101,6 +101,15 @@ pub struct Program {
     /// `(node name, op type)` of each op the program replaces, in graph order (profiles
     /// list them under the fused step).
     pub replaced: Vec<(String, String)>,
+}
+
+/// An external input of a program: [`Program::len`] elements, one element (broadcast to
+/// every element), or a row or column of the cluster's matrices ([`super::fused_broadcast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    Full,
+    One,
+    Vector(Vector),
 }
 
 /// A value while a program is being built (one per op output, input or constant).
@@ -122,15 +131,16 @@ pub(crate) struct ProgramBuilder {
     defs: Vec<Def>,
     outputs: Vec<Value>,
     num_inputs: u32,
+    kinds: Vec<InputKind>,
     replaced: Vec<(String, String)>,
 }
 
 impl ProgramBuilder {
-    /// The next external input: `full` when it has the cluster's element count, otherwise
-    /// it has one element, broadcast to every element.
-    pub fn input(&mut self, full: bool) -> Value {
+    /// The next external input, of `kind`.
+    pub fn input(&mut self, kind: InputKind) -> Value {
         self.num_inputs += 1;
-        self.push(Def::Input { index: self.num_inputs - 1, full })
+        self.kinds.push(kind);
+        self.push(Def::Input { index: self.num_inputs - 1, full: kind != InputKind::One })
     }
     /// A constant (`OnesLike`, `ZerosLike`).
     pub fn constant(&mut self, v: f64) -> Value {
@@ -225,7 +235,7 @@ impl ProgramBuilder {
         let mut p = Program {
             len,
             num_inputs: self.num_inputs as usize,
-            input_full: self.defs.iter().filter_map(|d| if let Def::Input { full, .. } = d { Some(*full) } else { None }).collect(),
+            inputs: self.kinds,
             pinned_inputs: Vec::new(),
             pinned_consts: Vec::new(),
             code: Vec::new(),
@@ -341,90 +351,6 @@ impl Program {
     }
 }
 
-/// Float element types a program runs on, with the scalar functions the ops' own kernels
-/// use.
-pub(crate) trait FusedFloat: VFloat + Arith + Element {
-    fn from_f64(v: f64) -> Self;
-    fn sin(self) -> Self;
-    fn cos(self) -> Self;
-    fn tan(self) -> Self;
-    fn abs(self) -> Self;
-    fn floor(self) -> Self;
-    fn div(self, b: Self) -> Self;
-}
-
-macro_rules! fused_float {
-    ($t:ty) => {
-        impl FusedFloat for $t {
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            fn sin(self) -> Self {
-                <$t>::sin(self)
-            }
-            fn cos(self) -> Self {
-                <$t>::cos(self)
-            }
-            fn tan(self) -> Self {
-                <$t>::tan(self)
-            }
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            fn floor(self) -> Self {
-                <$t>::floor(self)
-            }
-            fn div(self, b: Self) -> Self {
-                self / b
-            }
-        }
-    };
-}
-fused_float!(f32);
-fused_float!(f64);
-
-#[inline(always)]
-fn map1<T: Copy>(x: &[T], d: &mut [T], g: impl Fn(T) -> T) {
-    d.iter_mut().zip(x).for_each(|(d, &x)| *d = g(x));
-}
-
-#[inline(always)]
-fn map2<T: Copy>(a: &[T], b: &[T], d: &mut [T], g: impl Fn(T, T) -> T) {
-    d.iter_mut().zip(a.iter().zip(b)).for_each(|(d, (&a, &b))| *d = g(a, b));
-}
-
-#[inline(always)]
-fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
-    match f {
-        Fn1::Identity | Fn1::Splat => d.copy_from_slice(x),
-        Fn1::Neg => map1(x, d, T::neg),
-        Fn1::Square => map1(x, d, |x| T::mul(x, x)),
-        Fn1::Sin => map1(x, d, T::sin),
-        Fn1::Cos => map1(x, d, T::cos),
-        Fn1::Tan => map1(x, d, T::tan),
-        Fn1::Abs => map1(x, d, T::abs),
-        Fn1::Floor => map1(x, d, T::floor),
-        Fn1::V(fun) => T::run(fun, x, d),
-    }
-}
-
-#[inline(always)]
-fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
-    match f {
-        Fn2::Add => map2(a, b, d, T::add),
-        Fn2::Sub => map2(a, b, d, T::sub),
-        Fn2::Mul => map2(a, b, d, T::mul),
-        Fn2::Div => map2(a, b, d, T::div),
-        Fn2::Max => map2(a, b, d, super::nn::maximum::<T>),
-        Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
-        // floats: `Some(powf)`, as `Pow`'s kernel
-        Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
-        Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
-        Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
-        Fn2::ReluGrad => map2(a, b, d, super::activation_grad::relu_grad::<T>),
-    }
-}
-
 /// Tile length for a program with `regs` registers: the registers of one tile fill about
 /// 256 KiB (within L2), at least 16 and at most 4096 elements, and never more than `len`.
 fn tile_len<T>(regs: usize, len: usize) -> usize {
@@ -444,26 +370,38 @@ fn store<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
 /// [`run_range_body`] with the AVX2 build of its loops where the CPU has it (as the unfused
 /// elementwise kernels, [`super::zip`]): the same operations in the same order, so the
 /// same bits, in 256-bit vectors.
-fn run_range<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+fn run_range<T: FusedFloat>(p: &Program, ins: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
     #[cfg(target_arch = "x86_64")]
     if vmath::has_fma() {
         #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
-            run_range_body(p, ins, pinned_in, lo, outs, tile)
+        unsafe fn fast<T: FusedFloat>(p: &Program, ins: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+            run_range_body(p, ins, lo, outs, tile)
         }
         // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(p, ins, pinned_in, lo, outs, tile) };
+        return unsafe { fast(p, ins, lo, outs, tile) };
     }
-    run_range_body(p, ins, pinned_in, lo, outs, tile)
+    run_range_body(p, ins, lo, outs, tile)
 }
 
-/// Runs the program over elements `lo..lo + outs[k].len()` of the full inputs `ins`
-/// (`None`: a one-element input, already in its pinned register), writing every element of
-/// each output's part `outs[k]`.
+/// A run's inputs: per input its elements in the run's memory order (empty for a
+/// one-element input, which is `pinned[i]`), and for a row or column how it spreads.
+struct Inputs<'a, T> {
+    data: Vec<&'a [T]>,
+    pinned: Vec<T>,
+    spread: Vec<Option<Spread>>,
+}
+
+/// Runs the program over elements `lo..lo + outs[k].len()` of the inputs, writing every
+/// element of each output's part `outs[k]`.
 #[inline(always)]
-fn run_range_body<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
+    let (ins, pinned_in) = (&inputs.data, &inputs.pinned);
     let count = outs.first().map_or(0, |o| o.len());
     let mut regs: Vec<Vec<T>> = vec![vec![T::zero(); tile]; p.num_regs];
+    let mut pinned = vec![false; p.num_regs];
+    p.pinned_inputs.iter().map(|&(r, _)| r).chain(p.pinned_consts.iter().map(|&(r, _)| r)).for_each(|r| pinned[r as usize] = true);
+    // a row or column input, spread over the current tile
+    let mut spread: Vec<Vec<T>> = inputs.spread.iter().map(|s| if s.is_some() { vec![T::zero(); tile] } else { Vec::new() }).collect();
     for &(r, i) in &p.pinned_inputs {
         regs[r as usize].fill(pinned_in[i as usize]);
     }
@@ -480,13 +418,19 @@ fn run_range_body<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo:
     while off < count {
         let n = tile.min(count - off);
         let at = lo + off;
+        for (i, s) in inputs.spread.iter().enumerate() {
+            if let Some(s) = s {
+                s.fill(ins[i], at, &mut spread[i][..n]);
+            }
+        }
+        let input = |i: u32| if inputs.spread[i as usize].is_some() { &spread[i as usize][..n] } else { &ins[i as usize][at..at + n] };
         for ins_ in &p.code {
             match *ins_ {
                 Instr::Un { f, x, dst, out } => {
                     let mut d = std::mem::take(&mut regs[dst as usize]);
                     let xs = match x {
                         Operand::Reg(r) => &regs[r as usize][..n],
-                        Operand::In(i) => &ins[i as usize][at..at + n],
+                        Operand::In(i) => input(i),
                     };
                     apply1(f, xs, &mut d[..n]);
                     if let Some(k) = out {
@@ -498,9 +442,12 @@ fn run_range_body<T: FusedFloat>(p: &Program, ins: &[&[T]], pinned_in: &[T], lo:
                     let mut d = std::mem::take(&mut regs[dst as usize]);
                     let src = |o: Operand| match o {
                         Operand::Reg(r) => &regs[r as usize][..n],
-                        Operand::In(i) => &ins[i as usize][at..at + n],
+                        Operand::In(i) => input(i),
                     };
-                    apply2(f, src(a), src(b), &mut d[..n]);
+                    match (f, b) {
+                        (Fn2::Pow, Operand::Reg(r)) if pinned[r as usize] => pow_by(src(a), regs[r as usize][0], &mut d[..n]),
+                        _ => apply2(f, src(a), src(b), &mut d[..n]),
+                    }
                     if let Some(k) = out {
                         store(&mut outs[k as usize][off..off + n], &d[..n]);
                     }
@@ -585,15 +532,21 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     let mut full = Vec::with_capacity(p.num_inputs);
     for (i, t) in ctx.inputs.iter().enumerate() {
         let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE)))?;
-        let want = if p.input_full[i] { len } else { 1 };
+        let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
+        let want = match p.inputs[i] {
+            InputKind::Full => len,
+            InputKind::One => 1,
+            InputKind::Vector(Vector::Row) => dims.get(1).copied().unwrap_or(0),
+            InputKind::Vector(Vector::Column) => dims.first().copied().unwrap_or(0),
+        };
         if a.len() != want {
             return Err(ctx.error(format!("input {i} has {} elements, expected {want}", a.len())));
         }
-        if p.input_full[i] {
-            full.push(Some(a));
-        } else {
+        if p.inputs[i] == InputKind::One {
             pinned_in[i] = a.iter().next().copied().unwrap_or(T::zero());
             full.push(None);
+        } else {
+            full.push(Some(a));
         }
     }
     // The elements run in memory order: the order the unfused kernels would give the
@@ -602,9 +555,12 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     // copied into that order after the run, so reductions after it add in the same order,
     // to the same bits.
     let rank2 = ctx.node.outputs.first().is_some_and(|t| t.shape.rank() >= 2);
+    // (a row or column has no order of its own: the unfused kernels follow the full operand)
     let in_orders: Vec<Order> = full
         .iter()
-        .map(|a| match a {
+        .zip(&p.inputs)
+        .map(|(a, kind)| match a {
+            _ if *kind != InputKind::Full => Order::Any,
             Some(a) if a.ndim() >= 2 && a.t().is_standard_layout() && !a.is_standard_layout() => Order::Column,
             Some(a) if a.ndim() >= 2 => Order::Row,
             _ => Order::Any,
@@ -619,7 +575,7 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             _ => None,
         })
         .collect();
-    let ins: Vec<&[T]> = full
+    let data: Vec<&[T]> = full
         .iter()
         .zip(&copies)
         .map(|(a, c)| match (a, c) {
@@ -628,6 +584,9 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             (None, None) => &[],
         })
         .collect();
+    let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
+    let spread = p.inputs.iter().map(|k| if let InputKind::Vector(v) = k { Some(v.spread(dims, column)) } else { None }).collect();
+    let ins = Inputs { data, pinned: pinned_in, spread };
     // outputs written once, by the run (no zeroing pass first); every element of each is
     // written: by the instruction that computes it, or the fill of a pinned output
     let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| crate::strided::buffer_for(len)).collect();
@@ -642,11 +601,11 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
                 parts[c].1.push(piece);
             }
         }
-        let (ins, pinned_in) = (&ins, &pinned_in);
-        intra_op::parallel_for_each(parts, |(lo, mut o)| run_range(p, ins, pinned_in, lo, &mut o, tile));
+        let ins = &ins;
+        intra_op::parallel_for_each(parts, |(lo, mut o)| run_range(p, ins, lo, &mut o, tile));
     } else {
         let mut o: Vec<&mut [MaybeUninit<T>]> = outs.iter_mut().map(|v| &mut v.spare_capacity_mut()[..len]).collect();
-        run_range(p, &ins, &pinned_in, 0, &mut o, tile);
+        run_range(p, &ins, 0, &mut o, tile);
     }
     for v in outs.iter_mut() {
         // SAFETY: the run wrote all `len` elements of every output (see above).

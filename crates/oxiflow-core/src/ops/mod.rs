@@ -21,6 +21,8 @@ pub mod collective;
 pub mod dynamic_shape;
 pub mod functional;
 pub mod fused;
+pub(crate) mod fused_apply;
+pub(crate) mod fused_broadcast;
 pub(crate) mod grad_util;
 pub mod index;
 pub mod linalg;

@@ -1,0 +1,107 @@
+//! The element loops of `_FusedElementwise`'s instructions ([`super::fused`]): each applies
+//! the same scalar or slice function as the op's own kernel to a tile, so a fused run gives
+//! the unfused bits.
+
+use super::fused::{Fn1, Fn2};
+use super::math::Arith;
+use super::vmath::VFloat;
+use crate::tensor::Element;
+
+/// Float element types a program runs on, with the scalar functions the ops' own kernels
+/// use.
+pub(crate) trait FusedFloat: VFloat + Arith + Element {
+    fn from_f64(v: f64) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn tan(self) -> Self;
+    fn abs(self) -> Self;
+    fn floor(self) -> Self;
+    fn div(self, b: Self) -> Self;
+}
+
+macro_rules! fused_float {
+    ($t:ty) => {
+        impl FusedFloat for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn sin(self) -> Self {
+                <$t>::sin(self)
+            }
+            fn cos(self) -> Self {
+                <$t>::cos(self)
+            }
+            fn tan(self) -> Self {
+                <$t>::tan(self)
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn floor(self) -> Self {
+                <$t>::floor(self)
+            }
+            fn div(self, b: Self) -> Self {
+                self / b
+            }
+        }
+    };
+}
+fused_float!(f32);
+fused_float!(f64);
+
+#[inline(always)]
+fn map1<T: Copy>(x: &[T], d: &mut [T], g: impl Fn(T) -> T) {
+    d.iter_mut().zip(x).for_each(|(d, &x)| *d = g(x));
+}
+
+#[inline(always)]
+fn map2<T: Copy>(a: &[T], b: &[T], d: &mut [T], g: impl Fn(T, T) -> T) {
+    d.iter_mut().zip(a.iter().zip(b)).for_each(|(d, (&a, &b))| *d = g(a, b));
+}
+
+#[inline(always)]
+pub(crate) fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
+    match f {
+        Fn1::Identity | Fn1::Splat => d.copy_from_slice(x),
+        Fn1::Neg => map1(x, d, T::neg),
+        Fn1::Square => map1(x, d, |x| T::mul(x, x)),
+        Fn1::Sin => map1(x, d, T::sin),
+        Fn1::Cos => map1(x, d, T::cos),
+        Fn1::Tan => map1(x, d, T::tan),
+        Fn1::Abs => map1(x, d, T::abs),
+        Fn1::Floor => map1(x, d, T::floor),
+        Fn1::V(fun) => T::run(fun, x, d),
+    }
+}
+
+#[inline(always)]
+pub(crate) fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
+    match f {
+        Fn2::Add => map2(a, b, d, T::add),
+        Fn2::Sub => map2(a, b, d, T::sub),
+        Fn2::Mul => map2(a, b, d, T::mul),
+        Fn2::Div => map2(a, b, d, T::div),
+        Fn2::Max => map2(a, b, d, super::nn::maximum::<T>),
+        Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
+        // floats: `Some(powf)`, as `Pow`'s kernel
+        Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
+        Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
+        Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
+        Fn2::ReluGrad => map2(a, b, d, super::activation_grad::relu_grad::<T>),
+    }
+}
+
+/// `Pow` of a tile by one exponent `e` (a constant or a one-element input): the branch of
+/// `Arith::pow` taken once for the tile, so `x^2`, `x^1` and `x^0` run as vector loops with
+/// the same bits (per element, the branches kept `x^2` in a gradient's cluster scalar).
+pub(crate) fn pow_by<T: FusedFloat>(a: &[T], e: T, d: &mut [T]) {
+    if e == T::from_f64(2.0) {
+        map1(a, d, |x| T::mul(x, x))
+    } else if e == T::from_f64(1.0) {
+        d.copy_from_slice(a)
+    } else if e == T::from_f64(0.0) {
+        d.fill(T::from_f64(1.0))
+    } else {
+        map1(a, d, |x| T::pow(x, e).unwrap_or(x))
+    }
+}
