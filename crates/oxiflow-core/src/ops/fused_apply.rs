@@ -94,6 +94,7 @@ pub(crate) fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
 /// `Pow` of a tile by one exponent `e` (a constant or a one-element input): the branch of
 /// `Arith::pow` taken once for the tile, so `x^2`, `x^1` and `x^0` run as vector loops with
 /// the same bits (per element, the branches kept `x^2` in a gradient's cluster scalar).
+#[inline(always)]
 pub(crate) fn pow_by<T: FusedFloat>(a: &[T], e: T, d: &mut [T]) {
     if e == T::from_f64(2.0) {
         map1(a, d, |x| T::mul(x, x))
