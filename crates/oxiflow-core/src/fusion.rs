@@ -116,15 +116,16 @@ fn eligible(graph: &Graph, n: &Node, fed: &HashSet<Output>, cpu: &dyn Fn(usize) 
     }
     // operands of its shape, single elements, and rows or columns of its matrices next to
     // an operand of its shape (whose memory order the unfused kernel's output takes)
-    let mut full = false;
+    let (mut full, mut vector) = (false, false);
     let ok = n.inputs.iter().all(|&i| match graph.output_type(i) {
         Ok(t) if t.dtype == out.dtype && t.shape.is_fully_defined() => {
             full |= t.shape.dims() == dims;
+            vector |= Vector::of(t.shape.dims(), dims).is_some();
             t.shape.dims() == dims || elements(t.shape.dims()) == 1 || Vector::of(t.shape.dims(), dims).is_some()
         }
         _ => false,
     });
-    ok && (full || n.inputs.iter().all(|&i| graph.output_type(i).is_ok_and(|t| Vector::of(t.shape.dims(), dims).is_none())))
+    ok && (full || !vector)
 }
 
 /// Finds the clusters of the step that runs `needed` (sorted node ids) placed by `device_of`,
@@ -310,7 +311,8 @@ fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Optio
     let mut b = ProgramBuilder::default();
     let mut values: HashMap<Output, Value> = HashMap::new();
     let mut inputs = Vec::new();
-    let len = elements(nodes[members[0]].outputs[0].shape.dims());
+    let shape = nodes[members[0]].outputs[0].shape.dims();
+    let len = elements(shape);
     for &m in members {
         let n = &nodes[m];
         let mut args = Vec::with_capacity(n.inputs.len());
@@ -320,7 +322,7 @@ fn cluster(graph: &Graph, members: &[NodeId], leaves: &HashSet<Output>) -> Optio
             let v = *values.entry(o).or_insert_with(|| {
                 inputs.push(o);
                 let dims = graph.output_type(o).map(|t| t.shape.dims().to_vec()).unwrap_or_default();
-                b.input(match Vector::of(&dims, nodes[members[0]].outputs[0].shape.dims()) {
+                b.input(match Vector::of(&dims, shape) {
                     _ if elements(&dims) == len => InputKind::Full,
                     Some(v) => InputKind::Vector(v),
                     None => InputKind::One,

@@ -528,11 +528,12 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     if ctx.inputs.len() != p.num_inputs {
         return Err(ctx.error(format!("{} inputs, the program takes {}", ctx.inputs.len(), p.num_inputs)));
     }
+    // the cluster's shape (every member's output has it)
+    let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
     let mut pinned_in = vec![T::zero(); p.num_inputs];
     let mut full = Vec::with_capacity(p.num_inputs);
     for (i, t) in ctx.inputs.iter().enumerate() {
         let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE)))?;
-        let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
         let want = match p.inputs[i] {
             InputKind::Full => len,
             InputKind::One => 1,
@@ -554,7 +555,7 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     // is copied into it first, and an output the kernels would give in the other order is
     // copied into that order after the run, so reductions after it add in the same order,
     // to the same bits.
-    let rank2 = ctx.node.outputs.first().is_some_and(|t| t.shape.rank() >= 2);
+    let rank2 = dims.len() >= 2;
     // (a row or column has no order of its own: the unfused kernels follow the full operand)
     let in_orders: Vec<Order> = full
         .iter()
@@ -584,7 +585,6 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             (None, None) => &[],
         })
         .collect();
-    let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
     let spread = p.inputs.iter().map(|k| if let InputKind::Vector(v) = k { Some(v.spread(dims, column)) } else { None }).collect();
     let ins = Inputs { data, pinned: pinned_in, spread };
     // outputs written once, by the run (no zeroing pass first); every element of each is
