@@ -32,6 +32,7 @@ pub mod shape;
 pub mod strided;
 pub mod tensor;
 pub mod timeline;
+mod transpose_block;
 pub mod variable_store;
 
 pub use device::spec::DeviceSpec;

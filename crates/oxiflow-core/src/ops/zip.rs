@@ -151,7 +151,7 @@ enum Pairing {
 }
 
 /// Rows and columns of a tile of [`Pairing::Transposed`].
-const TILE_ROWS: usize = 32;
+const TILE_ROWS: usize = 64;
 const TILE_COLS: usize = 64;
 
 /// The full operand's elements in memory order, the small one's in the same order, how they
@@ -265,19 +265,18 @@ fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usiz
         Pairing::Transposed { rows, cols } => {
             debug_assert!(start % cols == 0 && dst.len() % cols == 0);
             let (r0, nrows) = (start / cols, dst.len() / cols);
-            // one tile of `small`, transposed (tile row r at r * TILE_COLS): read a column
-            // run at a time, then zipped row by row with `full` as the other pairings are
+            // one tile of `small`, transposed (tile row r at r * TILE_COLS) in register
+            // blocks, then zipped row by row with `full` as the other pairings are
             let mut tile = [small[0]; TILE_ROWS * TILE_COLS];
             for tr in (0..nrows).step_by(TILE_ROWS) {
                 let th = (tr + TILE_ROWS).min(nrows) - tr;
                 for tc in (0..cols).step_by(TILE_COLS) {
                     let tw = (tc + TILE_COLS).min(cols) - tc;
-                    for c in 0..tw {
-                        let col = &small[(tc + c) * rows + r0 + tr..][..th];
-                        for (r, &v) in col.iter().enumerate() {
-                            tile[r * TILE_COLS + c] = v;
-                        }
-                    }
+                    let first = tc * rows + r0 + tr;
+                    assert!(th > 0 && tw > 0 && first + (tw - 1) * rows + th <= small.len());
+                    // SAFETY: columns tc..tc + tw of `small` hold rows r0 + tr..r0 + tr + th
+                    // (asserted), and the tile has room for th rows of tw <= TILE_COLS.
+                    unsafe { crate::transpose_block::transpose_rect(small[first..].as_ptr(), rows, tw, th, tile.as_mut_ptr(), TILE_COLS) };
                     for r in 0..th {
                         let o = (tr + r) * cols + tc;
                         let trow = &tile[r * TILE_COLS..r * TILE_COLS + tw];
