@@ -367,20 +367,10 @@ fn store<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr() as *mut T, src.len()) }
 }
 
-/// [`run_range_body`] with the AVX2 build of its loops where the CPU has it (as the unfused
-/// elementwise kernels, [`super::zip`]): the same operations in the same order, so the
-/// same bits, in 256-bit vectors.
-fn run_range<T: FusedFloat>(p: &Program, ins: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: FusedFloat>(p: &Program, ins: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) {
-            run_range_body(p, ins, lo, outs, tile)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(p, ins, lo, outs, tile) };
-    }
-    run_range_body(p, ins, lo, outs, tile)
+vmath::avx2_build! {
+    /// [`run_range_body`] with the AVX2 build of its loops where the CPU has it (as the
+    /// unfused elementwise kernels, [`super::zip`]; [`vmath::avx2_build`]).
+    fn run_range[T: FusedFloat](p: &Program, ins: &Inputs<T>, lo: usize, outs: &mut [&mut [MaybeUninit<T>]], tile: usize) => run_range_body
 }
 
 /// A run's inputs: per input its elements in the run's memory order (empty for a

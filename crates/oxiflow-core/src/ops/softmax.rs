@@ -56,20 +56,10 @@ fn sum_of<T: FusedFloat>(x: &[T]) -> T {
     s.iter().fold(tail, |a, &v| T::add(a, v))
 }
 
-/// Softmax of each row of `c` elements of `x` (a whole number of rows) into `out`, with
-/// the AVX2 build of the loops where the CPU has it (as [`super::zip`]'s and the fused
-/// programs' loops: the same operations in the same order, so the same bits).
-fn softmax_rows<T: FusedFloat>(c: usize, x: &[T], out: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: FusedFloat>(c: usize, x: &[T], out: &mut [T]) {
-            softmax_rows_body(c, x, out)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(c, x, out) };
-    }
-    softmax_rows_body(c, x, out)
+vmath::avx2_build! {
+    /// Softmax of each row of `c` elements of `x` (a whole number of rows) into `out`, with
+    /// the AVX2 build of the loops where the CPU has it ([`vmath::avx2_build`]).
+    fn softmax_rows[T: FusedFloat](c: usize, x: &[T], out: &mut [T]) => softmax_rows_body
 }
 
 #[inline(always)]
@@ -87,23 +77,14 @@ fn softmax_rows_body<T: FusedFloat>(c: usize, x: &[T], out: &mut [T]) {
     }
 }
 
-/// Softmax of rows `lo..hi` of the column-major `r x c` matrix `x` (column `j` is
-/// `x[j * r..(j + 1) * r]`) into the same elements of `out`, column by column.
-///
-/// # Safety
-/// `out` points to `r * c` writable elements, of which this call writes rows `lo..hi`
-/// only (no other thread may touch them meanwhile); `lo <= hi <= r`.
-unsafe fn softmax_cols<T: FusedFloat>(r: usize, c: usize, x: &[T], out: SharedOut<T>, lo: usize, hi: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: FusedFloat>(r: usize, c: usize, x: &[T], out: SharedOut<T>, lo: usize, hi: usize) {
-            softmax_cols_body(r, c, x, out, lo, hi)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma); the caller's contract is ours.
-        return fast(r, c, x, out, lo, hi);
-    }
-    softmax_cols_body(r, c, x, out, lo, hi)
+vmath::avx2_build! {
+    /// Softmax of rows `lo..hi` of the column-major `r x c` matrix `x` (column `j` is
+    /// `x[j * r..(j + 1) * r]`) into the same elements of `out`, column by column.
+    ///
+    /// # Safety
+    /// `out` points to `r * c` writable elements, of which this call writes rows `lo..hi`
+    /// only (no other thread may touch them meanwhile); `lo <= hi <= r`.
+    unsafe fn softmax_cols[T: FusedFloat](r: usize, c: usize, x: &[T], out: SharedOut<T>, lo: usize, hi: usize) => softmax_cols_body
 }
 
 /// [`softmax_cols`]'s loops (its safety contract).

@@ -338,6 +338,46 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
     }
 }
 
+/// Defines `fn name[generics](args) -> R` that runs the `#[inline(always)]` function
+/// `body` with the same arguments, built a second time for AVX2 and taken where the CPU has
+/// it ([`has_fma`]), else the baseline build: the same operations in the same order, so the
+/// same bits, in 256-bit vectors. (A macro, not a helper taking a closure, so that the body
+/// is certain to be compiled inside the AVX2 function rather than left to the inliner.)
+/// `unsafe fn` defines an unsafe function with `body`'s safety contract.
+macro_rules! avx2_build {
+    ($(#[$m:meta])* fn $name:ident [$($g:tt)*] ($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? => $body:ident) => {
+        $(#[$m])*
+        fn $name<$($g)*>($($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            if $crate::ops::vmath::has_fma() {
+                #[target_feature(enable = "avx2")]
+                unsafe fn fast<$($g)*>($($a: $t),*) $(-> $r)? {
+                    $body($($a),*)
+                }
+                // SAFETY: the CPU has AVX2 (checked by has_fma).
+                return unsafe { fast($($a),*) };
+            }
+            $body($($a),*)
+        }
+    };
+    ($(#[$m:meta])* unsafe fn $name:ident [$($g:tt)*] ($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? => $body:ident) => {
+        $(#[$m])*
+        unsafe fn $name<$($g)*>($($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            if $crate::ops::vmath::has_fma() {
+                #[target_feature(enable = "avx2")]
+                unsafe fn fast<$($g)*>($($a: $t),*) $(-> $r)? {
+                    $body($($a),*)
+                }
+                // SAFETY: the CPU has AVX2 (checked by has_fma); the caller keeps body's contract.
+                return fast($($a),*);
+            }
+            $body($($a),*)
+        }
+    };
+}
+pub(crate) use avx2_build;
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_fma() -> bool {
     use std::sync::OnceLock;

@@ -221,19 +221,10 @@ fn zip_par<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(full: &[A], small: &[
     out
 }
 
-/// Fills `dst` with elements `start..start + dst.len()` of the map (see [`zip_par`]): with
-/// the AVX2 build of the loop where the CPU has it, else the baseline one.
-fn run<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl FnMut(A, B) -> O) {
-    #[cfg(target_arch = "x86_64")]
-    if super::vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl FnMut(A, B) -> O) {
-            body(full, small, kind, start, dst, f)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(full, small, kind, start, dst, f) };
-    }
-    body(full, small, kind, start, dst, f)
+super::vmath::avx2_build! {
+    /// Fills `dst` with elements `start..start + dst.len()` of the map (see [`zip_par`]): with
+    /// the AVX2 build of the loop where the CPU has it, else the baseline one.
+    fn run[A: Copy, B: Copy, O](full: &[A], small: &[B], kind: Pairing, start: usize, dst: &mut [MaybeUninit<O>], f: impl FnMut(A, B) -> O) => body
 }
 
 /// The loop of [`run`]. `start` and `dst.len()` are whole numbers of the pairing's runs
@@ -367,18 +358,9 @@ fn pick<T: Copy>(c: bool, x: T, y: T) -> T {
     }
 }
 
-/// [`select_body`] with the AVX2 build of its loops where the CPU has it (as [`run`]).
-fn select_run<T: Copy>(c: Src<bool>, x: Src<T>, y: Src<T>, start: usize, d: &mut [MaybeUninit<T>]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: Copy>(c: Src<bool>, x: Src<T>, y: Src<T>, start: usize, d: &mut [MaybeUninit<T>]) {
-            select_body(c, x, y, start, d)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(c, x, y, start, d) };
-    }
-    select_body(c, x, y, start, d)
+super::vmath::avx2_build! {
+    /// [`select_body`] with the AVX2 build of its loops where the CPU has it (as [`run`]).
+    fn select_run[T: Copy](c: Src<bool>, x: Src<T>, y: Src<T>, start: usize, d: &mut [MaybeUninit<T>]) => select_body
 }
 
 /// `SelectV2`'s `c ? x : y` elementwise in memory order, sharded over the intra-op threads
@@ -426,19 +408,10 @@ pub(crate) fn select_in_order<T: Copy + Send + Sync>(
     fill_in_order(dims, fortran, |start, d| select_run(cs, xs, ys, start, d))
 }
 
-/// Elements `start..start + d.len()` of [`sum_in_order`]'s sum, with the AVX2 build of
-/// the loops where the CPU has it (as [`run`]).
-fn sum_run<T: Copy>(xs: &[&[T]], start: usize, d: &mut [MaybeUninit<T>], add: impl Fn(T, T) -> T) {
-    #[cfg(target_arch = "x86_64")]
-    if super::vmath::has_fma() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn fast<T: Copy>(xs: &[&[T]], start: usize, d: &mut [MaybeUninit<T>], add: impl Fn(T, T) -> T) {
-            sum_body(xs, start, d, add)
-        }
-        // SAFETY: the CPU has AVX2 (checked by has_fma).
-        return unsafe { fast(xs, start, d, add) };
-    }
-    sum_body(xs, start, d, add)
+super::vmath::avx2_build! {
+    /// Elements `start..start + d.len()` of [`sum_in_order`]'s sum, with the AVX2 build of
+    /// the loops where the CPU has it (as [`run`]).
+    fn sum_run[T: Copy](xs: &[&[T]], start: usize, d: &mut [MaybeUninit<T>], add: impl Fn(T, T) -> T) => sum_body
 }
 
 #[inline(always)]
