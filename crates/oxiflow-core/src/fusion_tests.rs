@@ -11,7 +11,7 @@ use crate::tensor::{Layout, Tensor};
 use std::sync::{Arc, RwLock};
 
 /// xorshift64*: deterministic choices.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -27,7 +27,7 @@ impl Rng {
     }
 }
 
-fn tensor(dtype: DType, dims: &[usize], rng: &mut Rng) -> Tensor {
+pub(super) fn tensor(dtype: DType, dims: &[usize], rng: &mut Rng) -> Tensor {
     let v: Vec<f64> = (0..dims.iter().product::<usize>()).map(|_| rng.unit() * 4.0 - 2.0).collect();
     match dtype {
         DType::Float32 => Tensor::from_vec(dims, v.into_iter().map(|x| x as f32).collect(), Layout::RowMajor).unwrap(),
@@ -36,7 +36,7 @@ fn tensor(dtype: DType, dims: &[usize], rng: &mut Rng) -> Tensor {
 }
 
 /// A session over `g` (shared: two sessions compare fused and unfused runs of one graph).
-fn session(g: &Arc<RwLock<Graph>>, fusion: bool, gpus: usize) -> Session {
+pub(super) fn session(g: &Arc<RwLock<Graph>>, fusion: bool, gpus: usize) -> Session {
     // every size fused, so the tile and thread paths are tested too
     let o = SessionOptions {
         fusion: Some(fusion),
@@ -50,17 +50,20 @@ fn session(g: &Arc<RwLock<Graph>>, fusion: bool, gpus: usize) -> Session {
 
 /// Bits of a float tensor, every NaN as one value (IEEE leaves a NaN's sign and payload to
 /// the hardware, and the compiler may swap the operands of a commutative op).
-fn bits(t: &Tensor) -> Vec<u64> {
+pub(super) fn bits(t: &Tensor) -> Vec<u64> {
     match t {
         Tensor::F32(a) => a.iter().map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() as u64 }).collect(),
         Tensor::F64(a) => a.iter().map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() }).collect(),
-        _ => panic!("float tensors only"),
+        Tensor::Bool(a) => a.iter().map(|&b| b as u64).collect(),
+        _ => panic!("float and bool tensors only"),
     }
 }
 
 /// A random graph of elementwise ops over two `dims` placeholders and one scalar, with
-/// `Sum`s (not fusable: a reduction), their `BroadcastTo` and scalar constants mixed in; returns the graph, its
-/// feeds and a random set of fetches (the last node always among them).
+/// `Sum`s (not fusable: a reduction), their `BroadcastTo` and scalar constants mixed in, and
+/// comparisons read by `SelectV2`s (conditions also from a fed Bool array and scalar);
+/// returns the graph, its feeds and a random set of fetches (the last node always among
+/// them, masks among the others).
 fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output, Tensor)>, Vec<Output>) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut g = Graph::new();
@@ -75,6 +78,14 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
     let s = g.placeholder(dtype, &[], Some("s")).unwrap();
     feeds.push((s, tensor(dtype, &[], &mut rng)));
     scalars.push(s);
+    let mut masks = Vec::new();
+    for (k, md) in [dims, &[][..]].into_iter().enumerate() {
+        let m = g.placeholder(DType::Bool, md, Some(&format!("m{k}"))).unwrap();
+        let bools: Vec<bool> = (0..md.iter().product::<usize>()).map(|_| rng.below(2) == 0).collect();
+        feeds.push((m, Tensor::from_vec(md, bools, Layout::RowMajor).unwrap()));
+        masks.push(m);
+    }
+    let mut mask_fetches = Vec::new();
     // a row and a column of a matrix shape, the operands of bias adds and row sums
     let mut vectors = Vec::new();
     if let &[m, n] = dims {
@@ -88,7 +99,23 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
     const BINARY: [&str; 7] = ["Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow"];
     for _ in 0..30 {
         let pick = |rng: &mut Rng, v: &Vec<Output>| v[v.len() - 1 - rng.below(v.len().min(4))];
-        let y = match rng.below(10) {
+        let y = match rng.below(12) {
+            10 | 11 => {
+                // a comparison (of operands that may be equal: Equal has cases both ways)
+                // then a select by it or by an older mask
+                let a = pick(&mut rng, &full);
+                let b = [pick(&mut rng, &full), pick(&mut rng, &scalars), a][rng.below(3)];
+                let (a, b) = if rng.below(2) == 0 { (a, b) } else { (b, a) };
+                let op = ["Greater", "GreaterEqual", "Less", "LessEqual", "Equal"][rng.below(5)];
+                masks.push(g.op(op, &[a, b]).unwrap());
+                if rng.below(4) == 0 {
+                    mask_fetches.push(*masks.last().unwrap());
+                }
+                let c = pick(&mut rng, &masks);
+                let (x, y) = (pick(&mut rng, &full), [pick(&mut rng, &full), pick(&mut rng, &scalars)][rng.below(2)]);
+                let (x, y) = if rng.below(2) == 0 { (x, y) } else { (y, x) };
+                g.op("SelectV2", &[c, x, y]).unwrap()
+            }
             0..=3 => {
                 let x = pick(&mut rng, &full);
                 let op = UNARY[rng.below(UNARY.len())];
@@ -146,16 +173,17 @@ fn random_graph(seed: u64, dtype: DType, dims: &[usize]) -> (Graph, Vec<(Output,
         full.push(y);
     }
     let mut fetches: Vec<Output> = full[3..].iter().copied().filter(|_| rng.below(4) == 0).collect();
+    fetches.extend(mask_fetches);
     fetches.push(*full.last().unwrap());
     (g, feeds, fetches)
 }
 
-fn run(s: &Session, feeds: &[(Output, Tensor)], fetches: &[Output]) -> (Vec<Tensor>, crate::profile::StepStats) {
+pub(super) fn run(s: &Session, feeds: &[(Output, Tensor)], fetches: &[Output]) -> (Vec<Tensor>, crate::profile::StepStats) {
     let r = s.run(feeds, fetches, &[], true).unwrap();
     (r.values, r.step_stats.unwrap())
 }
 
-fn fused_steps(st: &crate::profile::StepStats) -> usize {
+pub(super) fn fused_steps(st: &crate::profile::StepStats) -> usize {
     st.labels.iter().filter(|l| l.op == "_FusedElementwise").count()
 }
 

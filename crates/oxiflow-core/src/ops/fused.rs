@@ -17,7 +17,7 @@
 //! unfused, as it has no GPU kernel.
 
 pub(crate) use super::fused_apply::FusedFloat;
-use super::fused_apply::{apply1, apply2, pow_by};
+use super::fused_apply::{apply1, apply2, mask, pow_by, select};
 use super::fused_broadcast::{Spread, Vector};
 use super::vmath;
 use super::*;
@@ -61,6 +61,13 @@ pub(crate) enum Fn2 {
     SigmoidGrad,
     /// `ReluGrad(dy, y)`.
     ReluGrad,
+    /// `Greater`, `GreaterEqual`, `Less`, `LessEqual`, `Equal`: a mask, 1 where the
+    /// comparison holds and 0 elsewhere (a `Bool` value kept in the cluster's float type).
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Eq,
 }
 
 /// Where an instruction reads an operand: a register, or a full-size external input at the
@@ -75,8 +82,27 @@ pub(crate) enum Operand {
 /// set, the tile of `dst` is stored into that output.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Instr {
-    Un { f: Fn1, x: Operand, dst: u32, out: Option<u32> },
-    Bin { f: Fn2, a: Operand, b: Operand, dst: u32, out: Option<u32> },
+    Un {
+        f: Fn1,
+        x: Operand,
+        dst: u32,
+        out: Option<u32>,
+    },
+    Bin {
+        f: Fn2,
+        a: Operand,
+        b: Operand,
+        dst: u32,
+        out: Option<u32>,
+    },
+    /// `SelectV2(c, x, y)`: `x` where the mask `c` is nonzero, else `y`.
+    Sel {
+        c: Operand,
+        x: Operand,
+        y: Operand,
+        dst: u32,
+        out: Option<u32>,
+    },
 }
 
 /// A fused cluster, ready to run: built by [`ProgramBuilder::finish`].
@@ -122,6 +148,19 @@ enum Def {
     Const(f64),
     Un(Fn1, Value),
     Bin(Fn2, Value, Value),
+    Sel(Value, Value, Value),
+}
+
+impl Def {
+    /// The values it reads.
+    fn reads(&self) -> smallvec::SmallVec<[Value; 3]> {
+        match *self {
+            Def::Un(_, x) => smallvec::smallvec![x],
+            Def::Bin(_, a, b) => smallvec::smallvec![a, b],
+            Def::Sel(c, x, y) => smallvec::smallvec![c, x, y],
+            Def::Input { .. } | Def::Const(_) => smallvec::SmallVec::new(),
+        }
+    }
 }
 
 /// Builds a [`Program`] in terms of [`Value`]s; [`ProgramBuilder::finish`] assigns
@@ -195,6 +234,17 @@ impl ProgramBuilder {
             "TanhGrad" => bin(Fn2::TanhGrad),
             "SigmoidGrad" => bin(Fn2::SigmoidGrad),
             "ReluGrad" => bin(Fn2::ReluGrad),
+            "Greater" => bin(Fn2::Gt),
+            "GreaterEqual" => bin(Fn2::Ge),
+            "Less" => bin(Fn2::Lt),
+            "LessEqual" => bin(Fn2::Le),
+            "Equal" => bin(Fn2::Eq),
+            "SelectV2" => {
+                return match *args {
+                    [c, x, y] => Some(self.push(Def::Sel(c, x, y))),
+                    _ => None,
+                }
+            }
             "OnesLike" | "ZerosLike" if args.len() == 1 => return Some(self.constant(if op == "OnesLike" { 1.0 } else { 0.0 })),
             // (a cluster's inputs have its shape or one element: `BroadcastTo` of one element,
             // the gradient of a `sum`, is that element in every position, as its input is)
@@ -219,13 +269,8 @@ impl ProgramBuilder {
         // last reader of each value (usize::MAX: an output, alive to the end)
         let mut last = vec![0usize; n];
         for (i, d) in self.defs.iter().enumerate() {
-            match *d {
-                Def::Un(_, x) => last[x.0 as usize] = i,
-                Def::Bin(_, a, b) => {
-                    last[a.0 as usize] = i;
-                    last[b.0 as usize] = i;
-                }
-                _ => {}
+            for v in d.reads() {
+                last[v.0 as usize] = i;
             }
         }
         let mut out_of = vec![None; n];
@@ -266,7 +311,7 @@ impl ProgramBuilder {
                     Operand::Reg(p.num_regs as u32 - 1)
                 }
                 // assigned below
-                Def::Un(..) | Def::Bin(..) => Operand::Reg(u32::MAX),
+                Def::Un(..) | Def::Bin(..) | Def::Sel(..) => Operand::Reg(u32::MAX),
             })
             .collect();
         let mut free: Vec<u32> = Vec::new();
@@ -290,16 +335,16 @@ impl ProgramBuilder {
                     p.code.push(Instr::Bin { f, a: loc[a.0 as usize], b: loc[b.0 as usize], dst, out: out_of[i] });
                     Operand::Reg(dst)
                 }
+                Def::Sel(c, x, y) => {
+                    let dst = new_reg(&mut p);
+                    p.code.push(Instr::Sel { c: loc[c.0 as usize], x: loc[x.0 as usize], y: loc[y.0 as usize], dst, out: out_of[i] });
+                    Operand::Reg(dst)
+                }
             };
             loc[i] = here;
             // operands whose last reader this was give their registers back
-            let reads: &[Value] = match d {
-                Def::Un(_, x) => std::slice::from_ref(x),
-                Def::Bin(_, a, b) => &[*a, *b][..],
-                _ => &[],
-            };
-            let mut freed: smallvec::SmallVec<[u32; 2]> = smallvec::SmallVec::new();
-            for v in reads.iter().map(|v| v.0 as usize) {
+            let mut freed: smallvec::SmallVec<[u32; 3]> = smallvec::SmallVec::new();
+            for v in d.reads().iter().map(|v| v.0 as usize) {
                 if last[v] == i && out_of[v].is_none() && !pinned[v] {
                     if let Operand::Reg(r) = loc[v] {
                         if !freed.contains(&r) {
@@ -321,7 +366,7 @@ impl ProgramBuilder {
         // full inputs, and a value given as a second output
         for (k, v) in self.outputs.iter().enumerate() {
             let v = v.0 as usize;
-            let written = matches!(self.defs[v], Def::Un(..) | Def::Bin(..)) && out_of[v] == Some(k as u32);
+            let written = matches!(self.defs[v], Def::Un(..) | Def::Bin(..) | Def::Sel(..)) && out_of[v] == Some(k as u32);
             match loc[v] {
                 _ if written => {}
                 Operand::Reg(r) if pinned[v] => p.pinned_outputs.push((k as u32, r)),
@@ -374,11 +419,21 @@ vmath::avx2_build! {
 }
 
 /// A run's inputs: per input its elements in the run's memory order (empty for a
-/// one-element input, which is `pinned[i]`), and for a row or column how it spreads.
+/// one-element input, which is `pinned[i]`, and for a `Bool` one), for a row or column how
+/// it spreads, and for a full-size `Bool` input (a mask made outside the cluster) its
+/// elements in that order (else empty).
 struct Inputs<'a, T> {
     data: Vec<&'a [T]>,
     pinned: Vec<T>,
     spread: Vec<Option<Spread>>,
+    masks: Vec<&'a [bool]>,
+}
+
+impl<T> Inputs<'_, T> {
+    /// Whether input `i` is staged tile by tile (spread or converted) rather than read in place.
+    fn staged(&self, i: usize) -> bool {
+        self.spread[i].is_some() || !self.masks[i].is_empty()
+    }
 }
 
 /// Runs the program over elements `lo..lo + outs[k].len()` of the inputs, writing every
@@ -391,7 +446,7 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
     let mut pinned = vec![false; p.num_regs];
     p.pinned_inputs.iter().map(|&(r, _)| r).chain(p.pinned_consts.iter().map(|&(r, _)| r)).for_each(|r| pinned[r as usize] = true);
     // a row or column input, spread over the current tile
-    let mut spread: Vec<Vec<T>> = inputs.spread.iter().map(|s| if s.is_some() { vec![T::zero(); tile] } else { Vec::new() }).collect();
+    let mut spread: Vec<Vec<T>> = (0..inputs.spread.len()).map(|i| if inputs.staged(i) { vec![T::zero(); tile] } else { Vec::new() }).collect();
     for &(r, i) in &p.pinned_inputs {
         regs[r as usize].fill(pinned_in[i as usize]);
     }
@@ -413,7 +468,10 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
                 s.fill(ins[i], at, &mut spread[i][..n]);
             }
         }
-        let input = |i: u32| if inputs.spread[i as usize].is_some() { &spread[i as usize][..n] } else { &ins[i as usize][at..at + n] };
+        for (i, m) in inputs.masks.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+            spread[i][..n].iter_mut().zip(&m[at..at + n]).for_each(|(d, &b)| *d = mask(b));
+        }
+        let input = |i: u32| if inputs.staged(i as usize) { &spread[i as usize][..n] } else { &ins[i as usize][at..at + n] };
         for ins_ in &p.code {
             match *ins_ {
                 Instr::Un { f, x, dst, out } => {
@@ -438,6 +496,18 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
                         (Fn2::Pow, Operand::Reg(r)) if pinned[r as usize] => pow_by(src(a), regs[r as usize][0], &mut d[..n]),
                         _ => apply2(f, src(a), src(b), &mut d[..n]),
                     }
+                    if let Some(k) = out {
+                        store(&mut outs[k as usize][off..off + n], &d[..n]);
+                    }
+                    regs[dst as usize] = d;
+                }
+                Instr::Sel { c, x, y, dst, out } => {
+                    let mut d = std::mem::take(&mut regs[dst as usize]);
+                    let src = |o: Operand| match o {
+                        Operand::Reg(r) => &regs[r as usize][..n],
+                        Operand::In(i) => input(i),
+                    };
+                    select(src(c), src(x), src(y), &mut d[..n]);
                     if let Some(k) = out {
                         store(&mut outs[k as usize][off..off + n], &d[..n]);
                     }
@@ -479,15 +549,26 @@ fn memory_orders(p: &Program, inputs: &[Order], rank2: bool) -> Vec<Order> {
         Operand::Reg(r) => regs[r as usize],
         Operand::In(i) => inputs[i as usize],
     };
+    let join = |a: Order, b: Order| match (a, b) {
+        (Order::Any, o) | (o, Order::Any) => o,
+        (Order::Row, Order::Row) => Order::Row,
+        _ => Order::Column,
+    };
     for i in &p.code {
         let (o, dst, out) = match *i {
             Instr::Un { f: Fn1::Splat, dst, out, .. } => (if rank2 { Order::Column } else { Order::Any }, dst, out),
             Instr::Un { x, dst, out, .. } => (of(&regs, x), dst, out),
-            Instr::Bin { a, b, dst, out, .. } => {
-                let o = match (of(&regs, a), of(&regs, b)) {
-                    (Order::Any, o) | (o, Order::Any) => o,
-                    (Order::Row, Order::Row) => Order::Row,
-                    _ => Order::Column,
+            Instr::Bin { a, b, dst, out, .. } => (join(of(&regs, a), of(&regs, b)), dst, out),
+            // `SelectV2`'s kernel keeps the order its full operands share and gives
+            // mixed ones row-major (`select_in_order`, else ndarray's Zip)
+            Instr::Sel { c, x, y, dst, out } => {
+                let os = [of(&regs, c), of(&regs, x), of(&regs, y)];
+                let o = if os.contains(&Order::Row) {
+                    Order::Row
+                } else if os.contains(&Order::Column) {
+                    Order::Column
+                } else {
+                    Order::Any
                 };
                 (o, dst, out)
             }
@@ -521,23 +602,37 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     // the cluster's shape (every member's output has it)
     let dims = ctx.node.outputs.first().map_or(&[][..], |t| t.shape.dims());
     let mut pinned_in = vec![T::zero(); p.num_inputs];
-    let mut full = Vec::with_capacity(p.num_inputs);
+    // per input its array when not pinned: the cluster's float type, or Bool (a mask made
+    // outside the cluster: a fed condition, a comparison read by other ops too)
+    let mut full: Vec<Option<&ArcArray<T, IxDyn>>> = Vec::with_capacity(p.num_inputs);
+    let mut bools: Vec<Option<&ArcArray<bool, IxDyn>>> = Vec::with_capacity(p.num_inputs);
     for (i, t) in ctx.inputs.iter().enumerate() {
-        let a = T::view(t).ok_or_else(|| ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE)))?;
         let want = match p.inputs[i] {
             InputKind::Full => len,
             InputKind::One => 1,
             InputKind::Vector(Vector::Row) => dims.get(1).copied().unwrap_or(0),
             InputKind::Vector(Vector::Column) => dims.first().copied().unwrap_or(0),
         };
-        if a.len() != want {
-            return Err(ctx.error(format!("input {i} has {} elements, expected {want}", a.len())));
+        let (a, b) = match (T::view(t), bool::view(t)) {
+            (Some(a), _) => (Some(a), None),
+            // (the pass takes no Bool row or column)
+            (None, Some(b)) if !matches!(p.inputs[i], InputKind::Vector(_)) => (None, Some(b)),
+            _ => return Err(ctx.error(format!("input {i} is {}, expected {}", t.dtype(), T::DTYPE))),
+        };
+        let got = a.map_or_else(|| b.map_or(0, |b| b.len()), |a| a.len());
+        if got != want {
+            return Err(ctx.error(format!("input {i} has {got} elements, expected {want}")));
         }
         if p.inputs[i] == InputKind::One {
-            pinned_in[i] = a.iter().next().copied().unwrap_or(T::zero());
+            pinned_in[i] = match (a, b) {
+                (Some(a), _) => a.iter().next().copied().unwrap_or(T::zero()),
+                (_, b) => mask(b.and_then(|b| b.iter().next().copied()).unwrap_or(false)),
+            };
             full.push(None);
+            bools.push(None);
         } else {
-            full.push(Some(a));
+            full.push(a);
+            bools.push(b);
         }
     }
     // The elements run in memory order: the order the unfused kernels would give the
@@ -546,37 +641,38 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     // copied into that order after the run, so reductions after it add in the same order,
     // to the same bits.
     let rank2 = dims.len() >= 2;
+    fn order_of<S>(a: &ArcArray<S, IxDyn>) -> Order {
+        match a.ndim() {
+            0 | 1 => Order::Any,
+            _ if a.t().is_standard_layout() && !a.is_standard_layout() => Order::Column,
+            _ => Order::Row,
+        }
+    }
     // (a row or column has no order of its own: the unfused kernels follow the full operand)
-    let in_orders: Vec<Order> = full
-        .iter()
-        .zip(&p.inputs)
-        .map(|(a, kind)| match a {
-            _ if *kind != InputKind::Full => Order::Any,
-            Some(a) if a.ndim() >= 2 && a.t().is_standard_layout() && !a.is_standard_layout() => Order::Column,
-            Some(a) if a.ndim() >= 2 => Order::Row,
+    let in_orders: Vec<Order> = (0..p.num_inputs)
+        .map(|i| match (full[i], bools[i]) {
+            _ if p.inputs[i] != InputKind::Full => Order::Any,
+            (Some(a), _) => order_of(a),
+            (_, Some(b)) => order_of(b),
             _ => Order::Any,
         })
         .collect();
     let out_orders = memory_orders(p, &in_orders, rank2);
     let column = out_orders.iter().all(|&o| o == Order::Any) || out_orders.contains(&Order::Column);
-    let copies: Vec<Option<Vec<T>>> = full
-        .iter()
-        .map(|a| match a {
-            Some(a) if !(if column { a.t().is_standard_layout() } else { a.is_standard_layout() }) => Some(order_copy(a, column)),
-            _ => None,
-        })
-        .collect();
-    let data: Vec<&[T]> = full
-        .iter()
-        .zip(&copies)
-        .map(|(a, c)| match (a, c) {
-            (_, Some(v)) => &v[..],
-            (Some(a), None) => a.as_slice_memory_order().unwrap_or(&[]),
-            (None, None) => &[],
-        })
-        .collect();
+    /// The input's elements in the run's order: in place, or in `copy` made here.
+    fn in_order<'a, S: Copy>(a: Option<&'a ArcArray<S, IxDyn>>, column: bool, copy: &'a mut Option<Vec<S>>) -> &'a [S] {
+        match a {
+            Some(a) if !(if column { a.t().is_standard_layout() } else { a.is_standard_layout() }) => copy.insert(order_copy(a, column)),
+            Some(a) => a.as_slice_memory_order().unwrap_or(&[]),
+            None => &[],
+        }
+    }
+    let mut copies: Vec<Option<Vec<T>>> = vec![None; p.num_inputs];
+    let mut mask_copies: Vec<Option<Vec<bool>>> = vec![None; p.num_inputs];
+    let data: Vec<&[T]> = full.iter().zip(copies.iter_mut()).map(|(&a, c)| in_order(a, column, c)).collect();
+    let masks: Vec<&[bool]> = bools.iter().zip(mask_copies.iter_mut()).map(|(&b, c)| in_order(b, column, c)).collect();
     let spread = p.inputs.iter().map(|k| if let InputKind::Vector(v) = k { Some(v.spread(dims, column)) } else { None }).collect();
-    let ins = Inputs { data, pinned: pinned_in, spread };
+    let ins = Inputs { data, pinned: pinned_in, spread, masks };
     // outputs written once, by the run (no zeroing pass first); every element of each is
     // written: by the instruction that computes it, or the fill of a pinned output
     let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| crate::strided::buffer_for(len)).collect();
@@ -606,13 +702,23 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
         .zip(nodes)
         .zip(out_orders)
         .map(|((v, tt), order)| {
-            let dims = IxDyn(tt.shape.dims());
-            let shaped = if column { ArcArray::from_shape_vec(dims.f(), v) } else { ArcArray::from_shape_vec(dims, v) };
-            let a = shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))?;
-            // (a row-major output of a column-major run: copied into its own order)
-            Ok(T::wrap(if column && order == Order::Row { crate::strided::dense_copy(&a.view(), false).into_shared() } else { a }))
+            Ok(match tt.dtype {
+                // a mask leaving the cluster: its 1s and 0s as Bool
+                DType::Bool => Tensor::Bool(shaped(ctx, tt, v.iter().map(|&x| x != T::zero()).collect(), column, order)?),
+                _ => T::wrap(shaped(ctx, tt, v, column, order)?),
+            })
         })
         .collect()
+}
+
+/// An output's elements `v` (in the run's order, column-major when `column`) as an array of
+/// its shape, in the order the unfused kernels would give it (`order`).
+fn shaped<S: Copy>(ctx: &KernelCtx, tt: &TensorType, v: Vec<S>, column: bool, order: Order) -> Result<ArcArray<S, IxDyn>> {
+    let dims = IxDyn(tt.shape.dims());
+    let shaped = if column { ArcArray::from_shape_vec(dims.f(), v) } else { ArcArray::from_shape_vec(dims, v) };
+    let a = shaped.map_err(|e| ctx.error(format!("output of shape {}: {e}", tt.shape)))?;
+    // (a row-major output of a column-major run: copied into its own order)
+    Ok(if column && order == Order::Row { crate::strided::dense_copy(&a.view(), false).into_shared() } else { a })
 }
 
 /// The kernel: the program is the node's `program` attribute.
@@ -620,7 +726,10 @@ fn kernel_fused(ctx: &KernelCtx) -> Result<Outputs> {
     let Some(AttrValue::Program(p)) = ctx.node.attrs.get("program") else {
         return Err(ctx.error("no fused program (the op is made by the graph optimizer only)"));
     };
-    match ctx.node.outputs.first().map(|t| t.dtype) {
+    // the float type of the cluster: its float outputs' and inputs' (a cluster whose
+    // outputs are all masks still reads floats)
+    let float = ctx.node.outputs.iter().map(|t| t.dtype).chain(ctx.inputs.iter().map(|t| t.dtype())).find(|&d| d != DType::Bool);
+    match float {
         Some(DType::Float32) => run_typed::<f32>(ctx, p),
         Some(DType::Float64) => run_typed::<f64>(ctx, p),
         d => Err(ctx.error(format!("no kernel for dtype {d:?}"))),
@@ -679,6 +788,12 @@ pub fn fusable(op: &str) -> bool {
             | "ZerosLike"
             | "AddN"
             | "BroadcastTo"
+            | "Greater"
+            | "GreaterEqual"
+            | "Less"
+            | "LessEqual"
+            | "Equal"
+            | "SelectV2"
     )
 }
 

@@ -88,7 +88,31 @@ pub(crate) fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
         Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
         Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
         Fn2::ReluGrad => map2(a, b, d, super::activation_grad::relu_grad::<T>),
+        // the comparisons of the unfused kernels (`nn.rs`), as masks of 1 and 0
+        Fn2::Gt => map2(a, b, d, |a, b| mask(a > b)),
+        Fn2::Ge => map2(a, b, d, |a, b| mask(a >= b)),
+        Fn2::Lt => map2(a, b, d, |a, b| mask(a < b)),
+        Fn2::Le => map2(a, b, d, |a, b| mask(a <= b)),
+        Fn2::Eq => map2(a, b, d, |a, b| mask(a == b)),
     }
+}
+
+/// A comparison's result in a tile register: 1 for true, 0 for false.
+#[inline(always)]
+pub(crate) fn mask<T: FusedFloat>(b: bool) -> T {
+    if b {
+        T::from_f64(1.0)
+    } else {
+        T::from_f64(0.0)
+    }
+}
+
+/// `SelectV2` over a tile: `x` where the mask `c` is nonzero, else `y` (the values
+/// themselves, so the unfused bits).
+#[inline(always)]
+pub(crate) fn select<T: FusedFloat>(c: &[T], x: &[T], y: &[T], d: &mut [T]) {
+    let zero = T::from_f64(0.0);
+    d.iter_mut().zip(c.iter().zip(x.iter().zip(y))).for_each(|(d, (&c, (&x, &y)))| *d = if c != zero { x } else { y });
 }
 
 /// `Pow` of a tile by one exponent `e` (a constant or a one-element input): the branch of
