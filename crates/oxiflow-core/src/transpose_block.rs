@@ -23,13 +23,14 @@ pub(crate) unsafe fn transpose_rect<T: Copy>(src: *const T, ss: usize, rows: usi
     let (mut r_done, mut c_done) = (0, 0);
     #[cfg(target_arch = "x86_64")]
     if crate::ops::vmath::has_fma() {
+        // the block side for the element size, if it has blocks
         let k = match std::mem::size_of::<T>() {
-            4 => 8,
-            8 => 4,
-            _ => 0,
+            4 => Some(8),
+            8 => Some(4),
+            _ => None,
         };
-        if k > 0 {
-            (r_done, c_done) = (rows / k * k, cols / k * k);
+        if let Some(k) = k {
+            (r_done, c_done) = (rows - rows % k, cols - cols % k);
             for r in (0..r_done).step_by(k) {
                 for c in (0..c_done).step_by(k) {
                     let (s, d) = (src.add(r * ss + c), dst.add(c * ds + r));
