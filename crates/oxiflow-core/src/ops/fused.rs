@@ -12,7 +12,8 @@
 //!
 //! Every instruction uses the same scalar or slice function as the op's own kernel
 //! (`f64::sin`, `vmath::Fun::Tanh`, `maximum` ...), so a fused run gives the same bits as an
-//! unfused one (tested in `fusion.rs`). The op exists only in plans (no graph node has it;
+//! unfused one (tested in `fusion.rs`). A comparison's Bool value is a mask of 1s and 0s in
+//! the program's float type; Bool inputs are read as masks, Bool outputs written from them. The op exists only in plans (no graph node has it;
 //! it is not in the op registry) and only on CPU devices: the pass leaves GPU subgraphs
 //! unfused, as it has no GPU kernel.
 
@@ -78,31 +79,14 @@ pub(crate) enum Operand {
     In(u32),
 }
 
-/// One step of a program: `dst = f(x)` or `dst = f(a, b)` over a tile; then, when `out` is
-/// set, the tile of `dst` is stored into that output.
+/// One step of a program: `dst = f(x)`, `dst = f(a, b)` or `SelectV2`'s `dst = c ? x : y`
+/// (`x` where the mask `c` is nonzero) over a tile; then, when `out` is set, the tile of
+/// `dst` is stored into that output.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Instr {
-    Un {
-        f: Fn1,
-        x: Operand,
-        dst: u32,
-        out: Option<u32>,
-    },
-    Bin {
-        f: Fn2,
-        a: Operand,
-        b: Operand,
-        dst: u32,
-        out: Option<u32>,
-    },
-    /// `SelectV2(c, x, y)`: `x` where the mask `c` is nonzero, else `y`.
-    Sel {
-        c: Operand,
-        x: Operand,
-        y: Operand,
-        dst: u32,
-        out: Option<u32>,
-    },
+    Un { f: Fn1, x: Operand, dst: u32, out: Option<u32> },
+    Bin { f: Fn2, a: Operand, b: Operand, dst: u32, out: Option<u32> },
+    Sel { c: Operand, x: Operand, y: Operand, dst: u32, out: Option<u32> },
 }
 
 /// A fused cluster, ready to run: built by [`ProgramBuilder::finish`].
