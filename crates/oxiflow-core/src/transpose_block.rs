@@ -140,27 +140,22 @@ mod tests {
         check(|i| i % 3 == 0, false);
     }
 
+    /// One `k` x `k` block of `vals` repeated, transposed: every element's bits unchanged.
+    fn check_bits<T: Copy + Default>(vals: &[T], k: usize, bits: impl Fn(T) -> u64) {
+        let src: Vec<T> = (0..k * k).map(|i| vals[i % vals.len()]).collect();
+        let mut dst = vec![T::default(); k * k];
+        // SAFETY: k x k rectangles with stride k in k * k-element buffers.
+        unsafe { transpose_rect(src.as_ptr(), k, k, k, dst.as_mut_ptr(), k) };
+        for r in 0..k {
+            for c in 0..k {
+                assert_eq!(bits(dst[c * k + r]), bits(src[r * k + c]), "{k}x{k} at {r}, {c}");
+            }
+        }
+    }
+
     #[test]
     fn nan_payloads_and_negative_zero_move_bit_for_bit() {
-        let vals = [f32::from_bits(0x7fc0_1234), f32::from_bits(0xffa0_0001), -0.0, f32::INFINITY];
-        let src: Vec<f32> = (0..64).map(|i| vals[i % 4]).collect();
-        let mut dst = vec![0f32; 64];
-        // SAFETY: 8x8 rectangles with stride 8 in 64-element buffers.
-        unsafe { transpose_rect(src.as_ptr(), 8, 8, 8, dst.as_mut_ptr(), 8) };
-        for r in 0..8 {
-            for c in 0..8 {
-                assert_eq!(dst[c * 8 + r].to_bits(), src[r * 8 + c].to_bits());
-            }
-        }
-        let vals = [f64::from_bits(0x7ff8_0000_dead_beef), -0.0, f64::NEG_INFINITY];
-        let src: Vec<f64> = (0..16).map(|i| vals[i % 3]).collect();
-        let mut dst = vec![0f64; 16];
-        // SAFETY: 4x4 rectangles with stride 4 in 16-element buffers.
-        unsafe { transpose_rect(src.as_ptr(), 4, 4, 4, dst.as_mut_ptr(), 4) };
-        for r in 0..4 {
-            for c in 0..4 {
-                assert_eq!(dst[c * 4 + r].to_bits(), src[r * 4 + c].to_bits());
-            }
-        }
+        check_bits(&[f32::from_bits(0x7fc0_1234), f32::from_bits(0xffa0_0001), -0.0, f32::INFINITY], 8, |x| x.to_bits() as u64);
+        check_bits(&[f64::from_bits(0x7ff8_0000_dead_beef), -0.0, f64::NEG_INFINITY], 4, f64::to_bits);
     }
 }

@@ -429,8 +429,8 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
     let mut regs: Vec<Vec<T>> = vec![vec![T::zero(); tile]; p.num_regs];
     let mut pinned = vec![false; p.num_regs];
     p.pinned_inputs.iter().map(|&(r, _)| r).chain(p.pinned_consts.iter().map(|&(r, _)| r)).for_each(|r| pinned[r as usize] = true);
-    // a row or column input, spread over the current tile
-    let mut spread: Vec<Vec<T>> = (0..inputs.spread.len()).map(|i| if inputs.staged(i) { vec![T::zero(); tile] } else { Vec::new() }).collect();
+    // the current tile of each staged input: a row or column spread over it, a Bool one as a mask
+    let mut staged: Vec<Vec<T>> = (0..inputs.spread.len()).map(|i| if inputs.staged(i) { vec![T::zero(); tile] } else { Vec::new() }).collect();
     for &(r, i) in &p.pinned_inputs {
         regs[r as usize].fill(pinned_in[i as usize]);
     }
@@ -449,13 +449,13 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
         let at = lo + off;
         for (i, s) in inputs.spread.iter().enumerate() {
             if let Some(s) = s {
-                s.fill(ins[i], at, &mut spread[i][..n]);
+                s.fill(ins[i], at, &mut staged[i][..n]);
             }
         }
         for (i, m) in inputs.masks.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
-            spread[i][..n].iter_mut().zip(&m[at..at + n]).for_each(|(d, &b)| *d = mask(b));
+            staged[i][..n].iter_mut().zip(&m[at..at + n]).for_each(|(d, &b)| *d = mask(b));
         }
-        let input = |i: u32| if inputs.staged(i as usize) { &spread[i as usize][..n] } else { &ins[i as usize][at..at + n] };
+        let input = |i: u32| if inputs.staged(i as usize) { &staged[i as usize][..n] } else { &ins[i as usize][at..at + n] };
         for ins_ in &p.code {
             match *ins_ {
                 Instr::Un { f, x, dst, out } => {
