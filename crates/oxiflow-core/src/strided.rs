@@ -231,7 +231,8 @@ unsafe fn for_each_offset(axes: &[Axis], mut body: impl FnMut(isize, isize)) {
     }
 }
 
-/// One run along an axis: a `memcpy` when both sides are contiguous and `RAW`, else an
+/// One run along an axis: a `memcpy` when both sides are contiguous and `RAW`, a fill when
+/// the source stays on one element (a broadcast) and the destination is contiguous, else an
 /// element loop (which the compiler vectorizes when both sides are contiguous).
 #[inline]
 unsafe fn run<S: Copy, D: Copy, F: Fn(S) -> D, const RAW: bool>(a: Axis, src: *const S, dst: *mut D, f: F) {
@@ -244,6 +245,13 @@ unsafe fn run<S: Copy, D: Copy, F: Fn(S) -> D, const RAW: bool>(a: Axis, src: *c
                 *d = f(s);
             }
         }
+        return;
+    }
+    if a.src == 0 && a.dst == 1 {
+        // one source element along a contiguous run (a broadcast): a fill, which the
+        // compiler turns into vector stores (the strided loop reloaded the element and
+        // stored it one lane at a time: 0.3 ms against 0.14 for a 1M-element f32 fill)
+        std::slice::from_raw_parts_mut(dst, a.len).fill(f(*src));
         return;
     }
     for i in 0..a.len as isize {
@@ -408,6 +416,11 @@ mod tests {
             check(&[4, 33, 5], 4 * 32 * 5, &[1, -20, 4], 4 * 33 * 5, column_major);
             // a strided window of a larger buffer (no axis contiguous)
             check(&[6, 7], 3, &[2, 20], 3 + 5 * 2 + 6 * 20 + 1, column_major);
+            // broadcasts (zero strides): one element everywhere, a row or a column repeated
+            check(&[40, 50], 7, &[0, 0], 8, column_major);
+            check(&[40, 50], 0, &[0, 1], 50, column_major);
+            check(&[40, 50], 0, &[1, 0], 40, column_major);
+            check(&[3, 40, 5], 2, &[0, 1, 0], 42, column_major);
             // empty
             check(&[0, 3], 0, &[3, 1], 0, column_major);
         }

@@ -255,12 +255,13 @@ fn check_scatter<T: Element>(val: fn(f64) -> T, add: fn(T, T) -> T) {
         udims[0] = rows.len();
         let u: Vec<T> = rand_vec(udims.iter().product(), 13, -3.0, 3.0).into_iter().map(val).collect();
         let want = scatter_rows(&rows, &u, dims, add);
-        for col in [false, true] {
+        // (column-major [6, 4000] is enough work to be split by columns over 2 and 3 threads)
+        for (col, threads) in [(false, 1), (true, 1), (true, 2), (true, 3)] {
             let idx = Tensor::from_vec(&[rows.len(), 1], rows.iter().map(|&r| r as i64).collect(), oxiflow_core::Layout::RowMajor).unwrap();
             let upd = stored(&udims, u.clone(), col);
-            let got = run_op(&[idx, upd], |o| NodeSpec::new("ScatterNd", o).attr("shape", AttrValue::Shape(dims.to_vec())));
+            let got = with_intra_op_threads(threads, || run_op(&[idx, upd], |o| NodeSpec::new("ScatterNd", o).attr("shape", AttrValue::Shape(dims.to_vec()))));
             assert_eq!(got.dims(), dims);
-            assert_eq!(logical::<T>(&got), want, "ScatterNd {:?} {dims:?}, column-major updates {col}", T::DTYPE);
+            assert_eq!(logical::<T>(&got), want, "ScatterNd {:?} {dims:?}, column-major updates {col}, {threads} threads", T::DTYPE);
             if dims.len() >= 2 {
                 assert_eq!(column_major::<T>(&got), col, "ScatterNd {dims:?}: the updates' order");
             }
