@@ -19,7 +19,7 @@
 
 pub(crate) use super::fused_apply::FusedFloat;
 use super::fused_apply::{apply1, apply2, mask, pow_by, select};
-use super::fused_broadcast::{Spread, Vector};
+use super::fused_broadcast::{Lines, OtherOrder, Spread, Vector};
 use super::vmath;
 use super::*;
 use crate::intra_op;
@@ -404,19 +404,22 @@ vmath::avx2_build! {
 
 /// A run's inputs: per input its elements in the run's memory order (empty for a
 /// one-element input, which is `pinned[i]`, and for a `Bool` one), for a row or column how
-/// it spreads, and for a full-size `Bool` input (a mask made outside the cluster) its
-/// elements in that order (else empty).
+/// it spreads, for a matrix in the other order how its elements map (`data` then holds them
+/// in that order), and for a full-size `Bool` input (a mask made outside the cluster) its
+/// elements in the run's order (else empty).
 struct Inputs<'a, T> {
     data: Vec<&'a [T]>,
     pinned: Vec<T>,
     spread: Vec<Option<Spread>>,
+    other: Vec<Option<OtherOrder>>,
     masks: Vec<&'a [bool]>,
 }
 
 impl<T> Inputs<'_, T> {
-    /// Whether input `i` is staged tile by tile (spread or converted) rather than read in place.
+    /// Whether input `i` is staged tile by tile (spread, transposed or converted) rather than
+    /// read in place.
     fn staged(&self, i: usize) -> bool {
-        self.spread[i].is_some() || !self.masks[i].is_empty()
+        self.spread[i].is_some() || self.other[i].is_some() || !self.masks[i].is_empty()
     }
 }
 
@@ -429,8 +432,10 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
     let mut regs: Vec<Vec<T>> = vec![vec![T::zero(); tile]; p.num_regs];
     let mut pinned = vec![false; p.num_regs];
     p.pinned_inputs.iter().map(|&(r, _)| r).chain(p.pinned_consts.iter().map(|&(r, _)| r)).for_each(|r| pinned[r as usize] = true);
-    // the current tile of each staged input: a row or column spread over it, a Bool one as a mask
+    // the current tile of each staged input: a row or column spread over it, a matrix in the
+    // other order transposed, a Bool one as a mask
     let mut staged: Vec<Vec<T>> = (0..inputs.spread.len()).map(|i| if inputs.staged(i) { vec![T::zero(); tile] } else { Vec::new() }).collect();
+    let mut lines: Vec<Lines<T>> = inputs.other.iter().map(|_| Lines::new()).collect();
     for &(r, i) in &p.pinned_inputs {
         regs[r as usize].fill(pinned_in[i as usize]);
     }
@@ -450,6 +455,11 @@ fn run_range_body<T: FusedFloat>(p: &Program, inputs: &Inputs<T>, lo: usize, out
         for (i, s) in inputs.spread.iter().enumerate() {
             if let Some(s) = s {
                 s.fill(ins[i], at, &mut staged[i][..n]);
+            }
+        }
+        for (i, t) in inputs.other.iter().enumerate() {
+            if let Some(t) = t {
+                t.fill(ins[i], at, &mut staged[i][..n], &mut lines[i]);
             }
         }
         for (i, m) in inputs.masks.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
@@ -620,10 +630,11 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
         }
     }
     // The elements run in memory order: the order the unfused kernels would give the
-    // outputs ([`memory_orders`]), column-major when any is; an input in the other order
-    // is copied into it first, and an output the kernels would give in the other order is
-    // copied into that order after the run, so reductions after it add in the same order,
-    // to the same bits.
+    // outputs ([`memory_orders`]), column-major when any is; a matrix input in the other
+    // order is transposed tile by tile ([`OtherOrder`]), one of higher rank or a mask is
+    // copied into the run's order first; an output the kernels would give in the other
+    // order is copied into that order after the run, so reductions after it add in the
+    // same order, to the same bits.
     let rank2 = dims.len() >= 2;
     fn order_of<S>(a: &ArcArray<S, IxDyn>) -> Order {
         match a.ndim() {
@@ -651,12 +662,14 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
             None => &[],
         }
     }
+    let other: Vec<Option<OtherOrder>> = full.iter().map(|&a| a.and_then(|a| OtherOrder::of(a, dims, column))).collect();
     let mut copies: Vec<Option<Vec<T>>> = vec![None; p.num_inputs];
     let mut mask_copies: Vec<Option<Vec<bool>>> = vec![None; p.num_inputs];
-    let data: Vec<&[T]> = full.iter().zip(copies.iter_mut()).map(|(&a, c)| in_order(a, column, c)).collect();
+    // (an input in the other order is read in its own order, where no copy is needed)
+    let data: Vec<&[T]> = full.iter().zip(copies.iter_mut()).zip(&other).map(|((&a, c), t)| in_order(a, column != t.is_some(), c)).collect();
     let masks: Vec<&[bool]> = bools.iter().zip(mask_copies.iter_mut()).map(|(&b, c)| in_order(b, column, c)).collect();
     let spread = p.inputs.iter().map(|k| if let InputKind::Vector(v) = k { Some(v.spread(dims, column)) } else { None }).collect();
-    let ins = Inputs { data, pinned: pinned_in, spread, masks };
+    let ins = Inputs { data, pinned: pinned_in, spread, other, masks };
     // outputs written once, by the run (no zeroing pass first); every element of each is
     // written: by the instruction that computes it, or the fill of a pinned output
     let mut outs: Vec<Vec<T>> = (0..p.num_outputs).map(|_| crate::strided::buffer_for(len)).collect();
