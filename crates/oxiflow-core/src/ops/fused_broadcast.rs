@@ -142,7 +142,7 @@ impl OtherOrder {
             let (b0, b1) = (g * GROUP, ((g + 1) * GROUP).min(m));
             if lines.group != g {
                 lines.buf.clear();
-                lines.buf.reserve(GROUP * l);
+                lines.buf.reserve((b1 - b0) * l);
                 // SAFETY: lines b0..b1 of the run read v[a * m + b] for a < l, b < b1 <= m,
                 // inside v (asserted); buf has room for (b1 - b0) * l elements, all written
                 // (dst[(b - b0) * l + a]) before set_len.
