@@ -10,7 +10,7 @@ use crate::tensor::{Layout, Tensor};
 use std::sync::{Arc, RwLock};
 
 /// A column-major `dims` tensor of random values in [-2, 2) (Julia's arrays are fed so).
-fn column_major(dtype: DType, dims: &[usize], seed: u64) -> Tensor {
+pub(super) fn column_major(dtype: DType, dims: &[usize], seed: u64) -> Tensor {
     let t = tensor(DType::Float64, dims, &mut Rng(seed));
     let v = t.to_f64_vec();
     let (m, n) = (dims[0], dims[1]);

@@ -1,22 +1,11 @@
 //! A fused cluster reading a matrix in the other memory order (Julia's `x'` next to `x`):
 //! transposed tile by tile, over several tiles and two threads, to the unfused run's bits.
 
+use super::mask_tests::column_major;
 use super::tests::{bits, fused_steps, run, session, tensor, Rng};
 use crate::dtype::DType;
 use crate::graph::{Graph, NodeSpec};
-use crate::tensor::{Layout, Tensor};
 use std::sync::{Arc, RwLock};
-
-/// `dims` random values in [-2, 2) stored column-major.
-fn column_major(dtype: DType, dims: &[usize], seed: u64) -> Tensor {
-    let v = tensor(DType::Float64, dims, &mut Rng(seed)).to_f64_vec();
-    let (m, n) = (dims[0], dims[1]);
-    let col: Vec<f64> = (0..m * n).map(|k| v[(k % m) * n + k / m]).collect();
-    match dtype {
-        DType::Float32 => Tensor::from_vec(dims, col.into_iter().map(|x| x as f32).collect(), Layout::ColumnMajor).unwrap(),
-        _ => Tensor::from_vec(dims, col, Layout::ColumnMajor).unwrap(),
-    }
-}
 
 #[test]
 fn a_transposed_operand_fuses_over_tiles_and_threads_with_the_unfused_bits() {
