@@ -13,9 +13,9 @@
 //! Every instruction uses the same scalar or slice function as the op's own kernel
 //! (`f64::sin`, `vmath::Fun::Tanh`, `maximum` ...), so a fused run gives the same bits as an
 //! unfused one (tested in `fusion.rs`). A comparison's Bool value is a mask of 1s and 0s in
-//! the program's float type; Bool inputs are read as masks, Bool outputs written from them. The op exists only in plans (no graph node has it;
-//! it is not in the op registry) and only on CPU devices: the pass leaves GPU subgraphs
-//! unfused, as it has no GPU kernel.
+//! the program's float type; Bool inputs are read as masks, Bool outputs written from them.
+//! The op exists only in plans (no graph node has it; it is not in the op registry) and
+//! only on CPU devices: the pass leaves GPU subgraphs unfused, as it has no GPU kernel.
 
 pub(crate) use super::fused_apply::FusedFloat;
 use super::fused_apply::{apply1, apply2, mask, pow_by, select};
@@ -639,7 +639,7 @@ fn run_typed<T: FusedFloat>(ctx: &KernelCtx, p: &Program) -> Result<Outputs> {
     fn order_of<S>(a: &ArcArray<S, IxDyn>) -> Order {
         match a.ndim() {
             0 | 1 => Order::Any,
-            _ if a.t().is_standard_layout() && !a.is_standard_layout() => Order::Column,
+            _ if crate::strided::is_column_major(a) => Order::Column,
             _ => Order::Row,
         }
     }

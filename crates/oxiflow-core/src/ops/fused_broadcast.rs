@@ -103,6 +103,7 @@ pub(crate) struct Lines<T> {
 }
 
 impl<T> Lines<T> {
+    /// No lines yet (the first [`OtherOrder::fill`] transposes its group).
     pub(crate) fn new() -> Self {
         Lines { buf: Vec::new(), group: usize::MAX }
     }
@@ -124,8 +125,9 @@ impl OtherOrder {
     /// row-major when `a` is a matrix stored exactly in the opposite order (a strided view,
     /// in neither, is not one: the run copies it into its order).
     pub(crate) fn of<T>(a: &ndarray::ArcArray<T, ndarray::IxDyn>, dims: &[usize], column: bool) -> Option<Self> {
-        let (col_major, row_major) = (a.t().is_standard_layout(), a.is_standard_layout());
-        let opposite = if column { row_major && !col_major } else { col_major && !row_major };
+        use crate::strided::is_column_major;
+        // (a row-major matrix is one whose transpose is column-major)
+        let opposite = if column { is_column_major(&a.t()) } else { is_column_major(a) };
         (dims.len() == 2 && a.shape() == dims && opposite).then(|| Self::new(dims, column))
     }
 
