@@ -528,7 +528,7 @@ fn a_long_chain_needs_few_registers() {
     let mut b = ProgramBuilder::default();
     let mut v = b.input(crate::ops::fused::InputKind::Full);
     for i in 0..1000 {
-        v = b.unary(if i % 2 == 0 { Fn1::Sin } else { Fn1::Cos }, v);
+        v = b.unary(Fn1::V(if i % 2 == 0 { crate::ops::vmath::Fun::Sin } else { crate::ops::vmath::Fun::Cos }), v);
     }
     b.output(v);
     let p = b.finish(1);

@@ -88,7 +88,9 @@ fn collectives_on_one_recording_rank() {
         for _ in 0..3 * 8 {
             h = h.iter().map(|v| v.sin()).collect();
         }
-        assert_eq!(out.values[0].to_f64_vec(), h);
+        // Sin is vectorized math, within 2 ulp of libm's per step (|sin'| <= 1: no growth)
+        let got = out.values[0].to_f64_vec();
+        assert!(got.len() == h.len() && got.iter().zip(&h).all(|(g, w)| (g - w).abs() <= 64.0 * f64::EPSILON * w.abs()), "{got:?} vs {h:?}");
     }
 
     // gradients are the adjoint collectives: MpiSum's an MpiBcast, MpiBcast's an MpiSum,
@@ -130,7 +132,8 @@ fn collectives_on_one_recording_rank() {
     assert_eq!(*rec.calls.lock().unwrap(), ["MpiGroupedAllreduce 'fused'"]);
     assert_eq!(out.values[0].dims(), &[3, 2]);
     assert_eq!(out.values[0].to_f64_vec(), vec![0.1, -0.4, 0.2, 0.5, 0.3, 0.6]);
-    assert_eq!(out.values[1].to_f64_vec(), xv.iter().map(|v| v.sin()).collect::<Vec<_>>());
+    let (got, want) = (out.values[1].to_f64_vec(), xv.iter().map(|v| v.sin()).collect::<Vec<_>>());
+    assert!(got.len() == 6 && got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 4.0 * f64::EPSILON * w.abs()), "{got:?} vs {want:?}");
     assert_eq!(out.values[2].to_f64_vec(), vec![5.0]);
     let d = sess.run(&[(x, t64(&[2, 3], xv.clone()))], &[dx], &[], false).unwrap().values[0].to_f64_vec();
     let want: Vec<f64> = xv.iter().map(|v| 2.0 * v + 2.0 * v.sin() * v.cos()).collect();

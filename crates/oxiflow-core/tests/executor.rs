@@ -3,7 +3,8 @@
 //! and fetched; runs repeated, overlapping, and after a failed run of the same plan; with
 //! and without cross-device copies; chains whose steps hand their outputs straight to the
 //! next step, with fetched, shared and multi-output steps among them and a step that fails.
-//! Oracle: the same arithmetic in Rust f64 (bitwise).
+//! Oracle: the same arithmetic in Rust f64 (bitwise, or within a few ulp where a kernel is
+//! vectorized math rather than libm).
 
 use oxiflow_core::graph::DeviceScope;
 use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
@@ -30,6 +31,12 @@ fn values(out: &[Tensor]) -> Vec<f64> {
     out.iter().map(|t| t.to_f64_vec()[0]).collect()
 }
 
+/// `got` equals `want` within a few ulp: `Sin`, `Cos`, `Tanh` and `Exp` are vectorized
+/// kernels, within 2 to 4 ulp of the libm oracle; a wrong or reused tensor is off by far more.
+fn close(got: &[f64], want: &[f64]) -> bool {
+    got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() <= 8.0 * f64::EPSILON * w.abs().max(f64::MIN_POSITIVE))
+}
+
 fn session(g: Graph, gpus: usize) -> (Arc<RwLock<Graph>>, Session) {
     let g = Arc::new(RwLock::new(g));
     let s = Session::new(g.clone(), SessionOptions { emulated_gpus: Some(gpus), ..Default::default() }).unwrap();
@@ -46,7 +53,8 @@ fn shared_and_repeated_inputs_fetches_and_feeds_survive_repeated_runs() {
             // s is fetched twice and consumed by three steps; x is fed, consumed and fetched
             let out = sess.run(&[(x, Tensor::scalar(xv))], &[s, m, a, n, x, s], &[], k % 2 == 1).unwrap();
             let e = expected(xv);
-            assert_eq!(values(&out.values), vec![e[0], e[1], e[2], e[3], e[4], e[0]], "gpus={gpus} run {k}");
+            let (got, want) = (values(&out.values), [e[0], e[1], e[2], e[3], e[4], e[0]]);
+            assert!(close(&got, &want), "gpus={gpus} run {k}: {got:?} vs {want:?}");
         }
     }
 }
@@ -63,7 +71,8 @@ fn overlapping_runs_of_one_plan_do_not_share_tensors() {
                 for i in 0..50 {
                     let xv = t as f64 + i as f64 / 50.0;
                     let out = sess.run(&[(x, Tensor::scalar(xv))], &[s, m, a, n], &[], false).unwrap();
-                    assert_eq!(values(&out.values), expected(xv)[..4].to_vec(), "thread {t} run {i}");
+                    let (got, want) = (values(&out.values), expected(xv));
+                    assert!(close(&got, &want[..4]), "thread {t} run {i}: {got:?} vs {want:?}");
                 }
             });
         }
@@ -85,7 +94,8 @@ fn a_failed_run_leaves_the_plan_reusable() {
         sess.run(&[], &[], &[init], false).unwrap();
         for _ in 0..3 {
             let out = sess.run(&feed, &[y, s], &[], false).unwrap();
-            assert_eq!(values(&out.values), vec![0.5f64.sin() + 4.0, 0.5f64.sin()], "gpus={gpus}");
+            let (got, want) = (values(&out.values), [0.5f64.sin() + 4.0, 0.5f64.sin()]);
+            assert!(close(&got, &want), "gpus={gpus}: {got:?} vs {want:?}");
         }
     }
 }
@@ -125,7 +135,9 @@ fn traced_steps_have_ordered_non_empty_intervals() {
     for i in 0..50 {
         v = if i % 2 == 0 { v.sin() } else { v.cos() };
     }
-    assert_eq!(out.values[0].to_f64_vec(), vec![v]);
+    // 50 roundings of a few ulp each, none amplified (|sin'|, |cos'| <= 1)
+    let got = out.values[0].to_f64_vec();
+    assert!(got.len() == 1 && (got[0] - v).abs() <= 100.0 * f64::EPSILON * v.abs(), "{got:?} vs {v}");
 }
 
 /// A unary op and its Rust f64 oracle.

@@ -321,7 +321,8 @@ fn stop_gradient_passes_values_and_blocks_gradients() {
     let y = g.op("Mul", &[stopped, x]).unwrap();
     let xv = rand_t(&[3], 5, -1.0, 1.0);
     let xs = xv.to_f64_vec();
-    assert_close(&eval1(&g, &[(x, xv.clone())], stopped).to_f64_vec(), &xs.iter().map(|v| v.sin()).collect::<Vec<_>>(), 0.0, "value");
+    // Sin is vectorized math: within 2 ulp of libm's
+    assert_close(&eval1(&g, &[(x, xv.clone())], stopped).to_f64_vec(), &xs.iter().map(|v| v.sin()).collect::<Vec<_>>(), 1e-15, "value");
     let dx = gradients(&mut g, &[y], &[x], None, false).unwrap()[0].unwrap();
     // d/dx (stop(sin x) * x) = sin x, not sin x + x cos x
     assert_close(&eval1(&g, &[(x, xv)], dx).to_f64_vec(), &xs.iter().map(|v| v.sin()).collect::<Vec<_>>(), 1e-15, "grad");

@@ -37,12 +37,10 @@ pub(crate) enum Fn1 {
     Splat,
     Neg,
     Square,
-    Sin,
-    Cos,
-    Tan,
     Abs,
     Floor,
-    /// One of [`vmath`]'s slice functions (`Exp`, `Log`, `Tanh`, `Sigmoid`, `Sqrt`, `Relu`).
+    /// One of [`vmath`]'s slice functions (`Exp`, `Log`, `Tanh`, `Sigmoid`, `Sqrt`, `Relu`,
+    /// `Sin`, `Cos`, `Tan`).
     V(vmath::Fun),
 }
 
@@ -197,9 +195,9 @@ impl ProgramBuilder {
         let (f1, f2) = match op {
             "Neg" => un(Fn1::Neg),
             "Square" => un(Fn1::Square),
-            "Sin" => un(Fn1::Sin),
-            "Cos" => un(Fn1::Cos),
-            "Tan" => un(Fn1::Tan),
+            "Sin" => un(Fn1::V(vmath::Fun::Sin)),
+            "Cos" => un(Fn1::V(vmath::Fun::Cos)),
+            "Tan" => un(Fn1::V(vmath::Fun::Tan)),
             "Abs" => un(Fn1::Abs),
             "Floor" => un(Fn1::Floor),
             "Exp" => un(Fn1::V(vmath::Fun::Exp)),
@@ -579,7 +577,7 @@ fn memory_orders(p: &Program, inputs: &[Order], rank2: bool) -> Vec<Order> {
 /// vector-math function (`Exp`, `Tanh`, `Pow`, ...) costs several times an add.
 fn instr_cost(i: &Instr) -> usize {
     match *i {
-        Instr::Un { f: Fn1::Sin | Fn1::Cos | Fn1::Tan | Fn1::V(_), .. } | Instr::Bin { f: Fn2::Pow | Fn2::Div, .. } => 8,
+        Instr::Un { f: Fn1::V(_), .. } | Instr::Bin { f: Fn2::Pow | Fn2::Div, .. } => 8,
         _ => 1,
     }
 }

@@ -11,9 +11,6 @@ use crate::tensor::Element;
 /// use.
 pub(crate) trait FusedFloat: VFloat + Arith + Element {
     fn from_f64(v: f64) -> Self;
-    fn sin(self) -> Self;
-    fn cos(self) -> Self;
-    fn tan(self) -> Self;
     fn abs(self) -> Self;
     fn floor(self) -> Self;
     fn div(self, b: Self) -> Self;
@@ -24,15 +21,6 @@ macro_rules! fused_float {
         impl FusedFloat for $t {
             fn from_f64(v: f64) -> Self {
                 v as $t
-            }
-            fn sin(self) -> Self {
-                <$t>::sin(self)
-            }
-            fn cos(self) -> Self {
-                <$t>::cos(self)
-            }
-            fn tan(self) -> Self {
-                <$t>::tan(self)
             }
             fn abs(self) -> Self {
                 <$t>::abs(self)
@@ -65,9 +53,6 @@ pub(crate) fn apply1<T: FusedFloat>(f: Fn1, x: &[T], d: &mut [T]) {
         Fn1::Identity | Fn1::Splat => d.copy_from_slice(x),
         Fn1::Neg => map1(x, d, T::neg),
         Fn1::Square => map1(x, d, |x| T::mul(x, x)),
-        Fn1::Sin => map1(x, d, T::sin),
-        Fn1::Cos => map1(x, d, T::cos),
-        Fn1::Tan => map1(x, d, T::tan),
         Fn1::Abs => map1(x, d, T::abs),
         Fn1::Floor => map1(x, d, T::floor),
         Fn1::V(fun) => T::run(fun, x, d),

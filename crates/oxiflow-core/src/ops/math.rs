@@ -497,10 +497,10 @@ fn kernel_floor_mod(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 fn kernel_sin(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::sin, f64::sin)
+    map_vfun(ctx, vmath::Fun::Sin, f32::sin, f64::sin)
 }
 fn kernel_cos(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::cos, f64::cos)
+    map_vfun(ctx, vmath::Fun::Cos, f32::cos, f64::cos)
 }
 fn kernel_exp(ctx: &KernelCtx) -> Result<Outputs> {
     map_vfun(ctx, vmath::Fun::Exp, f32::exp, f64::exp)

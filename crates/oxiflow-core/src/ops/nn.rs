@@ -90,7 +90,7 @@ fn kernel_sign(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 fn kernel_tan(ctx: &KernelCtx) -> Result<Outputs> {
-    map_float(ctx, f32::tan, f64::tan)
+    map_vfun(ctx, vmath::Fun::Tan, f32::tan, f64::tan)
 }
 
 fn sigmoid64(x: f64) -> f64 {

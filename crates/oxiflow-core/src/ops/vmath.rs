@@ -1,5 +1,5 @@
-//! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`
-//! in `f32` and `f64`, written branch-free so that the compiler turns each slice loop into
+//! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`,
+//! `sin`, `cos`, `tan` in `f32` and `f64`, written branch-free so that the compiler turns each slice loop into
 //! SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
 //! packet math and SLEEF's dispatchers do), and sharded over the intra-op threads, the
 //! calling one included, for large tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise
@@ -25,12 +25,22 @@
 //!   `scripts/fit-tanh-f32.py`, with `|x|` clamped to 9.9 and the result to `[-1, 1]`: the
 //!   form of Eigen's and XLA's f32 `tanh`, 2.4 times faster here than the `expm1` form, whose
 //!   f32 version it replaced (0.9 G elements/s per core);
-//! - `sigmoid(x) = 1 / (1 + e^{-x})`.
+//! - `sigmoid(x) = 1 / (1 + e^{-x})`;
+//! - `sin`, `cos`, `tan`: `x = n pi/2 + r`, `|r| <= pi/4`, with `pi/2` in fdlibm's parts
+//!   of 33 bits (each product with `n` exact up to [`TRIG_MAX`]), then fdlibm's kernel
+//!   polynomials for `sin r` and `cos r` in f64 (f32 inputs: the reduction and Taylor
+//!   polynomials of degree 9 and 10 in f64, the result rounded once to f32) and the
+//!   quadrant `n mod 4` picking `+-sin r`, `+-cos r` or their quotient by selects; `|x|`
+//!   above `TRIG_MAX`, infinities and NaN take libm in a second loop, run only where a slice
+//!   holds one.
 //!
 //! Accuracy (tested in this file's tests against `f64`/libm over sweeps of every binade
 //! used): at most a few ulp, within the tolerances TF's own tests give its Eigen kernels
 //! (1e-6 relative): 3 ulp, except f32 `tanh`, whose rounding of `P` and `Q` in f32 gives up
-//! to 4.9 ulp with FMA and 6.3 without (every f32 checked; 7.5e-7 relative).
+//! to 4.9 ulp with FMA and 6.3 without (every f32 checked; 7.5e-7 relative). f32 `sin`,
+//! `cos`, `tan` come out within 0.5 to 0.9 ulp of the exact value (correctly rounded but for
+//! rare ties of the f64 result), f64 ones within 2 ulp of libm (`tan` 3): the reduction's
+//! roundings are not carried as fdlibm's two-part `r` is.
 //! NaN propagates; `exp` overflows to `inf` above `ln(MAX)` and underflows through the
 //! subnormals to 0; `log` gives `-inf` at 0, NaN below 0; `tanh` and `sigmoid` saturate.
 
@@ -46,6 +56,9 @@ pub(crate) enum Fun {
     Sigmoid,
     Sqrt,
     Relu,
+    Sin,
+    Cos,
+    Tan,
 }
 
 /// Elements below which a kernel stays on its own thread (the pool's hand-off costs a few
@@ -297,6 +310,140 @@ fn sigmoid_f64<const F: bool>(x: f64) -> f64 {
     1.0 / (1.0 + exp_f64::<F>(-x))
 }
 
+/// `pi/2` in four parts (the constants of fdlibm's `__ieee754_rem_pio2`): the first three
+/// with 33 significant bits, so that `n` times each is exact for `|n| < 2^20`, the fourth
+/// the rest, rounded.
+/// (Bits `0x3ff921fb54400000`, `0x3dd0b4611a600000`, `0x3ba3198a2e000000`,
+/// `0x397b839a252049c1`, checked by a test.)
+const PIO2: [f64; 4] = [1.570_796_326_734_125_6, 6.077_100_506_303_966e-11, 2.022_266_248_711_166_5e-21, 8.478_427_660_368_9e-32];
+/// `pi/2 - PIO2[0]`, rounded (bits `0x3dd0b4611a626331`): the second part of the shorter
+/// reduction of f32 inputs.
+const PIO2_0_TAIL: f64 = 6.077_100_506_506_192e-11;
+
+/// Largest `|x|` reduced here (`n <= 636,620 < 2^20`); larger ones, infinities and NaN
+/// take libm in a second pass ([`trig_fixup`]).
+pub(crate) const TRIG_MAX: f64 = 1.0e6;
+
+/// `x = n pi/2 + r` with `|r|` at most `pi/4` (and a rounding), for `|x| <= TRIG_MAX`;
+/// returns `r` and `n mod 4`. `x - n PIO2[0]` is exact (Sterbenz), and so is each later
+/// step where `r` cancels: the error is a few ulp of `r` for every `r` (Cody and Waite's
+/// reduction with fdlibm's split of `pi/2`). f32 inputs (24 bits) take two parts, f64 four.
+#[inline(always)]
+fn reduce_pio2(x: f64, parts: &[f64]) -> (f64, u64) {
+    const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    let n = (x * std::f64::consts::FRAC_2_PI + ROUND) - ROUND;
+    let mut r = x;
+    for &p in parts {
+        r -= n * p;
+    }
+    // n + 2^51 in the low bits: its residue mod 4 is n's (2^51 is a multiple of 4)
+    (r, (n + ROUND).to_bits() & 3)
+}
+
+/// `sin(r)` and `cos(r)` for `|r| <= pi/4` to f64 accuracy: fdlibm's `__kernel_sin` and
+/// `__kernel_cos` polynomials (degree 13 and 14, minimax), the constant and `z/2` of the
+/// cosine summed with their rounding error carried, as fdlibm does.
+#[inline(always)]
+fn sincos_kernel_f64<const F: bool>(r: f64) -> (f64, f64) {
+    const S: [f64; 6] = [
+        -1.666_666_666_666_663_2e-1,
+        8.333_333_333_322_49e-3,
+        -1.984_126_982_985_795e-4,
+        2.755_731_370_707_006_8e-6,
+        -2.505_076_025_340_686_3e-8,
+        1.589_690_995_211_55e-10,
+    ];
+    const C: [f64; 6] = [
+        4.166_666_666_666_66e-2,
+        -1.388_888_888_887_411e-3,
+        2.480_158_728_947_673e-5,
+        -2.755_731_435_139_066_3e-7,
+        2.087_572_321_298_175e-9,
+        -1.135_964_755_778_819_5e-11,
+    ];
+    let z = r * r;
+    let mut ps = S[5];
+    let mut pc = C[5];
+    for k in (0..5).rev() {
+        ps = madd64::<F>(ps, z, S[k]);
+        pc = madd64::<F>(pc, z, C[k]);
+    }
+    let s = madd64::<F>(r * z, ps, r);
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    let c = w + (((1.0 - w) - hz) + z * z * pc);
+    (s, c)
+}
+
+/// `sin(r)` and `cos(r)` for `|r| <= pi/4` to about 1e-10 relative, enough for an f32
+/// result: the Taylor polynomials to degree 9 and 10 (remainders below 1.8e-9 and 1.2e-10).
+#[inline(always)]
+fn sincos_kernel_f32<const F: bool>(r: f64) -> (f64, f64) {
+    let z = r * r;
+    let mut ps = INV_FACT[9];
+    let mut pc = -INV_FACT[10];
+    for k in [7, 5, 3] {
+        ps = madd64::<F>(ps, z, if k % 4 == 3 { -INV_FACT[k] } else { INV_FACT[k] });
+    }
+    for k in [8, 6, 4, 2] {
+        pc = madd64::<F>(pc, z, if k % 4 == 2 { -INV_FACT[k] } else { INV_FACT[k] });
+    }
+    (madd64::<F>(r * z, ps, r), madd64::<F>(z, pc, 1.0))
+}
+
+/// `sin`, `cos` or `tan` (`fun`) of `x = n pi/2 + r` from `sin(r)`, `cos(r)` and `n mod 4`:
+/// `sin` is `sin r, cos r, -sin r, -cos r` by quadrant, `cos` the next quadrant's `sin`,
+/// `tan` `sin r / cos r` or `-cos r / sin r`. Selects and a sign flip, no branches.
+#[inline(always)]
+fn trig_quadrant(fun: Fun, (s, c): (f64, f64), q: u64) -> f64 {
+    if fun == Fun::Tan {
+        return if q & 1 == 0 { s / c } else { -c / s };
+    }
+    let q = if fun == Fun::Cos { q + 1 } else { q };
+    let v = if q & 1 == 0 { s } else { c };
+    f64::from_bits(v.to_bits() ^ ((q & 2) << 62))
+}
+
+/// `sin`, `cos`, `tan` of an f32 in f64 (the reduction and the rounding of the polynomial
+/// are then far below an f32 ulp; the result is rounded once, to f32), for `|x| <= TRIG_MAX`.
+#[inline(always)]
+fn trig_f32<const F: bool>(fun: Fun, x: f32) -> f32 {
+    let (r, q) = reduce_pio2(x as f64, &[PIO2[0], PIO2_0_TAIL]);
+    trig_quadrant(fun, sincos_kernel_f32::<F>(r), q) as f32
+}
+
+#[inline(always)]
+fn trig_f64<const F: bool>(fun: Fun, x: f64) -> f64 {
+    let (r, q) = reduce_pio2(x, &PIO2);
+    trig_quadrant(fun, sincos_kernel_f64::<F>(r), q)
+}
+
+/// Whether [`trig_f32`]/[`trig_f64`] apply to `x` (false for infinities and NaN).
+#[inline(always)]
+fn trig_in_range(x: f64) -> bool {
+    x.abs() <= TRIG_MAX
+}
+
+/// The trigonometric loop of `fun` (`Sin`, `Cos` or `Tan`, a constant after inlining):
+/// every element in the vector loop, then, where the slice holds an `|x|` above
+/// [`TRIG_MAX`], an infinity or a NaN, a second loop giving those libm's value (`libm`:
+/// Payne and Hanek's reduction for large arguments; NaN for infinities and NaN).
+#[inline(always)]
+fn trig_loop<T: Copy + Into<f64>>(src: &[T], dst: &mut [MaybeUninit<T>], f: impl Fn(T) -> T, libm: impl Fn(T) -> T) {
+    let mut others = false;
+    dst.iter_mut().zip(src).for_each(|(d, &x)| {
+        *d = MaybeUninit::new(f(x));
+        others |= !trig_in_range(x.into());
+    });
+    if others {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            if !trig_in_range(x.into()) {
+                *d = MaybeUninit::new(libm(x));
+            }
+        }
+    }
+}
+
 /// One slice loop per (function, type), instantiated for baseline and FMA code.
 #[inline(always)]
 fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
@@ -323,6 +470,9 @@ fn run_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>]) {
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f32::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
         Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 || x.is_nan() { x } else { 0.0 })),
+        Fun::Sin => trig_loop(src, dst, |x| trig_f32::<F>(Fun::Sin, x), f32::sin),
+        Fun::Cos => trig_loop(src, dst, |x| trig_f32::<F>(Fun::Cos, x), f32::cos),
+        Fun::Tan => trig_loop(src, dst, |x| trig_f32::<F>(Fun::Tan, x), f32::tan),
     }
 }
 #[inline(always)]
@@ -335,6 +485,9 @@ fn run_f64<const F: bool>(fun: Fun, src: &[f64], dst: &mut [MaybeUninit<f64>]) {
         Fun::Sigmoid => it.for_each(|(d, &x)| *d = MaybeUninit::new(sigmoid_f64::<F>(x))),
         Fun::Sqrt => it.for_each(|(d, &x)| *d = MaybeUninit::new(x.sqrt())),
         Fun::Relu => it.for_each(|(d, &x)| *d = MaybeUninit::new(if x > 0.0 || x.is_nan() { x } else { 0.0 })),
+        Fun::Sin => trig_loop(src, dst, |x| trig_f64::<F>(Fun::Sin, x), f64::sin),
+        Fun::Cos => trig_loop(src, dst, |x| trig_f64::<F>(Fun::Cos, x), f64::cos),
+        Fun::Tan => trig_loop(src, dst, |x| trig_f64::<F>(Fun::Tan, x), f64::tan),
     }
 }
 

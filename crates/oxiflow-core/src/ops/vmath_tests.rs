@@ -62,6 +62,9 @@ fn reference(fun: Fun, x: f64) -> f64 {
         Fun::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         Fun::Sqrt => x.sqrt(),
         Fun::Relu => x.max(0.0),
+        Fun::Sin => x.sin(),
+        Fun::Cos => x.cos(),
+        Fun::Tan => x.tan(),
     }
 }
 
@@ -102,10 +105,12 @@ fn domain32(fun: Fun) -> (f64, f64, f64) {
         Fun::Sigmoid => (-80.0, 80.0, 1e-30),
         Fun::Sqrt => (0.0, 3e38, 1e-44),
         Fun::Relu => (-1e30, 1e30, 1e-30),
+        // linear steps of about 20 near 0, and the magnitudes 1e-30 to 1e7 (libm's past 1e6)
+        Fun::Sin | Fun::Cos | Fun::Tan => (-2e6, 2e6, 1e-30),
     }
 }
 
-const FUNS: [Fun; 6] = [Fun::Exp, Fun::Log, Fun::Tanh, Fun::Sigmoid, Fun::Sqrt, Fun::Relu];
+const FUNS: [Fun; 9] = [Fun::Exp, Fun::Log, Fun::Tanh, Fun::Sigmoid, Fun::Sqrt, Fun::Relu, Fun::Sin, Fun::Cos, Fun::Tan];
 
 /// The largest error allowed in f32, in ulps of the correctly rounded value.
 fn bound32(fun: Fun) -> f64 {
@@ -145,6 +150,7 @@ fn f64_results_are_within_4_ulp_of_libm() {
             Fun::Sigmoid => (-700.0, 700.0, 1e-300),
             Fun::Sqrt => (0.0, 1.7e308, 4.9e-324),
             Fun::Relu => (-1e300, 1e300, 1e-300),
+            Fun::Sin | Fun::Cos | Fun::Tan => (-2e6, 2e6, 1e-300),
         };
         let xs = sweep(lo, hi, tiny, 200_000);
         for got in both_paths_f64(fun, &xs) {
@@ -157,6 +163,7 @@ fn f64_results_are_within_4_ulp_of_libm() {
                     (worst, at) = (e, x);
                 }
             }
+            eprintln!("{fun:?} f64: at most {worst:.2} ulp of libm (at x = {at:e})");
             assert!(worst <= 4.0, "{fun:?} f64: {worst} ulp at x = {at:e}");
         }
     }
@@ -263,4 +270,65 @@ fn special_values_among_ordinary_ones_give_what_they_give_alone() {
             }
         }
     }
+}
+
+/// The hard cases of the range reduction: the floats nearest to multiples `k pi/2` for `k`
+/// up to `TRIG_MAX` (every 7th), and their neighbours, where `sin`, `cos` or `tan` is
+/// close to 0 or to a pole and the reduced argument keeps only the bits that cancel least.
+/// f32 within its bound of the correctly rounded value; f64 within 4 ulp of libm.
+#[test]
+fn trig_near_multiples_of_half_pi() {
+    let kmax = (TRIG_MAX * std::f64::consts::FRAC_2_PI) as u64;
+    let mut x32 = Vec::new();
+    let mut x64 = Vec::new();
+    for k in (1..=kmax).step_by(7) {
+        let kf = k as f64;
+        let near = kf * PIO2[0] + kf * PIO2_0_TAIL;
+        let n32 = near as f32;
+        for d in -2i32..=2 {
+            for sign in [1.0f64, -1.0] {
+                x32.push(sign as f32 * f32::from_bits((n32.to_bits() as i32 + d) as u32));
+                x64.push(sign * f64::from_bits((near.to_bits() as i64 + d as i64) as u64));
+            }
+        }
+    }
+    for fun in [Fun::Sin, Fun::Cos, Fun::Tan] {
+        for got in both_paths_f32(fun, &x32) {
+            let (mut worst, mut at) = (0.0f64, 0.0f32);
+            for (&x, &g) in x32.iter().zip(&got) {
+                let e = ulps32(g, reference(fun, x as f64));
+                if e > worst {
+                    (worst, at) = (e, x);
+                }
+            }
+            eprintln!("{fun:?} f32 near k pi/2: at most {worst:.2} ulp (at x = {at:e})");
+            assert!(worst <= bound32(fun), "{fun:?} f32: {worst} ulp at x = {at:e}");
+        }
+        for got in both_paths_f64(fun, &x64) {
+            let (mut worst, mut at) = (0.0f64, 0.0f64);
+            for (&x, &g) in x64.iter().zip(&got) {
+                let e = ulps64(g, reference(fun, x));
+                if e > worst {
+                    (worst, at) = (e, x);
+                }
+            }
+            eprintln!("{fun:?} f64 near k pi/2: at most {worst:.2} ulp of libm (at x = {at:e})");
+            assert!(worst <= 4.0, "{fun:?} f64: {worst} ulp at x = {at:e}");
+        }
+    }
+}
+
+/// The parts of `pi/2` are fdlibm's bit patterns: the first three end in enough zero bits
+/// that `n` times each is exact for `|n| < 2^20`, and the four add up to `pi/2` to about
+/// 2^-150 (checked against the f64 nearest to `pi/2` and the rounded tail).
+#[test]
+fn the_parts_of_half_pi_are_fdlibms() {
+    let bits: Vec<u64> = PIO2.iter().map(|p| p.to_bits()).collect();
+    assert_eq!(bits, [0x3ff9_21fb_5440_0000, 0x3dd0_b461_1a60_0000, 0x3ba3_198a_2e00_0000, 0x397b_839a_2520_49c1]);
+    assert_eq!(PIO2_0_TAIL.to_bits(), 0x3dd0_b461_1a62_6331);
+    for p in &PIO2[..3] {
+        assert!(p.to_bits().trailing_zeros() >= 21, "{p:e}: fewer than 21 zero bits");
+    }
+    assert_eq!(PIO2[0] + PIO2_0_TAIL, std::f64::consts::FRAC_PI_2);
+    assert_eq!(PIO2[1] + (PIO2[2] + PIO2[3]), PIO2_0_TAIL);
 }
