@@ -20,8 +20,9 @@
 #                  softmax sum(tf.nn.softmax(x) .* x), max sum(max(x, x')), rowbias
 #                  sum((x .+ r) .^ 2) with r 1×1024, concat sum(tf.concat([x, x], 1) .^ 2),
 #                  gather sum(x[idx, :]) with idx the rows (7i² + 3) mod 1024 (0-based i).
-#   unary_OP       tanh exp log sigmoid sqrt relu of a Float32 Variable of 2^20 values in
-#                  (0.5, 2), result fetched. G elements/s.
+#   unary_OP       tanh exp log sigmoid sqrt relu sin cos of a Float32 Variable of 2^20
+#                  values in (0.5, 2), result fetched, G elements/s; sin and cos also of
+#                  the Float64 values.
 #   feed_fetch     1024×1024 Float64 fed to a placeholder, tf.identity fetched: GB/s of
 #                  2 × 8 MiB per run.
 #   chain10k       a scalar Float64 placeholder through 10,000 alternating sin/cos, µs per
@@ -42,7 +43,8 @@ using Random
 
 const CORES = parse(Int, get(ENV, "OXIFLOW_BENCH_CORES", "2"))
 const SIZES = (256, 1024, 2048)
-const UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu")
+const UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu", "sin", "cos")
+const UNARY64 = ("sin", "cos")
 const NUNARY = 1 << 20
 const CHAIN = 10_000
 const FEED_BYTES = 2 * 1024 * 1024 * 8
@@ -144,14 +146,23 @@ end
 
 function bench_unary()
     reset_default_graph()
-    v = Variable(Float32.(0.5 .+ 1.5 .* rand(MersenneTwister(3), NUNARY)))
+    v64 = 0.5 .+ 1.5 .* rand(MersenneTwister(3), NUNARY)
+    v = Variable(Float32.(v64))
+    w = Variable(v64)
     ops = Dict("tanh" => tanh(v), "exp" => exp(v), "log" => log(v),
-               "sigmoid" => sigmoid(v), "sqrt" => sqrt(v), "relu" => relu(v))
+               "sigmoid" => sigmoid(v), "sqrt" => sqrt(v), "relu" => relu(v),
+               "sin" => sin(v), "cos" => cos(v))
+    ops64 = Dict("sin" => sin(w), "cos" => cos(w))
     sess = session(); init(sess)
     for name in UNARY
         op = ops[name]
         t = time_calls(() -> run(sess, op))
         emit("unary_$name", "float32", NUNARY / t / 1e9, "Gelem/s")
+    end
+    for name in UNARY64
+        op = ops64[name]
+        t = time_calls(() -> run(sess, op))
+        emit("unary_$name", "float64", NUNARY / t / 1e9, "Gelem/s")
     end
 end
 

@@ -26,8 +26,9 @@ What is measured (the same definitions as oxiflow.jl):
                 JAX: one jax.jit of value-less grad + update. steps/s.
   matmul_N      N×N @ N×N, N = 256, 1024, 2048; GFLOP/s = 2N³/t. TF1: MatMul of two
                 variables, the product fetched; matmul_fed_N: both inputs fed placeholders.
-  unary_OP      tanh exp log sigmoid sqrt relu on 2^20 float32 in (0.5, 2), held in a
+  unary_OP      tanh exp log sigmoid sqrt relu sin cos on 2^20 float32 in (0.5, 2), held in a
                 variable (TF1) / tensor (torch) / device array (JAX); TF1 fetches the result.
+                sin and cos also in float64 (the same values).
                 NumPy's sigmoid is 1/(1+exp(-x)), its relu maximum(x, 0). G elements/s.
   feed_fetch    TF1: 1024×1024 float64 fed to a placeholder, tf.identity fetched; GB/s of
                 2 × 8 MiB (fed + fetched) per run.
@@ -83,7 +84,8 @@ FRAMEWORKS = ["tf1", "torch", "jax", "numpy"]
 MODULE = {"tf1": "tensorflow", "torch": "torch", "jax": "jax", "numpy": "numpy"}
 DTYPES = ("float32", "float64")
 SIZES = (256, 1024, 2048)
-UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu")
+UNARY = ("tanh", "exp", "log", "sigmoid", "sqrt", "relu", "sin", "cos")
+UNARY64 = ("sin", "cos")   # also measured in float64
 NUNARY = 1 << 20
 CHAIN = 10_000
 WHILE_N = 10_000
@@ -176,8 +178,8 @@ def grad_losses(op, r, idx):
             "gather": lambda x: op.sum(op.gather(x, idx))}
 
 
-def unary_input(np):
-    return np.random.default_rng(3).uniform(0.5, 2.0, NUNARY).astype("float32")
+def unary_input(np, dtype="float32"):
+    return np.random.default_rng(3).uniform(0.5, 2.0, NUNARY).astype(dtype)
 
 
 # ---------------------------------------------------------------- TensorFlow 1 (graph)
@@ -253,13 +255,19 @@ def run_tf1():
     with g.as_default():
         v = tf1.Variable(unary_input(np))
         ops = {"tanh": tf.tanh(v), "exp": tf.exp(v), "log": tf.math.log(v),
-               "sigmoid": tf.sigmoid(v), "sqrt": tf.sqrt(v), "relu": tf.nn.relu(v)}
+               "sigmoid": tf.sigmoid(v), "sqrt": tf.sqrt(v), "relu": tf.nn.relu(v),
+               "sin": tf.sin(v), "cos": tf.cos(v)}
+        v64 = tf1.Variable(unary_input(np, "float64"))
+        ops64 = {"sin": tf.sin(v64), "cos": tf.cos(v64)}
         init = tf1.global_variables_initializer()
     with session(g) as s:
         s.run(init)
         for name in UNARY:
             t = time_calls(lambda: s.run(ops[name]))
             emit("tf1", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+        for name in UNARY64:
+            t = time_calls(lambda: s.run(ops64[name]))
+            emit("tf1", f"unary_{name}", "float64", NUNARY / t / 1e9, "Gelem/s", ver)
 
     g = tf.Graph()
     with g.as_default():
@@ -345,10 +353,15 @@ def run_torch():
         return
     v = torch.from_numpy(unary_input(np))
     fns = {"tanh": torch.tanh, "exp": torch.exp, "log": torch.log,
-           "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "relu": torch.relu}
+           "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "relu": torch.relu,
+           "sin": torch.sin, "cos": torch.cos}
     for name in UNARY:
         t = time_calls(lambda: fns[name](v))
         emit("torch", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+    v64 = torch.from_numpy(unary_input(np, "float64"))
+    for name in UNARY64:
+        t = time_calls(lambda: fns[name](v64))
+        emit("torch", f"unary_{name}", "float64", NUNARY / t / 1e9, "Gelem/s", ver)
 
     def chain(x):
         for i in range(CHAIN):
@@ -426,17 +439,22 @@ def run_jax():
 
     if not want("other"):
         return
-    v = jnp.asarray(unary_input(np))
     fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
-           "sigmoid": jax.nn.sigmoid, "sqrt": jnp.sqrt, "relu": jax.nn.relu}
-    for name in UNARY:
-        f = jax.jit(fns[name])
-        out = [None]
+           "sigmoid": jax.nn.sigmoid, "sqrt": jnp.sqrt, "relu": jax.nn.relu,
+           "sin": jnp.sin, "cos": jnp.cos}
+    # float64 needs jax_enable_x64 (set above when JAX starts), else the array is float32
+    for dt, names in (("float32", UNARY), ("float64", UNARY64)):
+        v = jnp.asarray(unary_input(np, dt))
+        if str(v.dtype) != dt:
+            continue
+        for name in names:
+            f = jax.jit(fns[name])
+            out = [None]
 
-        def call():
-            out[0] = f(v)
-        t = time_calls(call, sync=lambda: out[0].block_until_ready())
-        emit("jax", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+            def call():
+                out[0] = f(v)
+            t = time_calls(call, sync=lambda: out[0].block_until_ready())
+            emit("jax", f"unary_{name}", dt, NUNARY / t / 1e9, "Gelem/s", ver)
 
     def chain(x):
         for i in range(CHAIN):
@@ -501,10 +519,15 @@ def run_numpy():
         return
     v = unary_input(np)
     fns = {"tanh": np.tanh, "exp": np.exp, "log": np.log,
-           "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0)}
+           "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0),
+           "sin": np.sin, "cos": np.cos}
     for name in UNARY:
         t = time_calls(lambda: fns[name](v))
         emit("numpy", f"unary_{name}", "float32", NUNARY / t / 1e9, "Gelem/s", ver)
+    v64 = unary_input(np, "float64")
+    for name in UNARY64:
+        t = time_calls(lambda: fns[name](v64))
+        emit("numpy", f"unary_{name}", "float64", NUNARY / t / 1e9, "Gelem/s", ver)
 
 
 RUNNERS = {"tf1": run_tf1, "torch": run_torch, "jax": run_jax, "numpy": run_numpy}

@@ -24,7 +24,7 @@ COLUMNS = [("oxiflow", "Oxiflow"), ("tf1", "TF1"), ("torch", "PyTorch"), ("jax",
 PEERS = [c for c, _ in COLUMNS[1:]]
 TIME_UNITS = {"us/op", "us/iter", "ms", "s"}
 ORDER = ["mlp_step", "matmul", "matmul_fed", "unary", "feed_fetch", "chain10k", "chain10k_grad", "while10k", "digits_epoch"]
-UNARY = ["tanh", "exp", "log", "sigmoid", "sqrt", "relu"]
+UNARY = ["tanh", "exp", "log", "sigmoid", "sqrt", "relu", "sin", "cos"]
 
 
 def runs(framework, workload):

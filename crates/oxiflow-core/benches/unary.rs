@@ -1,8 +1,8 @@
-//! Unary float kernels through a session: `Tanh`, `Exp`, `Log`, `Sigmoid`, `Sqrt`, `Relu` of
-//! a Float32 (and Float64) constant of 2^20 values in [0.5, 2), as `make bench-peers`'
-//! `unary_OP` workloads do, with 1 and 2 intra-op threads (`intra1`, `intra2`): the goal is
-//! 1 G elements/s per core in f32. The figure includes allocating the result; nothing is
-//! fetched to a host language.
+//! Unary float kernels through a session: `Tanh`, `Exp`, `Log`, `Sigmoid`, `Sqrt`, `Relu`,
+//! `Sin`, `Cos` of a Float32 (and Float64) constant of 2^20 values in [0.5, 2), as
+//! `make bench-peers`' `unary_OP` workloads do, with 1 and 2 intra-op threads (`intra1`,
+//! `intra2`): the goal is 1 G elements/s per core in f32. The figure includes allocating the
+//! result; nothing is fetched to a host language.
 //!
 //! Throughput is `Elements(2^20)`, so criterion's `Gelem/s` is G elements/s.
 //!
@@ -17,7 +17,7 @@ use oxiflow_core::{Graph, Layout, Session, SessionOptions, Tensor};
 use std::sync::{Arc, RwLock};
 
 const N: usize = 1 << 20;
-const OPS: [&str; 6] = ["Tanh", "Exp", "Log", "Sigmoid", "Sqrt", "Relu"];
+const OPS: [&str; 8] = ["Tanh", "Exp", "Log", "Sigmoid", "Sqrt", "Relu", "Sin", "Cos"];
 
 fn bench_unary(c: &mut Criterion) {
     let mut group = c.benchmark_group("unary");
