@@ -208,6 +208,18 @@ fn special_values_follow_ieee_and_libm() {
     for got in both_paths_f32(Fun::Tanh, &[-0.0]) {
         assert!(got[0] == 0.0 && got[0].is_sign_negative());
     }
+    // sin(-0) = tan(-0) = -0, cos(-0) = 1, as libm
+    for fun in [Fun::Sin, Fun::Tan, Fun::Cos] {
+        let want = reference(fun, -0.0);
+        for got in both_paths_f64(fun, &[-0.0, 0.0]) {
+            assert_eq!(got[0].to_bits(), want.to_bits(), "{fun:?}(-0) f64");
+            assert_eq!(got[1].to_bits(), reference(fun, 0.0).to_bits(), "{fun:?}(0) f64");
+        }
+        for got in both_paths_f32(fun, &[-0.0, 0.0]) {
+            assert_eq!(got[0].to_bits(), (want as f32).to_bits(), "{fun:?}(-0) f32");
+            assert_eq!(got[1].to_bits(), (reference(fun, 0.0) as f32).to_bits(), "{fun:?}(0) f32");
+        }
+    }
 }
 
 /// f32 `tanh` on every 8th float in `[0, 10.5]` (every float was checked once, when its
@@ -331,4 +343,28 @@ fn the_parts_of_half_pi_are_fdlibms() {
     }
     assert_eq!(PIO2[0] + PIO2_0_TAIL, std::f64::consts::FRAC_PI_2);
     assert_eq!(PIO2[1] + (PIO2[2] + PIO2[3]), PIO2_0_TAIL);
+}
+
+/// f32 `sin` and `cos` on every 127th float of `[0, 20000]` and their negatives, across the
+/// FMA path's f32 reduction (to `TRIG32_FAST`) and the f64 one after it: within the f32
+/// bound of the correctly rounded value, and odd (`sin`) or even (`cos`) exactly.
+#[test]
+fn f32_sin_cos_on_a_dense_sweep() {
+    let xs: Vec<f32> = (0..=20_000f32.to_bits()).step_by(127).map(f32::from_bits).collect();
+    let neg: Vec<f32> = xs.iter().map(|x| -x).collect();
+    for fun in [Fun::Sin, Fun::Cos] {
+        for (got, got_neg) in both_paths_f32(fun, &xs).into_iter().zip(both_paths_f32(fun, &neg)) {
+            let (mut worst, mut at) = (0.0f64, 0.0f32);
+            for ((&x, &g), &gn) in xs.iter().zip(&got).zip(&got_neg) {
+                let mirrored = if fun == Fun::Sin { -g } else { g };
+                assert_eq!(gn.to_bits(), mirrored.to_bits(), "{fun:?}(-{x:e}) = {gn:e}, {fun:?}({x:e}) = {g:e}");
+                let e = ulps32(g, reference(fun, x as f64));
+                if e > worst {
+                    (worst, at) = (e, x);
+                }
+            }
+            eprintln!("{fun:?} f32, {} values: at most {worst:.2} ulp (at x = {at:e})", xs.len());
+            assert!(worst <= bound32(fun), "{fun:?} f32: {worst} ulp at x = {at:e}");
+        }
+    }
 }
