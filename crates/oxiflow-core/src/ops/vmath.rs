@@ -29,18 +29,19 @@
 //! - `sin`, `cos`, `tan`: `x = n pi/2 + r`, `|r| <= pi/4`, with `pi/2` in fdlibm's parts
 //!   of 33 bits (each product with `n` exact up to [`TRIG_MAX`]), then fdlibm's kernel
 //!   polynomials for `sin r` and `cos r` in f64 (f32 inputs: the reduction and Taylor
-//!   polynomials of degree 9 and 10 in f64, the result rounded once to f32) and the
-//!   quadrant `n mod 4` picking `+-sin r`, `+-cos r` or their quotient by selects; `|x|`
-//!   above `TRIG_MAX`, infinities and NaN take libm in a second loop, run only where a slice
-//!   holds one.
+//!   polynomials of degree 9 and 10 in f64, the result rounded once to f32; f32 `sin` and
+//!   `cos` with FMA: in f32, pi/2 in three f32 parts and Cephes' `sinf`/`cosf` polynomials,
+//!   up to `|x| = 16384`) and the quadrant `n mod 4` picking `+-sin r`, `+-cos r` or their
+//!   quotient by selects; larger `|x|` take the next path in a second loop, run only where
+//!   a slice holds one (f32 in f64 up to `TRIG_MAX`, then libm; infinities and NaN: libm).
 //!
 //! Accuracy (tested in this file's tests against `f64`/libm over sweeps of every binade
 //! used): at most a few ulp, within the tolerances TF's own tests give its Eigen kernels
 //! (1e-6 relative): 3 ulp, except f32 `tanh`, whose rounding of `P` and `Q` in f32 gives up
-//! to 4.9 ulp with FMA and 6.3 without (every f32 checked; 7.5e-7 relative). f32 `sin`,
-//! `cos`, `tan` come out within 0.5 to 0.9 ulp of the exact value (correctly rounded but for
-//! rare ties of the f64 result), f64 ones within 2 ulp of libm (`tan` 3): the reduction's
-//! roundings are not carried as fdlibm's two-part `r` is.
+//! to 4.9 ulp with FMA and 6.3 without (every f32 checked; 7.5e-7 relative). f32 `sin` and
+//! `cos` come out within 1.5 ulp of the exact value with FMA, 0.56 without (in f64: correctly
+//! rounded but for rare ties), `tan` 0.84; f64 ones within 2 ulp of libm (`tan` 3): the
+//! reduction's roundings are not carried as fdlibm's two-part `r` is.
 //! NaN propagates; `exp` overflows to `inf` above `ln(MAX)` and underflows through the
 //! subnormals to 0; `log` gives `-inf` at 0, NaN below 0; `tanh` and `sigmoid` saturate.
 
@@ -457,10 +458,16 @@ fn trig_f32_fma(fun: Fun, x: f32) -> f32 {
     keep_zero(fun, x, f32::from_bits(v.to_bits() ^ ((q & 2) << 30)))
 }
 
+/// Whether `|x| <= limit` (false for NaN).
+#[inline(always)]
+fn within(x: f64, limit: f64) -> bool {
+    x.abs() <= limit
+}
+
 /// Whether [`trig_f32`]/[`trig_f64`] apply to `x` (false for infinities and NaN).
 #[inline(always)]
 fn trig_in_range(x: f64) -> bool {
-    x.abs() <= TRIG_MAX
+    within(x, TRIG_MAX)
 }
 
 /// The trigonometric loop of `fun` (`Sin`, `Cos` or `Tan`, a constant after inlining):
@@ -473,11 +480,11 @@ fn trig_loop<T: Copy + Into<f64>>(src: &[T], dst: &mut [MaybeUninit<T>], f: impl
     let mut others = false;
     dst.iter_mut().zip(src).for_each(|(d, &x)| {
         *d = MaybeUninit::new(f(x));
-        others |= !(x.into().abs() <= limit);
+        others |= !within(x.into(), limit);
     });
     if others {
         for (d, &x) in dst.iter_mut().zip(src) {
-            if !(x.into().abs() <= limit) {
+            if !within(x.into(), limit) {
                 *d = MaybeUninit::new(wide(x));
             }
         }
