@@ -1,6 +1,6 @@
 //! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`,
-//! `sin`, `cos`, `tan` in `f32` and `f64`, written branch-free so that the compiler turns each slice loop into
-//! SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
+//! `sin`, `cos`, `tan` in `f32` and `f64`, written branch-free so that the compiler turns
+//! each slice loop into SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
 //! packet math and SLEEF's dispatchers do), and sharded over the intra-op threads, the
 //! calling one included, for large tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise
 //! op by its cost).
@@ -322,8 +322,8 @@ const PIO2: [f64; 4] = [1.570_796_326_734_125_6, 6.077_100_506_303_966e-11, 2.02
 const PIO2_0_TAIL: f64 = 6.077_100_506_506_192e-11;
 
 /// Largest `|x|` reduced here (`n <= 636,620 < 2^20`); larger ones, infinities and NaN
-/// take libm in a second pass ([`trig_fixup`]).
-pub(crate) const TRIG_MAX: f64 = 1.0e6;
+/// take libm in a second pass ([`trig_loop`]).
+const TRIG_MAX: f64 = 1.0e6;
 
 /// `x = n pi/2 + r` with `|r|` at most `pi/4` (and a rounding), for `|x| <= TRIG_MAX`;
 /// returns `r` and `n mod 4`. `x - n PIO2[0]` is exact (Sterbenz), and so is each later

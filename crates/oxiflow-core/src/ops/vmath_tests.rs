@@ -38,6 +38,18 @@ fn ulps64(got: f64, want: f64) -> f64 {
     (key(got) - key(want)).unsigned_abs() as f64
 }
 
+/// The largest `err(x, got)` over the pairs of `xs` and `got`, and the `x` where it occurs.
+fn worst<T: Copy + Default>(xs: &[T], got: &[T], err: impl Fn(T, T) -> f64) -> (f64, T) {
+    let (mut worst, mut at) = (0.0f64, T::default());
+    for (&x, &g) in xs.iter().zip(got) {
+        let e = err(x, g);
+        if e > worst {
+            (worst, at) = (e, x);
+        }
+    }
+    (worst, at)
+}
+
 /// `n` points spread over `[lo, hi]` (linear) and the same number log-spaced over the
 /// magnitudes `[tiny, hi.abs().max(lo.abs())]` of both signs inside the range.
 fn sweep(lo: f64, hi: f64, tiny: f64, n: usize) -> Vec<f64> {
@@ -127,13 +139,7 @@ fn f32_results_are_within_their_ulp_bounds_of_the_correctly_rounded_value() {
         let (lo, hi, tiny) = domain32(fun);
         let xs: Vec<f32> = sweep(lo, hi, tiny, 200_000).into_iter().map(|x| x as f32).collect();
         for got in both_paths_f32(fun, &xs) {
-            let (mut worst, mut at) = (0.0f64, 0.0f32);
-            for (&x, &g) in xs.iter().zip(&got) {
-                let e = ulps32(g, reference(fun, x as f64));
-                if e > worst {
-                    (worst, at) = (e, x);
-                }
-            }
+            let (worst, at) = worst(&xs, &got, |x, g| ulps32(g, reference(fun, x as f64)));
             eprintln!("{fun:?} f32: at most {worst:.2} ulp (at x = {at:e})");
             assert!(worst <= bound32(fun), "{fun:?} f32: {worst} ulp at x = {at:e}");
         }
@@ -154,15 +160,15 @@ fn f64_results_are_within_4_ulp_of_libm() {
         };
         let xs = sweep(lo, hi, tiny, 200_000);
         for got in both_paths_f64(fun, &xs) {
-            let (mut worst, mut at) = (0.0f64, 0.0f64);
-            for (&x, &g) in xs.iter().zip(&got) {
+            let (worst, at) = worst(&xs, &got, |x, g| {
                 let want = reference(fun, x);
                 // Results that underflow to the subnormals are compared in absolute terms.
-                let e = if want != 0.0 && want.abs() < f64::MIN_POSITIVE { (g - want).abs() / f64::from_bits(1) } else { ulps64(g, want) };
-                if e > worst {
-                    (worst, at) = (e, x);
+                if want != 0.0 && want.abs() < f64::MIN_POSITIVE {
+                    (g - want).abs() / f64::from_bits(1)
+                } else {
+                    ulps64(g, want)
                 }
-            }
+            });
             eprintln!("{fun:?} f64: at most {worst:.2} ulp of libm (at x = {at:e})");
             assert!(worst <= 4.0, "{fun:?} f64: {worst} ulp at x = {at:e}");
         }
@@ -306,24 +312,12 @@ fn trig_near_multiples_of_half_pi() {
     }
     for fun in [Fun::Sin, Fun::Cos, Fun::Tan] {
         for got in both_paths_f32(fun, &x32) {
-            let (mut worst, mut at) = (0.0f64, 0.0f32);
-            for (&x, &g) in x32.iter().zip(&got) {
-                let e = ulps32(g, reference(fun, x as f64));
-                if e > worst {
-                    (worst, at) = (e, x);
-                }
-            }
+            let (worst, at) = worst(&x32, &got, |x, g| ulps32(g, reference(fun, x as f64)));
             eprintln!("{fun:?} f32 near k pi/2: at most {worst:.2} ulp (at x = {at:e})");
             assert!(worst <= bound32(fun), "{fun:?} f32: {worst} ulp at x = {at:e}");
         }
         for got in both_paths_f64(fun, &x64) {
-            let (mut worst, mut at) = (0.0f64, 0.0f64);
-            for (&x, &g) in x64.iter().zip(&got) {
-                let e = ulps64(g, reference(fun, x));
-                if e > worst {
-                    (worst, at) = (e, x);
-                }
-            }
+            let (worst, at) = worst(&x64, &got, |x, g| ulps64(g, reference(fun, x)));
             eprintln!("{fun:?} f64 near k pi/2: at most {worst:.2} ulp of libm (at x = {at:e})");
             assert!(worst <= 4.0, "{fun:?} f64: {worst} ulp at x = {at:e}");
         }
@@ -331,8 +325,8 @@ fn trig_near_multiples_of_half_pi() {
 }
 
 /// The parts of `pi/2` are fdlibm's bit patterns: the first three end in enough zero bits
-/// that `n` times each is exact for `|n| < 2^20`, and the four add up to `pi/2` to about
-/// 2^-150 (checked against the f64 nearest to `pi/2` and the rounded tail).
+/// that `n` times each is exact for `|n| < 2^20`; the first plus the f32 path's tail round
+/// to the f64 nearest `pi/2`, and the last three to that tail.
 #[test]
 fn the_parts_of_half_pi_are_fdlibms() {
     let bits: Vec<u64> = PIO2.iter().map(|p| p.to_bits()).collect();
