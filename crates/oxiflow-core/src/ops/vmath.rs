@@ -1,9 +1,9 @@
 //! Vectorizable float math for the elementwise CPU kernels: `exp`, `log`, `tanh`, `sigmoid`,
 //! `sin`, `cos`, `tan` in `f32` and `f64`, written branch-free so that the compiler turns
-//! each slice loop into SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at run time, as Eigen's
-//! packet math and SLEEF's dispatchers do), and sharded over the intra-op threads, the
-//! calling one included, for large tensors (as TF's Eigen `ThreadPoolDevice` shards a cwise
-//! op by its cost).
+//! each slice loop into SIMD code, compiled twice (baseline x86-64 and AVX2+FMA, picked at
+//! run time, as Eigen's packet math and SLEEF's dispatchers do), and sharded over the
+//! intra-op threads, the calling one included, for large tensors (as TF's Eigen
+//! `ThreadPoolDevice` shards a cwise op by its cost).
 //!
 //! The formulas are the textbook ones (Cody and Waite's range reduction):
 //! - `exp(x) = 2^n e^r`, `n = round(x / ln 2)`, `r = x - n ln 2` (`ln 2` split in a high
