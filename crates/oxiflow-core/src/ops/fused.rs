@@ -11,7 +11,7 @@
 //! tensors are split over the intra-op pool, one register file per thread.
 //!
 //! Every instruction uses the same scalar or slice function as the op's own kernel
-//! (`f64::sin`, `vmath::Fun::Tanh`, `maximum` ...), so a fused run gives the same bits as an
+//! (`f64::abs`, `vmath::Fun::Sin`, `maximum` ...), so a fused run gives the same bits as an
 //! unfused one (tested in `fusion.rs`). A comparison's Bool value is a mask of 1s and 0s in
 //! the program's float type; Bool inputs are read as masks, Bool outputs written from them.
 //! The op exists only in plans (no graph node has it; it is not in the op registry) and

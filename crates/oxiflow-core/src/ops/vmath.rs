@@ -380,14 +380,15 @@ fn sincos_kernel_f64<const F: bool>(r: f64) -> (f64, f64) {
 /// result: the Taylor polynomials to degree 9 and 10 (remainders below 1.8e-9 and 1.2e-10).
 #[inline(always)]
 fn sincos_kernel_f32<const F: bool>(r: f64) -> (f64, f64) {
+    // sin r = r + r z (-1/3! + z/5! - z^2/7! + z^3/9!), cos r = 1 + z (-1/2! + ... - z^4/10!)
     let z = r * r;
     let mut ps = INV_FACT[9];
-    let mut pc = -INV_FACT[10];
-    for k in [7, 5, 3] {
-        ps = madd64::<F>(ps, z, if k % 4 == 3 { -INV_FACT[k] } else { INV_FACT[k] });
+    for c in [-INV_FACT[7], INV_FACT[5], -INV_FACT[3]] {
+        ps = madd64::<F>(ps, z, c);
     }
-    for k in [8, 6, 4, 2] {
-        pc = madd64::<F>(pc, z, if k % 4 == 2 { -INV_FACT[k] } else { INV_FACT[k] });
+    let mut pc = -INV_FACT[10];
+    for c in [INV_FACT[8], -INV_FACT[6], INV_FACT[4], -INV_FACT[2]] {
+        pc = madd64::<F>(pc, z, c);
     }
     (madd64::<F>(r * z, ps, r), madd64::<F>(z, pc, 1.0))
 }
@@ -438,7 +439,7 @@ const TRIG32_FAST: f32 = 16384.0;
 /// the nearest to each remainder), `x - n P1` exact in an FMA (both multiples of 2^-24 at
 /// most 24 bits long), the later steps rounded once each; the tail left out is 1.1e-23 per
 /// unit of `n`. Cephes' `sinf`/`cosf` minimax polynomials on `|r| <= pi/4`, the cosine's
-/// `1 - z/2` with its rounding error carried. Within 2 ulp of the exact value (tests).
+/// `1 - z/2` with its rounding error carried. Within 1.5 ulp of the exact value (tests).
 #[inline(always)]
 fn trig_f32_fma(fun: Fun, x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
@@ -462,12 +463,6 @@ fn trig_f32_fma(fun: Fun, x: f32) -> f32 {
 #[inline(always)]
 fn within(x: f64, limit: f64) -> bool {
     x.abs() <= limit
-}
-
-/// Whether [`trig_f32`]/[`trig_f64`] apply to `x` (false for infinities and NaN).
-#[inline(always)]
-fn trig_in_range(x: f64) -> bool {
-    within(x, TRIG_MAX)
 }
 
 /// The trigonometric loop of `fun` (`Sin`, `Cos` or `Tan`, a constant after inlining):
@@ -496,7 +491,7 @@ fn trig_loop<T: Copy + Into<f64>>(src: &[T], dst: &mut [MaybeUninit<T>], f: impl
 /// 2.8 ulp in f32, 0.84 in f64); both fall back as [`trig_loop`] says.
 #[inline(always)]
 fn trig_loop_f32<const F: bool>(fun: Fun, src: &[f32], dst: &mut [MaybeUninit<f32>], libm: fn(f32) -> f32) {
-    let wide = |x: f32| if trig_in_range(x as f64) { trig_f32::<F>(fun, x) } else { libm(x) };
+    let wide = |x: f32| if within(x as f64, TRIG_MAX) { trig_f32::<F>(fun, x) } else { libm(x) };
     if F && fun != Fun::Tan {
         trig_loop(src, dst, |x| trig_f32_fma(fun, x), TRIG32_FAST as f64, wide)
     } else {
