@@ -454,10 +454,11 @@ fn sibling_clusters_merge_when_only_the_joining_op_reads_them() {
 
 #[test]
 fn powers_by_one_exponent_give_the_unfused_bits() {
-    // a constant or fed one-element exponent takes one branch of `pow` for the whole tile
-    // (x^2 as x*x, x^1, x^0 = 1 even for NaN, else powf): the same bits as the op's kernel
+    // a constant or fed one-element exponent takes one form of `pow` for the whole tile
+    // (x^2 as x*x, x^1, x^0 = 1 even for NaN, x^0.5 by sqrt, x^-1, x^-0.5, x^3, else powf):
+    // the same bits as the op's kernel
     let xs = vec![-2.5, -1.0, -0.0, 0.0, 0.3, 1.0, 7.25, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-310, 3.0];
-    for e in [2.0, 1.0, 0.0, -0.0, 0.5, -1.5, 3.0, f64::NAN] {
+    for e in [2.0, 1.0, 0.0, -0.0, 0.5, -0.5, -1.0, -1.5, 3.0, f64::NAN] {
         for fed in [false, true] {
             let mut g = Graph::new();
             let x = g.placeholder(DType::Float64, &[xs.len()], Some("x")).unwrap();

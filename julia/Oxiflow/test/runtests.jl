@@ -50,6 +50,18 @@ end
     @test run(s, a / b) ≈ A ./ B
     @test run(s, a^2) ≈ A .^ 2
     @test run(s, a .^ 3) ≈ A .^ 3
+    # exponents with a cheaper form than pow (square root, reciprocal, products) keep pow's
+    # values, signed zeros and infinities included
+    P = [4.0 0.3 -0.0 0.0 -Inf Inf 2.5e-3 -7.0 1e-300 3e100]
+    for T in (Float64, Float32), e in (0.5, -0.5, -1.0, 3.0, 2.5, 0.0, 1.0, 2.0)
+        # C's pow: where Julia's ^ throws a DomainError (a negative base, a fractional
+        # exponent) NaN, but |x|^e for -Inf
+        cpow = x -> x < 0 && !isinteger(T(e)) ? (isinf(x) ? abs(x)^T(e) : T(NaN)) : x^T(e)
+        got, want = run(s, constant(T.(P)) .^ T(e)), cpow.(T.(P))
+        @test eltype(got) == T && isequal(isnan.(got), isnan.(want)) && isequal(isinf.(got), isinf.(want))
+        @test all(signbit.(got) .== signbit.(want) .| isnan.(want))
+        @test all(isapprox.(got, want; rtol=4eps(T)) .| isnan.(want) .| isinf.(want))
+    end
     @test run(s, a * b) ≈ A * B
     @test run(s, a * constant(v)) ≈ A * v
     @test run(s, constant(v) * constant(v)) ≈ v .* v

@@ -4,12 +4,13 @@
 
 use super::fused::{Fn1, Fn2};
 use super::math::Arith;
+use super::pow::{pow_float, with_pow_by, MapBase, PowBy, PowFloat};
 use super::vmath::VFloat;
 use crate::tensor::Element;
 
 /// Float element types a program runs on, with the scalar functions the ops' own kernels
 /// use.
-pub(crate) trait FusedFloat: VFloat + Arith + Element {
+pub(crate) trait FusedFloat: VFloat + Arith + PowFloat + Element {
     fn from_f64(v: f64) -> Self;
     fn abs(self) -> Self;
     fn floor(self) -> Self;
@@ -68,8 +69,7 @@ pub(crate) fn apply2<T: FusedFloat>(f: Fn2, a: &[T], b: &[T], d: &mut [T]) {
         Fn2::Div => map2(a, b, d, T::div),
         Fn2::Max => map2(a, b, d, super::nn::maximum::<T>),
         Fn2::Min => map2(a, b, d, super::nn::minimum::<T>),
-        // floats: `Some(powf)`, as `Pow`'s kernel
-        Fn2::Pow => map2(a, b, d, |a, b| T::pow(a, b).unwrap_or(a)),
+        Fn2::Pow => map2(a, b, d, pow_float),
         Fn2::TanhGrad => map2(a, b, d, super::activation_grad::tanh_grad::<T>),
         Fn2::SigmoidGrad => map2(a, b, d, super::activation_grad::sigmoid_grad::<T>),
         Fn2::ReluGrad => map2(a, b, d, super::activation_grad::relu_grad::<T>),
@@ -100,18 +100,25 @@ pub(crate) fn select<T: FusedFloat>(c: &[T], x: &[T], y: &[T], d: &mut [T]) {
     d.iter_mut().zip(c.iter().zip(x.iter().zip(y))).for_each(|(d, (&c, (&x, &y)))| *d = if c != zero { x } else { y });
 }
 
-/// `Pow` of a tile by one exponent `e` (a constant or a one-element input): the branch of
-/// `Arith::pow` taken once for the tile, so `x^2`, `x^1` and `x^0` run as vector loops with
-/// the same bits (per element, the branches kept `x^2` in a gradient's cluster scalar).
+/// `Pow` of a tile by one exponent `e` (a constant or a one-element input), as `Pow`'s
+/// kernel maps it: by an exponent with a cheaper form (`x^2`, `x^0.5`, ...), that form's
+/// own vector loop with the bits [`pow_float`] gives ([`with_pow_by`]), else `pow_float`
+/// per element.
 #[inline(always)]
 pub(crate) fn pow_by<T: FusedFloat>(a: &[T], e: T, d: &mut [T]) {
-    if e == T::from_f64(2.0) {
-        map1(a, d, |x| T::mul(x, x))
-    } else if e == T::from_f64(1.0) {
-        d.copy_from_slice(a)
-    } else if e == T::from_f64(0.0) {
-        d.fill(T::from_f64(1.0))
-    } else {
-        map1(a, d, |x| T::pow(x, e).unwrap_or(x))
+    struct Tile<'a, T> {
+        a: &'a [T],
+        d: &'a mut [T],
+    }
+    impl<T: Copy> MapBase<T> for Tile<'_, T> {
+        type Out = ();
+        #[inline(always)]
+        fn map(self, f: impl Fn(T) -> T + Copy + Sync) {
+            map1(self.a, self.d, f)
+        }
+    }
+    match PowBy::of(e.as_f64()) {
+        Some(k) => with_pow_by(k, Tile { a, d }),
+        None => map1(a, d, |x| pow_float(x, e)),
     }
 }

@@ -42,21 +42,12 @@ macro_rules! arith_float {
             fn neg(a: Self) -> Self {
                 -a
             }
-            /// `a^2` as `a * a` (the correctly rounded square, 20x faster than `powf`, as
-            /// Grappler rewrites `Pow(x, 2)` to `Square`), `a^1` as `a` and `a^0` as 1 (what
-            /// `powf` returns for every `a`, NaN included: C99 F.9.4.4; the gradient of
-            /// `x^2` raises `x` to 1 and took 7 ms per 1M f64 elements through libm), other
-            /// exponents by `powf`.
+            /// [`super::pow::pow_float`]: `a^2` as `a * a`, `a^0.5` by `sqrt` and the other
+            /// exponents Grappler rewrites (and 3) by their cheaper forms, with `pow`'s
+            /// values (`a^0 = 1` for every `a`, NaN included: C99 F.9.4.4); other exponents
+            /// by libm's `pow`.
             fn pow(a: Self, b: Self) -> Option<Self> {
-                Some(if b == 2.0 {
-                    a * a
-                } else if b == 1.0 {
-                    a
-                } else if b == 0.0 {
-                    1.0
-                } else {
-                    a.powf(b)
-                })
+                Some(super::pow::pow_float(a, b))
             }
         }
     };
@@ -404,14 +395,37 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Outputs> {
         Ok(out)
     }
     Ok(smallvec![match (&ctx.inputs[0], &ctx.inputs[1]) {
-        // floats never fail: the same element function as fused programs, sharded over
-        // the intra-op threads (libm's powf costs 5-15 ns an element)
-        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2_par(ctx, a, b, |x, y| f32::pow(x, y).unwrap_or(x))?),
-        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2_par(ctx, a, b, |x, y| f64::pow(x, y).unwrap_or(x))?),
+        // floats never fail
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(pow_floats(ctx, a, b)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(pow_floats(ctx, a, b)?),
         (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(go(ctx, a, b)?),
         (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(go(ctx, a, b)?),
         _ => return Err(no_kernel(ctx)),
     }])
+}
+
+/// Float `a^b`, sharded over the intra-op threads with the element function of fused
+/// programs ([`super::pow::pow_float`]); by one exponent with a cheaper form, that form's
+/// own vector loop ([`super::pow::with_pow_by`]).
+fn pow_floats<T: super::pow::PowFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
+    use super::pow::{with_pow_by, MapBase, PowBy, PowFloat};
+    struct Sharded<'a, T> {
+        ctx: &'a KernelCtx<'a>,
+        a: &'a ArcArray<T, IxDyn>,
+        b: &'a ArcArray<T, IxDyn>,
+    }
+    impl<T: PowFloat> MapBase<T> for Sharded<'_, T> {
+        type Out = Result<ArcArray<T, IxDyn>>;
+        fn map(self, f: impl Fn(T) -> T + Copy + Sync) -> Self::Out {
+            zip2_par(self.ctx, self.a, self.b, move |x, _| f(x))
+        }
+    }
+    if let (1, Some(&e)) = (b.len(), b.iter().next()) {
+        if let Some(k) = PowBy::of(e.as_f64()) {
+            return with_pow_by(k, Sharded { ctx, a, b });
+        }
+    }
+    zip2_par(ctx, a, b, super::pow::pow_float::<T>)
 }
 
 fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {

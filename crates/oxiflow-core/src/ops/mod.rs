@@ -31,6 +31,7 @@ pub mod math;
 pub mod matmul;
 pub mod nn;
 pub mod p2p;
+pub(crate) mod pow;
 pub mod random;
 pub mod reduce;
 pub mod scatter;

@@ -659,4 +659,4 @@ pub(crate) fn map_vec<T: VFloat>(fun: Fun, src: &[T]) -> Vec<T> {
 
 #[cfg(test)]
 #[path = "vmath_tests.rs"]
-mod tests;
+pub(crate) mod tests;

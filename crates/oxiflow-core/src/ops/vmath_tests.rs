@@ -7,7 +7,7 @@
 use super::*;
 
 /// Distance in units in the last place of `want` (an f64 reference rounded to f32).
-fn ulps32(got: f32, want: f64) -> f64 {
+pub(crate) fn ulps32(got: f32, want: f64) -> f64 {
     let w = want as f32;
     if got == w || (got.is_nan() && w.is_nan()) {
         return 0.0;
@@ -20,7 +20,7 @@ fn ulps32(got: f32, want: f64) -> f64 {
 }
 
 /// Distance in ulps between two f64 (by their ordered bit patterns).
-fn ulps64(got: f64, want: f64) -> f64 {
+pub(crate) fn ulps64(got: f64, want: f64) -> f64 {
     if got == want || (got.is_nan() && want.is_nan()) {
         return 0.0;
     }
