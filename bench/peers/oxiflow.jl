@@ -171,7 +171,7 @@ function bench_ops(T)
     reset_default_graph()
     v = Variable(T.(0.5 .+ rand(MersenneTwister(5), 1024, 1024)))
     ops = [("softmax", tf.nn.softmax(v)), ("concat0", tf.concat([v, v], 0)), ("concat1", tf.concat([v, v], 1)),
-           ("abs", abs(v)), ("pow", v .^ T(2.5))]
+           ("abs", abs(v)), ("pow", v .^ T(2.5)), ("pow05", v .^ T(0.5)), ("pow3", v .^ T(3))]
     sess = session(); init(sess)
     for (name, op) in ops
         t = time_calls(() -> run(sess, op))

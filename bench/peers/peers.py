@@ -41,7 +41,8 @@ What is measured (the same definitions as oxiflow.jl):
                 Oxiflow's variable holds a Julia, column-major array, NumPy's is row-major):
                 softmax over the last axis (NumPy: exp(x - max) / sum, both over axis 1),
                 concat0 / concat1 (two copies joined along axis 0 / 1), abs, pow (x ** 2.5),
-                in (0.5, 1.5); ms per call, the result fetched (Oxiflow) / returned (NumPy).
+                pow05 (x ** 0.5: NumPy's and Oxiflow's sqrt) and pow3 (x ** 3), in
+                (0.5, 1.5); ms per call, the result fetched (Oxiflow) / returned (NumPy).
   grad_NAME     the gradient of a scalar loss with respect to a 1024×1024 array x in
                 (-0.5, 0.5) (a variable in TF1 and Oxiflow, Julia's column-major array on
                 Oxiflow's side; a tensor with requires_grad in torch; jax.jit(jax.grad(f)) in
@@ -514,7 +515,8 @@ def run_numpy():
             e = np.exp(x - x.max(axis=1, keepdims=True))
             return e / e.sum(axis=1, keepdims=True)
         ops = {"softmax": lambda: softmax(x), "concat0": lambda: np.concatenate([x, x], 0),
-               "concat1": lambda: np.concatenate([x, x], 1), "abs": lambda: np.abs(x), "pow": lambda: x ** p}
+               "concat1": lambda: np.concatenate([x, x], 1), "abs": lambda: np.abs(x), "pow": lambda: x ** p,
+               "pow05": lambda: x ** np.dtype(dt).type(0.5), "pow3": lambda: x ** np.dtype(dt).type(3)}
         for name, f in ops.items():
             t = time_calls(f)
             emit("numpy", f"op_{name}", dt, t * 1e3, "ms", ver)
