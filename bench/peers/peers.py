@@ -242,7 +242,10 @@ def run_tf1():
             op = SimpleNamespace(sum=tf.reduce_sum, exp=tf.exp, maximum=tf.maximum, transpose=tf.transpose,
                                  softmax=tf.nn.softmax, concat=lambda xs: tf.concat(xs, 1), gather=tf.gather)
             losses = grad_losses(op, tf.constant(R), tf.constant(IDX))
-            grads = {k: tf.gradients(f(x), x)[0] for k, f in losses.items()}
+            # dense, as ADCME's gradients() returns it (convert_to_tensor): the gather's
+            # gradient is an IndexedSlices, which a session fetches as its rows and indices
+            # without scattering them into a 1024×1024 array
+            grads = {k: tf.convert_to_tensor(tf.gradients(f(x), x)[0]) for k, f in losses.items()}
             init = tf1.global_variables_initializer()
         with session(g) as s:
             s.run(init)
