@@ -4,7 +4,7 @@
 
 use super::fused::{Fn1, Fn2};
 use super::math::Arith;
-use super::pow::{pow_float, with_pow_by, MapBase, PowBy, PowFloat};
+use super::pow::{map_by_exponent, pow_float, MapBase, PowFloat};
 use super::vmath::VFloat;
 use crate::tensor::Element;
 
@@ -101,9 +101,8 @@ pub(crate) fn select<T: FusedFloat>(c: &[T], x: &[T], y: &[T], d: &mut [T]) {
 }
 
 /// `Pow` of a tile by one exponent `e` (a constant or a one-element input), as `Pow`'s
-/// kernel maps it: by an exponent with a cheaper form (`x^2`, `x^0.5`, ...), that form's
-/// own vector loop with the bits [`pow_float`] gives ([`with_pow_by`]), else `pow_float`
-/// per element.
+/// kernel maps it ([`map_by_exponent`]: a cheaper form's own loop for `x^2`, `x^0.5`, ...,
+/// else [`pow_float`] per element).
 #[inline(always)]
 pub(crate) fn pow_by<T: FusedFloat>(a: &[T], e: T, d: &mut [T]) {
     struct Tile<'a, T> {
@@ -117,8 +116,5 @@ pub(crate) fn pow_by<T: FusedFloat>(a: &[T], e: T, d: &mut [T]) {
             map1(self.a, self.d, f)
         }
     }
-    match PowBy::of(e.as_f64()) {
-        Some(k) => with_pow_by(k, Tile { a, d }),
-        None => map1(a, d, |x| pow_float(x, e)),
-    }
+    map_by_exponent(e, Tile { a, d })
 }

@@ -405,10 +405,10 @@ fn kernel_pow(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 /// Float `a^b`, sharded over the intra-op threads with the element function of fused
-/// programs ([`super::pow::pow_float`]); by one exponent with a cheaper form, that form's
-/// own vector loop ([`super::pow::with_pow_by`]).
+/// programs ([`super::pow::pow_float`]); by one exponent, as a fused program maps it
+/// ([`super::pow::map_by_exponent`]).
 fn pow_floats<T: super::pow::PowFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, b: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
-    use super::pow::{with_pow_by, MapBase, PowBy, PowFloat};
+    use super::pow::{map_by_exponent, MapBase, PowFloat};
     struct Sharded<'a, T> {
         ctx: &'a KernelCtx<'a>,
         a: &'a ArcArray<T, IxDyn>,
@@ -420,12 +420,10 @@ fn pow_floats<T: super::pow::PowFloat>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, 
             zip2_par(self.ctx, self.a, self.b, move |x, _| f(x))
         }
     }
-    if let (1, Some(&e)) = (b.len(), b.iter().next()) {
-        if let Some(k) = PowBy::of(e.as_f64()) {
-            return with_pow_by(k, Sharded { ctx, a, b });
-        }
+    match b.iter().next() {
+        Some(&e) if b.len() == 1 => map_by_exponent(e, Sharded { ctx, a, b }),
+        _ => zip2_par(ctx, a, b, super::pow::pow_float::<T>),
     }
-    zip2_par(ctx, a, b, super::pow::pow_float::<T>)
 }
 
 fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {

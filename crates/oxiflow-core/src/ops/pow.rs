@@ -6,7 +6,7 @@
 //!
 //! The kernels check the exponent per element ([`pow_float`]) or, when it is one value for
 //! the whole tensor, once, and then map the base with the form's own vector loop
-//! ([`with_pow_by`]): `x^0.5` runs at `sqrt`'s speed instead of `pow`'s (libm's `pow` costs
+//! ([`map_by_exponent`]): `x^0.5` runs at `sqrt`'s speed instead of `pow`'s (libm's `pow` costs
 //! 5 to 10 ns an element here). Unlike Grappler's ops, the forms keep C99's values of `pow`
 //! (F.9.4.4) at the special operands: `(-0)^0.5 = +0`, `(-inf)^0.5 = +inf`,
 //! `(-0)^-0.5 = +inf`, `x^0 = 1` for every `x` (NaN included).
@@ -146,12 +146,23 @@ pub(crate) trait MapBase<T> {
     fn map(self, f: impl Fn(T) -> T + Copy + Sync) -> Self::Out;
 }
 
+/// `m` run with `x^e` for one exponent `e` of the whole map: by an exponent with a form,
+/// that form's own loop ([`with_pow_by`]), else [`pow_float`] per element. The kernel's and
+/// a fused program's one-exponent paths, so they give the same bits.
+#[inline(always)]
+pub(crate) fn map_by_exponent<T: PowFloat, M: MapBase<T>>(e: T, m: M) -> M::Out {
+    match PowBy::of(e.as_f64()) {
+        Some(k) => with_pow_by(k, m),
+        None => m.map(move |x| pow_float(x, e)),
+    }
+}
+
 /// `m` run with [`pow_by`]`(k, _)`, one instance of the loop per form, so that each is a
 /// vector loop with no per-element dispatch.
 #[inline(always)]
 pub(crate) fn with_pow_by<T: PowFloat, M: MapBase<T>>(k: PowBy, m: M) -> M::Out {
     match k {
-        PowBy::Zero => m.map(|_| pow_by(PowBy::Zero, T::one())),
+        PowBy::Zero => m.map(|_| T::one()),
         PowBy::One => m.map(|x| pow_by(PowBy::One, x)),
         PowBy::Square => m.map(|x| pow_by(PowBy::Square, x)),
         PowBy::Cube => m.map(|x| pow_by(PowBy::Cube, x)),

@@ -4,21 +4,16 @@
 //! NaN; the one-exponent loops against the element function.
 
 use super::*;
-use crate::ops::vmath::tests::{ulps32, ulps64};
+use crate::ops::vmath::tests::{sweep, ulps32, ulps64};
 
 const FORMS: [(f64, PowBy); 7] =
     [(0.0, PowBy::Zero), (1.0, PowBy::One), (2.0, PowBy::Square), (3.0, PowBy::Cube), (0.5, PowBy::Sqrt), (-0.5, PowBy::Rsqrt), (-1.0, PowBy::Recip)];
 
-/// Bases of both signs over `[1e-100, 1e100]` (log-spaced, an irregular step so that the
-/// mantissas vary), with the special values.
+/// Bases of both signs up to 1e100 in magnitude (linear, then log-spaced from 1e-100), with
+/// the special values.
 fn bases() -> Vec<f64> {
     let mut v = vec![0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-200, 1e200];
-    let n = 20_000;
-    for i in 0..n {
-        let x = 10f64.powf(-100.0 + 200.0 * (i as f64 + 0.37) / n as f64);
-        v.push(x);
-        v.push(-x * 1.0001);
-    }
+    v.extend(sweep(-1e100, 1e100, 1e-100, 20_000));
     v
 }
 

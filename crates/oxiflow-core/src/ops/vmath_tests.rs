@@ -52,7 +52,7 @@ fn worst<T: Copy + Default>(xs: &[T], got: &[T], err: impl Fn(T, T) -> f64) -> (
 
 /// `n` points spread over `[lo, hi]` (linear) and the same number log-spaced over the
 /// magnitudes `[tiny, hi.abs().max(lo.abs())]` of both signs inside the range.
-fn sweep(lo: f64, hi: f64, tiny: f64, n: usize) -> Vec<f64> {
+pub(crate) fn sweep(lo: f64, hi: f64, tiny: f64, n: usize) -> Vec<f64> {
     let mut v: Vec<f64> = (0..=n).map(|i| lo + (hi - lo) * i as f64 / n as f64).collect();
     let big = hi.abs().max(lo.abs());
     for i in 0..=n {
