@@ -164,8 +164,10 @@ unsafe impl<T> Sync for Operand<T> {}
 
 /// Work done on each block of a product right after BLAS wrote it, by the thread that
 /// computed it, while the block is still in its cache (`_FusedMatMul`'s bias and
-/// activation): called as `epilogue(row, col, seg)` for every row of the block, `seg` being
-/// the row's elements `col..col + seg.len()` of the row-major `m x n` output.
+/// activation): called as `epilogue(row, col, seg)`, `seg` being the row's elements
+/// `col..col + seg.len()` of the row-major `m x n` output, once per row of a block of
+/// columns; a block of whole rows (`col` 0) comes in one call, `seg` holding the rows
+/// `row, row + 1, ...` one after another.
 pub(crate) type Epilogue<'a, T> = &'a (dyn Fn(usize, usize, &mut [T]) + Sync);
 
 /// `c = a @ b` (`m x k` by `k x n` into a row-major `m x n` buffer) with the BLAS, split
@@ -199,6 +201,12 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
     // the block that calls this and by no other thread while it runs.
     let finish = |c: SharedOut<T>, rows: (usize, usize), cols: (usize, usize)| {
         if let Some(f) = epilogue {
+            if cols == (0, n) {
+                // SAFETY: see above; rows.0..rows.1 of c are contiguous m * n elements' part.
+                let seg = unsafe { std::slice::from_raw_parts_mut(c.at(rows.0 * n), (rows.1 - rows.0) * n) };
+                f(rows.0, 0, seg);
+                return;
+            }
             for r in rows.0..rows.1 {
                 // SAFETY: see above; the segment lies inside c's m * n elements.
                 let seg = unsafe { std::slice::from_raw_parts_mut(c.at(r * n + cols.0), cols.1 - cols.0) };
@@ -303,11 +311,13 @@ mod tests {
                 // an epilogue sees every element once, at its own row and column, however
                 // the blocks split the product (by rows, or by columns when n > m)
                 let seen = std::sync::Mutex::new(vec![0u32; m * n]);
+                // (a call may hold several whole rows: element j of seg is at r * n + c0 + j)
                 let mark = |r: usize, c0: usize, seg: &mut [f64]| {
                     let mut seen = seen.lock().unwrap();
                     for (j, v) in seg.iter_mut().enumerate() {
-                        seen[r * n + c0 + j] += 1;
-                        *v += (r * 1000 + c0 + j) as f64;
+                        let at = r * n + c0 + j;
+                        seen[at] += 1;
+                        *v += ((at / n) * 1000 + at % n) as f64;
                     }
                 };
                 let mut c = vec![f64::NAN; m * n];
