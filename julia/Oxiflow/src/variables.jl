@@ -172,12 +172,43 @@ setting. Ops created inside get the name scope `name/` too.
 function variable_scope(f::Function, name::AbstractString; reuse=AUTO_REUSE)
     reuse === nothing || reuse isa Bool || reuse === AUTO_REUSE || invalid("variable_scope: reuse must be true, false, nothing or AUTO_REUSE")
     push!(VARSCOPES, (String(name), reuse))
+    full = join(scope_prefix(), "/")
+    counts = scope_counts()
+    isempty(name) || (counts[full] = get(counts, full, 0) + 1)
     try
         # an empty name (ADCME's `variable_scope("")`) sets reuse only: no name prefix
         return isempty(name) ? f() : name_scope(f, name)
     finally
         pop!(VARSCOPES)
+        # TF's close_variable_subscopes: the scopes opened inside are forgotten, so a layer
+        # built again under this scope gets its default names (and variables) again
+        isempty(name) || for k in collect(keys(counts))
+            startswith(k, full * "/") && delete!(counts, k)
+        end
     end
+end
+
+# How often each variable scope (full name) was opened, per graph: TF's
+# `_VariableScopeStore.variable_scopes_count`, which unique default scope names come from.
+const SCOPE_COUNTS = WeakKeyDict{Graph,Dict{String,Int}}()
+scope_counts() = get!(() -> Dict{String,Int}(), SCOPE_COUNTS, get_default_graph())
+
+"""
+    unique_scope_name(base) -> String
+
+TF's `_get_unique_variable_scope(base)`: `base` when no scope of that name was opened under
+the open variable scopes, else `base_1`, `base_2`, ... (the first not opened). The default
+scope names of layers (`fully_connected`, `fully_connected_1`, ...) in [`dense`](@ref).
+"""
+function unique_scope_name(base::AbstractString)
+    counts = scope_counts()
+    full = join(vcat(scope_prefix(), [String(base)]), "/")
+    get(counts, full, 0) == 0 && return String(base)
+    i = 1
+    while get(counts, "$(full)_$i", 0) > 0
+        i += 1
+    end
+    return "$(base)_$i"
 end
 
 """TF's default initializer of `get_variable`: Glorot uniform for floats, zeros otherwise."""
