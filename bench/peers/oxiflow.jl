@@ -27,6 +27,10 @@
 #                  2 × 8 MiB per run.
 #   chain10k       a scalar Float64 placeholder through 10,000 alternating sin/cos, µs per
 #                  op of a forward run; chain10k_grad: the value and gradients(y, x), ms.
+#   pinn_step      one Adam step (lr 1e-3) of a physics-informed network: u = fc(x, [20, 20,
+#                  20, 1], θ) on 1024 points of (0, 1), loss mean((u_xx + π² sin(πx))²) +
+#                  sum of u² at 0 and 1, u_xx by gradients twice; θ from the formula of
+#                  bench/peers/pinn.py (the starting loss in "note"). steps/s.
 #   while10k       while_loop of 10,000 iterations, scalar Float64 body (counter + 1,
 #                  x * 1.0001) from a fed x, µs per iteration.
 #   digits_epoch   examples/digits_mlp.jl run as a program in a scratch directory; the
@@ -247,9 +251,34 @@ function bench_grads(T)
     end
 end
 
+# pinn_step: as bench/peers/pinn.py (theta0 is its formula), through ADCME's fc.
+function bench_pinn(T)
+    reset_default_graph()
+    widths = [1, 20, 20, 20, 1]
+    θ0, k = Float64[], 0
+    for i in 1:length(widths)-1
+        m, n = widths[i], widths[i+1]
+        append!(θ0, sin.(1.3 .* (k:k+m*n-1) .+ 0.4) .* sqrt(3.0 / m))
+        append!(θ0, zeros(n))
+        k += m * n + n
+    end
+    N = 1024
+    X = T.(reshape(((1:N) .- 0.5) ./ N, N, 1))
+    θ = Variable(T.(θ0))
+    x = constant(X)
+    uxx = gradients(sum(gradients(sum(fc(x, widths[2:end], θ)), x)), x)
+    ub = fc(constant(T[0; 1][:, :]), widths[2:end], θ)
+    loss = mean((uxx + T.(pi^2 .* sin.(pi .* X)))^2) + sum(ub^2)
+    train = minimize(AdamOptimizer(1e-3), loss)
+    sess = session(); init(sess)
+    loss0 = run(sess, loss)
+    t = time_calls(() -> run(sess, train); warmup_s=2.0, measure_s=2.0)
+    emit("pinn_step", dtname(T), 1 / t, "steps/s"; note=@sprintf("loss at the start %.6g", loss0))
+end
+
 # PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops",
-# "grads" and "other" (the rest, the digits epoch included); all when unset.
-const GROUPS = ("mlp", "matmul", "ops", "grads", "other")
+# "grads", "pinn" and "other" (the rest, the digits epoch included); all when unset.
+const GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "other")
 
 function main()
     groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
@@ -260,6 +289,7 @@ function main()
     "matmul" in groups && append!(steps, [() -> bench_matmul(Float32), () -> bench_matmul(Float64)])
     "ops" in groups && append!(steps, [() -> bench_ops(Float32), () -> bench_ops(Float64)])
     "grads" in groups && append!(steps, [() -> bench_grads(Float32), () -> bench_grads(Float64)])
+    "pinn" in groups && append!(steps, [() -> bench_pinn(Float32), () -> bench_pinn(Float64)])
     "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
     "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")

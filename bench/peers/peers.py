@@ -5,7 +5,7 @@ Run with the venv that scripts/install-peers.sh makes:
 
     .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
 
-PEERS_WORKLOADS=mlp,matmul,ops,grads,other (the default) picks the workload groups to run; oxiflow.jl
+PEERS_WORKLOADS=mlp,matmul,ops,grads,pinn,other (the default) picks the workload groups to run; oxiflow.jl
 reads it too, and bench/peers/rounds.py (`make bench-peers-rounds`) uses it.
 
 Prints one JSON object per line on stdout:
@@ -51,6 +51,8 @@ What is measured (the same definitions as oxiflow.jl):
                 (softmax over the last axis); max sum(maximum(x, xᵀ)); rowbias
                 sum((x + r)²), r of shape (1, 1024); concat sum(concat([x, x], axis 1)²);
                 gather sum(x[idx, :]), idx the 1024 rows (7 i² + 3) mod 1024 (repeats).
+  pinn_step     one Adam step of ADCME's fc network as a physics-informed model (u_xx in
+                the loss): see bench/peers/pinn.py. steps/s.
   while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
                 + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
                 Session; JAX jax.lax.while_loop under jit (compile time in "note").
@@ -77,6 +79,8 @@ import sys
 import time
 from types import SimpleNamespace
 
+import pinn
+
 NCORES = int(os.environ.get("PEERS_CORES", "2"))
 JAX_CHAIN_GRAD_NOTE = ("not run: jax.jit of value_and_grad over the 10,000-op chain crashed XLA's compiler "
                        "(SIGSEGV after ~1 min) with jax 0.10.2 here; PEERS_JAX_CHAIN_GRAD=1 tries it")
@@ -92,9 +96,10 @@ CHAIN = 10_000
 WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 # PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
-# matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME) and "other" (the rest); all when unset.
+# matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME), "pinn" (pinn_step) and "other" (the
+# rest); all when unset.
 # bench/peers/rounds.py sets it.
-GROUPS = ("mlp", "matmul", "ops", "grads", "other")
+GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "other")
 GRADS = ("exp", "sumsq", "softmax", "max", "rowbias", "concat", "gather")
 OPS_N = 1024
 WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
@@ -253,6 +258,7 @@ def run_tf1():
                 t = time_calls(lambda: s.run(grads[name]))
                 emit("tf1", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
+    pinn.run("tf1", dtypes_for("pinn"), emit, time_calls, NCORES)
     if not want("other"):
         return
     g = tf.Graph()
@@ -353,6 +359,7 @@ def run_torch():
             t = time_calls(lambda: grad(losses[name]))
             emit("torch", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
+    pinn.run("torch", dtypes_for("pinn"), emit, time_calls, NCORES)
     if not want("other"):
         return
     v = torch.from_numpy(unary_input(np))
@@ -441,6 +448,7 @@ def run_jax():
             t = time_calls(call, sync=lambda: out[0].block_until_ready())
             emit("jax", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
+    pinn.run("jax", dtypes_for("pinn"), emit, time_calls, NCORES)
     if not want("other"):
         return
     fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
