@@ -202,7 +202,8 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
     let finish = |c: SharedOut<T>, rows: (usize, usize), cols: (usize, usize)| {
         if let Some(f) = epilogue {
             if cols == (0, n) {
-                // SAFETY: see above; rows.0..rows.1 of c are contiguous m * n elements' part.
+                // SAFETY: see above; whole rows rows.0..rows.1 are (rows.1 - rows.0) * n
+                // consecutive elements inside c's m * n.
                 let seg = unsafe { std::slice::from_raw_parts_mut(c.at(rows.0 * n), (rows.1 - rows.0) * n) };
                 f(rows.0, 0, seg);
                 return;
