@@ -146,8 +146,9 @@ all but the last: a name (`"tanh"`, `"relu"`, `"sigmoid"`, `"leaky_relu"`, `"rel
 
 Returns an `n×dims[end]` tensor. Errors (`OxiflowError`): a `θ` whose length is not
 `ae_num([k; dims])` (ADCME's "the weights and configuration does not match. Required ...
-but given ..."), a `θ` of another dtype than `x`, an unknown number of columns, an unknown
-activation.
+but given ..."; for a `θ` of unknown length, a placeholder, when the graph runs, naming the
+node `fc_weights_of_length_<n>`), a `θ` of another dtype than `x`, an unknown number of
+columns, an unknown activation.
 """
 function ae(x, dims::AbstractVector{<:Integer}, θ::Union{Tensor,AbstractVector{<:Real}}; activation="tanh")
     act = activation_function(activation)
@@ -159,6 +160,9 @@ function ae(x, dims::AbstractVector{<:Integer}, θ::Union{Tensor,AbstractVector{
     need = ae_num(widths)
     size(θ, 1) === nothing || size(θ, 1) == need ||
         invalid("fc: the weights and configuration does not match. Required $need but given $(size(θ, 1)) (layer widths $widths).")
+    # a θ of unknown length (a placeholder) is checked when the graph runs: a Reshape to
+    # its required length fails, naming the node, rather than the layers reading only part
+    size(θ, 1) === nothing && (θ = add_op("Reshape", [θ]; name=unique_layer_name("fc_weights_of_length_$need"), shape=[need]))
     net, offset = x, 0
     for i in 1:length(widths)-1
         m, n = widths[i], widths[i+1]

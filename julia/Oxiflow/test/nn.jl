@@ -166,6 +166,16 @@ end
     @test err(() -> ae_num([3])) isa OxiflowError
     y = fc(X, [5, 1], θ)                            # the graph still builds and runs
     @test run(Session(), y) ≈ jl_fc(X, [3, 5, 1], θ) rtol = 1e-12
+    # a θ of unknown length is checked when the graph runs: too long is an error too, not
+    # a network that reads the first 26 entries
+    θp = placeholder(Float64; shape=[nothing])
+    yp = fc(X, [5, 1], θp)
+    s = Session()
+    for n in (10, 27)
+        e = err(() -> run(s, yp, θp => randn(n)))
+        @test e isa OxiflowError && occursin("fc_weights_of_length_26", e.msg) && occursin("$n elements", e.msg)
+    end
+    @test run(s, yp, θp => θ) ≈ jl_fc(X, [3, 5, 1], θ) rtol = 1e-12
 end
 
 @testset "ADCME's activations: swish, hard_swish, hard_sigmoid, concat_relu, concat_elu" begin
