@@ -88,6 +88,7 @@ end
 """
     BFGS!(sess, loss, max_iter=15000; vars=nothing, bounds=nothing, var_to_bounds=nothing,
           callback=nothing, feed_dict=nothing, m=10, ftol=1e-12, pgtol=1e-12)
+    BFGS!(sess, loss; max_iter=..., ...)
     BFGS!(sess, loss, grads, vars; kwargs...)
 
 ADCME's `BFGS!`: minimizes the scalar `loss` over `vars` (default: every trainable
@@ -101,7 +102,7 @@ iteration. The second form takes the gradient tensors `grads` (one per variable,
 like it) instead of differentiating `loss` (ADCME sends that form to Optim.jl; here it runs
 the same L-BFGS-B).
 """
-function BFGS!(sess::Session, loss::Tensor, max_iter::Integer=15000; vars=nothing, kwargs...)
+function BFGS!(sess::Session, loss::Tensor, iters::Integer=15000; vars=nothing, max_iter::Integer=iters, kwargs...)
     vs = vars_or_trainable(vars)
     isempty(vs) && invalid("BFGS!: no trainable variables to optimize")
     ndims(loss) == 0 || invalid("BFGS!: the loss must be a scalar, got shape $(size(loss))")

@@ -140,6 +140,12 @@ end
     @test run(s, b) ≈ 1.0 atol = 1e-5
     @test hist[end] < 1e-10 && length(hist) == length(seen) && seen == 0:length(hist)-1
     @test issorted(hist; rev=true)
+    # the iteration limit as a keyword too (as the explicit-gradient form takes it)
+    init(s)
+    h_kw = BFGS!(s, loss; max_iter=3)
+    init(s)
+    h_pos = BFGS!(s, loss, 3)
+    @test length(h_kw) == 3 && h_kw == h_pos
     # a bound that is active at the optimum: a <= 0.5 gives a = 0.5, b = 0.25
     init(s)
     BFGS!(s, loss; bounds=Dict(a => [-2.0, 0.5]))
