@@ -1,6 +1,7 @@
 # Derivatives: ADCME's gradients shape cases, jacobian, hessian, hessian_vector against
 # central finite differences in Float64, on the CPU and on an emulated GPU;
-# gradient_magnitude, gradients_colocate, independent.
+# gradient_magnitude, gradients_colocate, independent; ADCME's derivative checks
+# (test_gradients, test_jacobian, test_hessian) against the orders their errors must show.
 
 @testset "derivatives" begin
 
@@ -96,4 +97,40 @@ end
     @test gradients(independent(sin(a)), a) === nothing
 end
 
+end
+
+using Random
+@testset "test_gradients, test_jacobian, test_hessian: ADCME's derivative checks" begin
+    reset_default_graph()
+    Random.seed!(21)
+    p = placeholder(Float64; shape=[3])
+    y = sum(exp(p) .* p)
+    g = gradients(y, p)
+    J = jacobian(exp(p) .* p, p)
+    H = hessian(y, p)
+    s = Session()
+    x0 = [0.3, -0.2, 0.5]
+    # a right gradient: the linearization error falls as γ² (100x a step), finite differences as γ
+    e1, e2 = test_gradients(x -> run(s, [y, g], p => x), x0; showfig=false)
+    @test length(e1) == length(e2) == 5
+    @test all(0.05 .< e1[2:end] ./ e1[1:end-1] .< 0.2)
+    @test all(0.005 .< e2[2:4] ./ e2[1:3] .< 0.02)
+    # a wrong one (off by 10 %) falls as γ only
+    _, bad = test_gradients(x -> ((v, gv) = run(s, [y, g], p => x); (v, 1.1 .* gv)), x0; showfig=false)
+    @test all(0.08 .< bad[3:end] ./ bad[2:end-1] .< 0.12)   # (at γ = 0.1 the γ² term still counts)
+    _, ej = test_jacobian(x -> run(s, [exp(p) .* p, J], p => x), x0; showfig=false)
+    @test all(0.005 .< ej[2:4] ./ ej[1:3] .< 0.02)
+    _, eh = test_hessian(x -> run(s, [g, H], p => x), x0; showfig=false)
+    @test all(0.005 .< eh[2:4] ./ eh[1:3] .< 0.02)
+    # showfig without PyPlot prints the errors and their orders instead of failing
+    out = mktemp() do path, io
+        redirect_stdout(io) do
+            test_gradients(x -> run(s, [y, g], p => x), x0)
+        end
+        flush(io); read(path, String)
+    end
+    m = match(r"Automatic differentiation: .* \(orders ([0-9.]+), ([0-9.]+)", out)
+    @test m !== nothing && all(abs.(parse.(Float64, m.captures) .- 2) .< 0.1)
+    e = try; test_jacobian(x -> (x, ones(2, 2)), x0; showfig=false); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("Jacobian of size (2, 2)", e.msg)
 end
