@@ -68,7 +68,7 @@ initializer) and `b` (`units`, zeros) made by `get_variable` as `<scope>/weights
 (unique under the open variable scopes, counted again each time an enclosing
 `variable_scope` is opened, so a network built twice under one named scope with `AUTO_REUSE`
 shares its variables, as in TF). `activation` as in [`fc`](@ref). Errors (`OxiflowError`): an
-input that is not of rank 2 or whose number of columns is unknown.
+input that is not a Float32 or Float64 matrix, or whose number of columns is unknown.
 """
 function dense(inputs, units::Integer; activation=nothing)
     act = activation_function(activation)
@@ -78,6 +78,7 @@ function dense(inputs, units::Integer; activation=nothing)
     k === nothing && invalid("dense: the number of columns of $(x.name) (size $(size(x))) must be known to make its weights")
     units >= 1 || invalid("dense: units must be positive, got $units")
     T = eltype(x)
+    T in (Float32, Float64) || invalid("dense: the inputs must be Float32 or Float64, got $T")
     scope = unique_scope_name("fully_connected")
     return variable_scope(scope; reuse=nothing) do
         W = get_variable("weights"; shape=(k, Int(units)), dtype=T)
@@ -175,7 +176,7 @@ function ae(x, dims::AbstractVector{<:Integer}, θ::Union{Tensor,AbstractVector{
 end
 
 function ae(x, dims::AbstractVector{<:Integer}, scope::AbstractString="default"; activation="tanh")
-    activation_function(activation)
+    activation_function(activation)           # an unknown name fails before any layer is made
     isempty(dims) && invalid("fc: give at least the output width")
     x, vector_in = fc_input(x)
     net = variable_scope(scope; reuse=AUTO_REUSE) do

@@ -162,6 +162,8 @@ end
     p = placeholder(Float64; shape=[nothing, nothing])
     e = err(() -> dense(p, 3))
     @test e isa OxiflowError && occursin("number of columns", e.msg)
+    e = err(() -> dense([1 2; 3 4], 2))
+    @test e isa OxiflowError && occursin("Float32 or Float64, got Int64", e.msg)
     @test err(() -> ae_init([3, 5]; method="glorot")) isa OxiflowError
     @test err(() -> ae_num([3])) isa OxiflowError
     y = fc(X, [5, 1], θ)                            # the graph still builds and runs
