@@ -379,10 +379,8 @@ impl Program {
 }
 
 /// Tile length for a program with `regs` registers: the registers of one tile fill about
-/// 32 KiB (an L1 data cache), at least 16 and at most 4096 elements, and never more than
-/// `len`. A 256 KiB budget (tiles in L2) took 1.1-1.3x as long for most fused gradients of
-/// a 1024×1024 array and for a PINN's 1024×20 ones (each instruction streamed its operands
-/// from L2); 16 and 64 KiB measured like 32 or worse.
+/// 32 KiB (an L1 data cache; 256 KiB, in L2, took 1.1-1.3x as long), at least 16 and at
+/// most 4096 elements, and never more than `len`.
 fn tile_len<T>(regs: usize, len: usize) -> usize {
     let budget = (32 << 10) / (std::mem::size_of::<T>() * regs.max(1));
     budget.clamp(16, 4096).min(len.max(1))
