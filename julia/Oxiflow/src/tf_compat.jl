@@ -55,18 +55,115 @@ const TF_NN = (relu=relu, relu6=relu6, elu=elu, selu=selu, softplus=softplus, so
                softmax_cross_entropy_with_logits=(; labels, logits) -> dense_softmax_xent(labels, logits),
                sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits)
 
-const TF_LINALG = (inv=inv, det=det, solve=(A, b) -> add_op("MatrixSolve", [as_tensor(A), as_tensor(b)]),
-                   diag=diagm, diag_part=diag, trace=tr, matmul=matmul, einsum=einsum,
-                   adjoint=adjoint, transpose=adjoint,
+# Julia arrays become tensors first, as TF converts NumPy arrays (`inv(M)` of a Julia
+# matrix would be Julia's own inverse, not a tensor).
+const TF_LINALG = (inv=(A -> inv(as_tensor(A))), det=(A -> det(as_tensor(A))),
+                   solve=(A, b) -> add_op("MatrixSolve", [as_tensor(A), as_tensor(b)]),
+                   diag=(d -> diagm(as_tensor(d))), diag_part=(A -> diag(as_tensor(A))), trace=(A -> tr(as_tensor(A))),
+                   matmul=matmul, einsum=einsum, adjoint=(A -> adjoint(as_tensor(A))), transpose=(A -> adjoint(as_tensor(A))),
                    svd=(A; full_matrices::Bool=false, compute_uv::Bool=true) -> (r = svd(as_tensor(A); full=full_matrices);
                                                                                 compute_uv ? (r.S, r.U, r.V) : r.S))
 
 const TF_RANDOM = (normal=(shape; mean=0.0, stddev=1.0, dtype=Float32, seed=nothing) -> normal(shape...; mean=mean, stddev=stddev, dtype=dtype, seed=seed),
-                   uniform=(shape; minval=0.0, maxval=1.0, dtype=Float32, seed=nothing) -> uniform(shape...; minval=minval, maxval=maxval, dtype=dtype, seed=seed))
+                   uniform=(shape; minval=0.0, maxval=1.0, dtype=Float32, seed=nothing) -> uniform(shape...; minval=minval, maxval=maxval, dtype=dtype, seed=seed),
+                   set_random_seed=set_random_seed, set_seed=set_random_seed)
 
 const TF_TRAIN = (GradientDescentOptimizer=GradientDescentOptimizer, MomentumOptimizer=MomentumOptimizer,
                   AdamOptimizer=AdamOptimizer, RMSPropOptimizer=RMSPropOptimizer, AdagradOptimizer=AdagradOptimizer,
                   AdadeltaOptimizer=AdadeltaOptimizer, AdagradDAOptimizer=AdagradDAOptimizer)
+
+# TF1's names at the root of `tf`, which ADCME's docs and examples call (`tf.random_normal`,
+# `tf.gather`, `tf.placeholder`, ...): 0-based indices and axes, row-major shapes, as TF.
+function tf_index_tensor(i, fname)
+    i isa Tensor && return i
+    eltype(i) <: Integer || invalid("$fname: indices must be integers (0-based, as TF), got $(repr(i))")
+    return constant(Int64.(i))
+end
+
+function tf_gather(params, indices, ax=0; axis=ax, name=nothing)
+    p = as_tensor(params)
+    return add_op("GatherV2", [p, tf_index_tensor(indices, "tf.gather")]; axis=axis0(p, axis, "tf.gather"), name=name)
+end
+
+# `tf.slice(t, begin, size)`: 0-based `begin`, `size[k] == -1` to the end of dimension k.
+function tf_slice(t, b, sz; name=nothing)
+    x = as_tensor(t)
+    n = ndims(x)
+    (length(b) == n && length(sz) == n) ||
+        invalid("tf.slice: begin $(repr(b)) and size $(repr(sz)) need $n entries for a tensor of size $(size(x))")
+    em = 0
+    for k in 1:n
+        sz[k] == -1 && (em |= 1 << (k - 1))
+        sz[k] >= -1 && b[k] >= 0 || invalid("tf.slice: begin $(repr(b)) and size $(repr(sz)) must be >= 0 (size -1: to the end)")
+        d = size(x, k)       # TF raises where a strided slice would cut the slice short
+        d === nothing || b[k] + max(sz[k], 0) <= d ||
+            invalid("tf.slice: begin $(repr(b)) and size $(repr(sz)) go past dimension $(k - 1) of a tensor of size $(size(x))")
+    end
+    e = Int[sz[k] == -1 ? 0 : b[k] + sz[k] for k in 1:n]
+    return strided_slice_op(x, collect(Int, b), e, ones(Int, n), 0, em, 0)
+end
+
+function tf_split(value, num_or_size_splits, ax=0; axis=ax, name=nothing)
+    x = as_tensor(value)
+    return split(x, num_or_size_splits; dims=axis0(x, axis, "tf.split") + 1)
+end
+
+function tf_tile(t, multiples; name=nothing)
+    x = as_tensor(t)
+    length(multiples) == ndims(x) ||
+        invalid("tf.tile: multiples $(repr(multiples)) needs $(ndims(x)) entries for a tensor of size $(size(x))")
+    return add_op("Tile", [x]; multiples=collect(Int, multiples), name=name)
+end
+
+tf_reverse(t, axis; name=nothing) = (x = as_tensor(t);
+    add_op("ReverseV2", [x]; axis=Int[axis0(x, a, "tf.reverse") for a in (axis isa Integer ? [axis] : axis)], name=name))
+
+tf_pad(t, paddings; mode="CONSTANT", constant_values=0, name=nothing) =
+    pad(as_tensor(t), paddings isa AbstractMatrix ? paddings : Int[p[j] for p in paddings, j in 1:2]; mode=mode, constant_values=constant_values)
+
+# `tf.shape(t)`: the Int32 vector of the static shape; an unknown dimension has no value yet.
+function tf_shape(t; out_type=Int32, name=nothing)
+    x = as_tensor(t)
+    is_fully_defined(x) ||
+        unimplemented("tf.shape: $(x.name) has the unknown shape $(size(x)); its sizes are only known when the graph runs")
+    return constant(out_type[d for d in size(x)])
+end
+
+function tf_norm(t, o="euclidean"; ord=o, axis=nothing, keepdims::Bool=false, name=nothing)
+    (axis === nothing && !keepdims) || unimplemented("tf.norm: axis and keepdims are not supported yet (norm over all elements only)")
+    p = ord in ("euclidean", "fro") ? 2 : ord
+    p isa Real || invalid("tf.norm: ord $(repr(ord)) is not supported (\"euclidean\", \"fro\" or a positive number)")
+    return norm(as_tensor(t), p)
+end
+
+function tf_placeholder(dtype, sh=nothing; shape=sh, name=nothing)
+    shape === nothing && invalid("tf.placeholder: shape=None (a tensor of unknown rank) is not supported; give the shape, with nothing for an unknown size")
+    return placeholder(dtype; shape=collect(Any, shape), name=name)
+end
+
+tf_hessians(ys, xs) = xs isa Tensor ? Any[hessian(as_tensor(ys), xs)] : Any[hessian(as_tensor(ys), x) for x in xs]
+
+tf_scatter_nd(indices, updates, shape; name=nothing) =
+    add_op("ScatterNd", [tf_index_tensor(indices, "tf.scatter_nd"), as_tensor(updates)]; shape=collect(Int, shape), name=name)
+
+# `tf.compat.v1.logging`: Oxiflow has no TF log, so the verbosity is accepted and ignored.
+const TF_LOGGING = (set_verbosity=(level -> nothing), DEBUG=10, INFO=20, WARN=30, ERROR=40, FATAL=50)
+
+const TF_V1 = (
+    random_normal=TF_RANDOM.normal, random_uniform=TF_RANDOM.uniform, set_random_seed=set_random_seed,
+    gather=tf_gather, gather_nd=(params, indices; name=nothing) -> add_op("GatherNd", [as_tensor(params), tf_index_tensor(indices, "tf.gather_nd")]; name=name),
+    scatter_nd=tf_scatter_nd, slice=tf_slice, split=tf_split, tile=tf_tile, reverse=tf_reverse, pad=tf_pad,
+    shape=tf_shape, norm=tf_norm, hessians=tf_hessians, trace=TF_LINALG.trace,
+    matrix_solve=TF_LINALG.solve, matrix_inverse=TF_LINALG.inv, matrix_determinant=TF_LINALG.det,
+    matrix_transpose=TF_LINALG.transpose, matrix_diag=TF_LINALG.diag, matrix_diag_part=TF_LINALG.diag_part,
+    placeholder=tf_placeholder, placeholder_with_default=(value, shape=nothing; name=nothing) -> placeholder(value; name=name),
+    Variable=Variable, Tensor=Tensor, get_variable=get_variable, variable_scope=variable_scope, AUTO_REUSE=AUTO_REUSE,
+    global_variables_initializer=global_variables_initializer, assign=assign,
+    trainable_variables=() -> get_collection(TRAINABLE_VARIABLES), global_variables=() -> get_collection(GLOBAL_VARIABLES),
+    group=(ops...; name="group_deps") -> group(ops...; name=name),
+    get_default_graph=get_default_graph, reset_default_graph=reset_default_graph,
+    logging=TF_LOGGING,
+)
 
 """
 The `tf.*` names beyond device.jl's: TF's dtypes, `tf.reshape` (row-major, TF's), `tf.transpose`,
@@ -74,9 +171,16 @@ The `tf.*` names beyond device.jl's: TF's dtypes, `tf.reshape` (row-major, TF's)
 `tf.stack`, `tf.unstack`, `tf.cast`, `tf.identity`, `tf.stop_gradient`, `tf.where`,
 `tf.zeros`/`tf.ones` (float32 by default), `tf.zeros_like`/`tf.ones_like`, elementwise math
 and comparisons, `tf.einsum`, `tf.gradients`, `tf.math`, `tf.nn`, `tf.linalg`, `tf.random`
-(float32 by default, as TF), `tf.train` (the TF1 optimizers).
+(float32 by default, as TF), `tf.train` (the TF1 optimizers), and TF1's root names: `tf.random_normal`,
+`tf.random_uniform`, `tf.set_random_seed`, `tf.gather` / `tf.gather_nd` / `tf.scatter_nd`
+(0-based indices), `tf.slice`, `tf.split`, `tf.tile`, `tf.reverse`, `tf.pad`, `tf.shape` (of a
+fully known shape), `tf.norm` (over all elements), `tf.hessians`, `tf.matrix_*`,
+`tf.placeholder`, `tf.Variable`, `tf.get_variable`, `tf.variable_scope`,
+`tf.global_variables_initializer`, `tf.trainable_variables`, `tf.assign`, `tf.group`,
+`tf.get_default_graph`; `tf.compat.v1` is `tf` itself (its `logging.set_verbosity` is accepted
+and ignored: Oxiflow has no TF log).
 """
-const TF_EXTRA = merge(TF_DTYPES, TF_MATH, (
+const TF_EXTRA = merge(TF_DTYPES, TF_MATH, TF_V1, (
     math=TF_MATH, nn=TF_NN, linalg=TF_LINALG, random=TF_RANDOM, train=TF_TRAIN,
     reshape=(t, shape; name=nothing) -> reshape(as_tensor(t), Tuple(Int[d for d in shape])),
     transpose=tf_transpose,
@@ -95,7 +199,7 @@ const TF_EXTRA = merge(TF_DTYPES, TF_MATH, (
         TensorArray(size; dtype=dtype, clear_after_read=clear_after_read, element_shape=element_shape),
     zeros=tf_fill(0, Float32), ones=tf_fill(1, Float32), zeros_like=zeros_like, ones_like=ones_like,
     convert_to_tensor=(x; dtype=nothing) -> convert_to_tensor(x; dtype=dtype),
-    einsum=einsum, matmul=matmul,
+    einsum=einsum, compat=(v1=tf,),
     gradients=(ys, xs; grad_ys=nothing, colocate_gradients_with_ops::Bool=false) ->
         xs isa Tensor ? Any[gradients(ys, xs; grad_ys=grad_ys, colocate=colocate_gradients_with_ops)] :
                         gradients(ys, collect(xs); grad_ys=grad_ys, colocate=colocate_gradients_with_ops),

@@ -353,7 +353,7 @@ pub fn unpack(g: &mut Graph, x: Output, axis: i64) -> Result<Vec<Output>> {
 fn split_sizes(ctx: &InferCtx, dim: usize) -> Result<Vec<usize>> {
     let sizes = ctx.attrs.get_ints(ctx.op, "size_splits")?;
     let unknown = sizes.iter().filter(|&&s| s == -1).count();
-    let bad = |why: &str| ctx.invalid(format!("size_splits {sizes:?} {why} (dimension {dim} of shape {})", ctx.inputs[0].shape));
+    let bad = |why: &str| ctx.invalid(format!("size_splits {sizes:?} {why} (the split dimension has size {dim}; input shape {})", ctx.inputs[0].shape));
     if sizes.is_empty() || unknown > 1 || sizes.iter().any(|&s| s < -1) {
         return Err(bad("must be non-negative sizes, at most one of them -1"));
     }

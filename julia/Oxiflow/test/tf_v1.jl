@@ -1,0 +1,84 @@
+# TF1's names at the root of `tf` (tf_compat.jl), as ADCME's docs call them, against Julia
+# Base with TF's conventions translated by hand: 0-based indices and axes, row-major
+# `tf.reshape`, size -1 in `tf.slice` meaning "to the end".
+using Random, Statistics, LinearAlgebra
+
+@testset "tf.* TF1 root names: values against Julia" begin
+    reset_default_graph()
+    A = reshape(collect(1.0:12.0), 3, 4)
+    a = constant(A)
+    s = Session()
+    @test run(s, tf.gather(a, [2, 0])) == A[[3, 1], :]
+    @test run(s, tf.gather(a, constant([3]), axis=1)) == A[:, [4]]
+    @test run(s, tf.gather(a, [1], -1)) == A[:, [2]]
+    @test run(s, tf.gather_nd(a, [0 1; 2 3])) == [A[1, 2], A[3, 4]]
+    @test run(s, tf.scatter_nd(reshape([0, 2], 2, 1), [5.0, 7.0], [4])) == [5.0, 0.0, 7.0, 0.0]
+    @test run(s, tf.slice(a, [1, 1], [2, -1])) == A[2:3, 2:4]
+    @test run(s, tf.slice(a, [0, 2], [1, 1])) == A[1:1, 3:3]
+    p1, p2 = tf.split(a, 2, axis=1)
+    @test run(s, p1) == A[:, 1:2] && run(s, p2) == A[:, 3:4]
+    q = tf.split(a, [1, 2], 0)
+    @test length(q) == 2 && run(s, q[2]) == A[2:3, :]
+    @test run(s, tf.tile(a, [2, 1])) == repeat(A, 2, 1)
+    @test run(s, tf.reverse(a, [0])) == reverse(A, dims=1) && run(s, tf.reverse(a, -1)) == reverse(A, dims=2)
+    P = run(s, tf.pad(a, [[1, 0], [0, 2]]))
+    @test size(P) == (4, 6) && P[2:4, 1:4] == A && sum(P) == sum(A)
+    @test run(s, tf.pad(a, [1 1; 0 0]; constant_values=-1.0))[1, :] == fill(-1.0, 4)
+    sh = tf.shape(a)
+    @test sh.dtype == Int32 && run(s, sh) == Int32[3, 4]
+    @test run(s, tf.norm(a)) ≈ norm(A) && run(s, tf.norm(a, ord=1)) ≈ sum(abs.(A))
+    M = [4.0 1.0; 1.0 3.0]
+    @test run(s, tf.matrix_inverse(M)) ≈ inv(M) && run(s, tf.matrix_determinant(M)) ≈ det(M)
+    @test run(s, tf.matrix_solve(M, reshape([1.0, 2.0], 2, 1))) ≈ M \ [1.0, 2.0]
+    @test run(s, tf.matrix_transpose(a)) == permutedims(A) && run(s, tf.trace(M)) == tr(M)
+    @test run(s, tf.linalg.inv(M)) ≈ inv(M) && run(s, tf.linalg.diag_part(M)) == diag(M)   # arrays become tensors
+    x = Variable([1.0, 2.0])
+    f = x[1]^3 * x[2]
+    H = tf.hessians(f, x)
+    init(s)
+    @test H isa Vector && run(s, H[1]) ≈ [6*1.0*2.0 3*1.0^2; 3*1.0^2 0.0]
+end
+
+@testset "tf.* TF1 root names: random draws, variables, placeholders, compat.v1" begin
+    reset_default_graph()
+    tf.set_random_seed(5)
+    r = tf.random_normal((2000,), dtype=tf.float64)
+    u = tf.random_uniform([2000]; minval=2.0, maxval=4.0)
+    @test r.dtype == Float64 && u.dtype == Float32          # TF1's default dtype: float32
+    s = Session()
+    rv, uv = run(s, [r, u])
+    @test abs(mean(rv)) < 0.1 && abs(std(rv) - 1) < 0.1
+    @test all(2 .<= uv .< 4) && abs(mean(uv) - 3) < 0.1
+    @test run(s, r) != rv                                   # a new draw per run
+    # one graph seed: the same draws again in a new graph and session
+    reset_default_graph(); tf.set_random_seed(5)
+    @test run(Session(), tf.random_normal((2000,), dtype=tf.float64)) == rv
+
+    reset_default_graph()
+    v = tf.Variable([1.0, 2.0]; name="v")
+    x = tf.placeholder(tf.float64, shape=[nothing, 2])
+    y = tf.compat.v1.reduce_sum(x * v)   # tf.compat.v1 is tf
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
+    s = Session()
+    run(s, tf.global_variables_initializer())
+    @test run(s, y, x => [1.0 1.0; 2.0 0.5]) == 1 + 2 + 2 + 1
+    @test tf.trainable_variables() == [v] && tf.global_variables() == [v]
+    run(s, tf.group(tf.assign(v, [3.0, 4.0])))
+    @test run(s, v) == [3.0, 4.0]
+    @test tf.get_default_graph() === Oxiflow.get_default_graph()
+    e = try; tf.placeholder(tf.float64); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("tf.placeholder", e.msg) && occursin("unknown rank", e.msg)
+    e = try; tf.gather(constant([1.0, 2.0]), [0], axis=1); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("tf.gather", e.msg) && occursin("axis 1", e.msg)
+    e = try; tf.gather(constant([1.0, 2.0]), [0.5]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("tf.gather: indices must be integers", e.msg)
+    e = try; run(s, tf.split(constant(ones(3, 4)), [1, 1], 0)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("SplitV", e.msg) && occursin("has size 3", e.msg)
+    e = try; run(s, tf.gather(constant([1.0, 2.0]), [5])); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("GatherV2", e.msg)
+    @test run(s, v) == [3.0, 4.0]                           # the session stays usable
+    e = try; tf.slice(constant(ones(2, 2)), [0], [1]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("tf.slice", e.msg) && occursin("2 entries", e.msg)
+    e = try; tf.slice(constant(ones(2, 3)), [1, 1], [2, 1]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("go past dimension 0", e.msg)
+end
