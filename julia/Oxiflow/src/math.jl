@@ -125,6 +125,28 @@ if_else(cond::AbstractArray{Bool}, x, y) =
             y isa Tensor ? constant_in(getfield(y, :graph), collect(cond)) : constant(collect(cond)), x, y)
 if_else(cond::Bool, x, y) = (b = cond ? x : y; b isa Function ? b() : as_tensor(b))
 
+"""
+    a & b, a | b, !a
+
+Logical and, or and not of Bool tensors (or a Bool tensor and a Julia `Bool`), with
+broadcasting: TF's `tf.logical_and`, `tf.logical_or`, `tf.logical_not`, built here as
+`SelectV2(a, b, false)`, `SelectV2(a, true, b)` and `SelectV2(a, false, true)`, which give
+the same values. A non-Bool operand raises an `OxiflowError` naming the operator.
+"""
+function logical(f, a, b)
+    ta, tb = a isa Tensor ? a : as_tensor(a, b), b isa Tensor ? b : as_tensor(b, a)
+    (ta.dtype == Bool && tb.dtype == Bool) || invalid("$f: needs Bool operands, got $(ta.dtype) and $(tb.dtype)")
+    return f == "&" ? if_else(ta, tb, false) : if_else(ta, true, tb)
+end
+Base.:&(a::Tensor, b::Union{Tensor,Bool}) = logical("&", a, b)
+Base.:&(a::Bool, b::Tensor) = logical("&", a, b)
+Base.:|(a::Tensor, b::Union{Tensor,Bool}) = logical("|", a, b)
+Base.:|(a::Bool, b::Tensor) = logical("|", a, b)
+function Base.:!(a::Tensor)
+    a.dtype == Bool || invalid("!: needs a Bool tensor, got $(a.dtype)")
+    return if_else(a, false, true)
+end
+
 # A + I, I - A, ... with LinearAlgebra's UniformScaling: a dense identity of the tensor's
 # dtype (ADCME ops.jl:990-1002); square matrices only.
 function identity_like(A::Tensor, J::UniformScaling, what)

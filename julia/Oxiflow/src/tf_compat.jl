@@ -44,7 +44,8 @@ const TF_MATH = (
     pow=(a, b) -> as_tensor(a)^b, maximum=max, minimum=min,
     less=(a, b) -> as_tensor(a) < b, less_equal=(a, b) -> as_tensor(a) <= b,
     greater=(a, b) -> as_tensor(a) > b, greater_equal=(a, b) -> as_tensor(a) >= b,
-    equal=(a, b) -> binary("Equal", a, b),
+    equal=(a, b) -> binary("Equal", a, b), not_equal=(a, b) -> !binary("Equal", a, b),
+    logical_and=(a, b) -> as_tensor(a) & b, logical_or=(a, b) -> as_tensor(a) | b, logical_not=(a -> !as_tensor(a)),
     reduce_sum=tf_reduce("Sum", "tf.reduce_sum"), reduce_mean=tf_reduce("Mean", "tf.reduce_mean"),
     reduce_max=tf_reduce("Max", "tf.reduce_max"), reduce_min=tf_reduce("Min", "tf.reduce_min"),
     reduce_prod=tf_reduce("Prod", "tf.reduce_prod"),
@@ -146,6 +147,23 @@ tf_hessians(ys, xs) = xs isa Tensor ? Any[hessian(as_tensor(ys), xs)] : Any[hess
 tf_scatter_nd(indices, updates, shape; name=nothing) =
     add_op("ScatterNd", [tf_index_tensor(indices, "tf.scatter_nd"), as_tensor(updates)]; shape=collect(Int, shape), name=name)
 
+# `tf.gradients(ys, xs)`: TF's, the gradient of sum(ys) shaped like each x (not ADCME's
+# Jacobian for a vector ys), or of sum(ys .* grad_ys) with grad_ys the seed (the result stays
+# differentiable in grad_ys); a list of ys adds their gradients, as TF does.
+function tf_gradients(ys, xs; grad_ys=nothing, colocate_gradients_with_ops::Bool=false, name=nothing)
+    ylist = ys isa Tensor ? Tensor[ys] : Tensor[as_tensor(y) for y in ys]
+    gys = grad_ys === nothing ? Any[nothing for _ in ylist] : ys isa Tensor ? Any[grad_ys] : collect(Any, grad_ys)
+    length(gys) == length(ylist) || invalid("tf.gradients: $(length(gys)) grad_ys for $(length(ylist)) ys")
+    xlist = xs isa Tensor ? Tensor[xs] : collect(xs)
+    acc = Any[nothing for _ in xlist]
+    for (y, gy) in zip(ylist, gys)
+        seed = gy === nothing ? (ndims(y) == 0 ? nothing : ones_like(y)) : as_tensor(gy, y)
+        gs = gradients(y, xlist; grad_ys=seed, colocate=colocate_gradients_with_ops)
+        acc = Any[a === nothing ? g : g === nothing ? a : a + g for (a, g) in zip(acc, gs)]
+    end
+    return acc
+end
+
 # `tf.compat.v1.logging`: Oxiflow has no TF log, so the verbosity is accepted and ignored.
 const TF_LOGGING = (set_verbosity=(level -> nothing), DEBUG=10, INFO=20, WARN=30, ERROR=40, FATAL=50)
 
@@ -200,7 +218,5 @@ const TF_EXTRA = merge(TF_DTYPES, TF_MATH, TF_V1, (
     zeros=tf_fill(0, Float32), ones=tf_fill(1, Float32), zeros_like=zeros_like, ones_like=ones_like,
     convert_to_tensor=(x; dtype=nothing) -> convert_to_tensor(x; dtype=dtype),
     einsum=einsum, compat=(v1=tf,),
-    gradients=(ys, xs; grad_ys=nothing, colocate_gradients_with_ops::Bool=false) ->
-        xs isa Tensor ? Any[gradients(ys, xs; grad_ys=grad_ys, colocate=colocate_gradients_with_ops)] :
-                        gradients(ys, collect(xs); grad_ys=grad_ys, colocate=colocate_gradients_with_ops),
+    gradients=tf_gradients,
 ))

@@ -39,6 +39,28 @@ using Random, Statistics, LinearAlgebra
     @test H isa Vector && run(s, H[1]) ≈ [6*1.0*2.0 3*1.0^2; 3*1.0^2 0.0]
 end
 
+@testset "tf.gradients sums ys (TF's rule, not ADCME's Jacobian); logical ops" begin
+    reset_default_graph()
+    u = Variable([1.0, 2.0, 3.0]); v = Variable(2.0); w = Variable([0.5, -1.0, 2.0])
+    s = Session(); init(s)
+    g = tf.gradients(u^2, u)
+    @test g isa Vector && run(s, g[1]) == [2.0, 4.0, 6.0]              # d sum(u²)/du, shaped like u
+    @test run(s, tf.gradients([u^2, v * u], [u, v])) == [[2.0, 4.0, 6.0] .+ 2.0, 6.0]
+    gw = tf.gradients(u^2, u; grad_ys=w)[1]
+    @test run(s, gw) == 2 .* [1.0, 2.0, 3.0] .* [0.5, -1.0, 2.0]
+    @test run(s, tf.gradients(gw, w)[1]) == [2.0, 4.0, 6.0]            # differentiable in grad_ys
+    @test tf.gradients(v, u) == [nothing]
+    a = constant([true, true, false, false]); b = constant([true, false, true, false])
+    @test run(s, a & b) == [true, false, false, false] && run(s, a | b) == [true, true, true, false]
+    @test run(s, !a) == [false, false, true, true] && run(s, a & true) == [true, true, false, false]
+    @test run(s, false | b) == [true, false, true, false]
+    @test run(s, tf.logical_and(a, b)) == run(s, a & b) && run(s, tf.math.logical_or(a, b)) == run(s, a | b)
+    @test run(s, tf.logical_not(a)) == [false, false, true, true]
+    @test run(s, tf.not_equal(constant([1, 2]), 1)) == [false, true]
+    e = try; constant([1.0]) & a; nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("needs Bool operands", e.msg)
+end
+
 @testset "tf.* TF1 root names: random draws, variables, placeholders, compat.v1" begin
     reset_default_graph()
     tf.set_random_seed(5)
