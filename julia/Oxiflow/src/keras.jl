@@ -8,50 +8,6 @@
 
 export Dense, dropout, BatchNormalization, ResnetBlock, Resnet1D
 
-"""
-    Oxiflow.options.training.training
-
-ADCME's `ADCME.options.training.training`: the Bool scalar tensor that [`dropout`](@ref),
-[`BatchNormalization`](@ref) and [`Resnet1D`](@ref) read when no `training` argument is
-given. Unless set, each graph gets its own `placeholder(false)` (a `PlaceholderWithDefault`,
-so graphs run in inference mode unless it is fed `true`), made at the first read. Set it as
-ADCME's docs do, `Oxiflow.options.training.training = placeholder(true)`, to train by
-default and feed `false` to evaluate. Reading a value set in an earlier graph (before
-`reset_default_graph`) raises an `OxiflowError`; set it again for the new graph. Not
-exported, as in ADCME.
-"""
-mutable struct OptionsTraining
-    value::Union{Nothing,Tensor}
-    defaults::WeakKeyDict{Any,Tensor}
-    verbose::Bool
-end
-
-function Base.getproperty(o::OptionsTraining, s::Symbol)
-    s === :training || return getfield(o, s)
-    g = get_default_graph()
-    v = getfield(o, :value)
-    v === nothing && return get!(() -> placeholder(false; name="training"), getfield(o, :defaults), g)
-    getfield(v, :graph) === g ||
-        invalid("options.training.training is $(v.name) of an earlier graph (before reset_default_graph); set it again, e.g. Oxiflow.options.training.training = placeholder(true)")
-    return v
-end
-
-function Base.setproperty!(o::OptionsTraining, s::Symbol, x)
-    s === :training || return setfield!(o, s, x)
-    x === nothing && return setfield!(o, :value, nothing)
-    t = x isa Bool ? placeholder(x; name="training") : x
-    (t isa Tensor && t.dtype == Bool && ndims(t) == 0) ||
-        invalid("options.training.training must be a Bool or a scalar Bool tensor, got $(repr(x))")
-    return setfield!(o, :value, t)
-end
-
-"""ADCME's options container (`ADCME.options`); Oxiflow has its `training` part."""
-mutable struct Options
-    training::OptionsTraining
-end
-
-const options = Options(OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true))
-
 # A layer's variables belong to the graph of its first call.
 function check_layer_graph(name, v::Tensor)
     getfield(v, :graph) === get_default_graph() ||

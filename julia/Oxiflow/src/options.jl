@@ -1,0 +1,93 @@
+# ADCME's `ADCME.options` (ADCME.jl src/options.jl): the settings its layers and solvers read,
+# set by assignment (`Oxiflow.options.newton_raphson.rtol = 1e-4`). Not exported, as in ADCME.
+
+"""
+    Oxiflow.options.training.training
+
+ADCME's `ADCME.options.training.training`: the Bool scalar tensor that [`dropout`](@ref),
+[`BatchNormalization`](@ref) and [`Resnet1D`](@ref) read when no `training` argument is
+given. Unless set, each graph gets its own `placeholder(false)` (a `PlaceholderWithDefault`,
+so graphs run in inference mode unless it is fed `true`), made at the first read. Set it as
+ADCME's docs do, `Oxiflow.options.training.training = placeholder(true)`, to train by
+default and feed `false` to evaluate. Reading a value set in an earlier graph (before
+`reset_default_graph`) raises an `OxiflowError`; set it again for the new graph. Not
+exported, as in ADCME.
+"""
+mutable struct OptionsTraining
+    value::Union{Nothing,Tensor}
+    defaults::WeakKeyDict{Any,Tensor}
+    verbose::Bool
+end
+
+function Base.getproperty(o::OptionsTraining, s::Symbol)
+    s === :training || return getfield(o, s)
+    g = get_default_graph()
+    v = getfield(o, :value)
+    v === nothing && return get!(() -> placeholder(false; name="training"), getfield(o, :defaults), g)
+    getfield(v, :graph) === g ||
+        invalid("options.training.training is $(v.name) of an earlier graph (before reset_default_graph); set it again, e.g. Oxiflow.options.training.training = placeholder(true)")
+    return v
+end
+
+function Base.setproperty!(o::OptionsTraining, s::Symbol, x)
+    s === :training || return setfield!(o, s, x)
+    x === nothing && return setfield!(o, :value, nothing)
+    t = x isa Bool ? placeholder(x; name="training") : x
+    (t isa Tensor && t.dtype == Bool && ndims(t) == 0) ||
+        invalid("options.training.training must be a Bool or a scalar Bool tensor, got $(repr(x))")
+    return setfield!(o, :value, t)
+end
+
+
+mutable struct OptionsNewtonRaphson_LineSearch
+    c1::Float64
+    ρ_hi::Float64
+    ρ_lo::Float64
+    iterations::Int64
+    maxstep::Int64
+    αinitial::Float64
+    OptionsNewtonRaphson_LineSearch() = new(1e-4, 0.5, 0.1, 1000, 9999999, 1.0)
+end
+
+"""
+    Oxiflow.options.newton_raphson
+
+ADCME's `ADCME.options.newton_raphson`, read by [`newton_raphson`](@ref) when it builds its
+loop: `max_iter` (100), `verbose` (false), `rtol` (1e-12), `tol` (1e-12), `LM` (0.0, the
+Levenberg-Marquardt shift `μ` in `(J + μI) \\ r`), `linesearch` (false; `true` is not
+supported yet: `newton_raphson` raises an `OxiflowError`), `linesearch_options` (ADCME's
+backtracking settings, kept for code that sets them).
+"""
+mutable struct OptionsNewtonRaphson
+    max_iter::Int64
+    verbose::Bool
+    rtol::Float64
+    tol::Float64
+    LM::Float64
+    linesearch::Bool
+    linesearch_options::OptionsNewtonRaphson_LineSearch
+    OptionsNewtonRaphson() = new(100, false, 1e-12, 1e-12, 0.0, false, OptionsNewtonRaphson_LineSearch())
+end
+
+"""
+    Oxiflow.options
+
+ADCME's options container: `options.training` (see `Oxiflow.options.training.training`) and
+`options.newton_raphson` (see [`OptionsNewtonRaphson`](@ref)). `reset_default_options()`
+restores the defaults.
+"""
+mutable struct Options
+    training::OptionsTraining
+    newton_raphson::OptionsNewtonRaphson
+end
+
+const options = Options(OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true), OptionsNewtonRaphson())
+
+export reset_default_options
+
+"""`reset_default_options()`: every field of `Oxiflow.options` back to its default (ADCME's)."""
+function reset_default_options()
+    options.training = OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true)
+    options.newton_raphson = OptionsNewtonRaphson()
+    return nothing
+end

@@ -1,0 +1,119 @@
+# ADCME's Newton-Raphson solvers (newton.jl) against plain-Julia Newton iterations, closed
+# forms and finite differences of a plain-Julia solve.
+using LinearAlgebra, SparseArrays
+
+# Newton's method in plain Julia: the iterates u₀, u₁, ... while ‖r‖ ≥ tol (of the iterate
+# before), at most `maxit` steps, as newton_raphson documents it.
+function jl_newton(r, J, u; tol=1e-12, maxit=100)
+    us, rn = [u], norm(r(u))
+    while rn >= tol && length(us) - 1 < maxit
+        rn = norm(r(us[end]))
+        push!(us, us[end] - J(us[end]) \ r(us[end]))
+    end
+    return us
+end
+
+nr_err(f) = try; f(); nothing; catch e; e; end
+
+@testset "newton_raphson: iterates against Julia's Newton, sparse Jacobian, gradient in closed form" begin
+    reset_default_graph(); reset_default_options()
+    cube(θ, x) = (x^3 - θ, 3spdiag(x^2))
+    θv = [8.0, 27.0, 64.0]
+    θ = constant(θv)
+    nr = newton_raphson(cube, constant(ones(3)), θ)
+    s = Session()
+    x, res, U, conv, it = run(s, [nr.x, nr.res, nr.u, nr.converged, nr.iter])
+    us = jl_newton(u -> u .^ 3 .- θv, u -> Diagonal(3u .^ 2), ones(3))
+    @test it == length(us) - 1 && conv == true
+    @test x ≈ [2.0, 3.0, 4.0] rtol = 1e-14
+    @test size(U) == (3, 101) && all(U[:, it+2:end] .== 0)
+    @test U[:, 1:it+1] ≈ hcat(us...) rtol = 1e-12
+    @test res[1:it] ≈ [norm(u .^ 3 .- θv) for u in us[1:it]] rtol = 1e-12
+    y = newton_raphson_with_grad(cube, constant(ones(3)), θ)
+    @test run(s, y) == x                                     # the solution itself, exactly
+    @test run(s, gradients(sum(y), θ)) ≈ 1 ./ (3 .* x .^ 2) rtol = 1e-12   # dx/dθ = 1/(3x²)
+    # a step budget: stops early, not converged
+    Oxiflow.options.newton_raphson.max_iter = 3
+    nr3 = newton_raphson(cube, constant(ones(3)), θ)
+    @test run(s, [nr3.iter, nr3.converged]) == [3, false]
+    @test run(s, nr3.x) ≈ us[4] rtol = 1e-12
+    # Levenberg-Marquardt: (J + μI) δ = r, the same root
+    reset_default_options(); Oxiflow.options.newton_raphson.LM = 0.5
+    nrl = newton_raphson(cube, constant(ones(3)), θ)
+    @test run(s, nrl.x) ≈ [2.0, 3.0, 4.0] rtol = 1e-10
+    @test run(s, nrl.u)[:, 2] ≈ ones(3) - (Diagonal(fill(3.0, 3)) + 0.5I) \ (ones(3) .- θv) rtol = 1e-12
+    reset_default_options()
+end
+
+@testset "newton_raphson_with_grad: a network coefficient, dense Jacobian, gradient against finite differences" begin
+    reset_default_graph(); reset_default_options()
+    # -(1 + nn(u)) u'' + u = f on 11 interior nodes, as ADCME's README writes it, small
+    n = 13; h = 1 / (n - 1); xs = collect(range(0, 1; length=n))
+    fv = @. π^2 * sin(π * xs) + sin(π * xs)
+    dims = [1, 4, 1]
+    function res_jac(θ, x)
+        nn = squeeze(fc(reshape(x, :, 1), dims[2:end], θ)) + 1.0
+        uf = vector(2:n-1, x, n)
+        r = -nn .* (uf[3:end] + uf[1:end-2] - 2uf[2:end-1]) / h^2 + uf[2:end-1] - fv[2:end-1]
+        return r, gradients(r, x)
+    end
+    # the same in Julia: residual and Jacobian by hand (nn'(u) from tanh')
+    function jl_parts(θ, u)
+        W1, b1, W2, b2 = θ[1:4], θ[5:8], θ[9:12], θ[13]
+        a = tanh.(u * W1' .+ b1')
+        nn = a * W2 .+ b2 .+ 1
+        dnn = ((1 .- a .^ 2) .* W1') * W2
+        uf = [0.0; u; 0.0]
+        lap = (uf[3:end] + uf[1:end-2] - 2uf[2:end-1]) / h^2
+        r = -nn .* lap + u - fv[2:end-1]
+        m = length(u)
+        D = Tridiagonal(fill(1 / h^2, m - 1), fill(-2 / h^2, m), fill(1 / h^2, m - 1))
+        return r, -Diagonal(nn) * D - Diagonal(dnn .* lap) + I
+    end
+    jl_solve(θ) = jl_newton(u -> jl_parts(θ, u)[1], u -> jl_parts(θ, u)[2], zeros(n - 2); tol=1e-13)[end]
+    θ0 = 0.3 .* sin.(1:13)
+    θ = Variable(θ0)
+    Oxiflow.options.newton_raphson.tol = 1e-13
+    y = newton_raphson_with_grad(res_jac, constant(zeros(n - 2)), θ)
+    loss = sum((y - sin.(π .* xs[2:end-1]))^2)
+    g = gradients(loss, θ)
+    s = Session(); init(s)
+    @test run(s, y) ≈ jl_solve(θ0) rtol = 1e-10
+    G = run(s, g)
+    jl_loss(t) = sum((jl_solve(t) .- sin.(π .* xs[2:end-1])) .^ 2)
+    for v in (ones(13), sin.(3.0 .* (1:13)), [1.0; zeros(12)])
+        @test dot(G, v) ≈ (jl_loss(θ0 + 1e-6v) - jl_loss(θ0 - 1e-6v)) / 2e-6 rtol = 1e-5
+    end
+    reset_default_options()
+end
+
+@testset "NonlinearConstrainedProblem: ADCME's example, the adjoint gradient in closed form" begin
+    reset_default_graph(); reset_default_options()
+    f(θ, u) = (u^3 + u - θ, spdiag(3u^2 + 1))
+    L(u) = sum((u - 1)^2)
+    pl = Variable(ones(1))
+    l, u, dl = NonlinearConstrainedProblem(f, L, pl, ones(1))
+    s = Session(); init(s)
+    lv, uv, dv = run(s, [l, u, dl])
+    @test uv[1]^3 + uv[1] ≈ 1.0 rtol = 1e-12
+    @test lv ≈ (uv[1] - 1)^2 rtol = 1e-12
+    @test dv ≈ [2 * (uv[1] - 1) / (3uv[1]^2 + 1)] rtol = 1e-10    # dL/du · du/dθ
+    BFGS!(s, l, dl, pl)
+    @test run(s, pl) ≈ [2.0] rtol = 1e-6                         # u = 1 needs θ = 2
+end
+
+@testset "newton_raphson: errors leave the graph usable" begin
+    reset_default_graph(); reset_default_options()
+    good(θ, x) = (x - θ, spdiag(ones(2)))
+    e = nr_err(() -> newton_raphson(good, constant(ones(2, 2)), constant([1.0, 2.0])))
+    @test e isa OxiflowError && occursin("must be a vector", e.msg)
+    e = nr_err(() -> newton_raphson((θ, x) -> x - θ, constant(ones(2)), constant([1.0, 2.0])))
+    @test e isa OxiflowError && occursin("must return (r, J)", e.msg)
+    Oxiflow.options.newton_raphson.linesearch = true
+    e = nr_err(() -> newton_raphson(good, constant(ones(2)), constant([1.0, 2.0])))
+    @test e isa OxiflowError && occursin("line search", e.msg)
+    reset_default_options()
+    @test Oxiflow.options.newton_raphson.linesearch == false && Oxiflow.options.newton_raphson.tol == 1e-12
+    nr = newton_raphson(good, constant(ones(2)), constant([1.0, 2.0]))
+    @test run(Session(), nr.x) == [1.0, 2.0]
+end
