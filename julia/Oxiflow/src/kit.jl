@@ -5,7 +5,7 @@
 # they are plotted the same way when the user's program has loaded PyPlot, else printed
 # with their observed orders.
 
-export test_gradients, test_jacobian, test_hessian
+export print_tensor, test_gradients, test_jacobian, test_hessian
 
 """
     test_gradients(f, x0; scale=1.0, showfig=true, mpi=false) -> (err1, err2)
@@ -79,3 +79,13 @@ function show_check(γs, err1, err2, fname)
     println("Finite difference: $err1 (orders $(order(err1)))")
     println("Automatic differentiation: $err2 (orders $(order(err2)))")
 end
+
+"""
+    print_tensor(t, info="")
+
+ADCME's `print_tensor`: `t` itself, and when it is computed, `info` and the full value of
+`t` are written to standard error (a `Print` node, as `tf.print` with every entry shown).
+Use the returned tensor (or `bind` it) so that the print runs.
+"""
+print_tensor(t, info::AbstractString="") = (x = convert_to_tensor(t);
+    add_op("Print", Tensor[x, x]; template=replace(String(info), "{}" => "{ }") * (isempty(info) ? "{}" : "\n{}"), summarize=-1))

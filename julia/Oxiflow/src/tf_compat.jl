@@ -164,6 +164,31 @@ function tf_gradients(ys, xs; grad_ys=nothing, colocate_gradients_with_ops::Bool
     return acc
 end
 
+# `tf.print(args...)`: strings and tensors (Julia values become constants) joined by `sep`,
+# written to stderr when the returned op runs (bind it: `x = bind(x, tf.print(...))`).
+function tf_print(args...; summarize::Integer=3, sep::AbstractString=" ", output_stream=nothing, name=nothing)
+    output_stream === nothing || output_stream in ("stderr", :stderr) || output_stream === stderr ||
+        unimplemented("tf.print: output_stream $(repr(output_stream)) is not supported (standard error only)")
+    parts, inputs = String[], Tensor[]
+    for a in args
+        if a isa AbstractString
+            push!(parts, replace(a, "{}" => "{ }"))
+        else
+            push!(parts, "{}"); push!(inputs, convert_to_tensor(a))
+        end
+    end
+    first = isempty(inputs) ? constant(0) : inputs[1]      # the op's output, printed as data too
+    return add_op("Print", Tensor[first; inputs]; template=join(parts, sep), summarize=Int(summarize), name=name)
+end
+
+# TF1's `tf.Print(input, data, message)`: `input`, printing `message` then each of `data`.
+function tf_Print(input, data=Any[], message=""; summarize::Integer=3, first_n=-1, name=nothing)
+    first_n == -1 || unimplemented("tf.Print: first_n is not supported (every run prints)")
+    return add_op("Print", Tensor[as_tensor(input); [convert_to_tensor(d) for d in data]];
+           template=replace(String(message), "{}" => "{ }") * join(fill("{}", length(data)), " "),
+           summarize=Int(summarize), name=name)
+end
+
 # `tf.compat.v1.logging`: Oxiflow has no TF log, so the verbosity is accepted and ignored.
 const TF_LOGGING = (set_verbosity=(level -> nothing), DEBUG=10, INFO=20, WARN=30, ERROR=40, FATAL=50)
 
@@ -180,7 +205,7 @@ const TF_V1 = (
     trainable_variables=() -> get_collection(TRAINABLE_VARIABLES), global_variables=() -> get_collection(GLOBAL_VARIABLES),
     group=(ops...; name="group_deps") -> group(ops...; name=name),
     get_default_graph=get_default_graph, reset_default_graph=reset_default_graph,
-    logging=TF_LOGGING,
+    logging=TF_LOGGING, print=tf_print, Print=tf_Print,
 )
 
 """

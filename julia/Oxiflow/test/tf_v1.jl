@@ -104,3 +104,33 @@ end
     e = try; tf.slice(constant(ones(2, 3)), [1, 1], [2, 1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("go past dimension 0", e.msg)
 end
+
+# What the engine writes to the process's standard error while `f` runs.
+function captured_stderr(f)
+    path = tempname()
+    open(path, "w") do io
+        redirect_stderr(f, io)
+    end
+    return read(path, String)
+end
+
+@testset "tf.print, tf.Print, print_tensor: what they write, and their values and gradients" begin
+    reset_default_graph()
+    x = Variable([1.0, 2.0, 3.0])
+    y = bind(2x, tf.print("x is", x, "and", constant(reshape(collect(1:12), 3, 4)); summarize=1))
+    z = print_tensor(constant([1.5 2.0; 3.0 4.0]), "the matrix")
+    w = tf.Print(x, [x, constant(true)], "data: ")
+    g = gradients(sum(w .* w), x)
+    s = Session(); init(s)
+    local vals
+    out = captured_stderr(() -> (vals = run(s, [y, z, g])))
+    @test vals[1] == [2.0, 4.0, 6.0] && vals[2] == [1.5 2.0; 3.0 4.0]
+    @test vals[3] == [2.0, 4.0, 6.0]                         # the gradient passes to the input only
+    @test occursin("x is [1 ... 3] and [[1 ... 10]\n ...\n [3 ... 12]]\n", out)   # NumPy's elision
+    @test occursin("the matrix\n[[1.5 2]\n [3 4]]\n", out)
+    @test occursin("data: [1 2 3] true\n", out)
+    @test captured_stderr(() -> run(s, 2x)) == ""            # not bound: not run, nothing printed
+    @test captured_stderr(() -> run(s, tf.print("only text {}"))) == "only text { }\n"
+    e = try; tf.Print(x, [], "x"; first_n=2); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("first_n", e.msg)
+end

@@ -31,6 +31,7 @@ pub mod math;
 pub mod matmul;
 pub mod nn;
 pub mod p2p;
+pub mod print;
 pub(crate) mod pow;
 pub mod random;
 pub mod reduce;
@@ -440,6 +441,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     sparse_solve::register(&mut r);
     collective::register(&mut r);
     p2p::register(&mut r);
+    print::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
     activation_grad::register(&mut r);
