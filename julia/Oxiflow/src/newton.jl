@@ -59,9 +59,10 @@ Settings: `Oxiflow.options.newton_raphson` (`max_iter`, `tol`, `rtol`, `LM`, `ve
 read when the graph is built.
 
 Differs from ADCME: `rtol` is relative to the first residual (ADCME compares the residual
-two steps back with `rtol` as an absolute bound); `verbose` prints the settings when the
-loop is built but not each iteration (Oxiflow has no `tf.print`: `res` and `iter` of the
-result hold the history); `linesearch = true` raises an `OxiflowError` (UnimplementedError).
+two steps back with `rtol` as an absolute bound); `linesearch = true` raises an
+`OxiflowError` (UnimplementedError). With `verbose`, the settings are printed when the loop
+is built and each iteration's residual norms (absolute, relative) to standard error when it
+runs (`tf.print`, as ADCME).
 The result carries no gradient; see [`newton_raphson_with_grad`](@ref).
 """
 function newton_raphson(func::Function, u0, θ=missing, args...; kwargs...)
@@ -84,6 +85,7 @@ function newton_raphson(func::Function, u0, θ=missing, args...; kwargs...)
         r, J = nr_parts(f(θ, u), "newton_raphson")
         unew = u - nr_step(J, r, o.LM)
         rn = norm(r)
+        o.verbose && (rn = bind(rn, tf.print("Newton iteration", i, ": r (abs) =", rn, "r (rel) =", rn / n0)))
         return i + 1, unew, rn, write(ta_r, i + 1, rn), write(ta_u, i + 2, unew)
     end
     i, x, rn, ta_r, ta_u = while_loop(condition, body, [constant(0), u, n0, ta_r, ta_u]; back_prop=false)

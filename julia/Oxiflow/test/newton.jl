@@ -42,6 +42,14 @@ nr_err(f) = try; f(); nothing; catch e; e; end
     nrl = newton_raphson(cube, constant(ones(3)), θ)
     @test run(s, nrl.x) ≈ [2.0, 3.0, 4.0] rtol = 1e-10
     @test run(s, nrl.u)[:, 2] ≈ ones(3) - (Diagonal(fill(3.0, 3)) + 0.5I) \ (ones(3) .- θv) rtol = 1e-12
+    # verbose: each iteration's residual norms, written when the loop runs
+    reset_default_options(); Oxiflow.options.newton_raphson.verbose = true
+    nrv = newton_raphson(cube, constant(ones(3)), θ)
+    local itv
+    out = captured_stderr(() -> (itv = run(s, nrv.iter)))
+    lines = filter(l -> startswith(l, "Newton iteration"), split(out, '\n'))
+    @test length(lines) == itv == it
+    @test startswith(lines[1], "Newton iteration 0 : r (abs) = $(norm(ones(3) .- θv)) r (rel) = 1")
     reset_default_options()
 end
 

@@ -13,6 +13,7 @@ using LinearAlgebra
 include("json.jl")
 include("fd.jl")
 include("optim_steps.jl")
+include("capture.jl")
 
 const CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 const GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"

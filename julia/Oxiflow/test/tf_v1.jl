@@ -105,15 +105,6 @@ end
     @test e isa OxiflowError && occursin("go past dimension 0", e.msg)
 end
 
-# What the engine writes to the process's standard error while `f` runs.
-function captured_stderr(f)
-    path = tempname()
-    open(path, "w") do io
-        redirect_stderr(f, io)
-    end
-    return read(path, String)
-end
-
 @testset "tf.print, tf.Print, print_tensor: what they write, and their values and gradients" begin
     reset_default_graph()
     x = Variable([1.0, 2.0, 3.0])

@@ -54,11 +54,22 @@ fn format_nested(out: &mut String, values: &[String], dims: &[usize], summarize:
     out.push(']');
 }
 
+/// A float in its shortest exact form, in scientific notation when very small or large
+/// (`3.65e-9`, not `0.00000000365`).
+fn float_text<T: std::fmt::Display + std::fmt::LowerExp + Into<f64> + Copy>(v: T) -> String {
+    let a = v.into().abs();
+    if a != 0.0 && a.is_finite() && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
 /// A tensor as `tf.print` shows it (a scalar as its value).
 pub fn format_tensor(t: &Tensor, summarize: i64) -> String {
     let values: Vec<String> = match t {
-        Tensor::F32(a) => a.iter().map(|v| v.to_string()).collect(),
-        Tensor::F64(a) => a.iter().map(|v| v.to_string()).collect(),
+        Tensor::F32(a) => a.iter().map(|&v| float_text(v)).collect(),
+        Tensor::F64(a) => a.iter().map(|&v| float_text(v)).collect(),
         Tensor::I32(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::I64(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::Bool(a) => a.iter().map(|v| v.to_string()).collect(),
@@ -115,6 +126,10 @@ mod tests {
         assert_eq!(format_tensor(&v, 2), "[1 2 ... 7 8]");
         assert_eq!(format_tensor(&v, -1), "[1 2 3 4 5 6 7 8]");
         assert_eq!(format_tensor(&Tensor::scalar(true), 3), "true");
+        assert_eq!(format_tensor(&Tensor::scalar(3.5e-9f64), 3), "3.5e-9");
+        assert_eq!(format_tensor(&Tensor::scalar(-2.5e20f64), 3), "-2.5e20");
+        assert_eq!(format_tensor(&Tensor::scalar(0.1f32), 3), "0.1");
+        assert_eq!(format_tensor(&Tensor::scalar(1e-5f32), 3), "1e-5");
         let e = Tensor::from_vec(&[0], Vec::<f32>::new(), Layout::RowMajor).unwrap();
         assert_eq!(format_tensor(&e, 3), "[]");
     }
