@@ -31,6 +31,10 @@
 #                  20, 1], θ) on 1024 points of (0, 1), loss mean((u_xx + π² sin(πx))²) +
 #                  sum of u² at 0 and 1, u_xx by gradients twice; θ from the formula of
 #                  bench/peers/pinn.py (the starting loss in "note"). steps/s.
+#   resnet_step    one Adam step (lr 1e-3) of ADCME's Resnet1D(10, 20; num_blocks=10) on a
+#                  batch of 64 × 64 features fed from Julia arrays every step, mean sparse
+#                  softmax cross-entropy; weights from the formula of bench/peers/resnet.py
+#                  (the starting loss in "note"). steps/s.
 #   while10k       while_loop of 10,000 iterations, scalar Float64 body (counter + 1,
 #                  x * 1.0001) from a fed x, µs per iteration.
 #   digits_epoch   examples/digits_mlp.jl run as a program in a scratch directory; the
@@ -276,9 +280,35 @@ function bench_pinn(T)
     emit("pinn_step", dtname(T), 1 / t, "steps/s"; note=@sprintf("loss at the start %.6g", loss0))
 end
 
+# resnet_step: as bench/peers/resnet.py (weights0 is its formula), through ADCME's Resnet1D,
+# the batch fed from Julia arrays at every step as ADCME's front page does.
+function bench_resnet(T)
+    reset_default_graph()
+    F, H, C, NB, B = 64, 20, 10, 10, 64
+    Oxiflow.options.training.training = placeholder(true)
+    x = placeholder(zeros(T, B, F))
+    l = placeholder(zeros(Int64, B))
+    resnet = Resnet1D(C, H; num_blocks=NB)
+    loss = mean(sparse_softmax_cross_entropy_with_logits(labels=l, logits=resnet(x)))
+    train = minimize(AdamOptimizer(1e-3), loss)
+    layers = [resnet.initial_layer; [d for blk in resnet.blocks for d in blk.linear_layers]; resnet.final_layer]
+    sess = session(); init(sess)
+    for (j, d) in enumerate(layers)      # weights0 of resnet.py: row-major (in × out) kernels
+        m, n = size(d.kernel)
+        w = sin.(1.3 .* (0:m*n-1) .+ 0.7 * (j - 1) .+ 0.4) .* sqrt(6.0 / (m + n))
+        run(sess, assign(d.kernel, T.(permutedims(reshape(w, n, m)))))
+    end
+    X = T.(permutedims(reshape(0.5 .+ 0.5 .* sin.(0.37 .* collect(0:B*F-1) .+ 0.11), F, B)))
+    L = (7 .* (0:B-1) .+ 3) .% C
+    feed = Dict(x => X, l => L)
+    loss0 = run(sess, loss; feed_dict=feed)
+    t = time_calls(() -> run(sess, [train, loss]; feed_dict=feed); warmup_s=2.0, measure_s=2.0)
+    emit("resnet_step", dtname(T), 1 / t, "steps/s"; note=@sprintf("loss at the start %.6g", loss0))
+end
+
 # PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops",
-# "grads", "pinn" and "other" (the rest, the digits epoch included); all when unset.
-const GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "other")
+# "grads", "pinn", "resnet" and "other" (the rest, the digits epoch included); all when unset.
+const GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "other")
 
 function main()
     groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
@@ -290,6 +320,7 @@ function main()
     "ops" in groups && append!(steps, [() -> bench_ops(Float32), () -> bench_ops(Float64)])
     "grads" in groups && append!(steps, [() -> bench_grads(Float32), () -> bench_grads(Float64)])
     "pinn" in groups && append!(steps, [() -> bench_pinn(Float32), () -> bench_pinn(Float64)])
+    "resnet" in groups && append!(steps, [() -> bench_resnet(Float32), () -> bench_resnet(Float64)])
     "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
     "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")

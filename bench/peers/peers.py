@@ -5,7 +5,7 @@ Run with the venv that scripts/install-peers.sh makes:
 
     .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
 
-PEERS_WORKLOADS=mlp,matmul,ops,grads,pinn,other (the default) picks the workload groups to run; oxiflow.jl
+PEERS_WORKLOADS=mlp,matmul,ops,grads,pinn,resnet,other (the default) picks the workload groups to run; oxiflow.jl
 reads it too, and bench/peers/rounds.py (`make bench-peers-rounds`) uses it.
 
 Prints one JSON object per line on stdout:
@@ -53,6 +53,8 @@ What is measured (the same definitions as oxiflow.jl):
                 gather sum(x[idx, :]), idx the 1024 rows (7 i² + 3) mod 1024 (repeats).
   pinn_step     one Adam step of ADCME's fc network as a physics-informed model (u_xx in
                 the loss): see bench/peers/pinn.py. steps/s.
+  resnet_step   one Adam step of ADCME's front-page Resnet1D on a fed batch: see
+                bench/peers/resnet.py. steps/s.
   while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
                 + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
                 Session; JAX jax.lax.while_loop under jit (compile time in "note").
@@ -80,6 +82,7 @@ import time
 from types import SimpleNamespace
 
 import pinn
+import resnet
 
 NCORES = int(os.environ.get("PEERS_CORES", "2"))
 JAX_CHAIN_GRAD_NOTE = ("not run: jax.jit of value_and_grad over the 10,000-op chain crashed XLA's compiler "
@@ -96,10 +99,10 @@ CHAIN = 10_000
 WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 # PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
-# matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME), "pinn" (pinn_step) and "other" (the
-# rest); all when unset.
+# matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME), "pinn" (pinn_step), "resnet"
+# (resnet_step) and "other" (the rest); all when unset.
 # bench/peers/rounds.py sets it.
-GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "other")
+GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "other")
 GRADS = ("exp", "sumsq", "softmax", "max", "rowbias", "concat", "gather")
 OPS_N = 1024
 WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
@@ -259,6 +262,7 @@ def run_tf1():
                 emit("tf1", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
     pinn.run("tf1", dtypes_for("pinn"), emit, time_calls, NCORES)
+    resnet.run("tf1", dtypes_for("resnet"), emit, time_calls, NCORES)
     if not want("other"):
         return
     g = tf.Graph()
@@ -360,6 +364,7 @@ def run_torch():
             emit("torch", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
     pinn.run("torch", dtypes_for("pinn"), emit, time_calls, NCORES)
+    resnet.run("torch", dtypes_for("resnet"), emit, time_calls, NCORES)
     if not want("other"):
         return
     v = torch.from_numpy(unary_input(np))
@@ -449,6 +454,7 @@ def run_jax():
             emit("jax", f"grad_{name}", dt, t * 1e3, "ms", ver)
 
     pinn.run("jax", dtypes_for("pinn"), emit, time_calls, NCORES)
+    resnet.run("jax", dtypes_for("resnet"), emit, time_calls, NCORES)
     if not want("other"):
         return
     fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
