@@ -102,6 +102,23 @@ end
     @test tensor("Variable/RMSProp").op.type == "VariableV2" && tensor("Variable/RMSProp_1").op.type == "VariableV2"
 end
 
+@testset "optimizers: Float32 and Float64 variables in one step, hyperparameters cast once per dtype" begin
+    reset_default_graph()
+    a = Variable(Float32[1.0, -2.0]); b = Variable([0.5, 3.0]); c = Variable(Float32[2.0])
+    loss = sum(cast(a, Float64)^2) + sum(b^2) + sum(cast(c, Float64)^2)
+    train = minimize(AdamOptimizer(0.01), loss)
+    s = Session(); init(s); run(s, train)
+    # the first Adam step moves each entry by lr * g/|g| (up to epsilon): -0.01 sign(x)
+    @test run(s, a) isa Vector{Float32}
+    @test run(s, a) ≈ Float32[0.99, -1.99] rtol = 1e-6
+    @test run(s, b) ≈ [0.49, 2.99] rtol = 1e-6       # beta powers are Float32 (the first variable's), as TF
+    @test run(s, c) ≈ Float32[1.99] rtol = 1e-6
+    hyper(v) = tensor("Adam/update_$v/ApplyAdam").op.inputs[6:9]   # lr, beta1, beta2, epsilon
+    ha, hb, hc = hyper("Variable"), hyper("Variable_1"), hyper("Variable_2")
+    @test ha == hc                  # one Cast per hyperparameter serves both Float32 variables
+    @test all(n -> tensor(n).op.type == "Cast", ha) && all(n -> tensor(n).op.type == "Const", hb)
+end
+
 @testset "optimizers: Adam converges, opt.minimize, apply_gradients, placement" begin
     reset_default_graph()
     @gpu begin
