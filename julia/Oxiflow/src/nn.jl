@@ -6,7 +6,7 @@
 # those ops' gradients, and a layer's product, bias and activation fuse into one
 # `_FusedMatMul` where the engine's fusion pass applies.
 
-export ae, fc, ae_num, fc_num, ae_init, fc_init, dense,
+export ae, fc, fcx, ae_num, fc_num, ae_init, fc_init, dense,
        swish, hard_swish, hard_sigmoid, concat_relu, concat_elu, concat_hard_swish
 
 """
@@ -205,3 +205,26 @@ fc_output(net, vector_in) = vector_in && size(net, 2) == 1 ? squeeze(net; dims=2
 const fc = ae
 const fc_num = ae_num
 const fc_init = ae_init
+
+"""
+    fcx(x, dims, θ; activation="tanh") -> (y, dy)
+
+ADCME's `fcx`: the network `y = fc(x, dims, θ)` (`m×dims[end]` for an `m×n` float matrix
+`x`, a tensor or Julia array) and its sensitivity per sample, `dy[i, k, j] = ∂y[i, k]/∂x[i, j]`
+(`m × dims[end] × n`; sample `i`'s output depends on sample `i`'s input only). ADCME
+computes both in a compiled plugin; here `dy[:, k, :]` is `gradients(sum(y[:, k]), x)`, one
+backward pass per output column, stacked, so `dy` is differentiable too (in `θ` and `x`).
+Errors (`OxiflowError`): as [`fc`](@ref); `x` must be a matrix of known size.
+"""
+function fcx(x, dims::AbstractVector{<:Integer}, θ::Union{Tensor,AbstractVector{<:Real}}; activation="tanh")
+    xt = convert_to_tensor(x)
+    ndims(xt) == 2 || invalid("fcx: x must be a matrix (samples × features), got size $(size(xt))")
+    known_size(xt, "fcx")
+    y = ae(xt, dims, θ; activation=activation)
+    cols = Tensor[]
+    for k in 1:dims[end]
+        g = gradients(sum(y[:, k]), xt)
+        push!(cols, g === nothing ? zeros_like(xt) : g)
+    end
+    return y, stack(cols; dims=2)
+end

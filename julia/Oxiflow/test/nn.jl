@@ -193,3 +193,28 @@ end
     @test run(s, concat_elu(x)) ≈ map(v -> v > 0 ? v : expm1(v), [X -X])
     @test size(concat_hard_swish(x)) == (1, 10)
 end
+
+@testset "fcx: the network and its per-sample Jacobian against finite differences" begin
+    reset_default_graph()
+    Random.seed!(12)
+    X = rand(5, 2) .- 0.5
+    dims = [2, 6, 4, 3]
+    θv = ae_init(dims) .+ 0.1 .* randn(ae_num(dims))
+    θ = Variable(θv)
+    y, dy = fcx(X, dims[2:end], θ)
+    @test size(y) == (5, 3) && size(dy) == (5, 3, 2)
+    s = Session(); init(s)
+    Y, DY = run(s, [y, dy])
+    @test Y ≈ jl_fc(X, dims, θv) rtol = 1e-12
+    for i in 1:5
+        Ji = fd_jacobian(z -> vec(jl_fc(reshape(z, 1, 2), dims, θv)), X[i, :])   # 3 × 2
+        @test DY[i, :, :] ≈ Ji rtol = 1e-6
+    end
+    # dy is differentiable: the gradient of sum(dy) in θ against finite differences
+    gθ = run(s, gradients(sum(dy), θ))
+    total(t) = sum(sum(fd_jacobian(z -> vec(jl_fc(reshape(z, 1, 2), dims, t)), X[i, :]; h=1e-4)) for i in 1:5)
+    v = sin.(1:length(θv))
+    @test dot(gθ, v) ≈ (total(θv + 1e-4v) - total(θv - 1e-4v)) / 2e-4 rtol = 1e-3
+    e = try; fcx(rand(3), [2], θ); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("fcx", e.msg)
+end
