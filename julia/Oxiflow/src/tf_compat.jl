@@ -90,6 +90,8 @@ end
 function tf_slice(t, b, sz; name=nothing)
     x = as_tensor(t)
     n = ndims(x)
+    (b isa AbstractVector{<:Integer} && sz isa AbstractVector{<:Integer}) ||
+        unimplemented("tf.slice: begin and size must be integer vectors (tensors of them are not supported yet), got $(typeof(b)) and $(typeof(sz))")
     (length(b) == n && length(sz) == n) ||
         invalid("tf.slice: begin $(repr(b)) and size $(repr(sz)) need $n entries for a tensor of size $(size(x))")
     em = 0

@@ -101,6 +101,8 @@ end
     @test run(s, v) == [3.0, 4.0]                           # the session stays usable
     e = try; tf.slice(constant(ones(2, 2)), [0], [1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("tf.slice", e.msg) && occursin("2 entries", e.msg)
+    e = try; tf.slice(constant(ones(2, 3)), constant([0, 0]), [1, 1]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("integer vectors", e.msg)
     e = try; tf.slice(constant(ones(2, 3)), [1, 1], [2, 1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("go past dimension 0", e.msg)
 end
