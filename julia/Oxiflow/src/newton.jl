@@ -89,8 +89,9 @@ function newton_raphson(func::Function, u0, θ=missing, args...; kwargs...)
         return i + 1, unew, rn, write(ta_r, i + 1, rn), write(ta_u, i + 2, unew)
     end
     i, x, rn, ta_r, ta_u = while_loop(condition, body, [constant(0), u, n0, ta_r, ta_u]; back_prop=false)
-    return NRResult(stop_gradient(x), stop_gradient(stack(ta_r)), stop_gradient(stack(ta_u)'),
-                    !going(rn), i)
+    # stopped by a tolerance (a NaN residual stops the loop too, and is not convergence)
+    converged = (rn < o.tol) | (rn < o.rtol * n0)
+    return NRResult(stop_gradient(x), stop_gradient(stack(ta_r)), stop_gradient(stack(ta_u)'), converged, i)
 end
 
 """

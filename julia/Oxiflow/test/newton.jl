@@ -113,6 +113,10 @@ end
 @testset "newton_raphson: errors leave the graph usable" begin
     reset_default_graph(); reset_default_options()
     good(θ, x) = (x - θ, spdiag(ones(2)))
+    # a residual that turns NaN stops the loop and is not reported as converged
+    nan_res(θ, x) = (x - θ + constant(NaN) * sum(x), spdiag(ones(2)))
+    nrn = newton_raphson(nan_res, constant(ones(2)), constant([1.0, 2.0]))
+    @test run(Session(), nrn.converged) == false
     e = nr_err(() -> newton_raphson(good, constant(ones(2, 2)), constant([1.0, 2.0])))
     @test e isa OxiflowError && occursin("must be a vector", e.msg)
     e = nr_err(() -> newton_raphson((θ, x) -> x - θ, constant(ones(2)), constant([1.0, 2.0])))

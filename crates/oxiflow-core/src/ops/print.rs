@@ -33,7 +33,7 @@ fn format_nested(out: &mut String, values: &[String], dims: &[usize], summarize:
         return;
     };
     let stride: usize = rest.iter().product();
-    let keep = if summarize >= 0 && n > 2 * summarize as usize { summarize as usize } else { n };
+    let keep = if summarize >= 0 && n > (summarize as usize).saturating_mul(2) { summarize as usize } else { n };
     out.push('[');
     let mut first = true;
     let mut item = |out: &mut String, i: usize| {
@@ -125,6 +125,7 @@ mod tests {
         let v = Tensor::from_vec(&[8], (1..=8).collect::<Vec<i64>>(), Layout::RowMajor).unwrap();
         assert_eq!(format_tensor(&v, 2), "[1 2 ... 7 8]");
         assert_eq!(format_tensor(&v, -1), "[1 2 3 4 5 6 7 8]");
+        assert_eq!(format_tensor(&v, i64::MAX), "[1 2 3 4 5 6 7 8]");
         assert_eq!(format_tensor(&Tensor::scalar(true), 3), "true");
         assert_eq!(format_tensor(&Tensor::scalar(3.5e-9f64), 3), "3.5e-9");
         assert_eq!(format_tensor(&Tensor::scalar(-2.5e20f64), 3), "-2.5e20");
