@@ -88,4 +88,16 @@ ADCME's `print_tensor`: `t` itself, and when it is computed, `info` and the full
 Use the returned tensor (or `bind` it) so that the print runs.
 """
 print_tensor(t, info::AbstractString="") = (x = convert_to_tensor(t);
-    add_op("Print", Tensor[x, x]; template=replace(String(info), "{}" => "{ }") * (isempty(info) ? "{}" : "\n{}"), summarize=-1))
+    print_node(x, [x]; prefix=isempty(info) ? "" : info * "\n", summarize=-1))
+
+# A `Print` node (print.rs): `input` passed through; when it runs, `prefix`, then `pieces`
+# (strings as they are, tensors by value) joined by `sep`, written to standard error. The
+# one builder of `tf.print`, `tf.Print` and `print_tensor`.
+function print_node(input::Tensor, pieces; prefix::AbstractString="", sep::AbstractString=" ", summarize::Integer=3, name=nothing)
+    literal(s) = replace(String(s), "{}" => "{ }")      # a "{}" in the text is not a placeholder
+    parts, data = String[], Tensor[]
+    for p in pieces
+        p isa AbstractString ? push!(parts, literal(p)) : (push!(parts, "{}"); push!(data, convert_to_tensor(p)))
+    end
+    return add_op("Print", Tensor[input; data]; template=literal(prefix) * join(parts, sep), summarize=Int(summarize), name=name)
+end

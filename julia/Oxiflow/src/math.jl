@@ -125,6 +125,13 @@ if_else(cond::AbstractArray{Bool}, x, y) =
             y isa Tensor ? constant_in(getfield(y, :graph), collect(cond)) : constant(collect(cond)), x, y)
 if_else(cond::Bool, x, y) = (b = cond ? x : y; b isa Function ? b() : as_tensor(b))
 
+# `&` and `|` of Bool tensors (or a tensor and a Julia Bool) as `SelectV2`s.
+function logical(f, a, b)
+    ta, tb = a isa Tensor ? a : as_tensor(a, b), b isa Tensor ? b : as_tensor(b, a)
+    (ta.dtype == Bool && tb.dtype == Bool) || invalid("$f: needs Bool operands, got $(ta.dtype) and $(tb.dtype)")
+    return f == "&" ? if_else(ta, tb, false) : if_else(ta, true, tb)
+end
+
 """
     a & b, a | b, !a
 
@@ -133,11 +140,6 @@ broadcasting: TF's `tf.logical_and`, `tf.logical_or`, `tf.logical_not`, built he
 `SelectV2(a, b, false)`, `SelectV2(a, true, b)` and `SelectV2(a, false, true)`, which give
 the same values. A non-Bool operand raises an `OxiflowError` naming the operator.
 """
-function logical(f, a, b)
-    ta, tb = a isa Tensor ? a : as_tensor(a, b), b isa Tensor ? b : as_tensor(b, a)
-    (ta.dtype == Bool && tb.dtype == Bool) || invalid("$f: needs Bool operands, got $(ta.dtype) and $(tb.dtype)")
-    return f == "&" ? if_else(ta, tb, false) : if_else(ta, true, tb)
-end
 Base.:&(a::Tensor, b::Union{Tensor,Bool}) = logical("&", a, b)
 Base.:&(a::Bool, b::Tensor) = logical("&", a, b)
 Base.:|(a::Tensor, b::Union{Tensor,Bool}) = logical("|", a, b)

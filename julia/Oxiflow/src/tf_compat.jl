@@ -171,24 +171,15 @@ end
 function tf_print(args...; summarize::Integer=3, sep::AbstractString=" ", output_stream=nothing, name=nothing)
     output_stream === nothing || output_stream in ("stderr", :stderr) || output_stream === stderr ||
         unimplemented("tf.print: output_stream $(repr(output_stream)) is not supported (standard error only)")
-    parts, inputs = String[], Tensor[]
-    for a in args
-        if a isa AbstractString
-            push!(parts, replace(a, "{}" => "{ }"))
-        else
-            push!(parts, "{}"); push!(inputs, convert_to_tensor(a))
-        end
-    end
-    first = isempty(inputs) ? constant(0) : inputs[1]      # the op's output, printed as data too
-    return add_op("Print", Tensor[first; inputs]; template=join(parts, sep), summarize=Int(summarize), name=name)
+    pieces = Any[a isa AbstractString ? a : convert_to_tensor(a) for a in args]
+    k = findfirst(p -> p isa Tensor, pieces)
+    return print_node(k === nothing ? constant(0) : pieces[k], pieces; sep=sep, summarize=summarize, name=name)
 end
 
 # TF1's `tf.Print(input, data, message)`: `input`, printing `message` then each of `data`.
 function tf_Print(input, data=Any[], message=""; summarize::Integer=3, first_n=-1, name=nothing)
     first_n == -1 || unimplemented("tf.Print: first_n is not supported (every run prints)")
-    return add_op("Print", Tensor[as_tensor(input); [convert_to_tensor(d) for d in data]];
-           template=replace(String(message), "{}" => "{ }") * join(fill("{}", length(data)), " "),
-           summarize=Int(summarize), name=name)
+    return print_node(as_tensor(input), collect(Any, data); prefix=message, summarize=summarize, name=name)
 end
 
 # `tf.compat.v1.logging`: Oxiflow has no TF log, so the verbosity is accepted and ignored.
