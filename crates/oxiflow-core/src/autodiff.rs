@@ -40,20 +40,185 @@ use rustc_hash::FxHashMap;
 /// operation '<name>' (op type: <Op>)`, here `NotFound`). On error the graph is as it was:
 /// the nodes built so far are removed, and the name and colocation scopes are restored.
 pub fn gradients(g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[Output]>, colocate: bool) -> Result<Vec<Option<Output>>> {
-    for &o in ys.iter().chain(xs) {
-        g.output_type(o)?;
+    let mut run = GradientRun::start(g, ys, xs, grad_ys, colocate)?;
+    match run.resume(g, None)? {
+        GradientStep::Done(grads) => Ok(grads),
+        GradientStep::Custom { node, .. } => {
+            let name = g.node(node).map(|n| n.name.clone()).unwrap_or_default();
+            run.abort(g);
+            Err(OxiflowError::Unimplemented(format!(
+                "IdentityN '{name}' has a custom gradient (ADCME's register, tf.custom_gradient), which only the caller that made it can build: \
+                 differentiate it with Julia's gradients, not inside a function body's gradient (while_loop, cond)"
+            )))
+        }
     }
-    if let Some(gy) = grad_ys {
-        check_grad_ys(g, ys, gy)?;
+}
+
+/// The attribute marking an `IdentityN` whose gradient the caller supplies (TF's
+/// `tf.custom_gradient` sets it to `CustomGradient-<id>` and overrides the gradient of
+/// `IdentityN` by that name); its value is for the caller, the engine only tests for it.
+pub const CUSTOM_GRADIENT_ATTR: &str = "_gradient_op_type";
+
+/// What [`GradientRun::resume`] reached.
+#[derive(Debug)]
+pub enum GradientStep {
+    /// The backward pass is complete: one entry per x, as [`gradients`] returns.
+    Done(Vec<Option<Output>>),
+    /// `node` is an `IdentityN` marked [`CUSTOM_GRADIENT_ATTR`] that received gradients:
+    /// `out_grads` holds one entry per output (`None`: no gradient reached it). The caller
+    /// builds the gradients of the node's inputs (in the open `gradients/<node>_grad` name
+    /// scope, colocated with the node when the run colocates) and passes them to the next
+    /// [`GradientRun::resume`].
+    Custom { node: usize, out_grads: Vec<Option<Output>> },
+}
+
+/// One backward pass that can stop at custom-gradient nodes for the caller to build their
+/// gradients, then go on: [`gradients`] for callers that supply gradients (TF's
+/// `_GradientsHelper` calling a Python gradient function registered by
+/// `tf.custom_gradient`). The graph stays open to other builds between calls (the caller's
+/// gradient code adds ordinary nodes, and may run its own nested passes); the run's name
+/// scope (`gradients`) and, while stopped, the node's `<name>_grad` scope and colocation
+/// stay open, so nested builds must close what they open before the next `resume`.
+///
+/// On any error from `resume` the run is aborted: the nodes built since
+/// [`GradientRun::start`] are removed (those of the caller's code too) and its scopes closed.
+/// A run dropped unfinished must be [`GradientRun::abort`]ed to close its scopes.
+#[derive(Debug)]
+pub struct GradientRun {
+    colocate: bool,
+    grads: FxHashMap<Output, Vec<Output>>,
+    between: Vec<bool>,
+    xs: Vec<Output>,
+    start_len: usize,
+    /// Nodes with smaller ids are still to visit, in descending order.
+    next: usize,
+    /// The custom node whose input gradients the caller owes.
+    stopped: Option<Node>,
+    finished: bool,
+}
+
+impl GradientRun {
+    /// Validates `ys`, `xs` and `grad_ys` (as [`gradients`] does), opens the `gradients`
+    /// name scope and seeds the pass; nothing is differentiated until [`GradientRun::resume`].
+    pub fn start(g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[Output]>, colocate: bool) -> Result<GradientRun> {
+        for &o in ys.iter().chain(xs) {
+            g.output_type(o)?;
+        }
+        if let Some(gy) = grad_ys {
+            check_grad_ys(g, ys, gy)?;
+        }
+        let start_len = g.len();
+        let between = between_nodes(g, ys, xs);
+        let mut run =
+            GradientRun { colocate, grads: FxHashMap::default(), between, xs: xs.to_vec(), start_len, next: start_len, stopped: None, finished: false };
+        g.push_name_scope("gradients");
+        for (i, &y) in ys.iter().enumerate() {
+            let gy = match grad_ys {
+                Some(gys) => Ok(gys[i]),
+                None => colocated(g, colocate, y.node, |g| default_grad_y(g, y, i)),
+            };
+            match gy {
+                Ok(gy) => run.grads.entry(y).or_default().push(gy),
+                Err(e) => {
+                    run.abort(g);
+                    return Err(e);
+                }
+            }
+        }
+        // Most gradient functions add two or three nodes per forward op.
+        let n_between = run.between.iter().filter(|&&b| b).count();
+        g.reserve(3 * n_between);
+        run.grads.reserve(n_between);
+        Ok(run)
     }
-    let len = g.len();
-    g.push_name_scope("gradients");
-    let result = Backprop { colocate, grads: FxHashMap::default() }.run(g, ys, xs, grad_ys);
-    g.pop_name_scope();
-    if result.is_err() {
-        g.truncate(len);
+
+    /// Goes on with the pass until it is complete or reaches a custom-gradient node.
+    /// `supplied`: after a [`GradientStep::Custom`], the gradient of each of that node's
+    /// inputs (`None` for none; non-float inputs are ignored); `None` otherwise.
+    ///
+    /// Errors: `supplied` missing, of the wrong length, or a gradient whose dtype or shape
+    /// differs from its input's (`InvalidArgument` naming the node and input); the errors
+    /// of [`gradients`]; a run already complete or aborted (`FailedPrecondition`). The run
+    /// is aborted on every error.
+    pub fn resume(&mut self, g: &mut Graph, supplied: Option<&[Option<Output>]>) -> Result<GradientStep> {
+        if self.finished {
+            return Err(OxiflowError::FailedPrecondition("gradients: this backward pass is already complete or was aborted".into()));
+        }
+        let r = self.advance(g, supplied);
+        if r.is_err() {
+            self.abort(g);
+        }
+        r
     }
-    result
+
+    fn advance(&mut self, g: &mut Graph, supplied: Option<&[Option<Output>]>) -> Result<GradientStep> {
+        match (self.stopped.take(), supplied) {
+            (Some(node), Some(dxs)) => {
+                self.close_node_scopes(g);
+                if dxs.len() != node.inputs.len() {
+                    return Err(OxiflowError::InvalidArgument(format!(
+                        "custom gradient of {} '{}': got {} gradients for its {} inputs",
+                        node.op.name,
+                        node.name,
+                        dxs.len(),
+                        node.inputs.len()
+                    )));
+                }
+                self.record(g, &node, dxs.to_vec(), true)?;
+            }
+            (Some(node), None) => {
+                self.close_node_scopes(g);
+                return Err(OxiflowError::InvalidArgument(format!("custom gradient of {} '{}': no gradients supplied", node.op.name, node.name)));
+            }
+            (None, Some(_)) => {
+                return Err(OxiflowError::InvalidArgument("gradients: gradients supplied, but the pass is not at a custom-gradient node".into()))
+            }
+            (None, None) => {}
+        }
+        while self.next > 0 {
+            self.next -= 1;
+            let id = self.next;
+            if !self.between[id] {
+                continue;
+            }
+            let node = g.node(id)?.clone();
+            if let Some(out_grads) = self.backprop_node(g, &node)? {
+                // stopped at a custom node: leave its scopes open for the caller's build
+                if self.colocate {
+                    g.push_colocation(node.id, false)?;
+                }
+                g.push_name_scope(&crate::graph::concat(&[&node.name, "_grad"]));
+                self.stopped = Some(node.clone());
+                return Ok(GradientStep::Custom { node: node.id, out_grads });
+            }
+        }
+        let xs = std::mem::take(&mut self.xs);
+        let res = xs.iter().map(|&x| self.aggregate(g, x)).collect::<Result<Vec<_>>>()?;
+        self.finished = true;
+        g.pop_name_scope();
+        Ok(GradientStep::Done(res))
+    }
+
+    /// Abandons the pass: closes its scopes and removes every node built since it started.
+    /// A no-op on a complete or aborted run.
+    pub fn abort(&mut self, g: &mut Graph) {
+        if self.finished {
+            return;
+        }
+        if self.stopped.take().is_some() {
+            self.close_node_scopes(g);
+        }
+        g.pop_name_scope();
+        g.truncate(self.start_len);
+        self.finished = true;
+    }
+
+    fn close_node_scopes(&self, g: &mut Graph) {
+        g.pop_name_scope();
+        if self.colocate {
+            g.pop_colocation();
+        }
+    }
 }
 
 fn check_grad_ys(g: &Graph, ys: &[Output], grad_ys: &[Output]) -> Result<()> {
@@ -104,33 +269,7 @@ fn default_grad_y(g: &mut Graph, y: Output, i: usize) -> Result<Output> {
     g.op_spec(spec.name(format!("grad_ys_{i}")))
 }
 
-/// The state of one backward pass: gradients received so far by each forward tensor.
-struct Backprop {
-    colocate: bool,
-    grads: FxHashMap<Output, Vec<Output>>,
-}
-
-impl Backprop {
-    fn run(mut self, g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[Output]>) -> Result<Vec<Option<Output>>> {
-        for (i, &y) in ys.iter().enumerate() {
-            let gy = match grad_ys {
-                Some(gys) => gys[i],
-                None => colocated(g, self.colocate, y.node, |g| default_grad_y(g, y, i))?,
-            };
-            self.grads.entry(y).or_default().push(gy);
-        }
-        let between = between_nodes(g, ys, xs);
-        // Most gradient functions add two or three nodes per forward op.
-        let n_between = between.iter().filter(|&&b| b).count();
-        g.reserve(3 * n_between);
-        self.grads.reserve(n_between);
-        for id in (0..g.len()).rev().filter(|&id| between[id]) {
-            let node = g.node(id)?.clone();
-            self.backprop_node(g, &node, &between, xs)?;
-        }
-        xs.iter().map(|&x| self.aggregate(g, x)).collect()
-    }
-
+impl GradientRun {
     /// Sums the gradients received by `o` (one `AddN` when there are several), records the
     /// sum as `o`'s only gradient and returns it.
     fn aggregate(&mut self, g: &mut Graph, o: Output) -> Result<Option<Output>> {
@@ -145,8 +284,9 @@ impl Backprop {
     }
 
     /// Aggregates the gradients of `node`'s outputs and, unless it is a stop node, runs its
-    /// gradient function in `<name>_grad`, recording the gradients of its inputs.
-    fn backprop_node(&mut self, g: &mut Graph, node: &Node, between: &[bool], xs: &[Output]) -> Result<()> {
+    /// gradient function in `<name>_grad`, recording the gradients of its inputs. For a
+    /// custom-gradient node that received gradients, returns them for the caller instead.
+    fn backprop_node(&mut self, g: &mut Graph, node: &Node) -> Result<Option<Vec<Option<Output>>>> {
         colocated(g, self.colocate, node.id, |g| {
             let out_grads: Vec<Option<Output>> = (0..node.outputs.len()).map(|i| self.aggregate(g, Output::new(node.id, i))).collect::<Result<_>>()?;
             let grad_fn = match node.op.grad {
@@ -157,8 +297,8 @@ impl Backprop {
             // tensor): a loop's Int64 counter beside its float loop variables does not stop it
             let differentiable = grad_fn.is_some() && node.outputs.iter().any(|t| t.dtype.is_float());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
-            let is_x = xs.iter().any(|x| x.node == node.id);
-            let stop = is_x && !node.inputs.iter().any(|i| between[i.node]);
+            let is_x = self.xs.iter().any(|x| x.node == node.id);
+            let stop = is_x && !node.inputs.iter().any(|i| self.between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
                 let float_out = node.outputs.iter().any(|t| t.dtype.is_float());
                 // TF: an op with no registered gradient on a float path is an error, one
@@ -167,7 +307,10 @@ impl Backprop {
                 if undefined && float_out && !stop && !node.inputs.is_empty() && out_grads.iter().any(Option::is_some) {
                     return Err(OxiflowError::NotFound(format!("No gradient defined for operation '{}' (op type: {})", node.name, node.op.name)));
                 }
-                return Ok(());
+                return Ok(None);
+            }
+            if node.attrs.contains_key(CUSTOM_GRADIENT_ATTR) {
+                return Ok(Some(out_grads));
             }
             let grad_fn = grad_fn.expect("checked above");
             g.push_name_scope(&crate::graph::concat(&[&node.name, "_grad"]));
@@ -183,23 +326,32 @@ impl Backprop {
                     node.inputs.len()
                 )));
             }
-            for (i, (&inp, dx)) in node.inputs.iter().zip(in_grads).enumerate() {
-                let Some(dx) = dx else { continue };
-                let want = g.output_type(inp)?;
-                if node.op.ref_inputs.contains(&i) || !want.dtype.is_float() {
-                    continue;
-                }
-                let got = g.output_type(dx)?;
-                if got.dtype != want.dtype || got.shape.merge(&want.shape).is_none() {
-                    return Err(OxiflowError::Internal(format!(
-                        "gradient of {} '{}' for input {i} has dtype {} and shape {}, expected {} and {}",
-                        node.op.name, node.name, got.dtype, got.shape, want.dtype, want.shape
-                    )));
-                }
-                self.grads.entry(inp).or_default().push(dx);
-            }
-            Ok(())
+            self.record(g, node, in_grads, false).map(|()| None)
         })
+    }
+
+    /// Records the gradient `in_grads[i]` of each float, non-reference input of `node`,
+    /// after checking its dtype and shape (a mismatch is the gradient function's bug,
+    /// `Internal`, or the custom gradient's caller's, `InvalidArgument`).
+    fn record(&mut self, g: &Graph, node: &Node, in_grads: Vec<Option<Output>>, custom: bool) -> Result<()> {
+        for (i, (&inp, dx)) in node.inputs.iter().zip(in_grads).enumerate() {
+            let Some(dx) = dx else { continue };
+            let want = g.output_type(inp)?;
+            if node.op.ref_inputs.contains(&i) || !want.dtype.is_float() {
+                continue;
+            }
+            let got = g.output_type(dx)?;
+            if got.dtype != want.dtype || got.shape.merge(&want.shape).is_none() {
+                let what = if custom { "custom gradient" } else { "gradient" };
+                let msg = format!(
+                    "{what} of {} '{}' for input {i} has dtype {} and shape {}, expected {} and {}",
+                    node.op.name, node.name, got.dtype, got.shape, want.dtype, want.shape
+                );
+                return Err(if custom { OxiflowError::InvalidArgument(msg) } else { OxiflowError::Internal(msg) });
+            }
+            self.grads.entry(inp).or_default().push(dx);
+        }
+        Ok(())
     }
 }
 

@@ -666,11 +666,18 @@ impl Graph {
         }
     }
 
-    /// Removes nodes from `len` on (rollback of a composite build that failed half-way).
+    /// Removes nodes from `len` on (rollback of a composite build that failed half-way),
+    /// with the collection entries, variables and device-function marks that name them (a
+    /// custom gradient's Julia code may have made any of them before the build failed).
     pub(crate) fn truncate(&mut self, len: usize) {
         for n in self.nodes.drain(len..) {
             self.by_name.remove(&n.name);
         }
+        for list in self.collections.values_mut() {
+            list.retain(|o| o.node < len);
+        }
+        self.variables.retain(|v| v.var < len && v.read < len && v.initializer < len);
+        self.by_device_function.retain(|&n| n < len);
     }
 
     /// TF's `global_variables_initializer()`: a `NoOp` named `init` with a control input on

@@ -1,5 +1,5 @@
 //! Ops that hold or move data without computing: `Const`, `Placeholder`,
-//! `PlaceholderWithDefault`, `VariableV2`, `Assign`, `Identity`, `NoOp`.
+//! `PlaceholderWithDefault`, `VariableV2`, `Assign`, `Identity`, `IdentityN`, `NoOp`.
 
 use super::*;
 
@@ -77,6 +77,20 @@ fn kernel_identity(ctx: &KernelCtx) -> Result<Outputs> {
 fn grad_identity(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     Ok(vec![grads[0]])
 }
+/// `IdentityN`: any number of tensors of any dtypes, each output its input (TF's
+/// `array_ops.identity_n`). Its gradient passes each output's gradient to its input, unless
+/// the node has [`crate::autodiff::CUSTOM_GRADIENT_ATTR`], which `tf.custom_gradient` (and
+/// ADCME's `register`) set: then the caller of the backward pass builds it
+/// ([`crate::autodiff::GradientRun`]).
+fn infer_identity_n(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    Ok(ctx.inputs.to_vec())
+}
+fn kernel_identity_n(ctx: &KernelCtx) -> Result<Outputs> {
+    Ok(ctx.inputs.iter().cloned().collect())
+}
+fn grad_identity_n(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    Ok(grads.to_vec())
+}
 fn grad_placeholder_with_default(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     Ok(vec![grads[0]])
 }
@@ -119,5 +133,13 @@ pub(crate) fn register(r: &mut Registry) {
             .with_attrs(attrs!["validate_shape" => Bool, "use_locking" => Bool]),
     );
     r.add(OpDef { grad: Gradient::Fn(grad_identity), inexpensive: true, ..base("Identity", "Identity", Arity::Fixed(1), infer_same, kernel_identity) });
+    r.add(
+        OpDef {
+            grad: Gradient::Fn(grad_identity_n),
+            inexpensive: true,
+            ..base("IdentityN", "IdentityN", Arity::AtLeast(1), infer_identity_n, kernel_identity_n)
+        }
+        .with_attrs(attrs!["_gradient_op_type" => Str]),
+    );
     r.add(OpDef { inexpensive: true, ..base("NoOp", "NoOp", Arity::Fixed(0), infer_none, kernel_noop) }.not_differentiable());
 }
