@@ -31,6 +31,10 @@ typedef struct Option_OxIterationFn Option_OxIterationFn;
 
 typedef struct Option_OxObjectiveFn Option_OxObjectiveFn;
 
+// A backward pass in progress (opaque to C): [`GradientRun`] on its graph, and the list
+// the last [`oxf_gradients_resume`] produced, for [`oxf_gradients_take`].
+typedef struct OxGradientRun OxGradientRun;
+
 // An owned graph handle (opaque to C).
 typedef struct OxGraph OxGraph;
 
@@ -182,6 +186,67 @@ int32_t oxf_session_placement_report(const struct OxSession *s, const char **out
 // GPU, or `reason\t<why there is none>`. Never fails for lack of a GPU.
 int32_t oxf_cuda_status(const char **out);
 
+// `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)`. `grad_ys` arrays may be
+// null (ones). Writes one `(node, index)` per x into `out_nodes`/`out_indices`, node `-1`
+// when x is unreachable from ys (ADCME returns `nothing`). A custom-gradient node on the
+// way is an error (Unimplemented): use [`oxf_gradients_begin`] to build its gradient.
+int32_t oxf_gradients(struct OxGraph *g,
+                      const int64_t *y_nodes,
+                      const int32_t *y_indices,
+                      int32_t n_ys,
+                      const int64_t *x_nodes,
+                      const int32_t *x_indices,
+                      int32_t n_xs,
+                      const int64_t *grad_y_nodes,
+                      const int32_t *grad_y_indices,
+                      int32_t colocate,
+                      int64_t *out_nodes,
+                      int32_t *out_indices);
+
+// Starts `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)` on graph `g` as a
+// pass the caller drives; arguments as [`oxf_gradients`]. Writes the run's handle into
+// `*out_run`; nothing is differentiated until [`oxf_gradients_resume`]. Errors: unknown
+// outputs, `grad_ys` of the wrong dtype or shape; then no run is made.
+int32_t oxf_gradients_begin(struct OxGraph *g,
+                            const int64_t *y_nodes,
+                            const int32_t *y_indices,
+                            int32_t n_ys,
+                            const int64_t *x_nodes,
+                            const int32_t *x_indices,
+                            int32_t n_xs,
+                            const int64_t *grad_y_nodes,
+                            const int32_t *grad_y_indices,
+                            int32_t colocate,
+                            struct OxGradientRun **out_run);
+
+// Goes on with pass `run` until it completes or stops at a custom-gradient node
+// (`IdentityN` with `_gradient_op_type`). `n_supplied` is `-1` on the first call; after a
+// stop it is the node's input count and `dx_nodes`/`dx_indices` hold the gradient of each
+// input (node `-1`: none), built by the caller in the scopes the stop left open.
+//
+// Writes into `*out_node` the custom node's id, or `-1` when the pass is complete, and into
+// `*out_count` the length of the list [`oxf_gradients_take`] then gives: the gradient
+// reaching each of the node's outputs, or the gradient of each x. Any error aborts the
+// pass (its nodes are removed, the caller's too) and later calls fail (FailedPrecondition).
+int32_t oxf_gradients_resume(struct OxGradientRun *run,
+                             const int64_t *dx_nodes,
+                             const int32_t *dx_indices,
+                             int32_t n_supplied,
+                             int64_t *out_node,
+                             int32_t *out_count);
+
+// Copies the list the last [`oxf_gradients_resume`] of `run` produced, `n` entries (its
+// `*out_count`), into `out_nodes`/`out_indices`: node `-1` for no gradient. Errors: `n`
+// not that length, null arrays.
+int32_t oxf_gradients_take(struct OxGradientRun *run,
+                           int64_t *out_nodes,
+                           int32_t *out_indices,
+                           int32_t n);
+
+// Frees `run`; an unfinished pass is aborted first (its nodes removed, its scopes closed).
+// Null is ignored; a freed or unknown handle returns status 3.
+int32_t oxf_gradients_free(struct OxGradientRun *run);
+
 // A new, empty graph. Never null.
 struct OxGraph *oxf_graph_new(void);
 
@@ -322,22 +387,6 @@ int32_t oxf_add_to_collection(struct OxGraph *g, const char *key, int64_t node, 
 
 // Members of collection `key` as lines `node index`.
 int32_t oxf_collection(const struct OxGraph *g, const char *key, const char **out);
-
-// `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)`. `grad_ys` arrays may be
-// null (ones). Writes one `(node, index)` per x into `out_nodes`/`out_indices`, node `-1`
-// when x is unreachable from ys (ADCME returns `nothing`).
-int32_t oxf_gradients(struct OxGraph *g,
-                      const int64_t *y_nodes,
-                      const int32_t *y_indices,
-                      int32_t n_ys,
-                      const int64_t *x_nodes,
-                      const int32_t *x_indices,
-                      int32_t n_xs,
-                      const int64_t *grad_y_nodes,
-                      const int32_t *grad_y_indices,
-                      int32_t colocate,
-                      int64_t *out_nodes,
-                      int32_t *out_indices);
 
 // Opens `tf.control_dependencies(ops)`: nodes created until
 // [`oxf_pop_control_dependencies`] run after the `n` nodes `nodes` (nested blocks add up).

@@ -167,11 +167,11 @@ fn out_node(id: usize, out: *mut i64) -> Result<()> {
     put(out, id as i64)
 }
 
-fn node_id(n: i64) -> Result<usize> {
+pub(crate) fn node_id(n: i64) -> Result<usize> {
     usize::try_from(n).map_err(|_| OxiflowError::InvalidArgument(format!("invalid node id {n}")))
 }
 
-fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec<Output>> {
+pub(crate) fn outputs(nodes: *const i64, idx: *const i32, n: i32, what: &str) -> Result<Vec<Output>> {
     let ns = slice(nodes, n as i64, what)?;
     let is = slice(idx, n as i64, what)?;
     ns.iter()
@@ -638,44 +638,6 @@ pub extern "C" fn oxf_collection(g: *const OxGraph, key: *const c_char, out: *mu
         let gr = gh.read()?;
         let lines: Vec<String> = gr.collection(req_str(key, "collection key")?).iter().map(|o| format!("{} {}", o.node, o.index)).collect();
         return_str(lines.join("\n"), out)
-    })
-}
-
-/// `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)`. `grad_ys` arrays may be
-/// null (ones). Writes one `(node, index)` per x into `out_nodes`/`out_indices`, node `-1`
-/// when x is unreachable from ys (ADCME returns `nothing`).
-#[no_mangle]
-pub extern "C" fn oxf_gradients(
-    g: *mut OxGraph,
-    y_nodes: *const i64,
-    y_indices: *const i32,
-    n_ys: i32,
-    x_nodes: *const i64,
-    x_indices: *const i32,
-    n_xs: i32,
-    grad_y_nodes: *const i64,
-    grad_y_indices: *const i32,
-    colocate: i32,
-    out_nodes: *mut i64,
-    out_indices: *mut i32,
-) -> i32 {
-    guard(|| {
-        let ys = outputs(y_nodes, y_indices, n_ys, "ys")?;
-        let xs = outputs(x_nodes, x_indices, n_xs, "xs")?;
-        let gys = if grad_y_nodes.is_null() { None } else { Some(outputs(grad_y_nodes, grad_y_indices, n_ys, "grad_ys")?) };
-        if !xs.is_empty() && (out_nodes.is_null() || out_indices.is_null()) {
-            return Err(OxiflowError::InvalidArgument("null output arrays".into()));
-        }
-        let gh = graph(g)?;
-        let mut gr = gh.write()?;
-        let res = oxiflow_core::autodiff::gradients(&mut gr, &ys, &xs, gys.as_deref(), colocate != 0)?;
-        for (i, r) in res.iter().enumerate() {
-            unsafe {
-                *out_nodes.add(i) = r.map_or(-1, |o| o.node as i64);
-                *out_indices.add(i) = r.map_or(0, |o| o.index as i32);
-            }
-        }
-        Ok(())
     })
 }
 

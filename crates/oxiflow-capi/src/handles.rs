@@ -1,6 +1,6 @@
-//! Handles that cannot dangle: `OxGraph*`, `OxSession*` and `OxRunResult*` are not
-//! addresses but numbers the library hands out once, `(serial << 4) | kind`, looked up in a
-//! registry of live objects on every call.
+//! Handles that cannot dangle: `OxGraph*`, `OxSession*`, `OxRunResult*` and
+//! `OxGradientRun*` are not addresses but numbers the library hands out once,
+//! `(serial << 4) | kind`, looked up in a registry of live objects on every call.
 //!
 //! What this buys over a raw `Box` pointer (TF's C API hands out raw pointers, and a stale
 //! one is undefined behaviour there):
@@ -35,11 +35,11 @@ pub(crate) struct Registry<T> {
 }
 
 /// The names of the handle kinds by tag, for "a graph handle was passed as a session".
-const KIND_NAMES: [&str; 4] = ["", "OxGraph", "OxSession", "OxRunResult"];
+const KIND_NAMES: [&str; 5] = ["", "OxGraph", "OxSession", "OxRunResult", "OxGradientRun"];
 
 impl<T> Registry<T> {
     /// An empty registry for handles of kind `kind` ([`GRAPH_KIND`], [`SESSION_KIND`],
-    /// [`RESULT_KIND`]).
+    /// [`RESULT_KIND`], [`GRADIENT_RUN_KIND`]).
     pub(crate) const fn new(kind: usize) -> Self {
         Registry { kind, live: Mutex::new(BTreeMap::new()) }
     }
@@ -106,6 +106,7 @@ impl<T> Registry<T> {
 pub(crate) const GRAPH_KIND: usize = 1;
 pub(crate) const SESSION_KIND: usize = 2;
 pub(crate) const RESULT_KIND: usize = 3;
+pub(crate) const GRADIENT_RUN_KIND: usize = 4;
 
 /// Frees through `registry`, recording a stale handle as the thread's last error: the
 /// `*_free` exports return its status (0, or 3 for a freed or unknown handle).

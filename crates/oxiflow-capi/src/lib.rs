@@ -35,6 +35,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod config;
 mod cuda;
+mod gradients;
 mod graph;
 mod handles;
 mod handover;
@@ -45,6 +46,7 @@ mod session;
 
 pub use config::*;
 pub use cuda::*;
+pub use gradients::*;
 pub use graph::*;
 pub use optim::*;
 pub use profile::*;

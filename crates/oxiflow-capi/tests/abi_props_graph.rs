@@ -51,6 +51,26 @@ fn fixture() -> *mut OxGraph {
     g
 }
 
+/// `x` (Float64 [2, 3] placeholder), `Sin`, `IdentityN(sin, x)` marked as a custom
+/// gradient, `Cos` of its output 0, `Exp` of `x`.
+fn custom_fixture() -> *mut OxGraph {
+    let g = oxf_graph_new();
+    let dims = [2i64, 3];
+    let mut x = -1;
+    assert_eq!(oxf_placeholder(g, 2, 2, dims.as_ptr(), cstr("x").as_ptr(), &mut x), 0);
+    let s = add(g, "Sin", &[x], "");
+    let id = add(g, "IdentityN", &[s, x], "{\"_gradient_op_type\": \"CustomGradient-1\"}");
+    add(g, "Cos", &[id], "");
+    add(g, "Exp", &[x], "");
+    g
+}
+
+/// Output lists for `custom_fixture`: mostly `through` (a pass that meets the custom node)
+/// or `other`, else random pairs.
+fn pairs_or(through: Vec<(i64, i32)>, other: Vec<(i64, i32)>) -> impl Strategy<Value = Vec<(i64, i32)>> {
+    prop_oneof![3 => Just(through), 1 => Just(other), 2 => proptest::collection::vec((node_id(6), -1i32..3), 0..3)]
+}
+
 /// A freed graph handle (never live again).
 fn freed_graph() -> *mut OxGraph {
     let g = oxf_graph_new();
@@ -305,6 +325,65 @@ proptest! {
         } else {
             prop_assert_eq!(after, before, "a failed oxf_gradients added nodes");
         }
+    }
+
+    /// The driven backward pass (`oxf_gradients_begin`, `_resume`, `_take`, `_free`) on a
+    /// graph with a custom-gradient node, with any handles, ys, xs, supplied gradients and
+    /// list lengths: every call returns a TF status with a message; a listed gradient is -1 or
+    /// a node of the graph; a failed resume, and a pass freed unfinished, leave the graph's
+    /// node count as it was before the pass; a freed run is refused.
+    #[test]
+    fn driven_gradients(h in handle(), ys in pairs_or(vec![(3, 0)], vec![(2, 0), (4, 0)]), xs in pairs_or(vec![(0, 0)], vec![(1, 0), (0, 0)]),
+                        supplied in proptest::collection::vec((-2i64..12, -1i32..3), 0..4), n_supplied in -2i32..4, take_n in -1i32..4, steps in 1usize..4) {
+        thread_local!(static G: *mut OxGraph = custom_fixture());
+        let live = G.with(|g| *g);
+        let g = h.pick(live, freed_graph(), OTHER.with(|o| *o));
+        let (yn, yi): (Vec<i64>, Vec<i32>) = ys.iter().copied().unzip();
+        let (xn, xi): (Vec<i64>, Vec<i32>) = xs.iter().copied().unzip();
+        let before = num_nodes(live);
+        let mut run = null_mut();
+        let st = oxf_gradients_begin(g, yn.as_ptr(), yi.as_ptr(), yn.len() as i32, xn.as_ptr(), xi.as_ptr(), xn.len() as i32, null(), null(), 1, &mut run);
+        check_status(st, "oxf_gradients_begin")?;
+        if st != 0 {
+            prop_assert_eq!(num_nodes(live), before, "a failed oxf_gradients_begin added nodes");
+            return Ok(());
+        }
+        let (dn, di): (Vec<i64>, Vec<i32>) = supplied.iter().copied().unzip();
+        let mut done = false;
+        for step in 0..steps {
+            // the first call supplies nothing; later ones at most the array's length
+            let n = if step == 0 { -1 } else { n_supplied.min(dn.len() as i32) };
+            let (mut node, mut count) = (-7i64, -7i32);
+            let st = oxf_gradients_resume(run, dn.as_ptr(), di.as_ptr(), n, &mut node, &mut count);
+            check_status(st, "oxf_gradients_resume")?;
+            if st != 0 {
+                prop_assert_eq!(num_nodes(live), before, "a failed resume left nodes");
+                break;
+            }
+            prop_assert!(count >= 0 && node >= -1 && node < num_nodes(live), "node {} count {}", node, count);
+            let k = take_n.max(0) as usize;
+            let (mut on, mut oi) = (vec![-7i64; k], vec![-7i32; k]);
+            let st = oxf_gradients_take(run, on.as_mut_ptr(), oi.as_mut_ptr(), take_n);
+            check_status(st, "oxf_gradients_take")?;
+            prop_assert_eq!(st == 0, take_n == count, "take {} of {}", take_n, count);
+            if st == 0 {
+                for (&n, &i) in on.iter().zip(&oi) {
+                    prop_assert!(n == -1 || (n >= 0 && n < num_nodes(live) && i >= 0), "gradient ({}, {})", n, i);
+                }
+            }
+            if node == -1 {
+                done = true;
+                break;
+            }
+        }
+        prop_assert_eq!(oxf_gradients_free(run), 0);
+        if !done {
+            prop_assert_eq!(num_nodes(live), before, "a pass freed unfinished left nodes");
+        }
+        let (mut node, mut count) = (0i64, 0i32);
+        prop_assert_eq!(oxf_gradients_resume(run, null(), null(), -1, &mut node, &mut count), 3);
+        prop_assert!(last_error().contains("freed already"), "{}", last_error());
+        prop_assert_eq!(oxf_gradients_free(run), 3);
     }
 }
 
