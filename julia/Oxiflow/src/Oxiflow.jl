@@ -24,7 +24,7 @@ export Tensor, Operation, NodeDef, OxiflowError,
 export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor, set_shape
 export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
 export cuda_status, is_variable, group_assign, stop_gradient, tensorname, use_gpu
-export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate
+export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate, register
 export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimizer,
        AdagradOptimizer, AdadeltaOptimizer, AdagradDAOptimizer,
        minimize, apply_gradients, compute_gradients, BFGS!, lbfgsb,
@@ -38,6 +38,7 @@ include("shapes.jl")
 include("indexing.jl")
 include("device.jl")
 include("gradients.jl")
+include("custom_gradient.jl")
 include("variables.jl")
 include("optimizers.jl")
 include("session.jl")

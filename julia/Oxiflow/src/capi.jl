@@ -261,21 +261,41 @@ function oxf_collection(g, key::AbstractString)
     return Tuple{Int64,Int32}[(abi_field(Int64, a, text), Int32(abi_field(Int64, b, text))) for (a, b) in split.(split(text, '\n'; keepempty=false))]
 end
 
-"""Gradient outputs `(node, index)` per x; node -1 when x is unreachable."""
-function oxf_gradients(g, ys::Vector{Tuple{Int64,Int32}}, xs::Vector{Tuple{Int64,Int32}},
-                       gys::Union{Nothing,Vector{Tuple{Int64,Int32}}}, colocate::Bool)
-    yn = first.(ys); yi = last.(ys); xn = first.(xs); xi = last.(xs)
-    on = fill(Int64(-1), length(xs)); oi = zeros(Int32, length(xs))
-    gyn = gys === nothing ? Int64[] : first.(gys); gyi = gys === nothing ? Int32[] : last.(gys)
+pairs_arrays(ps) = (Int64[p === nothing ? -1 : p[1] for p in ps], Int32[p === nothing ? 0 : p[2] for p in ps])
+
+"""Starts a backward pass the caller drives (`oxf_gradients_begin`); returns its handle,
+to free with `oxf_gradients_free` on every path."""
+function oxf_gradients_begin(g, ys::Vector{Tuple{Int64,Int32}}, xs::Vector{Tuple{Int64,Int32}},
+                             gys::Union{Nothing,Vector{Tuple{Int64,Int32}}}, colocate::Bool)
+    (yn, yi), (xn, xi) = pairs_arrays(ys), pairs_arrays(xs)
+    gyn, gyi = gys === nothing ? (Int64[], Int32[]) : pairs_arrays(gys)
+    r = Ref{Ptr{Cvoid}}(C_NULL)
     GC.@preserve gyn gyi begin
-        check(ccall(sym(:oxf_gradients), Int32,
-                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}),
+        check(ccall(sym(:oxf_gradients_begin), Int32,
+                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ref{Ptr{Cvoid}}),
                     g, yn, yi, length(ys), xn, xi, length(xs),
                     gys === nothing ? Ptr{Int64}(C_NULL) : pointer(gyn), gys === nothing ? Ptr{Int32}(C_NULL) : pointer(gyi),
-                    Int32(colocate), on, oi))
+                    Int32(colocate), r))
     end
-    return [(on[k], oi[k]) for k in 1:length(xs)]
+    return r[]
 end
+
+"""Goes on with a backward pass (`oxf_gradients_resume`), `supplied` the gradients of the
+inputs of the custom node it stopped at (`(node, index)` or `nothing` each), or `nothing`
+the first time. Returns `(node, list)`: the next custom node and the gradients reaching its
+outputs, or node -1 and the gradient of each x; `(-1, 0)` in the list is none."""
+function oxf_gradients_resume(run::Ptr{Cvoid}, supplied)
+    dn, di = supplied === nothing ? (Int64[], Int32[]) : pairs_arrays(supplied)
+    node = Ref{Int64}(-1); count = Ref{Int32}(0)
+    check(ccall(sym(:oxf_gradients_resume), Int32, (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ref{Int64}, Ref{Int32}),
+                run, dn, di, supplied === nothing ? Int32(-1) : Int32(length(dn)), node, count))
+    on = fill(Int64(-1), count[]); oi = zeros(Int32, count[])
+    check(ccall(sym(:oxf_gradients_take), Int32, (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32), run, on, oi, count[]))
+    return node[], [(on[k], oi[k]) for k in 1:count[]]
+end
+
+"""Frees a backward pass; an unfinished one is aborted (its nodes removed)."""
+oxf_gradients_free(run::Ptr{Cvoid}) = check(ccall(sym(:oxf_gradients_free), Int32, (Ptr{Cvoid},), run))
 
 function oxf_session_new(g, options_json::AbstractString)
     r = Ref{Ptr{Cvoid}}(C_NULL)

@@ -42,7 +42,11 @@ function gradients(ys::Tensor, xs::AbstractVector; colocate::Bool=false, grad_ys
     return raw_gradients(ys, xs, gy, colocate)
 end
 
-# One backward pass of the core (`oxf_gradients`); `gy` is `ys`'s seed tensor or `nothing`.
+# One backward pass of the core (`oxf_gradients_begin`/`_resume`); `gy` is `ys`'s seed
+# tensor or `nothing`. The pass stops at each custom-gradient node (`register`,
+# `tf.custom_gradient`) that gradients reach, and this builds the node's input gradients with
+# its Julia builder, in the `gradients/<node>_grad` scope the pass leaves open. An error
+# anywhere (the builder's too) aborts the pass: its nodes are removed.
 # Every tensor must be in `ys`'s graph: the engine knows nodes by id, so a tensor of another
 # graph would silently name an unrelated node.
 function raw_gradients(ys::Tensor, xs::AbstractVector, gy, colocate::Bool)
@@ -52,8 +56,18 @@ function raw_gradients(ys::Tensor, xs::AbstractVector, gy, colocate::Bool)
         getfield(x, :graph) === g || invalid("gradients: $(x.name) belongs to another graph than $(ys.name)")
     end
     gy === nothing || getfield(gy, :graph) === g || invalid("gradients: grad_ys $(gy.name) belongs to another graph than $(ys.name)")
-    res = oxf_gradients(g, [pair(ys)], [pair(x) for x in xs], gy === nothing ? nothing : [pair(gy)], colocate)
-    return Union{Tensor,Nothing}[n < 0 ? nothing : Tensor(g, n, i) for (n, i) in res]
+    tensors(list) = Union{Tensor,Nothing}[n < 0 ? nothing : Tensor(g, n, i) for (n, i) in list]
+    run = oxf_gradients_begin(g, [pair(ys)], [pair(x) for x in xs], gy === nothing ? nothing : [pair(gy)], colocate)
+    try
+        supplied = nothing
+        while true
+            node, list = oxf_gradients_resume(run, supplied)
+            node < 0 && return tensors(list)
+            supplied = custom_input_grads(g, node, tensors(list))
+        end
+    finally
+        oxf_gradients_free(run)
+    end
 end
 
 # TF's row-major flat index of the Julia (column-major) Cartesian index `I` of `dims`.

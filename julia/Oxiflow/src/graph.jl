@@ -8,8 +8,11 @@ A dataflow graph owned by the engine. Oxiflow keeps one default graph (`get_defa
 """
 mutable struct Graph
     ptr::Ptr{Cvoid}
+    # The gradient builders of this graph's custom-gradient nodes (`register`,
+    # `tf.custom_gradient`), by node id: dys -> the gradient of each of the node's inputs.
+    custom_grads::Dict{Int64,Any}
     function Graph()
-        g = new(oxf_graph_new())
+        g = new(oxf_graph_new(), Dict{Int64,Any}())
         finalizer(g) do x
             x.ptr == C_NULL || oxf_graph_free(x.ptr)
             x.ptr = C_NULL
