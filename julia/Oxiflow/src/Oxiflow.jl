@@ -25,6 +25,7 @@ export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, 
 export group, assign, independent, tensor, get_variable, variable_scope, AUTO_REUSE, gpu_info, get_gpu
 export cuda_status, is_variable, group_assign, stop_gradient, tensorname, use_gpu
 export jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate, register
+export Diary, scalar, activate, SummaryWriter, add_summary
 export GradientDescentOptimizer, MomentumOptimizer, AdamOptimizer, RMSPropOptimizer,
        AdagradOptimizer, AdadeltaOptimizer, AdagradDAOptimizer,
        minimize, apply_gradients, compute_gradients, BFGS!, lbfgsb,
@@ -46,6 +47,7 @@ include("matfile.jl")
 include("config.jl")
 include("cuda.jl")
 include("profile.jl")
+include("summary.jl")
 include("bfgs.jl")
 include("external_optim.jl")
 include("math.jl")

@@ -206,7 +206,7 @@ The `tf.*` names beyond device.jl's: TF's dtypes, `tf.reshape` (row-major, TF's)
 `tf.reduce_*` (0-based `axis`, `keepdims`), `tf.expand_dims`, `tf.squeeze`, `tf.concat`,
 `tf.stack`, `tf.unstack`, `tf.cast`, `tf.identity`, `tf.stop_gradient`, `tf.where`,
 `tf.zeros`/`tf.ones` (float32 by default), `tf.zeros_like`/`tf.ones_like`, elementwise math
-and comparisons, `tf.einsum`, `tf.gradients`, `tf.custom_gradient`, `tf.math`, `tf.nn`, `tf.linalg`, `tf.random`
+and comparisons, `tf.einsum`, `tf.gradients`, `tf.custom_gradient`, `tf.summary` (`scalar`, `histogram`, `merge`, `merge_all`, `FileWriter`), `tf.math`, `tf.nn`, `tf.linalg`, `tf.random`
 (float32 by default, as TF), `tf.train` (the TF1 optimizers), and TF1's root names: `tf.random_normal`,
 `tf.random_uniform`, `tf.set_random_seed`, `tf.gather` / `tf.gather_nd` / `tf.scatter_nd`
 (0-based indices), `tf.slice`, `tf.split`, `tf.tile`, `tf.reverse`, `tf.pad`, `tf.shape` (of a
@@ -236,5 +236,5 @@ const TF_EXTRA = merge(TF_DTYPES, TF_MATH, TF_V1, (
     zeros=tf_fill(0, Float32), ones=tf_fill(1, Float32), zeros_like=zeros_like, ones_like=ones_like,
     convert_to_tensor=(x; dtype=nothing) -> convert_to_tensor(x; dtype=dtype),
     einsum=einsum, compat=(v1=tf,),
-    gradients=tf_gradients, custom_gradient=tf_custom_gradient,
+    gradients=tf_gradients, custom_gradient=tf_custom_gradient, summary=TF_SUMMARY,
 ))
