@@ -5,7 +5,25 @@
 # they are plotted the same way when the user's program has loaded PyPlot, else printed
 # with their observed orders.
 
-export print_tensor, test_gradients, test_jacobian, test_hessian
+export print_tensor, test_gradients, test_jacobian, test_hessian, debug
+
+"""
+    debug(sess, o)
+
+ADCME's `debug`: runs `o` in `sess` and returns its value; when the run fails with an
+`OxiflowError`, prints the whole error to `stdout` instead of raising it and returns
+`nothing` (ADCME prints TensorFlow's Python traceback this way; Oxiflow's errors already name
+the op, device and shapes). Other exceptions propagate.
+"""
+function debug(sess::Session, o)
+    try
+        return run(sess, o)
+    catch e
+        e isa OxiflowError || rethrow()
+        showerror(stdout, e); println()
+        return nothing
+    end
+end
 
 """
     test_gradients(f, x0; scale=1.0, showfig=true, mpi=false) -> (err1, err2)

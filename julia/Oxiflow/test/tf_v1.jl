@@ -127,3 +127,17 @@ end
     e = try; tf.Print(x, [], "x"; first_n=2); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("first_n", e.msg)
 end
+
+@testset "debug prints a failed run's error instead of raising it" begin
+    reset_default_graph()
+    s = Session()
+    p = placeholder(Float64; shape=[2])
+    @test debug(s, constant([1.0, 2.0]) .* 2) == [2.0, 4.0]
+    path = tempname()
+    r = open(path, "w") do io
+        redirect_stdout(() -> debug(s, p * 2), io)
+    end
+    @test r === nothing
+    @test occursin("You must feed a value for placeholder tensor", read(path, String))
+    @test_throws OxiflowError run(s, p * 2)
+end
