@@ -239,6 +239,25 @@ function read_mat(file::AbstractString)
     return d
 end
 
+"""
+    Oxiflow.matread(file) -> Dict{String,Any}
+
+The numeric and logical variables of the MATLAB v5 .mat file `file` by name, as MAT.jl's
+`matread` gives them: a 1×1 array as a number, others as arrays of their MATLAB size (a
+vector saved by [`save`](@ref) comes back as a one-column matrix). Variables of other
+classes are left out. Errors as [`Oxiflow.read_mat`](@ref).
+"""
+function matread(file::AbstractString)
+    d = Dict{String,Any}()
+    for (k, a) in read_mat(file)
+        isempty(a.problem) || continue
+        T = a.logical ? Bool : MX_TYPES[a.class]
+        v = reshape(convert(Vector{T}, a.data), Tuple(a.dims))
+        d[k] = length(v) == 1 ? v[1] : v
+    end
+    return d
+end
+
 # ------------------------------------------------------------------ loading
 
 # Per variable and graph, made at its first `load` and reused (so repeated loads neither grow

@@ -6,7 +6,7 @@
 # those ops' gradients, and a layer's product, bias and activation fuse into one
 # `_FusedMatMul` where the engine's fusion pass applies.
 
-export ae, fc, fcx, ae_num, fc_num, ae_init, fc_init, dense,
+export ae, fc, fcx, ae_num, fc_num, ae_init, fc_init, dense, ae_to_code, fc_to_code,
        swish, hard_swish, hard_sigmoid, concat_relu, concat_elu, concat_hard_swish
 
 """
@@ -228,3 +228,31 @@ function fcx(x, dims::AbstractVector{<:Integer}, θ::Union{Tensor,AbstractVector
     end
     return y, stack(cols; dims=2)
 end
+
+"""
+    ae_to_code(file, scope="default"; activation="tanh"), fc_to_code(...)
+
+ADCME's `ae_to_code`: Julia source text that, evaluated (`eval(Meta.parse(s))`), defines
+`nn<scope>(x)`, the network `fc(x, dims, scope)` whose variables were saved to the .mat file
+`file` by [`save`](@ref), with no graph: `x * W + b` per layer and `activation` between
+layers, on a Julia matrix (samples × features) or a tensor. The weights are read from
+`file` when the text is evaluated ([`Oxiflow.matread`](@ref)). Errors (`OxiflowError`): no
+`<scope>/fully_connected/weights:0` in `file`, or a `file` that is not a .mat file.
+"""
+function ae_to_code(file::AbstractString, scope::AbstractString="default"; activation::AbstractString="tanh")
+    d = matread(file)
+    key(i, what) = mat_name("$scope/fully_connected$(i == 0 ? "" : "_$i")/$what:0")
+    haskey(d, key(0, "weights")) || invalid("ae_to_code: $file has no weights of a network in scope '$scope' (no $(key(0, "weights")))")
+    body = IOBuffer()
+    i = 0
+    while haskey(d, key(i, "weights"))
+        i > 0 && println(body, "    net = net isa Array ? $activation.(net) : $activation(net)")
+        println(body, "    W$i = aedict$scope[$(repr(key(i, "weights")))]")
+        println(body, "    b$i = vec(collect(aedict$scope[$(repr(key(i, "biases")))]))")
+        println(body, "    net = net isa Array ? net * W$i .+ b$i' : net * W$i + b$i")
+        i += 1
+    end
+    return "let aedict$scope = Oxiflow.matread($(repr(String(file))))\n  global nn$scope\n  function nn$scope(net)\n" *
+           String(take!(body)) * "    return net\n  end\nend\n"
+end
+const fc_to_code = ae_to_code

@@ -218,3 +218,30 @@ end
     e = try; fcx(rand(3), [2], θ); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("fcx", e.msg)
 end
+
+@testset "ae_to_code: a saved network as Julia code, against the graph and plain Julia" begin
+    reset_default_graph()
+    X = [0.1 -0.4 0.7; 0.5 0.2 -0.3; -0.9 0.8 0.05; 0.3 0.3 0.3]
+    x1 = reshape([0.2, -0.5, 0.9], 3, 1)
+    y = ae(constant(X), [5, 4, 2], "coded"; activation="tanh")
+    y1 = ae(constant(x1), [3, 1], "tiny"; activation="sigmoid")   # 1×1 arrays read back as numbers
+    sess = Session(); run(sess, global_variables_initializer())
+    file = joinpath(mktempdir(), "net.mat")
+    save(sess, file)
+    code = ae_to_code(file, "coded")
+    Core.eval(Main, Meta.parse(code))
+    Core.eval(Main, Meta.parse(fc_to_code(file, "tiny"; activation="sigmoid")))
+    @test Base.invokelatest(Main.nncoded, X) ≈ run(sess, y) rtol = 1e-14
+    @test run(sess, Base.invokelatest(Main.nncoded, constant(X))) ≈ run(sess, y) rtol = 1e-14
+    # the same network written out in Julia from the saved weights
+    d = Oxiflow.matread(file)
+    w(i, k) = d["codedbackslashfully_connected$(i == 0 ? "" : "_$i")backslash$(k)colon0"]
+    h = X
+    for i in 0:2
+        h = h * w(i, "weights") .+ vec(w(i, "biases"))'
+        i < 2 && (h = tanh.(h))
+    end
+    @test run(sess, y) ≈ h rtol = 1e-14
+    @test Base.invokelatest(Main.nntiny, x1) ≈ run(sess, y1) rtol = 1e-14
+    @test_throws OxiflowError ae_to_code(file, "nosuchscope")
+end
