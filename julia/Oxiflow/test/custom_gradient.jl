@@ -28,6 +28,10 @@
     σ(v) = 1 / (1 + exp(-v))
     @test run(s, h) ≈ Diagonal(σ.(X) .* (1 .- σ.(X))) rtol = 1e-7
     @test run(s, sp([0.0, 1.0])) ≈ softplus.([0.0, 1.0])
+    # a batch of unknown size (a placeholder's `nothing` dimension) passes through
+    xp = placeholder(Float64; shape=[nothing])
+    yv, gv = run(s, [sp(xp), gradients(sum(sp(xp)), xp)], xp => [X; 3.0])
+    @test yv ≈ softplus.([X; 3.0]) && gv ≈ σ.([X; 3.0])
     # a gradient reaches x both through the custom op and around it
     @test run(s, gradients(sum(sp(x) + x .* x), x)) ≈ fd_grad(v -> sum(softplus.(v) + v .* v), X) rtol = 1e-7
 end

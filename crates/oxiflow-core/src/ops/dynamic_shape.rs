@@ -25,6 +25,7 @@ use crate::with_array;
 /// their gradients reduce through [`sum_to_like`].
 const PARTIAL_SHAPE_OPS: &[&str] = &[
     "Identity",
+    "IdentityN",
     "StopGradient",
     "OnesLike",
     "ZerosLike",
