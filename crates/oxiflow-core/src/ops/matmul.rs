@@ -114,7 +114,7 @@ impl<T: VFloat + std::ops::Add<Output = T>> BiasActivation<'_, T> {
 /// bias has `n` elements) when given. Views with a negative stride are copied to standard
 /// layout first. The output is row-major, or column-major where [`column_major_output`]
 /// says so.
-fn gemm_product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
+pub(crate) fn gemm_product<T: Element + BlasFloat + VFloat + std::ops::Add<Output = T>>(
     blas: Option<&super::blas::Blas>,
     a: ArrayView2<T>,
     b: ArrayView2<T>,

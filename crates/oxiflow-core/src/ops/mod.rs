@@ -18,6 +18,7 @@ pub mod array;
 mod attr;
 pub mod blas;
 pub mod collective;
+pub mod conv;
 pub mod dynamic_shape;
 pub mod functional;
 pub mod fused;
@@ -444,6 +445,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     print::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
+    conv::register(&mut r);
     activation_grad::register(&mut r);
     reduce::register(&mut r);
     linalg::register(&mut r);
