@@ -54,7 +54,7 @@ const TF_MATH = (
 const TF_NN = (relu=relu, relu6=relu6, elu=elu, selu=selu, softplus=softplus, softsign=softsign,
                sigmoid=sigmoid, tanh=tanh, softmax=softmax, leaky_relu=leaky_relu,
                softmax_cross_entropy_with_logits=(; labels, logits) -> dense_softmax_xent(labels, logits),
-               sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits)
+               sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits, conv2d=tf_conv2d)
 
 # Julia arrays become tensors first, as TF converts NumPy arrays (`inv(M)` of a Julia
 # matrix would be Julia's own inverse, not a tensor).

@@ -1,0 +1,102 @@
+# 2-D convolution from Julia: tf.nn.conv2d against a direct Julia loop over TF's definition
+# (NHWC arrays as they stand, SAME padding with the smaller half before), gradients against
+# finite differences, ADCME's conv2d and Conv2D layers (variables, names, reuse), a small
+# network trained on the repository's digits, and the errors.
+
+# TF's conv2d by its definition, in Julia.
+function conv_direct(X, F, s, same)
+    n, h, w, c = size(X); kh, kw, _, oc = size(F)
+    oh, ow = same ? (cld(h, s[1]), cld(w, s[2])) : (div(h - kh, s[1]) + 1, div(w - kw, s[2]) + 1)
+    pt = same ? div(max((oh - 1) * s[1] + kh - h, 0), 2) : 0
+    pl = same ? div(max((ow - 1) * s[2] + kw - w, 0), 2) : 0
+    Y = zeros(n, oh, ow, oc)
+    for b in 1:n, oy in 1:oh, ox in 1:ow, o in 1:oc, ky in 1:kh, kx in 1:kw
+        iy = (oy - 1) * s[1] + ky - pt; ix = (ox - 1) * s[2] + kx - pl
+        (1 <= iy <= h && 1 <= ix <= w) || continue
+        Y[b, oy, ox, o] += sum(X[b, iy, ix, :] .* F[ky, kx, :, o])
+    end
+    return Y
+end
+
+# The repository's 8×8 digits as an NHWC batch (pixels / 16) and their labels.
+function read_digits_for_conv()
+    path = normpath(joinpath(@__DIR__, "..", "..", "..", "data", "digits.csv.gz"))
+    rows = [parse.(Int, split(l, ',')) for l in eachline(IOBuffer(read(`gzip -dc $path`)))]
+    X = zeros(Float32, length(rows), 8, 8, 1)
+    for (b, r) in enumerate(rows), i in 1:8, j in 1:8
+        X[b, i, j, 1] = r[(i-1)*8+j] / 16
+    end
+    return X, [r[65] for r in rows]
+end
+
+@testset "tf.nn.conv2d: values and gradients against Julia" begin
+    reset_default_graph()
+    s = Session()
+    X = randn(2, 6, 5, 3); F = randn(3, 2, 3, 4)
+    for (st, pad) in (((1, 1), "SAME"), ((2, 2), "SAME"), ((2, 1), "VALID"), ((1, 3), "valid"))
+        y = tf.nn.conv2d(X, F, [1, st..., 1], pad)
+        want = conv_direct(X, F, st, uppercase(pad) == "SAME")
+        @test size(y) == size(want)
+        @test run(s, y) ≈ want rtol = 1e-12
+    end
+    @test run(s, tf.nn.conv2d(Float32.(X); filters=F, strides=2, padding="SAME")) ≈ conv_direct(X, F, (2, 2), true) rtol = 1e-5
+    # gradients with respect to the input and the filter
+    W = randn(2, 3, 3, 4)
+    x = constant(X); f = constant(F)
+    loss = sum(tf.nn.conv2d(x, f, (2, 2), "SAME") .* W)
+    gx, gf = run(s, gradients(loss, [x, f]))
+    L(Xv, Fv) = sum(conv_direct(Xv, Fv, (2, 2), true) .* W)
+    @test gx ≈ fd_grad(Xv -> L(Xv, F), X) rtol = 1e-6
+    @test gf ≈ fd_grad(Fv -> L(X, Fv), F) rtol = 1e-6
+    # an unknown batch
+    p = placeholder(Float64; shape=[nothing, 6, 5, 3])
+    yp = tf.nn.conv2d(p, F, 1, "VALID")
+    @test size(yp) == (nothing, 4, 4, 4)
+    @test run(s, yp, p => X[1:1, :, :, :]) ≈ conv_direct(X[1:1, :, :, :], F, (1, 1), false) rtol = 1e-12
+    # errors name the op and leave the graph usable
+    e = try tf.nn.conv2d(X, randn(3, 3, 2, 1), 1, "SAME"); nothing catch err; err end
+    @test e isa OxiflowError && occursin("input depth 3 does not match the filter's in_channels 2", e.msg)
+    @test_throws OxiflowError tf.nn.conv2d(X, F, 1, "FULL")
+    e = try tf.nn.conv2d(X, F, 1, "SAME"; data_format="NCHW"); nothing catch err; err end
+    @test e isa OxiflowError && occursin("only NHWC", e.msg)
+    @test run(s, tf.nn.conv2d(X, F, 1, "SAME")) ≈ conv_direct(X, F, (1, 1), true) rtol = 1e-12
+end
+
+@testset "conv2d and Conv2D layers: variables, names, reuse, training" begin
+    reset_default_graph()
+    X = randn(2, 5, 5, 2)
+    y1 = conv2d(X, 3, 3; activation="relu")          # Conv/weights, no bias (ADCME's default)
+    y2 = conv2d(X, 4, (2, 3), 2, "VALID"; bias=true)  # Conv_1/weights, Conv_1/biases
+    names = [v.name for v in get_collection(TRAINABLE_VARIABLES)]
+    @test names == ["Conv/weights:0", "Conv_1/weights:0", "Conv_1/biases:0"]
+    layer = Conv2D(4, 3, 1, "tanh")
+    z1 = layer(X); z2 = layer(2 .* X)
+    @test length(get_collection(TRAINABLE_VARIABLES)) == 5    # conv2d/kernel, conv2d/bias once
+    @test layer.kernel.name == "conv2d/kernel:0" && size(layer.kernel) == (3, 3, 2, 4)
+    s = Session(); init(s)
+    W1, W2, b2, K, b = run(s, [get_collection(TRAINABLE_VARIABLES)...])
+    @test run(s, y1) ≈ max.(conv_direct(X, W1, (1, 1), true), 0) rtol = 1e-12
+    @test run(s, y2) ≈ conv_direct(X, W2, (2, 2), false) .+ reshape(b2, 1, 1, 1, 4) rtol = 1e-12
+    @test run(s, z2) ≈ tanh.(conv_direct(2 .* X, K, (1, 1), false) .+ reshape(b, 1, 1, 1, 4)) rtol = 1e-12
+    # Glorot uniform bounds: sqrt(6 / (kh kw (c + oc)))
+    @test maximum(abs.(K)) <= sqrt(6 / (9 * (2 + 4))) && std(vec(K)) > 0.3 * sqrt(6 / 54) / sqrt(3)
+    @test_throws OxiflowError layer(randn(2, 5, 5, 3))
+    @test_throws OxiflowError conv2d(randn(5, 5), 3, 3)
+    # a small convolutional network learns the 8×8 digits
+    reset_default_graph()
+    D = read_digits_for_conv()
+    Xtr, ytr = D[1][1:1000, :, :, :], D[2][1:1000]
+    Xte, yte = D[1][1001:end, :, :, :], D[2][1001:end]
+    xb = placeholder(Float32; shape=[nothing, 8, 8, 1]); lb = placeholder(Int64; shape=[nothing])
+    h = Conv2D(8, 3, 1, "relu"; padding="same")(xb)
+    h = conv2d(h, 16, 3, 2; activation="relu", bias=true)          # 4×4×16
+    logits = Dense(10)(reshape(h, (-1, 256)))
+    loss = mean(sparse_softmax_cross_entropy_with_logits(lb, logits))
+    train = AdamOptimizer(0.01).minimize(loss)
+    s = Session(); init(s)
+    for epoch in 1:8, k in 1:50:1000
+        run(s, train, xb => Xtr[k:k+49, :, :, :], lb => ytr[k:k+49])
+    end
+    pred = [argmax(r) - 1 for r in eachrow(run(s, logits, xb => Xte))]
+    @test mean(pred .== yte) > 0.9
+end
