@@ -199,23 +199,35 @@ fn run_geometry(ctx: &KernelCtx) -> Result<Geometry> {
 /// channels innermost (zeros where the filter hangs over the padding).
 fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
     let (m, k) = g.patches();
-    let x = x.as_standard_layout();
+    let x = standard(x.into_dyn());
     let xs = x.as_slice().expect("standard layout");
-    let mut cols = Array2::<T>::from_elem((m, k), T::ZERO);
-    for (r, mut row) in cols.rows_mut().into_iter().enumerate() {
+    let mut cols: Vec<T> = Vec::with_capacity(m * k);
+    // every element is written once, in order: the tap's channels, or zeros over the padding
+    for r in 0..m {
         let (b, oy, ox) = (r / (g.oh * g.ow), (r / g.ow) % g.oh, r % g.ow);
-        let row = row.as_slice_mut().expect("rows of a standard array");
         for ky in 0..g.kh {
             for kx in 0..g.kw {
-                if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
-                    let src = ((b * g.h + iy) * g.w + ix) * g.c;
-                    let dst = (ky * g.kw + kx) * g.c;
-                    row[dst..dst + g.c].copy_from_slice(&xs[src..src + g.c]);
+                match g.tap(oy, ox, ky, kx) {
+                    Some((iy, ix)) => {
+                        let src = ((b * g.h + iy) * g.w + ix) * g.c;
+                        cols.extend_from_slice(&xs[src..src + g.c]);
+                    }
+                    None => cols.extend(std::iter::repeat_n(T::ZERO, g.c)),
                 }
             }
         }
     }
-    cols
+    Array2::from_shape_vec((m, k), cols).expect("m * k elements")
+}
+
+/// `a` in row-major order: itself when it is, else a copy by the strided copier (blocked
+/// transposes for Julia's column-major arrays).
+fn standard<T: ConvFloat>(a: ndarray::ArrayViewD<'_, T>) -> ndarray::CowArray<'_, T, IxDyn> {
+    if a.is_standard_layout() {
+        a.into()
+    } else {
+        crate::strided::standard_copy(&a).into()
+    }
 }
 
 /// Adds each row of `cols` back onto the input pixels its patch came from (im2col's adjoint).
@@ -242,14 +254,14 @@ fn view4<'a, T: ConvFloat>(ctx: &KernelCtx, t: &'a Tensor) -> Result<ArrayView4<
     t.array::<T>()?.view().into_dimensionality().map_err(|e| ctx.error(e))
 }
 
-/// A 2-D view of a 4-D tensor as `[d0 d1 d2, d3]` (copied to standard layout when needed).
+/// A 4-D tensor as the matrix `[d0 d1 d2, d3]` (copied to row-major order when needed).
 fn as_matrix<T: ConvFloat>(a: ArrayView4<T>) -> Array2<T> {
     let (d0, d1, d2, d3) = a.dim();
-    a.as_standard_layout().into_owned().into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
+    standard(a.into_dyn()).into_owned().into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
 }
 
 fn wrap<T: ConvFloat>(ctx: &KernelCtx, p: Array2<T>, dims: &[usize]) -> Result<Outputs> {
-    let p = p.as_standard_layout().into_owned();
+    let p = if p.is_standard_layout() { p } else { crate::strided::standard_copy(&p.view().into_dyn()).into_dimensionality().map_err(|e| ctx.error(e))? };
     let a = p.into_shared().into_shape_with_order(IxDyn(dims)).map_err(|e| ctx.error(e))?;
     Ok(smallvec![T::wrap(a)])
 }
