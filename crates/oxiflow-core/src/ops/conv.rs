@@ -212,7 +212,7 @@ fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
                         let src = ((b * g.h + iy) * g.w + ix) * g.c;
                         cols.extend_from_slice(&xs[src..src + g.c]);
                     }
-                    None => cols.extend(std::iter::repeat_n(T::ZERO, g.c)),
+                    None => cols.resize(cols.len() + g.c, T::ZERO),
                 }
             }
         }
