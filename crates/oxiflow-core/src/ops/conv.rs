@@ -176,7 +176,7 @@ fn infer_backprop_filter(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 /// Float element types of the kernels.
-trait ConvFloat: Element + super::blas::BlasFloat + super::vmath::VFloat + std::ops::Add<Output = Self> + std::ops::AddAssign {
+trait ConvFloat: Element + Send + Sync + super::blas::BlasFloat + super::vmath::VFloat + std::ops::Add<Output = Self> + std::ops::AddAssign {
     const ZERO: Self;
     const ONE: Self;
 }
@@ -195,28 +195,43 @@ fn run_geometry(ctx: &KernelCtx) -> Result<Geometry> {
     geometry(ctx.node.op.name, &ctx.node.name, &t(0), &t(1), conv_attrs(ctx.node.op.name, &ctx.node.attrs)?)
 }
 
+/// Patch matrices below this many elements are built on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
+
+/// `f(b, chunk)` for each batch item's chunk of `buf` (`per` elements each): over the
+/// intra-op threads when `buf` is large, else on the calling thread.
+fn per_batch<T: ConvFloat>(buf: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if per == 0 {
+        return;
+    }
+    if buf.len() >= PARALLEL_MIN {
+        crate::intra_op::parallel_for_each(buf.chunks_mut(per).enumerate().collect(), |(b, c)| f(b, c));
+    } else {
+        buf.chunks_mut(per).enumerate().for_each(|(b, c)| f(b, c));
+    }
+}
+
 /// The patch matrix: row `(b, oy, ox)` holds the input pixels under the filter, tap by tap,
 /// channels innermost (zeros where the filter hangs over the padding).
 fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
     let (m, k) = g.patches();
     let x = standard(x.into_dyn());
     let xs = x.as_slice().expect("standard layout");
-    let mut cols: Vec<T> = Vec::with_capacity(m * k);
-    // every element is written once, in order: the tap's channels, or zeros over the padding
-    for r in 0..m {
-        let (b, oy, ox) = (r / (g.oh * g.ow), (r / g.ow) % g.oh, r % g.ow);
-        for ky in 0..g.kh {
-            for kx in 0..g.kw {
-                match g.tap(oy, ox, ky, kx) {
-                    Some((iy, ix)) => {
+    let mut cols = vec![T::ZERO; m * k];
+    per_batch(&mut cols, g.oh * g.ow * k, |b, out| {
+        for (r, row) in out.chunks_mut(k).enumerate() {
+            let (oy, ox) = (r / g.ow, r % g.ow);
+            for ky in 0..g.kh {
+                for kx in 0..g.kw {
+                    if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
                         let src = ((b * g.h + iy) * g.w + ix) * g.c;
-                        cols.extend_from_slice(&xs[src..src + g.c]);
+                        let dst = (ky * g.kw + kx) * g.c;
+                        row[dst..dst + g.c].copy_from_slice(&xs[src..src + g.c]);
                     }
-                    None => cols.resize(cols.len() + g.c, T::ZERO),
                 }
             }
         }
-    }
+    });
     Array2::from_shape_vec((m, k), cols).expect("m * k elements")
 }
 
@@ -232,21 +247,25 @@ fn standard<T: ConvFloat>(a: ndarray::ArrayViewD<'_, T>) -> ndarray::CowArray<'_
 
 /// Adds each row of `cols` back onto the input pixels its patch came from (im2col's adjoint).
 fn col2im<T: ConvFloat>(g: &Geometry, cols: ArrayView2<T>) -> Vec<T> {
+    let k = g.patches().1;
+    let cols = standard(cols.into_dyn());
+    let cs = cols.as_slice().expect("standard layout");
     let mut dx = vec![T::ZERO; g.n * g.h * g.w * g.c];
-    for (r, row) in cols.rows().into_iter().enumerate() {
-        let (b, oy, ox) = (r / (g.oh * g.ow), (r / g.ow) % g.oh, r % g.ow);
-        for ky in 0..g.kh {
-            for kx in 0..g.kw {
-                if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
-                    let dst = ((b * g.h + iy) * g.w + ix) * g.c;
-                    let src = (ky * g.kw + kx) * g.c;
-                    for ch in 0..g.c {
-                        dx[dst + ch] += row[src + ch];
+    per_batch(&mut dx, g.h * g.w * g.c, |b, dxb| {
+        for r in 0..g.oh * g.ow {
+            let (oy, ox) = (r / g.ow, r % g.ow);
+            let row = &cs[(b * g.oh * g.ow + r) * k..][..k];
+            for ky in 0..g.kh {
+                for kx in 0..g.kw {
+                    if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
+                        let dst = (iy * g.w + ix) * g.c;
+                        let src = (ky * g.kw + kx) * g.c;
+                        dxb[dst..dst + g.c].iter_mut().zip(&row[src..src + g.c]).for_each(|(d, &s)| *d += s);
                     }
                 }
             }
         }
-    }
+    });
     dx
 }
 
@@ -254,10 +273,10 @@ fn view4<'a, T: ConvFloat>(ctx: &KernelCtx, t: &'a Tensor) -> Result<ArrayView4<
     t.array::<T>()?.view().into_dimensionality().map_err(|e| ctx.error(e))
 }
 
-/// A 4-D tensor as the matrix `[d0 d1 d2, d3]` (copied to row-major order when needed).
-fn as_matrix<T: ConvFloat>(a: ArrayView4<T>) -> Array2<T> {
+/// A 4-D tensor as the matrix `[d0 d1 d2, d3]`: a view when it is row-major, else a copy.
+fn as_matrix<T: ConvFloat>(a: ArrayView4<'_, T>) -> ndarray::CowArray<'_, T, ndarray::Ix2> {
     let (d0, d1, d2, d3) = a.dim();
-    standard(a.into_dyn()).into_owned().into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
+    standard(a.into_dyn()).into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
 }
 
 fn wrap<T: ConvFloat>(ctx: &KernelCtx, p: Array2<T>, dims: &[usize]) -> Result<Outputs> {
