@@ -35,6 +35,9 @@
 #                  batch of 64 × 64 features fed from Julia arrays every step, mean sparse
 #                  softmax cross-entropy; weights from the formula of bench/peers/resnet.py
 #                  (the starting loss in "note"). steps/s.
+#   conv_fwd       sum(conv2d(x, f)), x 32 × 28 × 28 × 8 and f 3 × 3 × 8 × 16 in variables,
+#                  SAME; conv_grad: the gradients of sum(conv2d(x, f)²) for x and f; ms.
+#                  Data from the formulas of bench/peers/conv.py.
 #   while10k       while_loop of 10,000 iterations, scalar Float64 body (counter + 1,
 #                  x * 1.0001) from a fed x, µs per iteration.
 #   digits_epoch   examples/digits_mlp.jl run as a program in a scratch directory; the
@@ -306,9 +309,28 @@ function bench_resnet(T)
     emit("resnet_step", dtname(T), 1 / t, "steps/s"; note=@sprintf("loss at the start %.6g", loss0))
 end
 
+# conv_fwd, conv_grad: as bench/peers/conv.py (its data formulas over the row-major index),
+# the arrays in variables (Julia's column-major NHWC arrays).
+function bench_conv(T)
+    reset_default_graph()
+    N, H, W, C, K, OC = 32, 28, 28, 8, 3, 16
+    rowmajor(v, dims) = permutedims(reshape(v, reverse(dims)...), length(dims):-1:1)
+    X = T.(rowmajor(sin.(0.37 .* (0:N*H*W*C-1) .+ 0.11), (N, H, W, C)))
+    F = T.(rowmajor(cos.(0.23 .* (0:K*K*C*OC-1) .+ 0.5) ./ 6, (K, K, C, OC)))
+    x, f = Variable(X), Variable(F)
+    y = tf.nn.conv2d(x, f, 1, "SAME")
+    s1, loss = sum(y), sum(y .* y)
+    grads = gradients(loss, [x, f])
+    sess = session(); init(sess)
+    note = @sprintf("loss at the start %.6g", run(sess, loss))
+    emit("conv_fwd", dtname(T), time_calls(() -> run(sess, s1)) * 1e3, "ms"; note=note)
+    emit("conv_grad", dtname(T), time_calls(() -> run(sess, grads)) * 1e3, "ms"; note=note)
+end
+
 # PEERS_WORKLOADS (as peers.py): a comma list of the groups to run, "mlp", "matmul", "ops",
-# "grads", "pinn", "resnet" and "other" (the rest, the digits epoch included); all when unset.
-const GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "other")
+# "grads", "pinn", "resnet", "conv" and "other" (the rest, the digits epoch included); all
+# when unset.
+const GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "conv", "other")
 
 function main()
     groups = filter(!isempty, strip.(split(get(ENV, "PEERS_WORKLOADS", join(GROUPS, ",")), ",")))
@@ -321,6 +343,7 @@ function main()
     "grads" in groups && append!(steps, [() -> bench_grads(Float32), () -> bench_grads(Float64)])
     "pinn" in groups && append!(steps, [() -> bench_pinn(Float32), () -> bench_pinn(Float64)])
     "resnet" in groups && append!(steps, [() -> bench_resnet(Float32), () -> bench_resnet(Float64)])
+    "conv" in groups && append!(steps, [() -> bench_conv(Float32), () -> bench_conv(Float64)])
     "other" in groups && append!(steps, [bench_unary, bench_feed_fetch, bench_chain, bench_while])
     "other" in groups && get(ENV, "OXIFLOW_BENCH_DIGITS", "1") != "0" && push!(steps, bench_digits)
     emit_loadavg("start")

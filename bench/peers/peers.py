@@ -5,7 +5,7 @@ Run with the venv that scripts/install-peers.sh makes:
 
     .deps/peers/bin/python bench/peers/peers.py [--framework tf1|torch|jax|numpy]...
 
-PEERS_WORKLOADS=mlp,matmul,ops,grads,pinn,resnet,other (the default) picks the workload groups to run; oxiflow.jl
+PEERS_WORKLOADS=mlp,matmul,ops,grads,pinn,resnet,conv,other (the default) picks the workload groups to run; oxiflow.jl
 reads it too, and bench/peers/rounds.py (`make bench-peers-rounds`) uses it.
 
 Prints one JSON object per line on stdout:
@@ -55,6 +55,8 @@ What is measured (the same definitions as oxiflow.jl):
                 the loss): see bench/peers/pinn.py. steps/s.
   resnet_step   one Adam step of ADCME's front-page Resnet1D on a fed batch: see
                 bench/peers/resnet.py. steps/s.
+  conv_fwd, conv_grad  a 3×3 convolution of a 32×28×28×8 batch to 16 channels (SAME): its
+                sum, and the gradients of its sum of squares: see bench/peers/conv.py. ms.
   while10k      a while loop of 10,000 iterations with a scalar float64 body (counter
                 + 1, x * 1.0001) from a fed x; µs per iteration. TF1 tf.while_loop in a
                 Session; JAX jax.lax.while_loop under jit (compile time in "note").
@@ -81,6 +83,7 @@ import sys
 import time
 from types import SimpleNamespace
 
+import conv
 import pinn
 import resnet
 
@@ -100,9 +103,9 @@ WHILE_N = 10_000
 FEED_BYTES = 2 * 1024 * 1024 * 8
 # PEERS_WORKLOADS: a comma list of the groups to run, "mlp" (mlp_step), "matmul" (matmul_N,
 # matmul_fed_N), "ops" (op_NAME), "grads" (grad_NAME), "pinn" (pinn_step), "resnet"
-# (resnet_step) and "other" (the rest); all when unset.
+# (resnet_step), "conv" (conv_fwd, conv_grad) and "other" (the rest); all when unset.
 # bench/peers/rounds.py sets it.
-GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "other")
+GROUPS = ("mlp", "matmul", "ops", "grads", "pinn", "resnet", "conv", "other")
 GRADS = ("exp", "sumsq", "softmax", "max", "rowbias", "concat", "gather")
 OPS_N = 1024
 WORKLOADS = [g.strip() for g in os.environ.get("PEERS_WORKLOADS", ",".join(GROUPS)).split(",") if g.strip()]
@@ -263,6 +266,7 @@ def run_tf1():
 
     pinn.run("tf1", dtypes_for("pinn"), emit, time_calls, NCORES)
     resnet.run("tf1", dtypes_for("resnet"), emit, time_calls, NCORES)
+    conv.run("tf1", dtypes_for("conv"), emit, time_calls, NCORES)
     if not want("other"):
         return
     g = tf.Graph()
@@ -365,6 +369,7 @@ def run_torch():
 
     pinn.run("torch", dtypes_for("pinn"), emit, time_calls, NCORES)
     resnet.run("torch", dtypes_for("resnet"), emit, time_calls, NCORES)
+    conv.run("torch", dtypes_for("conv"), emit, time_calls, NCORES)
     if not want("other"):
         return
     v = torch.from_numpy(unary_input(np))
@@ -455,6 +460,7 @@ def run_jax():
 
     pinn.run("jax", dtypes_for("pinn"), emit, time_calls, NCORES)
     resnet.run("jax", dtypes_for("resnet"), emit, time_calls, NCORES)
+    conv.run("jax", dtypes_for("conv"), emit, time_calls, NCORES)
     if not want("other"):
         return
     fns = {"tanh": jnp.tanh, "exp": jnp.exp, "log": jnp.log,
