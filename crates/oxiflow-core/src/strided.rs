@@ -105,6 +105,17 @@ pub fn standard_copy<T: Copy>(a: &ndarray::ArrayViewD<'_, T>) -> ndarray::ArrayD
     dense_copy(a, false)
 }
 
+/// `a` in standard (row-major) layout: `a` itself, borrowed, when it already is, else a
+/// [`standard_copy`] (blocked transposes for Julia's column-major arrays). For kernels that
+/// walk their input as one row-major slice.
+pub fn row_major<'a, T: Copy>(a: ndarray::ArrayViewD<'a, T>) -> ndarray::CowArray<'a, T, ndarray::IxDyn> {
+    if a.is_standard_layout() {
+        a.into()
+    } else {
+        standard_copy(&a).into()
+    }
+}
+
 /// A copy of `a` (any strides, broadcast ones of 0 included) in a new dense array,
 /// column-major when `column_major`, else row-major, made with [`copy_strided`].
 pub fn dense_copy<T: Copy>(a: &ndarray::ArrayViewD<'_, T>, column_major: bool) -> ndarray::ArrayD<T> {

@@ -42,8 +42,7 @@ end
 function checked_grad(dx, x::Tensor, k::Integer, who)
     dx = dx isa Tensor ? dx : as_tensor(dx, x)
     getfield(dx, :graph) === getfield(x, :graph) || invalid("$who: the gradient for input $k belongs to another graph")
-    fits(a, b) = length(a) == length(b) && all(d === nothing || e === nothing || d == e for (d, e) in zip(a, b))
-    (dx.dtype == x.dtype && fits(size(dx), size(x))) ||
+    (dx.dtype == x.dtype && shapes_compatible(size(dx), size(x))) ||
         invalid("$who: the gradient for input $k has dtype $(dx.dtype) and size $(size(dx)), but the input has dtype $(x.dtype) and size $(size(x))")
     return dx
 end

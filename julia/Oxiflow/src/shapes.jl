@@ -408,11 +408,15 @@ becomes a new tensor: use the result (`x5 = set_shape(x, [5, 10])`), which is wh
 `set_shape` returns. An engine without `EnsureShape` raises an `OxiflowError`
 (UnimplementedError) for a refinement instead.
 """
+"""`shapes_compatible(a, b)`: whether static sizes `a` and `b` (tuples with `nothing` for an
+unknown dimension) can describe one tensor: same rank, and equal wherever both are known
+(TF's `TensorShape.is_compatible_with`)."""
+shapes_compatible(a, b) = length(a) == length(b) && all(d === nothing || e === nothing || d == e for (d, e) in zip(a, b))
+
 function set_shape(o::Tensor, shape::Union{Tuple,AbstractVector})
     s = size(o)
     want = Any[d === nothing || d == -1 ? nothing : d for d in shape]
-    ok = length(want) == length(s) && all(d === nothing || s[k] === nothing || d == s[k] for (k, d) in enumerate(want))
-    ok || invalid("set_shape: Shapes $(s) and $(Tuple(shape)) are incompatible ($(o.name))")
+    shapes_compatible(want, s) || invalid("set_shape: Shapes $(s) and $(Tuple(shape)) are incompatible ($(o.name))")
     refined = [k for (k, d) in enumerate(want) if d !== nothing && s[k] === nothing]
     isempty(refined) && return o
     merged = Int64[engine_dim(want[k] !== nothing ? want[k] : s[k]) for k in eachindex(s)]

@@ -230,6 +230,9 @@ pub trait AttrsExt {
     fn get_tensor(&self, op: &str, k: &str) -> Result<&Tensor>;
     /// Float attr (`alpha`); an int is widened.
     fn get_float(&self, op: &str, k: &str) -> Result<f64>;
+    /// String attr `k` (`padding`, `template`), `None` when absent; `InvalidArgument` naming
+    /// op and attr when it holds another type.
+    fn get_str_opt(&self, op: &str, k: &str) -> Result<Option<&str>>;
 }
 
 fn missing(op: &str, k: &str, want: &str) -> OxiflowError {
@@ -237,6 +240,13 @@ fn missing(op: &str, k: &str, want: &str) -> OxiflowError {
 }
 
 impl AttrsExt for Attrs {
+    fn get_str_opt(&self, op: &str, k: &str) -> Result<Option<&str>> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(AttrValue::Str(s)) => Ok(Some(s.as_str())),
+            Some(other) => Err(OxiflowError::InvalidArgument(format!("{op}: attr '{k}' must be a string, got {other}"))),
+        }
+    }
     fn get_int(&self, op: &str, k: &str) -> Result<i64> {
         match self.get(k) {
             Some(AttrValue::Int(v)) => Ok(*v),

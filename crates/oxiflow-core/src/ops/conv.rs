@@ -24,6 +24,7 @@ use super::matmul::gemm_product;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::shape::UNKNOWN;
+use crate::strided::row_major;
 use crate::tensor::Element;
 use ndarray::{Array2, ArrayView2, ArrayView4, IxDyn};
 
@@ -44,17 +45,12 @@ fn conv_attrs(op: &str, attrs: &Attrs) -> Result<ConvAttrs> {
     if s[0] != 1 || s[3] != 1 {
         return Err(OxiflowError::Unimplemented(format!("{op}: strides in the batch and depth dimensions are not supported, got {s:?}")));
     }
-    let text = |k: &str| match attrs.get(k) {
-        None => Ok(None),
-        Some(AttrValue::Str(v)) => Ok(Some(v.clone())),
-        Some(v) => Err(bad(format!("attr '{k}' must be a string, got {v}"))),
-    };
-    let same = match text("padding")?.as_deref() {
+    let same = match attrs.get_str_opt(op, "padding")? {
         Some("SAME") => true,
         Some("VALID") => false,
         other => return Err(bad(format!("padding must be \"SAME\" or \"VALID\", got {other:?}"))),
     };
-    if let Some(f) = text("data_format")? {
+    if let Some(f) = attrs.get_str_opt(op, "data_format")? {
         if f != "NHWC" {
             return Err(OxiflowError::Unimplemented(format!("{op}: data_format {f} is not supported (only NHWC, TF's default)")));
         }
@@ -215,7 +211,7 @@ fn per_batch<T: ConvFloat>(buf: &mut [T], per: usize, f: impl Fn(usize, &mut [T]
 /// channels innermost (zeros where the filter hangs over the padding).
 fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
     let (m, k) = g.patches();
-    let x = standard(x.into_dyn());
+    let x = row_major(x.into_dyn());
     let xs = x.as_slice().expect("standard layout");
     let mut cols = vec![T::ZERO; m * k];
     per_batch(&mut cols, g.oh * g.ow * k, |b, out| {
@@ -235,20 +231,10 @@ fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
     Array2::from_shape_vec((m, k), cols).expect("m * k elements")
 }
 
-/// `a` in row-major order: itself when it is, else a copy by the strided copier (blocked
-/// transposes for Julia's column-major arrays).
-fn standard<T: ConvFloat>(a: ndarray::ArrayViewD<'_, T>) -> ndarray::CowArray<'_, T, IxDyn> {
-    if a.is_standard_layout() {
-        a.into()
-    } else {
-        crate::strided::standard_copy(&a).into()
-    }
-}
-
 /// Adds each row of `cols` back onto the input pixels its patch came from (im2col's adjoint).
 fn col2im<T: ConvFloat>(g: &Geometry, cols: ArrayView2<T>) -> Vec<T> {
     let k = g.patches().1;
-    let cols = standard(cols.into_dyn());
+    let cols = row_major(cols.into_dyn());
     let cs = cols.as_slice().expect("standard layout");
     let mut dx = vec![T::ZERO; g.n * g.h * g.w * g.c];
     per_batch(&mut dx, g.h * g.w * g.c, |b, dxb| {
@@ -276,7 +262,7 @@ fn view4<'a, T: ConvFloat>(ctx: &KernelCtx, t: &'a Tensor) -> Result<ArrayView4<
 /// A 4-D tensor as the matrix `[d0 d1 d2, d3]`: a view when it is row-major, else a copy.
 fn as_matrix<T: ConvFloat>(a: ArrayView4<'_, T>) -> ndarray::CowArray<'_, T, ndarray::Ix2> {
     let (d0, d1, d2, d3) = a.dim();
-    standard(a.into_dyn()).into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
+    row_major(a.into_dyn()).into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
 }
 
 fn wrap<T: ConvFloat>(ctx: &KernelCtx, p: Array2<T>, dims: &[usize]) -> Result<Outputs> {

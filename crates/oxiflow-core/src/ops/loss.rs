@@ -18,7 +18,7 @@ use crate::graph::NodeSpec;
 use crate::intra_op;
 use crate::shape::Shape;
 use crate::strided;
-use ndarray::{ArcArray, CowArray, IxDyn};
+use ndarray::{ArcArray, IxDyn};
 
 /// `SoftmaxCrossEntropyWithLogits(features, labels)`: both Float32 or both Float64, the same
 /// shape of rank >= 1, the classes on the last axis. Outputs `loss` (the shape without its
@@ -76,14 +76,7 @@ fn kernel_xent(ctx: &KernelCtx) -> Result<Outputs> {
         let c = *dims.last().expect("rank >= 1 (shape function)");
         let rows: usize = dims[..dims.len() - 1].iter().product();
         // row-major inputs are read in place; others (a column-major feed) copied by tiles
-        fn row_major<T: Copy>(a: &ArcArray<T, IxDyn>) -> CowArray<'_, T, IxDyn> {
-            if a.is_standard_layout() {
-                CowArray::from(a.view())
-            } else {
-                CowArray::from(strided::standard_copy(&a.view()))
-            }
-        }
-        let (x, l) = (row_major(x), row_major(l));
+        let (x, l) = (strided::row_major(x.view()), strided::row_major(l.view()));
         let (xs, ls) = (x.as_slice().expect("standard layout"), l.as_slice().expect("standard layout"));
         let mut loss = vec![T::from_f64(0.0); rows];
         let mut bp = vec![T::from_f64(0.0); xs.len()];

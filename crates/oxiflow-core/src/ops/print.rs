@@ -11,10 +11,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 fn template<'a>(attrs: &'a Attrs, op: &str) -> Result<&'a str> {
-    match attrs.get("template") {
-        Some(AttrValue::Str(s)) => Ok(s.as_str()),
-        _ => Err(OxiflowError::InvalidArgument(format!("{op}: attr template (a string with one {{}} per printed input) is missing"))),
-    }
+    attrs
+        .get_str_opt(op, "template")?
+        .ok_or_else(|| OxiflowError::InvalidArgument(format!("{op}: attr template (a string with one {{}} per printed input) is missing")))
 }
 
 fn infer_print(ctx: &InferCtx) -> Result<Vec<TensorType>> {
