@@ -390,6 +390,11 @@ convert_to_tensor(x::Missing; dtype=nothing) = x
 convert_to_tensor(x::Tensor; dtype=nothing) = dtype === nothing ? x : cast(x, dtype)
 convert_to_tensor(x::Union{Number,AbstractArray}; dtype=nothing) = constant(x; dtype=dtype)
 
+"""`shapes_compatible(a, b)`: whether static sizes `a` and `b` (tuples with `nothing` for an
+unknown dimension) can describe one tensor: same rank, and equal wherever both are known
+(TF's `TensorShape.is_compatible_with`)."""
+shapes_compatible(a, b) = length(a) == length(b) && all(d === nothing || e === nothing || d == e for (d, e) in zip(a, b))
+
 """
     set_shape(o, shape), set_shape(o, dims::Integer...)
 
@@ -408,11 +413,6 @@ becomes a new tensor: use the result (`x5 = set_shape(x, [5, 10])`), which is wh
 `set_shape` returns. An engine without `EnsureShape` raises an `OxiflowError`
 (UnimplementedError) for a refinement instead.
 """
-"""`shapes_compatible(a, b)`: whether static sizes `a` and `b` (tuples with `nothing` for an
-unknown dimension) can describe one tensor: same rank, and equal wherever both are known
-(TF's `TensorShape.is_compatible_with`)."""
-shapes_compatible(a, b) = length(a) == length(b) && all(d === nothing || e === nothing || d == e for (d, e) in zip(a, b))
-
 function set_shape(o::Tensor, shape::Union{Tuple,AbstractVector})
     s = size(o)
     want = Any[d === nothing || d == -1 ? nothing : d for d in shape]
