@@ -75,6 +75,13 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "SparseSparseMatMul",
     "SparseSparseMatMulGrad",
     "SparseSolve",
+    "TopKV2",
+    "_ScatterLastAxis",
+    "_GatherLastAxis",
+    "Invert",
+    "Lgamma",
+    "Digamma",
+    "Polygamma",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.
