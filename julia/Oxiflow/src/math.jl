@@ -365,3 +365,60 @@ zero is an `OxiflowError` when the graph runs. Not differentiable (TF's
 BROADCAST_OPS[rem] = "FloorMod"
 BROADCAST_OPS[mod] = "FloorMod"
 BROADCAST_OPS[fld] = "FloorDiv"
+
+# ---------------------------------------------------------------- rolling windows
+
+export rollsum, rollmean, rollvar, rollstd
+
+# A Julia vector becomes a Float64 constant (ADCME converts to Float64).
+roll_input(u) = u isa Tensor ? u : constant(float.(u))
+
+# The length of `u` after checking that `u` is a float vector of known length at least `m > 1`.
+function check_window(u::Tensor, m::Int, fname)
+    ndims(u) == 1 || invalid("$fname: needs a vector, got a tensor of size $(size(u))")
+    u.dtype <: AbstractFloat || invalid("$fname: needs a Float32 or Float64 vector, got $(u.dtype)")
+    n = size(u, 1)
+    n === nothing && invalid("$fname: the vector's length is unknown; rolling windows need it (set_shape)")
+    m > 1 || invalid("$fname: the window must be longer than 1, got $m")
+    n >= m || invalid("$fname: the window ($m) is longer than the vector ($n)")
+    return n
+end
+
+# The sums of the `m` consecutive entries of the vector `u` (length n >= m), `n - m + 1` of
+# them: one `Conv2D` of `u` as a 1×n image with a 1×m filter of ones (VALID), so the graph
+# has one op whatever `m` is, and the gradient is the convolution's.
+function window_sums(u::Tensor, m::Int, fname)
+    n = check_window(u, m, fname)
+    x = reshape(u, (1, 1, n, 1))
+    f = constant(ones(u.dtype, 1, m, 1, 1))
+    return reshape(conv2d_op(x, f, 1, "VALID", fname), (n - m + 1,))
+end
+
+"""
+    rollsum(u, m), rollmean(u, m), rollvar(u, m), rollstd(u, m)
+
+Rolling statistics of a Float32/Float64 vector `u` of length `n` over windows of `m > 1`
+consecutive entries (ADCME's rolling functions), a vector of length `n - m + 1`:
+`rollsum` `o_k = Σ_{i=k}^{k+m-1} u_i`, `rollmean` `o_k / m`, `rollvar` the unbiased variance
+`Σ (u_i - mean_k)^2 / (m - 1)` and `rollstd` its square root. `u` may be a Julia vector. An
+`OxiflowError` names the function for a window of 1 or longer than `u`, a `u` that is not a
+float vector or of unknown length. Differentiable (`rollstd` not where a window is constant).
+
+The windows' sums are one `Conv2D` with a filter of ones (CPU only); `rollvar` sums the
+squares of `u` minus its overall mean, `(Σc² - (Σc)²/m) / (m-1)`, which keeps the
+cancellation small for data far from zero.
+"""
+rollsum(u, m::Integer) = window_sums(roll_input(u), Int(m), "rollsum")
+rollmean(u, m::Integer) = window_sums(roll_input(u), Int(m), "rollmean") / Int(m)
+function rollvar(u, m::Integer)
+    u = roll_input(u)
+    check_window(u, Int(m), "rollvar")
+    c = u - mean(u)
+    s, s2 = window_sums(c, Int(m), "rollvar"), window_sums(c .* c, Int(m), "rollvar")
+    # rounding must not take a constant window's variance below zero (rollstd's square root)
+    return max((s2 - s .* s / Int(m)) / (Int(m) - 1), zero(u.dtype))
+end
+rollstd(u, m::Integer) = sqrt(rollvar(u, m))
+@doc (@doc rollsum) rollmean
+@doc (@doc rollsum) rollvar
+@doc (@doc rollsum) rollstd

@@ -38,6 +38,7 @@ const TF_MATH = (
     exp=exp, log=log, sin=sin, cos=cos, tan=tan, tanh=tanh, sqrt=sqrt, abs=abs, sign=sign,
     square=(x -> add_op("Square", [as_tensor(x)])), negative=(x -> -as_tensor(x)),
     sigmoid=sigmoid, softplus=softplus, softmax=softmax, floor=floor,
+    lgamma=lgamma, digamma=digamma, polygamma=polygamma, top_k=tf_top_k,
     floordiv=(a, b) -> fld(as_tensor(a), b), floormod=(a, b) -> mod(as_tensor(a), b), mod=(a, b) -> mod(as_tensor(a), b),
     add=(a, b) -> as_tensor(a) + b, subtract=(a, b) -> as_tensor(a) - b,
     multiply=(a, b) -> as_tensor(a) .* b, divide=(a, b) -> as_tensor(a) ./ b,
@@ -195,6 +196,11 @@ const TF_V1 = (
     placeholder=tf_placeholder, placeholder_with_default=(value, shape=nothing; name=nothing) -> placeholder(value; name=name),
     Variable=Variable, Tensor=Tensor, get_variable=get_variable, variable_scope=variable_scope, AUTO_REUSE=AUTO_REUSE,
     global_variables_initializer=global_variables_initializer, assign=assign,
+    sort=tf_sort, argsort=tf_argsort, constant_initializer=constant_initializer,
+    random_normal_initializer=random_normal_initializer, random_uniform_initializer=random_uniform_initializer,
+    truncated_normal_initializer=truncated_normal_initializer, glorot_normal_initializer=glorot_normal_initializer,
+    glorot_uniform_initializer=glorot_uniform_initializer, uniform_unit_scaling_initializer=uniform_unit_scaling_initializer,
+    variance_scaling_initializer=variance_scaling_initializer,
     trainable_variables=() -> get_collection(TRAINABLE_VARIABLES), global_variables=() -> get_collection(GLOBAL_VARIABLES),
     group=(ops...; name="group_deps") -> group(ops...; name=name),
     get_default_graph=get_default_graph, reset_default_graph=reset_default_graph,
@@ -213,6 +219,8 @@ and comparisons, `tf.einsum`, `tf.gradients`, `tf.custom_gradient`, `tf.summary`
 fully known shape), `tf.norm` (over all elements), `tf.hessians`, `tf.matrix_*`,
 `tf.placeholder`, `tf.Variable`, `tf.get_variable`, `tf.variable_scope`,
 `tf.global_variables_initializer`, `tf.trainable_variables`, `tf.assign`, `tf.group`,
+`tf.sort`/`tf.argsort` (0-based `axis` and positions, `direction`), `tf.math.top_k` (0-based
+positions), `tf.math.lgamma`/`digamma`/`polygamma`, the `tf.*_initializer` objects,
 `tf.get_default_graph`; `tf.compat.v1` is `tf` itself (its `logging.set_verbosity` is accepted
 and ignored: Oxiflow has no TF log).
 """

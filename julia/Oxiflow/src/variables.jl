@@ -149,6 +149,7 @@ end
 const AUTO_REUSE = :AUTO_REUSE
 
 const VARSCOPES = Tuple{String,Any}[]          # (name, reuse) of the open variable scopes
+const SCOPE_INITIALIZERS = Any[]               # their `initializer`s (`nothing`: inherited)
 const GET_VARIABLES = WeakKeyDict{Graph,Dict{String,Tensor}}()
 
 # The scope names that prefix `get_variable` names (unnamed scopes, pushed to set reuse only, add none).
@@ -161,17 +162,31 @@ function current_reuse()
     return false
 end
 
+# The initializer of the innermost open variable scope that sets one (`nothing`: none does).
+function current_initializer()
+    for init in Iterators.reverse(SCOPE_INITIALIZERS)
+        init === nothing || return init
+    end
+    return nothing
+end
+
 """
-    variable_scope(f, name; reuse=AUTO_REUSE)
+    variable_scope(f, name; reuse=AUTO_REUSE, initializer=nothing)
 
 Runs `f()` inside TF's `tf.variable_scope(name)`: `get_variable(v)` inside names the variable
 `name/v` and, by `reuse`, creates it (`false`), reuses an existing one (`true`) or does
 whichever applies (`AUTO_REUSE`, ADCME's default); `nothing` inherits the enclosing scope's
-setting. Ops created inside get the name scope `name/` too.
+setting. `initializer` (an [`Initializer`](@ref) such as `glorot_normal_initializer()`) is
+the default initializer of the `get_variable`s inside that give none (TF's
+`variable_scope(..., initializer=...)`); `nothing` inherits the enclosing scope's. Ops
+created inside get the name scope `name/` too.
 """
-function variable_scope(f::Function, name::AbstractString; reuse=AUTO_REUSE)
+function variable_scope(f::Function, name::AbstractString; reuse=AUTO_REUSE, initializer=nothing)
     reuse === nothing || reuse isa Bool || reuse === AUTO_REUSE || invalid("variable_scope: reuse must be true, false, nothing or AUTO_REUSE")
+    initializer === nothing || initializer isa Initializer ||
+        invalid("variable_scope: initializer must be an initializer object such as glorot_uniform_initializer(), got $(repr(initializer))")
     push!(VARSCOPES, (String(name), reuse))
+    push!(SCOPE_INITIALIZERS, initializer)
     full = join(scope_prefix(), "/")
     counts = scope_counts()
     isempty(name) || (counts[full] = get(counts, full, 0) + 1)
@@ -180,6 +195,7 @@ function variable_scope(f::Function, name::AbstractString; reuse=AUTO_REUSE)
         return isempty(name) ? f() : name_scope(f, name)
     finally
         pop!(VARSCOPES)
+        pop!(SCOPE_INITIALIZERS)
         # TF's close_variable_subscopes: the scopes opened inside are forgotten, so a layer
         # built again under this scope gets its default names (and variables) again
         isempty(name) || for k in collect(keys(counts))
@@ -213,12 +229,8 @@ end
 
 """TF's default initializer of `get_variable`: Glorot uniform for floats, zeros otherwise."""
 function default_initial_value(T::Type, shape)
-    dims = Tuple(Int(d) for d in shape)
-    T <: AbstractFloat || return zeros(T, dims...)
-    fan_in, fan_out = length(dims) == 0 ? (1, 1) : length(dims) == 1 ? (dims[1], dims[1]) :
-        (prod(dims[1:end-1]), dims[end])
-    limit = sqrt(6 / (fan_in + fan_out))
-    return T.(limit .* (2 .* rand(dims...) .- 1))
+    T <: AbstractFloat || return zeros(T, Tuple(Int(d) for d in shape)...)
+    return glorot_uniform_initializer()(shape, T)
 end
 
 """
@@ -231,8 +243,9 @@ TF1's `tf.get_variable` under the open [`variable_scope`](@ref)s: the variable i
 `AUTO_REUSE` it is returned; when it exists and reuse is `false`, or does not exist and
 reuse is `true`, an `OxiflowError` with TF's message (also when a reused variable's shape or
 dtype differs from the one asked for). `initializer` is a Julia value (number or array,
-converted to `dtype` when given); without it, `shape` and `dtype` give TF's default
-initializer (Glorot uniform for floats, zeros otherwise). The second and third forms are
+converted to `dtype` when given) or an [`Initializer`](@ref) object, which needs `shape`;
+without it, the enclosing `variable_scope`'s initializer, else TF's default (Glorot uniform
+for floats, zeros otherwise), makes a value of `shape` and `dtype`. The second and third forms are
 ADCME's (`get_variable(o; name, scope)`, variable.jl): a variable from a value or a type,
 created or reused by name under `variable_scope(scope)` with `AUTO_REUSE` whatever scope is
 open around it, so a second call with the same name returns the same variable (unnamed
@@ -252,9 +265,11 @@ function get_variable(name::AbstractString; initializer=nothing, shape=nothing, 
     end
     reuse === true && invalid("Variable $full does not exist, or was not created with get_variable(). Did you mean to set reuse=AUTO_REUSE in VarScope?")
     dtype === nothing || dtype isa Type || invalid("get_variable: dtype must be a type such as Float32, got $(repr(dtype))")
-    value = if initializer === nothing
-        shape === nothing && invalid("get_variable: give an initializer or a shape for the new variable $full")
-        default_initial_value(dtype === nothing ? Float64 : dtype, shape)
+    init = initializer === nothing ? current_initializer() : initializer
+    value = if init === nothing || init isa Initializer
+        shape === nothing && invalid("get_variable: give an initializer value or a shape for the new variable $full")
+        T = dtype === nothing ? Float64 : dtype
+        init === nothing ? default_initial_value(T, shape) : init(shape, T)
     else
         initializer isa Tensor && invalid("get_variable: initializing from a Tensor is not supported yet; pass a Julia value")
         value_of_dtype(initializer, dtype, "get_variable")
