@@ -173,39 +173,25 @@ test-julia: setup build
 	cd "$$tmp" && $(JULIA) --startup-file=no -e 'using Pkg; Pkg.develop(path="$(JULIA_PROJECT)"); Pkg.build("Oxiflow"); \
 		using Oxiflow; println("Oxiflow loads ", Oxiflow.libpath()); Pkg.test("Oxiflow")'
 
-# Each seed in its own scratch directory; all run even if one fails, then a summary line.
 # The HTML timeline loaded in headless Chromium; page, DOM dump and screenshot in out/test-html/.
 test-html: setup build
 	$(JULIA_RUN) test/html/timeline_chromium.jl $(CURDIR)/out/test-html
 
-# Example programs with their results asserted (test/examples/*.jl), each in a scratch dir.
+# Example programs with their results asserted (test/examples/*.jl), each in a scratch dir,
+# two at a time (scripts/run-julia-scripts.sh).
 test-examples: setup build
-	@for t in $(sort $(wildcard test/examples/*.jl)); do \
-		echo "=== $$t"; tmp=$$(mktemp -d); \
-		(cd "$$tmp" && $(JULIA_RUN) $(CURDIR)/$$t) || { rm -rf "$$tmp"; exit 1; }; \
-		rm -rf "$$tmp"; \
-	done
+	@JULIA_RUN="$(JULIA_RUN)" bash scripts/run-julia-scripts.sh examples $(sort $(wildcard test/examples/*.jl))
 	@echo "=== crates/oxiflow-cuda/examples/digits_gpu.rs (the main job without Julia, as the GPU machines run it)"
 	@$(CARGO) build -q --release -p oxiflow-cuda --example digits_gpu
 	@tmp=$$(mktemp -d); gunzip -c data/digits.csv.gz > "$$tmp/digits.csv"; \
 	./target/release/examples/digits_gpu "$$tmp/digits.csv" | tail -1; rc=$${PIPESTATUS[0]}; \
 	rm -rf "$$tmp"; exit $$rc
 
+# Each seed in its own scratch directory, two at a time; all run even if one fails, then a
+# summary line (scripts/run-julia-scripts.sh).
 test-seeds: setup build
 	@if [ -z "$(SEEDS)" ]; then echo "seeds: no seed scripts found in test/seeds/"; exit 1; fi
-	@pass=0; fail=0; failed=""; \
-	for s in $(SEEDS); do \
-		echo "=== $$s"; \
-		tmp=$$(mktemp -d); \
-		if (cd "$$tmp" && $(JULIA_RUN) $(CURDIR)/$$s); then \
-			pass=$$((pass + 1)); \
-		else \
-			fail=$$((fail + 1)); failed="$$failed $$s"; \
-		fi; \
-		rm -rf "$$tmp"; \
-	done; \
-	echo "seeds: $$pass passed, $$fail failed"; \
-	if [ $$fail -ne 0 ]; then echo "failed seeds:$$failed"; exit 1; fi
+	@JULIA_RUN="$(JULIA_RUN)" bash scripts/run-julia-scripts.sh seeds $(SEEDS)
 
 demo: setup build
 	mkdir -p out
