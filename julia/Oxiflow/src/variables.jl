@@ -267,7 +267,8 @@ function get_variable(name::AbstractString; initializer=nothing, shape=nothing, 
     dtype === nothing || dtype isa Type || invalid("get_variable: dtype must be a type such as Float32, got $(repr(dtype))")
     init = initializer === nothing ? current_initializer() : initializer
     value = if init === nothing || init isa Initializer
-        shape === nothing && invalid("get_variable: give an initializer value or a shape for the new variable $full")
+        shape === nothing && invalid(init === nothing ? "get_variable: give an initializer or a shape for the new variable $full" :
+                                     "get_variable: the initializer object $(nameof(typeof(init))) needs a shape for the new variable $full")
         T = dtype === nothing ? Float64 : dtype
         init === nothing ? default_initial_value(T, shape) : init(shape, T)
     else
