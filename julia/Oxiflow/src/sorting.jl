@@ -86,10 +86,23 @@ integer).
 lgamma(x::Tensor) = add_op("Lgamma", [x])
 lgamma(x::Union{Real,AbstractArray}) = lgamma(constant(float.(x)))
 
-"""`digamma(x)`: ψ(x), the derivative of `lgamma` (op `Digamma`, TF's `tf.math.digamma`)."""
+"""
+    digamma(x)
+
+ψ(x), the derivative of `lgamma`, elementwise of a Float32/Float64 tensor (op `Digamma`,
+TF's `tf.math.digamma`, reached as `tf.math.digamma`); `+Inf` at 0, -1, -2, ...; an
+`OxiflowError` naming `Digamma` for an integer tensor.
+"""
 digamma(x) = add_op("Digamma", [as_tensor(x)])
 
-"""`polygamma(a, x)`: ψ⁽ᵃ⁾(x), the `a`-th derivative of ψ (op `Polygamma`, TF's `tf.math.polygamma`)."""
+"""
+    polygamma(a, x)
+
+ψ⁽ᵃ⁾(x), the `a`-th derivative of ψ (op `Polygamma`, TF's `tf.math.polygamma`, reached as
+`tf.math.polygamma`): `a` and `x` Float32/Float64 of one dtype, broadcast (a number `a` takes
+`x`'s dtype); NaN where `a` is not a non-negative integer, `±Inf` at 0, -1, -2, ...
+Differentiable in `x` (`Polygamma(a + 1, x)`), not in `a`.
+"""
 function polygamma(a, x)
     xt = as_tensor(x)
     return add_op("Polygamma", [as_tensor(a, xt), xt])

@@ -307,7 +307,8 @@ pub(crate) fn infer_binary_numeric(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(out)
 }
 
-fn infer_binary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+/// Shape function of broadcasting binary ops on Float32/Float64 (`RealDiv`, `Polygamma`).
+pub(crate) fn infer_binary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let out = infer_binary_broadcast(ctx)?;
     ctx.require_float(out[0].dtype)?;
     Ok(out)

@@ -246,7 +246,10 @@ fn kernel_invert(ctx: &KernelCtx) -> Result<Outputs> {
     }])
 }
 
-/// Adds `TopKV2(x)` with `k` and returns its `(values, indices)` outputs.
+/// Adds `TopKV2(x)` with `k` and returns its `(values, indices)` outputs (TF's
+/// `tf.math.top_k`): `x` Float32/Float64/Int32/Int64 of shape `[..., n]`, both outputs
+/// `[..., k]`, values in `x`'s dtype, indices Int32 (0-based). InvalidArgument naming
+/// `TopKV2` for a scalar, a Bool `x` or a known `n < k`.
 pub fn top_k(g: &mut Graph, x: Output, k: usize) -> Result<(Output, Output)> {
     let k = i64::try_from(k).map_err(|_| OxiflowError::InvalidArgument(format!("TopKV2: k = {k} is too large")))?;
     let t = g.op_spec(NodeSpec::new("TopKV2", &[x]).attr("k", k))?;

@@ -17,7 +17,7 @@
 //! (Abramowitz & Stegun 6.3.7, 6.3.18, 6.4.11, 23.2.3).
 
 use super::grad_util::{need_dy, to_input_shape};
-use super::math::{def, map_float};
+use super::math::{def, infer_binary_float, map_float};
 use super::zip::zip2;
 use super::*;
 
@@ -129,14 +129,6 @@ fn kernel_polygamma(ctx: &KernelCtx) -> Result<Outputs> {
     }])
 }
 
-/// `Polygamma(a, x)`: float `a` (the order) and `x` of one dtype, broadcast (TF's `cwise`
-/// binary op).
-fn infer_polygamma(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let out = infer_binary_broadcast(ctx)?;
-    ctx.require_float(out[0].dtype)?;
-    Ok(out)
-}
-
 /// TF `_LgammaGrad`: `dy * digamma(x)`.
 fn grad_lgamma(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
@@ -169,5 +161,6 @@ pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     r.add(def("Lgamma", "Lgamma", one, infer_unary_float, kernel_lgamma, GpuSupport::None, Some(grad_lgamma)));
     r.add(def("Digamma", "Digamma", one, infer_unary_float, kernel_digamma, GpuSupport::None, Some(grad_digamma)));
-    r.add(def("Polygamma", "Polygamma", Arity::Fixed(2), infer_polygamma, kernel_polygamma, GpuSupport::None, Some(grad_polygamma)));
+    // `Polygamma(a, x)`: the order `a` and `x` of one float dtype, broadcast (TF's cwise op)
+    r.add(def("Polygamma", "Polygamma", Arity::Fixed(2), infer_binary_float, kernel_polygamma, GpuSupport::None, Some(grad_polygamma)));
 }
