@@ -6,7 +6,13 @@
 #
 # Files the tests write (profiles, graphs) go to a scratch directory, not to test/ (where
 # Pkg.test starts) or the caller's directory.
+#
+# The test files below run in up to four processes, one per core (this one and others started
+# on this file with OXIFLOW_TEST_WORKER_FILES naming their share): most of their time is
+# compilation, which keeps one core busy. OXIFLOW_TEST_JOBS=n sets the number of processes;
+# 1 runs everything here, one file after the other.
 using Test
+const RUNTESTS = abspath(@__FILE__)    # this file, for the other processes (before the cd)
 cd(mktempdir())
 using Oxiflow
 using LinearAlgebra
@@ -27,7 +33,98 @@ function timed_include(file)
     println("test/$file: $(round(time() - t; digits=1)) s")
 end
 
+# The test files, with their wall time in seconds on a 2-core machine when they ran one after
+# the other (weights for splitting them between the processes; a new file counts 10).
+const TEST_FILES = [
+    "profile.jl",
+    "fusion.jl",
+    "placement.jl",
+    "config.jl",
+    "cuda.jl",
+    "shapes.jl",
+    "feed_fetch.jl",
+    "dense.jl",
+    "dense_ops.jl",
+    "derivatives.jl",
+    "custom_gradient.jl",
+    "summary.jl",
+    "training.jl",
+    "layers.jl",
+    "nn.jl",
+    "keras.jl",
+    "conv.jl",
+    "sorting.jl",
+    "initializers.jl",
+    "newton.jl",
+    "adcme_api.jl",
+    "adcme_api2.jl",
+    "tf_v1.jl",
+    "scatter.jl",
+    "sparse.jl",
+    "sparse_extra.jl",
+    "mpi_api.jl",
+    "control_flow.jl",
+    "ode.jl",
+    "ode_alpha.jl",
+    "examples.jl",
+    "robustness.jl",
+    "unknown_dims.jl",
+    "matfile.jl",
+]
+const TEST_WEIGHTS = Dict(
+    "shapes.jl" => 18, "feed_fetch.jl" => 34, "dense.jl" => 18, "dense_ops.jl" => 18,
+    "derivatives.jl" => 11, "training.jl" => 17, "nn.jl" => 16, "adcme_api2.jl" => 27,
+    "sparse.jl" => 33, "sparse_extra.jl" => 11, "control_flow.jl" => 14, "robustness.jl" => 21,
+    "unknown_dims.jl" => 11, "newton.jl" => 11, "matfile.jl" => 10, "conv.jl" => 10,
+    "sorting.jl" => 9, "adcme_api.jl" => 9, "layers.jl" => 8, "profile.jl" => 7,
+    "scatter.jl" => 7, "custom_gradient.jl" => 6, "summary.jl" => 5, "keras.jl" => 5,
+    "ode_alpha.jl" => 5, "config.jl" => 5, "initializers.jl" => 4, "tf_v1.jl" => 4,
+    "examples.jl" => 4, "mpi_api.jl" => 3, "ode.jl" => 3, "fusion.jl" => 2, "cuda.jl" => 1,
+    "placement.jl" => 1,
+)
+
+"""
+    split_files(files, jobs) -> Vector{Vector{String}}
+
+`files` dealt to `jobs` processes, heaviest first, each to the process with the least weight
+so far; the first share (this process's) starts with the inline test sets' 30 s. Each
+share keeps the listed order.
+"""
+function split_files(files, jobs)
+    shares, load = [String[] for _ in 1:jobs], zeros(jobs)
+    load[1] = 30
+    for f in sort(files; by=f -> -get(TEST_WEIGHTS, f, 10))
+        k = argmin(load)
+        push!(shares[k], f)
+        load[k] += get(TEST_WEIGHTS, f, 10)
+    end
+    return [filter(f -> f in share, files) for share in shares]
+end
+
+const WORKER_FILES = get(ENV, "OXIFLOW_TEST_WORKER_FILES", "")
+const JOBS = WORKER_FILES == "" ? max(1, min(4, parse(Int, get(ENV, "OXIFLOW_TEST_JOBS", string(Sys.CPU_THREADS))))) : 1
+
+if WORKER_FILES != ""
+    # another process: its share of the files only
+    @testset "Oxiflow (another process)" begin
+        for f in split(WORKER_FILES, ',')
+            timed_include(String(f))
+        end
+    end
+else
+    shares = split_files(TEST_FILES, JOBS)
+    # the other shares start now, each in its own Julia with this project, output to a file
+    workers = map(shares[2:end]) do share
+        log = tempname()
+        io = open(log, "w")
+        cmd = `$(Base.julia_cmd()) --startup-file=no --project=$(Base.active_project()) $RUNTESTS`
+        cmd = setenv(cmd, merge(Dict(ENV), Dict("OXIFLOW_TEST_WORKER_FILES" => join(share, ','))))
+        (share, log, run(pipeline(cmd; stdout=io, stderr=io); wait=false), io)
+    end
+    isempty(workers) || println("test files in $(length(shares)) processes; this one runs: ", join(shares[1], ", "))
+
 @testset "Oxiflow" begin
+
 
 @testset "values follow Julia eltypes and layouts" begin
     reset_default_graph()
@@ -257,40 +354,24 @@ end
     @test assigned_device(s, gx) == GPU0
 end
 
+@testset "every test file is listed in TEST_FILES" begin
+    helpers = ["runtests.jl", "json.jl", "fd.jl", "optim_steps.jl", "capture.jl", "profile_helpers.jl"]
+    @test sort(vcat(TEST_FILES, helpers)) == sort(filter(f -> endswith(f, ".jl"), readdir(dirname(RUNTESTS))))
+end
 
-timed_include("profile.jl")
-timed_include("fusion.jl")
-timed_include("placement.jl")
-timed_include("config.jl")
-timed_include("cuda.jl")
-timed_include("shapes.jl")
-timed_include("feed_fetch.jl")
-timed_include("dense.jl")
-timed_include("dense_ops.jl")
-timed_include("derivatives.jl")
-timed_include("custom_gradient.jl")
-timed_include("summary.jl")
-timed_include("training.jl")
-timed_include("layers.jl")
-timed_include("nn.jl")
-timed_include("keras.jl")
-timed_include("conv.jl")
-timed_include("sorting.jl")
-timed_include("initializers.jl")
-timed_include("newton.jl")
-timed_include("adcme_api.jl")
-timed_include("adcme_api2.jl")
-timed_include("tf_v1.jl")
-timed_include("scatter.jl")
-timed_include("sparse.jl")
-timed_include("sparse_extra.jl")
-timed_include("mpi_api.jl")
-timed_include("control_flow.jl")
-timed_include("ode.jl")
-timed_include("ode_alpha.jl")
-timed_include("examples.jl")
-timed_include("robustness.jl")
-timed_include("unknown_dims.jl")
-timed_include("matfile.jl")
+for f in shares[1]
+    timed_include(f)
+end
 
+for (share, log, p, io) in workers
+    wait(p)
+    close(io)
+    println("--- another process (", join(share, ", "), "), exit status $(p.exitcode):")
+    print(read(log, String))
+    @testset "another process: $(join(share, ", "))" begin
+        @test success(p)
+    end
+end
+
+end
 end
