@@ -125,7 +125,6 @@ else
 
 @testset "Oxiflow" begin
 
-
 @testset "values follow Julia eltypes and layouts" begin
     reset_default_graph()
     A = [1.0 2.0 3.0; 4.0 5.0 6.0]
@@ -368,10 +367,11 @@ for (share, log, p, io) in workers
     close(io)
     println("--- another process (", join(share, ", "), "), exit status $(p.exitcode):")
     print(read(log, String))
+    rm(log; force=true)
     @testset "another process: $(join(share, ", "))" begin
         @test success(p)
     end
 end
 
-end
-end
+end # @testset "Oxiflow"
+end # this process runs the inline test sets and its share
