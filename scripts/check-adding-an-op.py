@@ -93,9 +93,9 @@ def apply(copy, path, where, anchor, block):
 
 # The workspace's crates are rebuilt in the copy (its path differs, so cargo cannot reuse
 # them) with no optimization and no debug info: the check asks whether the doc's steps build
-# and pass, not how fast, and this cuts the build from about 4 minutes to well under 1
-# (2-core machine). The dependencies keep the release
-# profile, so their builds seeded from target/release stay valid.
+# and pass, not how fast, and this cuts the build from about 4 minutes to under 1 (2-core
+# machine). The dependencies keep the release profile, so their builds seeded from
+# target/release stay valid.
 WORKSPACE = ("oxiflow-core", "oxiflow-cuda", "oxiflow-mpi", "oxiflow-capi")
 QUICK_PROFILE = [a for p in WORKSPACE for kv in ("opt-level=0", "debug=0") for a in ("--config", f"profile.release.package.{p}.{kv}")]
 
