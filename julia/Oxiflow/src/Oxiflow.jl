@@ -75,6 +75,7 @@ include("replicas.jl")
 include("mpi_training.jl")
 include("mpi_ps.jl")
 include("show.jl")
+include("precompile.jl")
 
 function __init__()
     select_blas_library()
@@ -83,5 +84,8 @@ function __init__()
     DEFAULT_GRAPH[] = Graph()
     return nothing
 end
+
+# type inference of the common path into the package image (src/precompile.jl)
+_precompile_()
 
 end # module

@@ -358,6 +358,10 @@ end
     @test sort(vcat(TEST_FILES, helpers)) == sort(filter(f -> endswith(f, ".jl"), readdir(dirname(RUNTESTS))))
 end
 
+@testset "the precompile statements still match methods (scripts/julia-precompile-list.jl)" begin
+    @test Oxiflow._precompile_(force=true)
+end
+
 for f in shares[1]
     timed_include(f)
 end
