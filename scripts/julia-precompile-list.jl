@@ -7,7 +7,7 @@
 #
 # Kept: statements that name an Oxiflow type or function and only modules bound inside
 # Oxiflow. Dropped: anonymous functions and closures (their generated names change with
-# every edit), macros, and anything from Main.
+# every edit), macros, Base's internal (underscored) names, and anything from Main.
 const MODULES = ("Base", "Core", "Oxiflow", "LinearAlgebra", "SparseArrays", "Statistics", "Printf", "Libdl")
 const HERE = @__DIR__    # (a macro inside a command literal below would not see the file)
 const ROOT = dirname(HERE)
@@ -16,6 +16,9 @@ function keep(line)
     startswith(line, "precompile(Tuple{") || return false
     occursin("Oxiflow.", line) || return false
     (occursin('#', line) || occursin("var\"", line) || occursin("Main.", line)) && return false
+    # Base's internal names (a leading underscore) may be gone in a later Julia, where
+    # naming one would stop the package from loading
+    occursin(r"\b(Base|Core)(\.[A-Za-z]+)*\._", line) && return false
     mods = Set(m.captures[1] for m in eachmatch(r"(?<![A-Za-z0-9_.])([A-Z][A-Za-z0-9_]*)\.[A-Za-z_(:]", line))
     return all(m -> m in MODULES, mods)
 end
@@ -24,7 +27,7 @@ trace = tempname()
 project = joinpath(ROOT, "julia", "Oxiflow")
 # the package image must not hold the statements while tracing (they would not show)
 out = joinpath(project, "src", "precompile.jl")
-open(io -> println(io, "_precompile_(; force::Bool=false) = true"), out, "w")
+open(io -> println(io, "const PRECOMPILE_JULIA = v\"0.0\"\n_precompile_(; force::Bool=false) = true"), out, "w")
 run(`$(Base.julia_cmd()) --startup-file=no --project=$project --trace-compile=$trace $(joinpath(HERE, "julia-precompile-workload.jl"))`)
 lines = sort!(unique!(filter(keep, readlines(trace))))
 rm(trace)
@@ -35,6 +38,9 @@ open(out, "w") do io
     println(io, "#")
     println(io, "# Runs while the package image is generated; `_precompile_(force=true)` runs it in a session")
     println(io, "# and returns whether every statement still matched a method (the package tests check it).")
+    println(io, "# Generated with Julia $(VERSION); on another Julia some statements may match no method")
+    println(io, "# (harmless: `precompile` then returns false).")
+    println(io, "const PRECOMPILE_JULIA = v\"$(VERSION.major).$(VERSION.minor)\"")
     println(io, "function _precompile_(; force::Bool=false)")
     println(io, "    force || ccall(:jl_generating_output, Cint, ()) == 1 || return true")
     println(io, "    ok = true")

@@ -358,8 +358,14 @@ end
     @test sort(vcat(TEST_FILES, helpers)) == sort(filter(f -> endswith(f, ".jl"), readdir(dirname(RUNTESTS))))
 end
 
-@testset "the precompile statements still match methods (scripts/julia-precompile-list.jl)" begin
-    @test Oxiflow._precompile_(force=true)
+# The list is generated on one Julia version; on another some of Base's signatures differ
+# and a statement may match no method, so the check runs on the version that generated it.
+if (VERSION.major, VERSION.minor) == (Oxiflow.PRECOMPILE_JULIA.major, Oxiflow.PRECOMPILE_JULIA.minor)
+    @testset "the precompile statements still match methods (scripts/julia-precompile-list.jl)" begin
+        @test Oxiflow._precompile_(force=true)
+    end
+else
+    println("not checked here: the precompile statements were generated on Julia $(Oxiflow.PRECOMPILE_JULIA), this is $VERSION")
 end
 
 for f in shares[1]
