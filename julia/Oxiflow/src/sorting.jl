@@ -90,7 +90,7 @@ lgamma(x::Union{Real,AbstractArray}) = lgamma(constant(float.(x)))
     digamma(x)
 
 ψ(x), the derivative of `lgamma`, elementwise of a Float32/Float64 tensor (op `Digamma`,
-TF's `tf.math.digamma`, reached as `tf.math.digamma`); `+Inf` at 0, -1, -2, ...; an
+TF's `tf.math.digamma`, which the `tf` object here offers too); `+Inf` at 0, -1, -2, ...; an
 `OxiflowError` naming `Digamma` for an integer tensor.
 """
 digamma(x) = add_op("Digamma", [as_tensor(x)])
@@ -98,9 +98,9 @@ digamma(x) = add_op("Digamma", [as_tensor(x)])
 """
     polygamma(a, x)
 
-ψ⁽ᵃ⁾(x), the `a`-th derivative of ψ (op `Polygamma`, TF's `tf.math.polygamma`, reached as
-`tf.math.polygamma`): `a` and `x` Float32/Float64 of one dtype, broadcast (a number `a` takes
-`x`'s dtype); NaN where `a` is not a non-negative integer, `±Inf` at 0, -1, -2, ...
+ψ⁽ᵃ⁾(x), the `a`-th derivative of ψ (op `Polygamma`, TF's `tf.math.polygamma`, which the
+`tf` object here offers too): `a` and `x` Float32/Float64 of one dtype, broadcast (a number
+`a` takes `x`'s dtype); NaN where `a` is not a non-negative integer, `±Inf` at 0, -1, -2, ...
 Differentiable in `x` (`Polygamma(a + 1, x)`), not in `a`.
 """
 function polygamma(a, x)

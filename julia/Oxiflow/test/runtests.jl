@@ -33,72 +33,36 @@ function timed_include(file)
     println("test/$file: $(round(time() - t; digits=1)) s")
 end
 
-# The test files, with their wall time in seconds on a 2-core machine when they ran one after
-# the other (weights for splitting them between the processes; a new file counts 10).
+# The test files in the order they run, each with its wall time in seconds on a 2-core
+# machine when they ran one after the other: the weights that split them between processes.
 const TEST_FILES = [
-    "profile.jl",
-    "fusion.jl",
-    "placement.jl",
-    "config.jl",
-    "cuda.jl",
-    "shapes.jl",
-    "feed_fetch.jl",
-    "dense.jl",
-    "dense_ops.jl",
-    "derivatives.jl",
-    "custom_gradient.jl",
-    "summary.jl",
-    "training.jl",
-    "layers.jl",
-    "nn.jl",
-    "keras.jl",
-    "conv.jl",
-    "sorting.jl",
-    "initializers.jl",
-    "newton.jl",
-    "adcme_api.jl",
-    "adcme_api2.jl",
-    "tf_v1.jl",
-    "scatter.jl",
-    "sparse.jl",
-    "sparse_extra.jl",
-    "mpi_api.jl",
-    "control_flow.jl",
-    "ode.jl",
-    "ode_alpha.jl",
-    "examples.jl",
-    "robustness.jl",
-    "unknown_dims.jl",
-    "matfile.jl",
+    "profile.jl" => 7, "fusion.jl" => 2, "placement.jl" => 1, "config.jl" => 5,
+    "cuda.jl" => 1, "shapes.jl" => 18, "feed_fetch.jl" => 34, "dense.jl" => 18,
+    "dense_ops.jl" => 18, "derivatives.jl" => 11, "custom_gradient.jl" => 6,
+    "summary.jl" => 5, "training.jl" => 17, "layers.jl" => 8, "nn.jl" => 16,
+    "keras.jl" => 5, "conv.jl" => 10, "sorting.jl" => 9, "initializers.jl" => 4,
+    "newton.jl" => 11, "adcme_api.jl" => 9, "adcme_api2.jl" => 27, "tf_v1.jl" => 4,
+    "scatter.jl" => 7, "sparse.jl" => 33, "sparse_extra.jl" => 11, "mpi_api.jl" => 3,
+    "control_flow.jl" => 14, "ode.jl" => 3, "ode_alpha.jl" => 5, "examples.jl" => 4,
+    "robustness.jl" => 21, "unknown_dims.jl" => 11, "matfile.jl" => 10,
 ]
-const TEST_WEIGHTS = Dict(
-    "shapes.jl" => 18, "feed_fetch.jl" => 34, "dense.jl" => 18, "dense_ops.jl" => 18,
-    "derivatives.jl" => 11, "training.jl" => 17, "nn.jl" => 16, "adcme_api2.jl" => 27,
-    "sparse.jl" => 33, "sparse_extra.jl" => 11, "control_flow.jl" => 14, "robustness.jl" => 21,
-    "unknown_dims.jl" => 11, "newton.jl" => 11, "matfile.jl" => 10, "conv.jl" => 10,
-    "sorting.jl" => 9, "adcme_api.jl" => 9, "layers.jl" => 8, "profile.jl" => 7,
-    "scatter.jl" => 7, "custom_gradient.jl" => 6, "summary.jl" => 5, "keras.jl" => 5,
-    "ode_alpha.jl" => 5, "config.jl" => 5, "initializers.jl" => 4, "tf_v1.jl" => 4,
-    "examples.jl" => 4, "mpi_api.jl" => 3, "ode.jl" => 3, "fusion.jl" => 2, "cuda.jl" => 1,
-    "placement.jl" => 1,
-)
 
 """
     split_files(files, jobs) -> Vector{Vector{String}}
 
-`files` dealt to `jobs` processes, heaviest first, each to the process with the least weight
-so far; the first share (this process's) starts with the inline test sets' 30 s. Each
-share keeps the listed order.
+`files` (name => weight pairs) dealt to `jobs` processes, heaviest first, each to the
+process with the least weight so far; the first share (this process's) starts with the
+inline test sets' 30 s. Each share keeps the listed order.
 """
 function split_files(files, jobs)
     shares, load = [String[] for _ in 1:jobs], zeros(jobs)
     load[1] = 30
-    for f in sort(files; by=f -> -get(TEST_WEIGHTS, f, 10))
+    for (f, w) in sort(files; by=last, rev=true)
         k = argmin(load)
         push!(shares[k], f)
-        load[k] += get(TEST_WEIGHTS, f, 10)
+        load[k] += w
     end
-    return [filter(f -> f in share, files) for share in shares]
+    return [filter(f -> f in share, first.(files)) for share in shares]
 end
 
 const WORKER_FILES = get(ENV, "OXIFLOW_TEST_WORKER_FILES", "")
@@ -355,7 +319,7 @@ end
 
 @testset "every test file is listed in TEST_FILES" begin
     helpers = ["runtests.jl", "json.jl", "fd.jl", "optim_steps.jl", "capture.jl", "profile_helpers.jl"]
-    @test sort(vcat(TEST_FILES, helpers)) == sort(filter(f -> endswith(f, ".jl"), readdir(dirname(RUNTESTS))))
+    @test sort(vcat(first.(TEST_FILES), helpers)) == sort(filter(f -> endswith(f, ".jl"), readdir(dirname(RUNTESTS))))
 end
 
 # The list is generated on one Julia version; on another some of Base's signatures differ
