@@ -18,21 +18,35 @@ use oxiflow_cuda::launch::meta::{BcastMeta, Ptrs8, RedMeta};
 use oxiflow_cuda::probe::{nvrtc_status, LibStatus};
 use oxiflow_cuda::testing::{driver_gpu_count, REQUIRE_GPU};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 const ARCHS: &[&str] = &["compute_80", "compute_90"];
 
-/// Every kernel file compiled for `arch`, once per test process (the tests share it).
 /// Each kernel file's name and its PTX, or the compile error.
 type Compiled = &'static [(&'static str, Result<String, String>)];
 
+/// Every kernel file compiled for `arch` (one of [`ARCHS`]), once per test process (the
+/// tests share it). The first call compiles for every arch of [`ARCHS`], one thread per
+/// arch. No two threads share an NVRTC program (each `compile_ptx` call creates and
+/// destroys its own), and NVRTC 13 compiles them side by side: on 2 cores the check takes
+/// 26-30 s instead of 51 s, and the PTX was byte-identical to a serial compile's.
 fn compiled(arch: &'static str) -> Compiled {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Compiled>>> = OnceLock::new();
-    let mut map = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(arch).or_insert_with(|| {
-        let v: Vec<_> = KERNEL_FILES.iter().map(|f| (f.name, compile_ptx(f, arch).map_err(|e| e.to_string()))).collect();
-        Box::leak(v.into_boxed_slice())
-    })
+    static CACHE: OnceLock<HashMap<&'static str, Compiled>> = OnceLock::new();
+    let map = CACHE.get_or_init(|| {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = ARCHS
+                .iter()
+                .map(|&a| {
+                    s.spawn(move || {
+                        let v: Vec<_> = KERNEL_FILES.iter().map(|f| (f.name, compile_ptx(f, a).map_err(|e| e.to_string()))).collect();
+                        (a, &*Box::leak(v.into_boxed_slice()))
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().expect("an NVRTC compile thread panicked")).collect()
+        })
+    });
+    map.get(arch).copied().unwrap_or_else(|| panic!("compiled: {arch} is not one of {ARCHS:?}"))
 }
 
 /// [`nvrtc_gate::nvrtc_or_skip`] with this crate's probes: `false` to skip `test`.
