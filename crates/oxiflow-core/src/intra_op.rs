@@ -12,7 +12,7 @@
 //! instead, where the calling thread runs chunks too. Today the parallel kernels are
 //! `MatMul` (the `gemm` crate in `install`, or OpenBLAS in blocks with `parallel_for`), the
 //! `faer`-based linear algebra (`MatrixInverse`, `MatrixDeterminant`, `MatrixSolve`,
-//! `MatrixSolveLs`, `BatchMatMulV2`; `install`), the SIMD unary ops from 16k elements
+//! `MatrixSolveLs`, `BatchMatMulV2`, `Svd`, `Cholesky`, `MatrixTriangularSolve`; `install`), the SIMD unary ops from 16k elements
 //! (`ops/vmath.rs`) and large `_FusedElementwise` steps (`ops/fused.rs`; both
 //! `parallel_for`).
 

@@ -1,11 +1,13 @@
 # Dense linear algebra with ADCME's semantics (ADCME.jl src/ops.jl): `\`, `inv`, `det`, `tr`,
-# `diag`, `diagm`, `dot`, `batch_matmul`, `sym`, `spd`, `tril`, `triu` (einsum: einsum.jl). Ops: crates/oxiflow-core/src/ops/linalg.rs.
+# `diag`, `diagm`, `dot`, `batch_matmul`, `sym`, `spd`, `tril`, `triu`, `triangular_solve`,
+# `cholesky_factor` (einsum: einsum.jl). Ops: crates/oxiflow-core/src/ops/linalg.rs and linalg/tri.rs.
 # Unknown dimensions: `dot` and `sym` work (elementwise ops, `Sum`, `Transpose`); the
 # functions that check sizes in Julia raise an `OxiflowError` (UnimplementedError) naming
 # themselves, and the engine refuses the linear-algebra ops (`inv`, `det`, `diag`, `svd`, ...)
 # on such a tensor, naming the op.
 
-export batch_matmul, det, tr, diag, diagm, dot, I, sym, spd, tril, triu, einsum, solve_batch, vector
+export batch_matmul, det, tr, diag, diagm, dot, I, sym, spd, tril, triu, einsum, solve_batch, vector,
+       triangular_solve, cholesky_factor
 
 """
     A \\ b
@@ -150,6 +152,45 @@ end
 function LinearAlgebra.triu(A::Tensor, k::Integer=0)
     return add_op("SelectV2", [band_mask(A, (i, j) -> j - i >= k, "triu"), A, zeros_like(A)])
 end
+
+"""
+    triangular_solve(A, b; lower=true, adjoint=false, name=nothing)
+
+Solves `A x = b`, or `A' x = b` with `adjoint=true`, for a triangular `A` (ADCME's
+`triangular_solve`, TF's `tf.linalg.triangular_solve`; op `MatrixTriangularSolve`). Only the
+triangle of `A` that `lower` names is read, diagonal included: the other may hold anything.
+`A` is `n×n` and `b` a vector of length `n` (the result is a vector) or an `n×k` matrix;
+batches `[..., n, n]` and `[..., n, k]` with equal batch axes work too. Float32 or Float64,
+tensors or Julia arrays; differentiable in both (TF's `_MatrixTriangularSolveGrad`: the
+gradient of `A` stays in its triangle). Runs on the CPU. Mismatched sizes raise an
+`OxiflowError` naming both shapes when the graph is built; a zero on the diagonal raises one
+when it runs ("Input matrix is not invertible.").
+"""
+function triangular_solve(A, b; lower::Bool=true, adjoint::Bool=false, name=nothing)
+    a = A isa Tensor ? A : (b isa Tensor ? as_tensor(A, b) : constant(A))
+    r = as_tensor(b, a)
+    if ndims(r) == 1
+        known_size(r, "triangular_solve")
+        col = add_op("Reshape", [r]; shape=[size(r, 1), 1])
+        x = add_op("MatrixTriangularSolve", [a, col]; name=name, lower=lower, adjoint=adjoint)
+        return add_op("Reshape", [x]; shape=[size(r, 1)])
+    end
+    return add_op("MatrixTriangularSolve", [a, r]; name=name, lower=lower, adjoint=adjoint)
+end
+
+"""
+    cholesky_factor(A; name=nothing)
+
+The lower-triangular `L` with `L * L' == A` for a symmetric positive definite `A` (`n×n`, or
+a batch `[..., n, n]`; op `Cholesky`, TF's `tf.linalg.cholesky`, also reached as
+`tf.linalg.cholesky` and `tf.cholesky` here). Only the lower triangle of `A` is read; `L` has
+zeros above the diagonal. Float32 or Float64 (computed in Float64), on the CPU.
+Differentiable: TF's `_CholeskyGrad`, which returns the symmetric gradient (it treats `A`
+as symmetric). A matrix that is not positive definite raises an `OxiflowError` naming the
+op and the shape when the graph runs ("Cholesky decomposition was not successful.").
+Solve `A x = b` with it as `triangular_solve(L, triangular_solve(L, b); adjoint=true)`.
+"""
+cholesky_factor(A; name=nothing) = add_op("Cholesky", [as_tensor(A)]; name=name)
 
 """
     solve_batch(A, rhs)

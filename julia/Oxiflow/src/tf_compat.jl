@@ -61,6 +61,7 @@ const TF_NN = (relu=relu, relu6=relu6, elu=elu, selu=selu, softplus=softplus, so
 # matrix would be Julia's own inverse, not a tensor).
 const TF_LINALG = (inv=(A -> inv(as_tensor(A))), det=(A -> det(as_tensor(A))),
                    solve=(A, b) -> add_op("MatrixSolve", [as_tensor(A), as_tensor(b)]),
+                   cholesky=cholesky_factor, triangular_solve=triangular_solve,
                    diag=(d -> diagm(as_tensor(d))), diag_part=(A -> diag(as_tensor(A))), trace=(A -> tr(as_tensor(A))),
                    matmul=matmul, einsum=einsum, adjoint=(A -> adjoint(as_tensor(A))), transpose=(A -> adjoint(as_tensor(A))),
                    svd=(A; full_matrices::Bool=false, compute_uv::Bool=true) -> (r = svd(as_tensor(A); full=full_matrices);
@@ -192,6 +193,7 @@ const TF_V1 = (
     scatter_nd=tf_scatter_nd, slice=tf_slice, split=tf_split, tile=tf_tile, reverse=tf_reverse, pad=tf_pad,
     shape=tf_shape, norm=tf_norm, hessians=tf_hessians, trace=TF_LINALG.trace,
     matrix_solve=TF_LINALG.solve, matrix_inverse=TF_LINALG.inv, matrix_determinant=TF_LINALG.det,
+    cholesky=cholesky_factor, matrix_triangular_solve=triangular_solve,
     matrix_transpose=TF_LINALG.transpose, matrix_diag=TF_LINALG.diag, matrix_diag_part=TF_LINALG.diag_part,
     placeholder=tf_placeholder, placeholder_with_default=(value, shape=nothing; name=nothing) -> placeholder(value; name=name),
     Variable=Variable, Tensor=Tensor, get_variable=get_variable, variable_scope=variable_scope, AUTO_REUSE=AUTO_REUSE,

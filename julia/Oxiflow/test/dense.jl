@@ -122,6 +122,46 @@ end
     end
 end
 
+@testset "dense API: triangular solves and Cholesky match LinearAlgebra ($dev)" for (dev, mk) in SESSIONS
+    reset_default_graph()
+    M = [2.0 0.3 -0.7; 0.5 1.5 0.2; -0.4 0.9 3.0]    # full: each solve must read one triangle
+    A = M * M' + 3I
+    b = [1.0, -2.0, 0.5]; B = [1.0 0.0; 2.0 1.0; -1.0 3.0]
+    s = mk()
+    L = run(s, cholesky_factor(constant(A)))
+    @test L ≈ cholesky(Symmetric(A, :L)).L && istril(L)
+    @test run(s, tf.linalg.cholesky(A)) ≈ L
+    @test run(s, cholesky_factor(constant(Float32.(A)))) ≈ Float32.(L)
+    @test run(s, triangular_solve(constant(M), b)) ≈ LowerTriangular(M) \ b
+    @test run(s, triangular_solve(constant(M), B; lower=false)) ≈ UpperTriangular(M) \ B
+    @test run(s, triangular_solve(constant(M), B; adjoint=true)) ≈ LowerTriangular(M)' \ B
+    @test run(s, triangular_solve(M, constant(b); lower=false, adjoint=true)) ≈ UpperTriangular(M)' \ b
+    @test run(s, tf.linalg.triangular_solve(constant(M), B; lower=false)) ≈ UpperTriangular(M) \ B
+    l = cholesky_factor(constant(A))
+    @test run(s, triangular_solve(l, triangular_solve(l, b); adjoint=true)) ≈ A \ b
+    # errors: sizes when built, an indefinite or singular matrix when run
+    e = try; triangular_solve(constant(M), [1.0, 2.0]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MatrixTriangularSolve", e.msg) && occursin("[3,3]", e.msg) && occursin("[2,1]", e.msg)
+    e = try; run(s, cholesky_factor(constant([1.0 2.0; 2.0 1.0]))); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("Cholesky", e.msg) && occursin("not successful", e.msg) && occursin("[2,2]", e.msg)
+    e = try; run(s, triangular_solve(constant([1.0 0.0; 1.0 0.0]), [1.0, 1.0])); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("MatrixTriangularSolve", e.msg) && occursin("not invertible", e.msg)
+    @test run(s, l) ≈ L    # the session stays usable
+    # gradients, against central differences of the same function in Julia
+    jf(X) = sum((LowerTriangular(X) \ B) .* B) + sum((UpperTriangular(X)' \ b) .^ 2) +
+            sum(cholesky(Symmetric(X * X' + 3I, :L)).L .* M)
+    x = Variable(M)
+    loss = sum(triangular_solve(x, B) .* B) + sum(triangular_solve(x, b; lower=false, adjoint=true)^2) +
+           sum(cholesky_factor(x * x' + 3I) .* M)
+    g = gradients(loss, x)
+    init(s)
+    @test run(s, loss) ≈ jf(M)
+    @test run(s, g) ≈ fd_grad(jf, M) rtol = 1e-6
+    if dev == "emulated GPU"
+        @test assigned_device(s, l) == CPU0    # no GPU kernel: the factorization stays on the CPU
+    end
+end
+
 @testset "dense API: gradients match finite differences ($dev)" for (dev, mk) in SESSIONS
     reset_default_graph()
     X0 = [0.4 -0.9 1.3; 0.7 0.2 -1.6; -0.5 1.1 0.8]

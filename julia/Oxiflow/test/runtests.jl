@@ -37,7 +37,7 @@ end
 # machine when they ran one after the other: the weights that split them between processes.
 const TEST_FILES = [
     "profile.jl" => 7, "fusion.jl" => 2, "placement.jl" => 1, "config.jl" => 5,
-    "cuda.jl" => 1, "shapes.jl" => 18, "feed_fetch.jl" => 34, "dense.jl" => 18,
+    "cuda.jl" => 1, "shapes.jl" => 18, "feed_fetch.jl" => 34, "dense.jl" => 24,
     "dense_ops.jl" => 18, "derivatives.jl" => 11, "custom_gradient.jl" => 6,
     "summary.jl" => 5, "training.jl" => 17, "layers.jl" => 8, "nn.jl" => 16,
     "keras.jl" => 5, "conv.jl" => 10, "sorting.jl" => 9, "initializers.jl" => 4,

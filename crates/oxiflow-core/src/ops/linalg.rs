@@ -1,12 +1,13 @@
 //! Dense linear algebra: `MatrixInverse`, `MatrixDeterminant`, `MatrixSolve`,
-//! `MatrixSolveLs`, `MatrixDiagPart`, `MatrixDiag`, `BatchMatMulV2`, `Svd` (TF's
-//! `tf.linalg.*`, gradients as `linalg_grad.py` / `math_grad.py`).
+//! `MatrixSolveLs`, `MatrixDiagPart`, `MatrixDiag`, `BatchMatMulV2`, `Svd`, and in
+//! [`tri`] `Cholesky` and `MatrixTriangularSolve` (TF's `tf.linalg.*`, gradients as
+//! `linalg_grad.py` / `math_grad.py`).
 //!
 //! Every op takes `Float32`/`Float64` tensors whose last two axes are the matrix (leading
 //! axes are a batch). Factorizations are the `faer` crate's (partial-pivoting LU for
-//! inverse, determinant and solve; Householder QR for least squares; the thin SVD), computed in `f64`
-//! and rounded back for `Float32`. A singular matrix is an `InvalidArgument` error naming
-//! the op, the node and the shape (TF's text: "Input matrix is not invertible."). The ops
+//! inverse, determinant and solve; Householder QR for least squares; the thin SVD; LLᵀ and
+//! triangular solves in [`tri`]), computed in `f64` and rounded back for `Float32`. A
+//! singular matrix is an `InvalidArgument` error naming the op, the node and the shape (TF's text: "Input matrix is not invertible."). The ops
 //! have no GPU kernel except `BatchMatMulV2`, `MatrixDiagPart`, `MatrixDiag` (TF 1.15's
 //! GPU linear solvers need cuSOLVER; Oxiflow keeps factorizations on the CPU).
 
@@ -581,7 +582,10 @@ on_intra_op_threads!(par_inverse => kernel_inverse, par_det => kernel_det, par_s
 /// `adjoint`: use the matrices' (conjugate) transposes (TF's `MatrixInverse`, `MatrixSolve`).
 const ADJOINT: &[AttrDef] = attrs!["adjoint" => Bool];
 
+mod tri;
+
 pub(crate) fn register(r: &mut Registry) {
+    tri::register(r);
     let (one, two) = (Arity::Fixed(1), Arity::Fixed(2));
     let cpu = GpuSupport::None;
     r.add(def("MatrixInverse", "MatrixInverse", one, infer_inverse, par_inverse, cpu, Some(grad_inverse)).with_attrs(ADJOINT));
