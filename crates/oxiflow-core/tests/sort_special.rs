@@ -1,7 +1,7 @@
-//! `TopKV2` (and the ops of its gradient), `Invert`, `Lgamma`, `Digamma` and `Polygamma`:
-//! values against a reference sort and against known values and identities of the gamma
-//! family (Abramowitz & Stegun 6.1, 6.3, 6.4), gradients against finite differences, and
-//! the errors.
+//! `TopKV2` (and the ops of its gradient), `Invert`, `_InterpInterval`, `Lgamma`, `Digamma`
+//! and `Polygamma`: values against a reference sort, a linear scan and known values and
+//! identities of the gamma family (Abramowitz & Stegun 6.1, 6.3, 6.4), gradients against
+//! finite differences, and the errors.
 
 mod common;
 use common::*;
@@ -271,4 +271,57 @@ fn gamma_family_gradients_match_finite_differences() {
     // integer inputs are refused, naming the op
     let i = g.constant(Tensor::from_vec(&[1], vec![2i32], Layout::RowMajor).unwrap()).unwrap();
     assert!(g.op("Lgamma", &[i]).unwrap_err().to_string().contains("Lgamma"));
+}
+
+#[test]
+fn interp_interval_finds_the_interval_of_each_point_as_a_linear_scan_does() {
+    let x = vec![-1.0, 0.0, 0.25, 2.0, 3.5];
+    // random points, every sample point, and both ends
+    let mut q = rand_vec(40, 90, -1.0, 3.5);
+    q.extend(&x);
+    let scan = |v: f64| (0..x.len() - 1).rev().find(|&i| x[i] <= v).unwrap() as f64;
+    let want: Vec<f64> = q.iter().map(|&v| scan(v).min(3.0)).collect();
+    let mut g = Graph::new();
+    for (tx, tq) in [(t64(&[5], x.clone()), t64(&[5, 9], q.clone())), (t32(&[5], x.clone()), t32(&[5, 9], q.clone()))] {
+        let (tx, tq) = (g.constant(tx).unwrap(), g.constant(tq).unwrap());
+        let i = g.op("_InterpInterval", &[tx, tq]).unwrap();
+        assert_eq!(g.dtype_of(i).unwrap(), DType::Int64);
+        assert_eq!(g.shape_of(i).unwrap().0, vec![5, 9]);
+        assert_eq!(eval1(&g, &[], i).to_f64_vec(), want);
+    }
+}
+
+#[test]
+fn interp_interval_errors_name_the_point_and_the_node() {
+    let mut g = Graph::new();
+    let x = g.constant(t64(&[3], vec![0.0, 1.0, 2.0])).unwrap();
+    let run_err = |g: &mut Graph, xs: Output, q: Vec<f64>| {
+        let n = q.len();
+        let tq = g.constant(t64(&[n], q)).unwrap();
+        let i = g.op("_InterpInterval", &[xs, tq]).unwrap();
+        eval(g, &[], &[i]).unwrap_err().to_string()
+    };
+    let e = run_err(&mut g, x, vec![0.5, 2.5]);
+    assert!(e.contains("_InterpInterval") && e.contains("interpolation point 2 is 2.5, not in the range [0, 2]"), "{e}");
+    let e = run_err(&mut g, x, vec![-0.1]);
+    assert!(e.contains("interpolation point 1 is -0.1"), "{e}");
+    let e = run_err(&mut g, x, vec![f64::NAN]);
+    assert!(e.contains("interpolation point 1 is NaN"), "{e}");
+    let flat = g.constant(t64(&[3], vec![0.0, 1.0, 1.0])).unwrap();
+    let e = run_err(&mut g, flat, vec![0.5]);
+    assert!(e.contains("increase strictly: point 2 is 1 and point 3 is 1"), "{e}");
+    // build-time: a matrix or a single sample point, mixed dtypes
+    let m = g.constant(t64(&[2, 2], vec![0.0; 4])).unwrap();
+    let one = g.constant(t64(&[1], vec![0.0])).unwrap();
+    let q32 = g.constant(t32(&[1], vec![0.0])).unwrap();
+    for (xs, q) in [(m, x), (one, x)] {
+        let e = g.op("_InterpInterval", &[xs, q]).unwrap_err().to_string();
+        assert!(e.contains("_InterpInterval") && e.contains("at least 2 points"), "{e}");
+    }
+    let e = g.op("_InterpInterval", &[x, q32]).unwrap_err().to_string();
+    assert!(e.contains("_InterpInterval") && e.contains("Float64") && e.contains("Float32"), "{e}");
+    // the graph stays usable
+    let q = g.constant(t64(&[2], vec![1.0, 2.0])).unwrap();
+    let i = g.op("_InterpInterval", &[x, q]).unwrap();
+    assert_eq!(eval1(&g, &[], i).to_f64_vec(), vec![1.0, 1.0]);
 }

@@ -1,4 +1,4 @@
-# ADCME's dense API, continued: tril/triu, einsum, solve_batch, vector, the external
+# ADCME's dense API, continued: tril/triu, einsum, solve_batch, vector, interp1, the external
 # optimizers (ScipyOptimizerInterface, CustomOptimizer, Optimize!) and the `tf.*` functions.
 # Oracles: Julia Base / LinearAlgebra, finite differences, closed-form minimizers.
 
@@ -75,6 +75,41 @@ quietly(f) = open(io -> redirect_stdout(f, io), "/dev/null", "w")
 
 # Rosenbrock, minimum 0 at (1, 1): the loss of ADCME's optimizer examples.
 rosen(x) = (1 - x[1])^2 + 100(x[2] - x[1]^2)^2
+
+@testset "ADCME: interp1 matches a Julia piecewise-linear oracle, and differentiates in every input" begin
+    reset_default_graph()
+    # the oracle: Base's searchsortedlast finds the interval, the last one for x[end]
+    lin(x, v, q) = (i = clamp(searchsortedlast(x, q), 1, length(x) - 1); v[i] + (q - x[i]) / (x[i+1] - x[i]) * (v[i+1] - v[i]))
+    x = [0.0, 0.3, 0.45, 0.8, 1.0]; v = x .^ 2 .+ 1
+    xq = [0.0, 0.3, 0.1, 0.62, 0.99, 1.0, 0.45]    # both ends and interior sample points too
+    s = Session()
+    @test run(s, interp1(x, v, xq)) ≈ lin.(Ref(x), Ref(v), xq)
+    @test run(s, interp1(x, v, xq))[[1, 2, 6, 7]] ≈ v[[1, 2, 5, 3]]
+    @test run(s, interp1(x, constant(Float32.(v)), xq)) ≈ Float32.(lin.(Ref(x), Ref(v), xq))
+    Q = [0.05 0.5; 0.7 0.95]
+    @test run(s, interp1(constant(x), v, Q)) ≈ lin.(Ref(x), Ref(v), Q)
+    # gradients in v, x and the query points (inside the intervals), against central differences
+    q0 = [0.1, 0.62, 0.99, 0.4]
+    tx, tv, tq = Variable(x), Variable(v), Variable(q0)
+    loss = sum(interp1(tx, tv, tq) .^ 2)
+    gx, gv, gq = gradients(loss, [tx, tv, tq])
+    init(s)
+    f(xx, vv, qq) = sum(lin.(Ref(xx), Ref(vv), qq) .^ 2)
+    @test run(s, loss) ≈ f(x, v, q0)
+    @test run(s, gv) ≈ fd_grad(vv -> f(x, vv, q0), v) rtol = 1e-6
+    @test run(s, gx) ≈ fd_grad(xx -> f(xx, v, q0), x) rtol = 1e-6
+    @test run(s, gq) ≈ fd_grad(qq -> f(x, v, qq), q0) rtol = 1e-6
+    # errors: lengths when built; a point out of range, NaN or unsorted samples when run
+    e = try; interp1(x, v[1:4], xq); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("interp1", e.msg) && occursin("5 sample points", e.msg) && occursin("4 values", e.msg)
+    for (xs, q, want) in ((x, [0.5, 1.2], "interpolation point 2 is 1.2, not in the range [0, 1]"),
+                          (x, [NaN], "interpolation point 1 is NaN"),
+                          ([0.0, 0.5, 0.5, 1.0], [0.2], "point 2 is 0.5 and point 3 is 0.5"))
+        e = try; run(s, interp1(xs, [1.0, 2.0, 3.0, 4.0, 5.0][1:length(xs)], q)); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("_InterpInterval", e.msg) && occursin(want, e.msg)
+    end
+    @test run(s, interp1(x, v, [0.5])) ≈ [lin(x, v, 0.5)]    # the session stays usable
+end
 
 @testset "ADCME: ScipyOptimizerInterface + ScipyOptimizerMinimize" begin
     reset_default_graph()

@@ -1,8 +1,9 @@
 //! Sorting: TF's `TopKV2` (the `k` largest entries along the last axis and their
 //! positions, `tf.math.top_k`), on which `tf.sort` and `tf.argsort` are built, TF's bitwise
 //! `Invert` (the order-reversing key of an ascending sort of integers, as `tf.sort` uses
-//! it), and two internal ops for `TopKV2`'s gradient: `_ScatterLastAxis` and its adjoint
-//! `_GatherLastAxis`.
+//! it), two internal ops for `TopKV2`'s gradient: `_ScatterLastAxis` and its adjoint
+//! `_GatherLastAxis`, and `_InterpInterval`, the search in sorted sample points of ADCME's
+//! `interp1`.
 //!
 //! `TopKV2` takes `k` as an attribute (TF passes it as a scalar `int32` input; this engine
 //! passes static sizes as attributes, as `Reshape`'s shape) and returns the values in
@@ -246,6 +247,58 @@ fn kernel_invert(ctx: &KernelCtx) -> Result<Outputs> {
     }])
 }
 
+// ---------------------------------------------------------------- _InterpInterval
+
+/// `_InterpInterval(x [n], xq [...]) -> Int64 [...]`: for each query `q`, the 0-based `i` of
+/// the interval `x[i] <= q < x[i+1]` (`i = n-2` for `q = x[n-1]`), the one ADCME's `interp1`
+/// (its `InterpDimOne` op) interpolates in, found by binary search (`std::upper_bound`
+/// there). `x` and `xq` Float32 or Float64 of one dtype, `x` a vector of at least 2 points.
+fn infer_interp_interval(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (x, q) = (&ctx.inputs[0], &ctx.inputs[1]);
+    ctx.require_float(x.dtype)?;
+    if q.dtype != x.dtype {
+        return Err(ctx.dtype_error(x.dtype, q.dtype, " (the query points must have the sample points' dtype)"));
+    }
+    if x.shape.rank() != 1 || x.shape.0[0] == 1 || x.shape.0[0] == 0 {
+        return Err(ctx.invalid(format!("the sample points must be a vector of at least 2 points, got shape {}", x.shape)));
+    }
+    Ok(vec![TensorType::new(DType::Int64, q.shape.clone())])
+}
+
+/// Errors (InvalidArgument, naming the node): sample points that do not strictly increase
+/// (ADCME requires sorted ones and divides by their differences), and a query outside
+/// `[x[0], x[n-1]]` or NaN (ADCME's "k-th interpolation point q is not in the range").
+/// Positions in the messages are 1-based, as ADCME's.
+fn kernel_interp_interval(ctx: &KernelCtx) -> Result<Outputs> {
+    fn go<T: Element + PartialOrd + std::fmt::Display>(ctx: &KernelCtx, x: &ArcArray<T, IxDyn>, q: &ArcArray<T, IxDyn>) -> Result<Outputs> {
+        let x = row_major(x.view());
+        let x = x.as_slice().expect("standard layout");
+        let n = x.len();
+        if n < 2 {
+            return Err(ctx.error(format!("the sample points must be a vector of at least 2 points, got {n}")));
+        }
+        if let Some(k) = (0..n - 1).find(|&k| x[k].partial_cmp(&x[k + 1]) != Some(Ordering::Less)) {
+            return Err(ctx.error(format!("the sample points must increase strictly: point {} is {} and point {} is {}", k + 1, x[k], k + 2, x[k + 1])));
+        }
+        let qv = row_major(q.view());
+        let mut out = Vec::with_capacity(qv.len());
+        for (j, &v) in qv.iter().enumerate() {
+            if !(v >= x[0] && v <= x[n - 1]) {
+                return Err(ctx.error(format!("interpolation point {} is {v}, not in the range [{}, {}] of the sample points", j + 1, x[0], x[n - 1])));
+            }
+            // the first point greater than v, less one, kept inside 0..n-1
+            let above = x.partition_point(|p| *p <= v);
+            out.push((above.clamp(1, n - 1) - 1) as i64);
+        }
+        Ok(smallvec![Tensor::from_vec(q.shape(), out, Layout::RowMajor)?])
+    }
+    match (&ctx.inputs[0], &ctx.inputs[1]) {
+        (Tensor::F32(x), Tensor::F32(q)) => go(ctx, x, q),
+        (Tensor::F64(x), Tensor::F64(q)) => go(ctx, x, q),
+        (x, q) => Err(ctx.error(format!("no kernel for dtypes {} and {}", x.dtype(), q.dtype()))),
+    }
+}
+
 /// Adds `TopKV2(x)` with `k` and returns its `(values, indices)` outputs (TF's
 /// `tf.math.top_k`): `x` Float32/Float64/Int32/Int64 of shape `[..., n]`, both outputs
 /// `[..., k]`, values in `x`'s dtype, indices Int32 (0-based). InvalidArgument naming
@@ -260,6 +313,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("TopKV2", "TopKV2", Arity::Fixed(1), infer_topk, kernel_topk, GpuSupport::None, Some(grad_topk)).with_attrs(TOPK_ATTRS));
     r.add(def("_ScatterLastAxis", "ScatterLastAxis", Arity::Fixed(3), infer_scatter_last, kernel_scatter_last, GpuSupport::None, Some(grad_scatter_last)));
     r.add(def("_GatherLastAxis", "GatherLastAxis", Arity::Fixed(2), infer_gather_last, kernel_gather_last, GpuSupport::None, Some(grad_gather_last)));
+    r.add(def("_InterpInterval", "InterpInterval", Arity::Fixed(2), infer_interp_interval, kernel_interp_interval, GpuSupport::None, None));
     // TF: ops.NotDifferentiable("Invert") (integers)
     r.add(def("Invert", "Invert", Arity::Fixed(1), infer_invert, kernel_invert, GpuSupport::None, None).not_differentiable());
 }
