@@ -1,4 +1,4 @@
-# ADCME's dense API, continued: tril/triu, einsum, solve_batch, vector, interp1, the external
+# ADCME's dense API, continued: tril/triu, einsum, solve_batch, vector, interp1, RBF2D/RBF3D, the external
 # optimizers (ScipyOptimizerInterface, CustomOptimizer, Optimize!) and the `tf.*` functions.
 # Oracles: Julia Base / LinearAlgebra, finite differences, closed-form minimizers.
 
@@ -109,6 +109,60 @@ rosen(x) = (1 - x[1])^2 + 100(x[2] - x[1]^2)^2
         @test e isa OxiflowError && occursin("_InterpInterval", e.msg) && occursin(want, e.msg)
     end
     @test run(s, interp1(x, v, [0.5])) ≈ [lin(x, v, 0.5)]    # the session stays usable
+end
+
+@testset "ADCME: RBF2D and RBF3D match their formula, and differentiate" begin
+    reset_default_graph()
+    basis = (s -> exp(-s), s -> sqrt(1 + s), s -> 1 / (1 + s), s -> 1 / sqrt(1 + s))    # of s = (ε r)²
+    function rbf_jl(pts, ctrs, c, eps, d, kind)    # ADCME's formula, point by point
+        out = zeros(length(pts[1]))
+        for i in eachindex(out)
+            for j in eachindex(c)
+                r2 = sum((p[i] - q[j])^2 for (p, q) in zip(pts, ctrs))
+                out[i] += c[j] * basis[kind+1](eps[j]^2 * r2)
+            end
+            isempty(d) || (out[i] += d[1])
+            for k in 2:length(d)
+                out[i] += d[k] * pts[k-1][i]
+            end
+        end
+        return out
+    end
+    xc, yc, zc = [0.0, 0.5, 1.0], [0.2, 0.9, 0.4], [0.3, 0.1, 0.8]
+    c0, eps0 = [1.0, -2.0, 0.5], [0.7, 1.3, 2.0]
+    x, y, z = [0.1, 0.5, 0.9, 0.3], [0.0, 0.9, 0.5, 0.7], [0.2, 0.6, 0.1, 0.9]
+    s = Session()
+    for kind in 0:3, d in (zeros(0), [0.5], [0.5, -1.0, 2.0])
+        r = RBF2D(xc, yc; c=c0, eps=eps0, d=d, kind=kind)
+        @test run(s, r(x, y)) ≈ rbf_jl((x, y), (xc, yc), c0, eps0, d, kind)
+    end
+    for kind in 0:3
+        r = RBF3D(xc, yc, zc; c=c0, eps=1.5, d=[0.5, -1.0, 2.0, 3.0], kind=kind)
+        @test run(s, r(x, y, z)) ≈ rbf_jl((x, y, z), (xc, yc, zc), c0, fill(1.5, 3), [0.5, -1.0, 2.0, 3.0], kind)
+    end
+    # ADCME's defaults: c a trainable Variable of zeros, eps ones
+    r = RBF2D(xc, yc; d=[2.0])
+    init(s)
+    @test r.c in get_collection(TRAINABLE_VARIABLES) && run(s, r(x, y)) == fill(2.0, 4)
+    # gradients in the coefficients, the shapes, the centers and the points, also at a center
+    tc, te, txc, tx = Variable(c0), Variable(eps0), Variable(xc), Variable([0.0, 0.5, 0.9, 0.3])
+    for kind in 0:3
+        loss = sum(RBF2D(txc, yc; c=tc, eps=te, d=[0.5, -1.0, 2.0], kind=kind)(tx, y) .^ 2)
+        g = gradients(loss, [tc, te, txc, tx])
+        init(s)
+        f(c, e, xcs, xs) = sum(rbf_jl((xs, y), (xcs, yc), c, e, [0.5, -1.0, 2.0], kind) .^ 2)
+        x0 = [0.0, 0.5, 0.9, 0.3]
+        @test run(s, g[1]) ≈ fd_grad(v -> f(v, eps0, xc, x0), c0) rtol = 1e-6
+        @test run(s, g[2]) ≈ fd_grad(v -> f(c0, v, xc, x0), eps0) rtol = 1e-6
+        @test run(s, g[3]) ≈ fd_grad(v -> f(c0, eps0, v, x0), xc) rtol = 1e-6
+        @test run(s, g[4]) ≈ fd_grad(v -> f(c0, eps0, xc, v), x0) rtol = 1e-6
+    end
+    # errors name the function and the sizes
+    for (build, want) in ((() -> RBF2D(xc, yc[1:2]), "3, 2"), (() -> RBF2D(xc, yc; d=[1.0, 2.0]), "0, 1 or 3 entries"),
+                          (() -> RBF3D(xc, yc, zc; d=[1.0, 2.0, 3.0]), "0, 1 or 4 entries"), (() -> RBF2D(xc, yc; kind=4), "got 4"))
+        e = try; build(); nothing; catch err; err; end
+        @test e isa OxiflowError && occursin("RBF", e.msg) && occursin(want, e.msg)
+    end
 end
 
 @testset "ADCME: ScipyOptimizerInterface + ScipyOptimizerMinimize" begin
