@@ -20,6 +20,8 @@ built from `GatherV2` and elementwise ops. Errors: an `OxiflowError` naming the 
 `x` or `v` is not a vector or their lengths differ (when built); one naming `_InterpInterval`
 and the 1-based position when a query point is outside the range or the sample points do
 not increase strictly (when run, as ADCME's "interpolation point ... is not in the range").
+`_InterpInterval` has a CPU kernel only: inside `@gpu` the session needs soft placement
+(`Session(allow_soft_placement=true)`), which moves it to the CPU; the rest stays on the GPU.
 """
 function interp1(x, v, xq)
     like = v isa Tensor ? v : x isa Tensor ? x : xq isa Tensor ? xq : constant(convert(Array{Float64}, as_array(v)))

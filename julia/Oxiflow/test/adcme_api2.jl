@@ -109,6 +109,11 @@ rosen(x) = (1 - x[1])^2 + 100(x[2] - x[1]^2)^2
         @test e isa OxiflowError && occursin("_InterpInterval", e.msg) && occursin(want, e.msg)
     end
     @test run(s, interp1(x, v, [0.5])) ≈ [lin(x, v, 0.5)]    # the session stays usable
+    # a number, and query points whose count is known only when the graph runs
+    @test run(s, interp1(x, v, 0.62)) ≈ lin(x, v, 0.62)
+    p = placeholder(Float64, shape=[nothing])
+    yp = interp1(x, constant(v), p)
+    @test size(yp) == (nothing,) && run(s, yp, p => xq) ≈ lin.(Ref(x), Ref(v), xq)
 end
 
 @testset "ADCME: RBF2D and RBF3D match their formula, and differentiate" begin

@@ -78,6 +78,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "TopKV2",
     "_ScatterLastAxis",
     "_GatherLastAxis",
+    "_InterpInterval",
     "Invert",
     "Lgamma",
     "Digamma",
