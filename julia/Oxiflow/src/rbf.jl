@@ -77,8 +77,9 @@ function rbf_parts(fname, centers, c, eps, d, kind, d_lengths)
     all(t -> ndims(t) == 1 && t.dtype == Float64, parts) ||
         invalid("$fname: the centers, c and eps must be Float64 vectors, got $(join(("$(t.dtype) $(size(t))" for t in parts), ", "))")
     lens = map(t -> size(t, 1), parts)
-    allequal = all(l -> l === nothing || l == lens[1], lens)
-    allequal || invalid("$fname: the centers, c and eps must have one length, got $(join(lens, ", "))")
+    known = filter(l -> l !== nothing, collect(lens))
+    all(l -> l == known[1], known) ||
+        invalid("$fname: the centers, c and eps must have one length, got $(join(lens, ", "))")
     d = f64(d)
     (ndims(d) == 1 && size(d, 1) in d_lengths) ||
         invalid("$fname: d must have $(join(d_lengths, ", ", " or ")) entries, got size $(size(d))")

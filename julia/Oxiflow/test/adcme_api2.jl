@@ -162,8 +162,12 @@ end
         @test run(s, g[3]) ≈ fd_grad(v -> f(c0, eps0, v, x0), xc) rtol = 1e-6
         @test run(s, g[4]) ≈ fd_grad(v -> f(c0, eps0, xc, v), x0) rtol = 1e-6
     end
+    # centers known only when the graph runs, with c and eps given
+    pc = placeholder(Float64, shape=[nothing])
+    r = RBF2D(pc, yc; c=constant(c0), eps=constant(eps0), kind=3)
+    @test run(s, r(x, y), pc => xc) ≈ rbf_jl((x, y), (xc, yc), c0, eps0, zeros(0), 3)
     # errors name the function and the sizes
-    for (build, want) in ((() -> RBF2D(xc, yc[1:2]), "3, 2"), (() -> RBF2D(xc, yc; d=[1.0, 2.0]), "0, 1 or 3 entries"),
+    for (build, want) in ((() -> RBF2D(xc, yc[1:2]), "3, 2"), (() -> RBF2D(pc, yc; c=constant(c0), eps=constant([1.0])), "nothing, 3, 3, 1"), (() -> RBF2D(xc, yc; d=[1.0, 2.0]), "0, 1 or 3 entries"),
                           (() -> RBF3D(xc, yc, zc; d=[1.0, 2.0, 3.0]), "0, 1 or 4 entries"), (() -> RBF2D(xc, yc; kind=4), "got 4"))
         e = try; build(); nothing; catch err; err; end
         @test e isa OxiflowError && occursin("RBF", e.msg) && occursin(want, e.msg)
