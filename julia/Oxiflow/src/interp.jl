@@ -24,7 +24,9 @@ not increase strictly (when run, as ADCME's "interpolation point ... is not in t
 (`Session(allow_soft_placement=true)`), which moves it to the CPU; the rest stays on the GPU.
 """
 function interp1(x, v, xq)
-    like = v isa Tensor ? v : x isa Tensor ? x : xq isa Tensor ? xq : constant(convert(Array{Float64}, as_array(v)))
+    # all arrays: v becomes the Float64 tensor the others follow, as in ADCME
+    x isa Tensor || v isa Tensor || xq isa Tensor || (v = constant(convert(Array{Float64}, as_array(v))))
+    like = v isa Tensor ? v : x isa Tensor ? x : xq
     tv, tx, tq = as_tensor(v, like), as_tensor(x, like), as_tensor(xq, like)
     (ndims(tx) == 1 && ndims(tv) == 1) ||
         invalid("interp1: x and v must be vectors, got shapes $(size(tx)) and $(size(tv))")

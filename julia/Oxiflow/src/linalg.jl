@@ -25,12 +25,16 @@ function Base.:\(A::Tensor, b::Tensor)
     (ndims(b) in (1, 2) && size(b, 1) == size(A, 1)) ||
         invalid("\\: cannot solve with a matrix of shape $(size(A)) and a right-hand side of shape $(size(b))")
     op = size(A, 1) == size(A, 2) ? "MatrixSolve" : "MatrixSolveLs"
-    if ndims(b) == 1
-        x = add_op(op, [A, add_op("Reshape", [b]; shape=[size(b, 1), 1])])
-        return add_op("Reshape", [x]; shape=[size(A, 2)])
-    end
+    ndims(b) == 1 && return solve_vector(op, A, b, size(A, 2))
     return add_op(op, [A, b])
 end
+# `op(A, b)` for a vector `b` of known length: `b` as a column, the result back to a vector
+# of `m` entries (the solvers take matrices).
+function solve_vector(op, A, b, m; attrs...)
+    x = add_op(op, [A, add_op("Reshape", [b]; shape=[size(b, 1), 1])]; attrs...)
+    return add_op("Reshape", [x]; shape=[m])
+end
+
 Base.:\(A::Tensor, b::Union{Number,AbstractArray}) = A \ as_tensor(b, A)
 Base.:\(A::AbstractArray, b::Tensor) = as_tensor(A, b) \ b
 
@@ -171,9 +175,7 @@ function triangular_solve(A, b; lower::Bool=true, adjoint::Bool=false, name=noth
     r = as_tensor(b, a)
     if ndims(r) == 1
         known_size(r, "triangular_solve")
-        col = add_op("Reshape", [r]; shape=[size(r, 1), 1])
-        x = add_op("MatrixTriangularSolve", [a, col]; name=name, lower=lower, adjoint=adjoint)
-        return add_op("Reshape", [x]; shape=[size(r, 1)])
+        return solve_vector("MatrixTriangularSolve", a, r, size(r, 1); name=name, lower=lower, adjoint=adjoint)
     end
     return add_op("MatrixTriangularSolve", [a, r]; name=name, lower=lower, adjoint=adjoint)
 end

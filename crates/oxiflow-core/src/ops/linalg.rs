@@ -409,12 +409,17 @@ fn grad_solve_ls(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result
     }
 }
 
-/// A constant `rows x cols` matrix with ones on the diagonal, of `like`'s dtype.
-fn eye(g: &mut Graph, like: Output, rows: usize, cols: usize) -> Result<Output> {
-    let v: Vec<f64> = (0..rows * cols).map(|f| if f / cols == f % cols { 1.0 } else { 0.0 }).collect();
+/// A constant `rows x cols` matrix of `like`'s dtype with `f(i, j)` at row `i`, column `j`.
+fn const_matrix(g: &mut Graph, like: Output, rows: usize, cols: usize, f: impl Fn(usize, usize) -> f64) -> Result<Output> {
+    let v: Vec<f64> = (0..rows * cols).map(|k| f(k / cols, k % cols)).collect();
     let t = Tensor::from_vec(&[rows, cols], v, crate::tensor::Layout::RowMajor)?;
     let t = super::array::cast_tensor(&t, g.dtype_of(like)?);
     g.constant(t)
+}
+
+/// A constant `rows x cols` matrix with ones on the diagonal, of `like`'s dtype.
+fn eye(g: &mut Graph, like: Output, rows: usize, cols: usize) -> Result<Output> {
+    const_matrix(g, like, rows, cols, |i, j| if i == j { 1.0 } else { 0.0 })
 }
 
 /// TF `_MatrixDiagPartGrad`: `MatrixDiag(dy)` for square inputs; for `m x n` ones the

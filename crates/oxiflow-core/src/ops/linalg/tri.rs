@@ -85,20 +85,15 @@ fn masked(g: &mut Graph, x: Output, lower: bool, diag: f64) -> Result<Output> {
     if n == crate::shape::UNKNOWN {
         return Err(OxiflowError::Unimplemented(format!("the gradient of a triangular matrix of unknown size (shape {})", Shape(d))));
     }
-    let v: Vec<f64> = (0..n * n)
-        .map(|f| {
-            let (i, j) = (f / n, f % n);
-            if i == j {
-                diag
-            } else if (i > j) == lower {
-                1.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let t = Tensor::from_vec(&[n, n], v, crate::tensor::Layout::RowMajor)?;
-    let mask = g.constant(crate::ops::array::cast_tensor(&t, g.dtype_of(x)?))?;
+    let mask = const_matrix(g, x, n, n, |i, j| {
+        if i == j {
+            diag
+        } else if (i > j) == lower {
+            1.0
+        } else {
+            0.0
+        }
+    })?;
     g.op("Mul", &[x, mask])
 }
 
