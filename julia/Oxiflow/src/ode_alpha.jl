@@ -5,7 +5,7 @@
 # system with the step's matrix, and with a sparse matrix that does not change between steps
 # (a constant Δt) the session factorizes it once (`SparseSolve`'s factorization cache).
 
-export αscheme, αscheme_time, ExplicitNewmark, TR_BDF2
+export αscheme, αscheme_time, ExplicitNewmark, Newmark, TR_BDF2
 
 # A matrix argument as what the step arithmetic uses: a SparseTensor stays, a sparse Julia
 # matrix becomes one, a dense matrix a constant tensor.
@@ -86,7 +86,7 @@ function αscheme_time(Δt::AbstractVector{<:Real}; ρ::Real=1.0)
     return t_d, t_f
 end
 
-# ------------------------------------------------------------------ ExplicitNewmark, TR_BDF2
+# ------------------------------------------------------------------ ExplicitNewmark, Newmark, TR_BDF2
 
 # A matrix argument of the one-step integrators (`missing` where allowed: a zero matrix).
 step_matrix(A, _, what) = alpha_matrix(A, what)
@@ -118,6 +118,51 @@ struct ExplicitNewmark
     end
 end
 Base.step(en::ExplicitNewmark, d0, d1, f) = en.A \ (en.B * alpha_vector(d1) - en.C * alpha_vector(d0) + alpha_vector(f))
+
+"""
+    Newmark(M, C, K, Δt; β=1/4, γ=1/2, factorize_S=true)
+    step(nm::Newmark, d, v, a, F) -> (d_next, v_next, a_next)
+
+ADCME's implicit Newmark-β integrator for `M a + C v + K d + F = 0`. The load enters with a
+minus sign, as in ADCME's `step`: pass `-F` to integrate `M a + C v + K d = F`. `M`, `C`, `K`
+(`n×n`; `C` and `K` may be `missing` for zero) are `SparseTensor`s, `SparseMatrixCSC`s, dense
+matrices or matrix tensors; `Δt` a positive number. One step predicts `d̃ = d + Δt v +
+Δt²(1-2β)/2 a` and `ṽ = v + (1-γ) Δt a`, solves `S a_next = -F - C ṽ - K d̃` with
+`S = M + γ Δt C + β Δt² K`, then corrects `d_next = d̃ + β Δt² a_next`,
+`v_next = ṽ + γ Δt a_next`. The defaults `β = 1/4`, `γ = 1/2` are the average-acceleration
+(trapezoidal) rule: second-order accurate, unconditionally stable, no numerical damping.
+With `factorize_S` and a sparse `S` the solves go through `factorize(S)`, so a session
+factorizes `S` once for all steps (as long as its values do not change). `d`, `v`, `a`, `F`
+are vectors or tensors of length `n`; the results are differentiable in all of them and in
+the tensors that build `M`, `C`, `K`. A non-positive `Δt` raises an `OxiflowError`.
+"""
+struct Newmark
+    M::Any
+    C::Any
+    K::Any
+    S::Any   # M + γΔt C + βΔt² K, or its SparseFactorization
+    β::Float64
+    γ::Float64
+    Δt::Float64
+    function Newmark(M, C, K, Δt::Real; β::Real=1 / 4, γ::Real=1 / 2, factorize_S::Bool=true)
+        Δt > 0 || invalid("Newmark: Δt must be positive, got $Δt")
+        Mt = alpha_matrix(M, "Newmark: M")
+        n = size(Mt, 1)
+        Ct, Kt = step_matrix(C, n, "Newmark: C"), step_matrix(K, n, "Newmark: K")
+        S = Mt + (γ * Δt) * Ct + (β * Δt^2) * Kt
+        factorize_S && S isa SparseTensor && (S = factorize(S))
+        return new(Mt, Ct, Kt, S, Float64(β), Float64(γ), Float64(Δt))
+    end
+end
+Base.show(io::IO, nm::Newmark) = print(io, "Newmark(DOF=$(size(nm.M, 1)), γ=$(nm.γ), β=$(nm.β))")
+function Base.step(nm::Newmark, d, v, a, F)
+    β, γ, h = nm.β, nm.γ, nm.Δt
+    d, v, a, F = alpha_vector(d), alpha_vector(v), alpha_vector(a), alpha_vector(F)
+    dp = d + h * v + (h^2 / 2 * (1 - 2β)) * a
+    vp = v + ((1 - γ) * h) * a
+    an = nm.S \ (-F - nm.C * vp - nm.K * dp)
+    return dp + (β * h^2) * an, vp + (γ * h) * an, an
+end
 
 """
     TR_BDF2(D0, D1, Δt)

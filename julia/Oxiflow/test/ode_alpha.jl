@@ -158,3 +158,63 @@ end
     @test run(s, gradients(sum(x), k)) ≈ (sum(jl(1 + 1e-6)) - sum(jl(1 - 1e-6))) / 2e-6 rtol = 1e-6
     @test_throws OxiflowError TR_BDF2(D0, D1, 0.0)
 end
+
+@testset "Newmark: the trapezoidal rule's closed form, second order, ADCME's load sign, gradients" begin
+    reset_default_graph()
+    # undamped oscillator d'' + ω² d = 0 with β = 1/4, γ = 1/2 is the trapezoidal rule on (d, v):
+    # d_n = cos(nθ) with θ = 2 atan(ωΔt/2) when d0 = 1, v0 = 0, a0 = -ω²
+    ω, h = 3.0, 0.1
+    θ = 2 * atan(ω * h / 2)
+    nm = Newmark(sparse(fill(1.0, 1, 1)), missing, sparse(fill(ω^2, 1, 1)), h)
+    @test sprint(show, nm) == "Newmark(DOF=1, γ=0.5, β=0.25)"
+    d, v, a = constant([1.0]), constant([0.0]), constant([-ω^2])
+    ds, vs = Tensor[], Tensor[]
+    for _ in 1:30
+        d, v, a = step(nm, d, v, a, [0.0]); push!(ds, d); push!(vs, v)
+    end
+    s = Session()
+    @test [run(s, x)[1] for x in ds] ≈ [cos(n * θ) for n in 1:30] atol = 1e-12
+    @test [run(s, x)[1] for x in vs] ≈ [-ω * sin(n * θ) for n in 1:30] atol = 1e-11
+    # a damped 2x2 system under a constant load F, which enters as M a + C v + K d + F = 0:
+    # second-order convergence to the exact solution of the first-order system
+    M = [2.0 0.0; 0.0 1.0]; C = [0.3 -0.1; -0.1 0.2]; K = [6.0 -2.0; -2.0 4.0]; F = [1.0, -0.5]
+    d0, v0 = [0.1, 0.0], [0.0, 0.2]
+    a0 = M \ (-F - C * v0 - K * d0)
+    A = [zeros(2, 2) Matrix(1.0I, 2, 2); -(M \ K) -(M \ C)]
+    T = 1.0
+    dstar = K \ (-F)                      # the equilibrium
+    exact = (exp(A * T) * [d0 - dstar; v0])[1:2] + dstar
+    errs = map((20, 40, 80)) do NT
+        reset_default_graph()
+        nmn = Newmark(sparse(M), C, sparse(K), T / NT)     # sparse and dense mixed
+        x, y, z = constant(d0), constant(v0), constant(a0)
+        for _ in 1:NT
+            x, y, z = step(nmn, x, y, z, F)
+        end
+        maximum(abs.(run(Session(), x) - exact))
+    end
+    @test 3.5 < errs[1] / errs[2] < 4.5 && 3.5 < errs[2] / errs[3] < 4.5
+    # gradient in a parameter of K, against central differences of the same graph; other β, γ;
+    # factorize_S = false and dense matrices give the same numbers
+    reset_default_graph()
+    k = Variable(1.0)
+    mk(kv, fS) = Newmark(sparse(M), sparse(C), kv * SparseTensor(sparse(K)), 0.05; β=0.3, γ=0.6, factorize_S=fS)
+    nms = (mk(k, true), mk(k, false), Newmark(M, C, k * constant(K), 0.05; β=0.3, γ=0.6))
+    outs = map(nms) do nmk
+        x, y, z = constant(d0), constant(v0), constant(a0)
+        for _ in 1:10
+            x, y, z = step(nmk, x, y, z, F)
+        end
+        sum(x) + sum(y)
+    end
+    s = Session(); init(s)
+    vals = [run(s, o) for o in outs]
+    @test vals[2] ≈ vals[1] rtol = 1e-12
+    @test vals[3] ≈ vals[1] rtol = 1e-12
+    g = run(s, gradients(outs[1], k))
+    at(kv) = (run(s, assign(k, kv)); run(s, outs[1]))
+    fd = (at(1 + 1e-6) - at(1 - 1e-6)) / 2e-6
+    @test g ≈ fd rtol = 1e-6
+    @test abs(g) > 1e-3
+    @test_throws OxiflowError Newmark(M, C, K, 0.0)
+end
