@@ -445,6 +445,70 @@ fn seeded_random_ops_repeat_across_sessions_and_vary_across_runs() {
     assert!(e.contains("RandomUniform") && e.contains("Int64"), "{e}");
 }
 
+/// The largest distance between the empirical CDF of `xs` and `cdf` (Kolmogorov-Smirnov).
+fn ks_distance(xs: &mut [f64], cdf: impl Fn(f64) -> f64) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = xs.len() as f64;
+    xs.iter().enumerate().map(|(i, &x)| (cdf(x) - i as f64 / n).abs().max((cdf(x) - (i + 1) as f64 / n).abs())).fold(0.0, f64::max)
+}
+
+#[test]
+fn random_gamma_draws_follow_the_gamma_distribution_of_each_alpha() {
+    // output [n, 4]: column j draws Gamma(alpha[j], 1)
+    let alphas = [0.3, 1.0, 3.0, 20.0];
+    let n = 20000;
+    let mut g = Graph::new();
+    let a = g.constant(t64(&[4], alphas.to_vec())).unwrap();
+    let r = g.op_spec(NodeSpec::new("RandomGamma", &[a]).attr("shape", AttrValue::Shape(vec![n])).attr("seed", 5).attr("seed2", 9)).unwrap();
+    assert_eq!(g.shape_of(r).unwrap().0, vec![n, 4]);
+    let g = Arc::new(RwLock::new(g));
+    let s = Session::new(g.clone(), SessionOptions::default()).unwrap();
+    let v = run1(&s, r);
+    assert!(v.iter().all(|&x| x > 0.0 && x.is_finite()));
+    for (j, &al) in alphas.iter().enumerate() {
+        let mut col: Vec<f64> = v.iter().skip(j).step_by(4).copied().collect();
+        let m = col.iter().sum::<f64>() / n as f64;
+        let var = col.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64;
+        // Gamma(α, 1): mean α, variance α
+        assert!((m - al).abs() < 6.0 * (al / n as f64).sqrt(), "alpha {al}: mean {m}");
+        assert!((var - al).abs() < 0.1 * al, "alpha {al}: variance {var}");
+        // the whole distribution where the CDF has a closed form (integer α: Erlang)
+        let cdf: Option<Box<dyn Fn(f64) -> f64>> = match al {
+            a if a == 1.0 => Some(Box::new(|x: f64| 1.0 - (-x).exp())),
+            a if a == 3.0 => Some(Box::new(|x: f64| 1.0 - (-x).exp() * (1.0 + x + x * x / 2.0))),
+            _ => None,
+        };
+        if let Some(cdf) = cdf {
+            // 1.95 / sqrt(n): the KS test's 0.1 % critical value
+            let d = ks_distance(&mut col, cdf);
+            assert!(d < 1.95 / (n as f64).sqrt(), "alpha {al}: KS distance {d}");
+        }
+    }
+    // fresh values per run, the same sequence in another session with the same seeds
+    let b = run1(&s, r);
+    assert_ne!(v, b);
+    let s2 = Session::new(g, SessionOptions::default()).unwrap();
+    assert_eq!(run1(&s2, r), v);
+    // Float32 alpha: Float32 draws
+    let mut g = Graph::new();
+    let a = g.constant(t32(&[2, 1], vec![2.0, 0.5])).unwrap();
+    let r = g.op_spec(NodeSpec::new("RandomGamma", &[a]).attr("shape", AttrValue::Shape(vec![3]))).unwrap();
+    let out = eval1(&g, &[], r);
+    assert_eq!((out.dtype(), out.dims().to_vec()), (DType::Float32, vec![3, 2, 1]));
+    // errors: a non-positive alpha when it runs, an integer alpha when built
+    for bad in [0.0, -1.0, f64::NAN] {
+        let mut g = Graph::new();
+        let a = g.constant(t64(&[2], vec![1.0, bad])).unwrap();
+        let r = g.op_spec(NodeSpec::new("RandomGamma", &[a]).attr("shape", AttrValue::Shape(vec![2]))).unwrap();
+        let e = eval(&g, &[], &[r]).unwrap_err().to_string();
+        assert!(e.contains("RandomGamma") && e.contains("alpha must be positive"), "{e}");
+    }
+    let mut g = Graph::new();
+    let a = g.constant(Tensor::from_vec(&[1], vec![2i64], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let e = g.op_spec(NodeSpec::new("RandomGamma", &[a]).attr("shape", AttrValue::Shape(vec![2]))).unwrap_err().to_string();
+    assert!(e.contains("RandomGamma") && e.contains("Int64"), "{e}");
+}
+
 // ---------------------------------------------------------------- placement and names
 
 #[test]

@@ -1,5 +1,6 @@
 //! Random tensors: `RandomStandardNormal` and `RandomUniform` (TF's `tf.random.normal` /
-//! `tf.random.uniform` primitives, `gen_random_ops`).
+//! `tf.random.uniform` primitives, `gen_random_ops`), and `RandomGamma` (TF's
+//! `tf.random.gamma` primitive; described at its kernel).
 //!
 //! Both take no inputs; attrs `shape` (static), `dtype` (`Float32`/`Float64`, default
 //! `Float64`), and TF's `seed`/`seed2` ints (default 0). They are stateful: each session
@@ -14,7 +15,7 @@ use super::*;
 use rand::distr::{Distribution, StandardUniform};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::StandardNormal;
+use rand_distr::{Gamma, StandardNormal};
 
 fn out_dtype(attrs: &Attrs, op: &str) -> Result<DType> {
     match attrs.get("dtype") {
@@ -87,6 +88,58 @@ fn kernel_uniform(ctx: &KernelCtx) -> Result<Outputs> {
     fill(ctx, StandardUniform)
 }
 
+/// `RandomGamma(alpha)`: draws of Gamma(α, 1) (density `x^(α-1) e^(-x) / Γ(α)`, `x > 0`) of
+/// shape `shape ++ alpha.shape`, one distribution per element of `alpha` (Float32/Float64, the
+/// output's dtype): output `[s..., a...]` is a draw with `α = alpha[a...]`. TF's op takes
+/// `shape` as an int tensor input; here it is the attr `shape`, as for the other random ops,
+/// with the same `seed`/`seed2` behaviour. Draws by `rand_distr::Gamma` (Marsaglia and
+/// Tsang's method, with the `α < 1` boost), in f64 (rounded for Float32). A non-positive or
+/// NaN `α` is an `InvalidArgument` error naming the op and the value. CPU only and without a
+/// gradient here, so a gradient asked through it is an error; TF has no GPU kernel either,
+/// but defines `_RandomGammaGrad` (the implicit reparameterization gradient in `α`).
+fn kernel_gamma(ctx: &KernelCtx) -> Result<Outputs> {
+    let t = &ctx.node.outputs[0];
+    let alpha = ctx.inputs[0].to_f64_vec();
+    let dists = alpha
+        .iter()
+        .map(|&a| {
+            if a > 0.0 && a.is_finite() {
+                Gamma::new(a, 1.0).map_err(|e| ctx.error(format!("alpha {a}: {e}")))
+            } else {
+                Err(ctx.error(format!("alpha must be positive and finite, got {a}")))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let dims = t.shape.dims().to_vec();
+    let n: usize = dims.iter().product();
+    let mut rng = next_rng(ctx)?;
+    let mut draws = Vec::with_capacity(n);
+    if !dists.is_empty() {
+        for _ in 0..n / dists.len() {
+            draws.extend(dists.iter().map(|g| g.sample(&mut rng)));
+        }
+    }
+    let layout = crate::tensor::Layout::RowMajor;
+    Ok(smallvec![match t.dtype {
+        DType::Float32 => Tensor::from_vec(&dims, draws.into_iter().map(|x| x as f32).collect::<Vec<f32>>(), layout)?,
+        DType::Float64 => Tensor::from_vec(&dims, draws, layout)?,
+        d => return Err(ctx.error(format!("no kernel for dtype {d}"))),
+    }])
+}
+
+fn infer_gamma(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let mut dims = ctx.attrs.get_shape(ctx.op, "shape")?;
+    let alpha = &ctx.inputs[0];
+    ctx.require_float(alpha.dtype)?;
+    for k in ["seed", "seed2"] {
+        if ctx.attrs.contains_key(k) {
+            ctx.attrs.get_int(ctx.op, k)?;
+        }
+    }
+    dims.extend_from_slice(alpha.shape.dims());
+    Ok(vec![TensorType::new(alpha.dtype, Shape(dims))])
+}
+
 pub(crate) fn register(r: &mut Registry) {
     let random = |name, kernel| OpDef {
         name,
@@ -107,4 +160,15 @@ pub(crate) fn register(r: &mut Registry) {
     const ATTRS: &[AttrDef] = attrs!["shape" => Shape, "dtype" => Type, "seed" => Int, "seed2" => Int];
     r.add(random("RandomStandardNormal", kernel_normal).with_attrs(ATTRS));
     r.add(random("RandomUniform", kernel_uniform).with_attrs(ATTRS));
+    r.add(
+        OpDef {
+            arity: Arity::Fixed(1),
+            infer: infer_gamma,
+            gpu: GpuSupport::None,
+            launch: GpuLaunch::None,
+            grad: Gradient::Undefined,
+            ..random("RandomGamma", kernel_gamma)
+        }
+        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
+    );
 }
