@@ -129,7 +129,8 @@ end
     # shapes: sample shape, then batch, then event
     @test size(rand(Oxiflow.Normal([0.0, 1.0, 2.0], 1.0), (4, 5))) == (4, 5, 3)
     @test size(rand(Oxiflow.Normal(0.0, 1.0))) == ()
-    @test size(rand(Oxiflow.Gamma([1.0 2.0], [1.0, 2.0, 3.0]), 2)) == (2, 3, 2)
+    @test size(rand(Oxiflow.Gamma([1.0 2.0], reshape([1.0, 2.0, 3.0], 3, 1)), 2)) == (2, 3, 2)
+    @test_throws OxiflowError rand(Oxiflow.Gamma([1.0 2.0], [1.0, 2.0, 3.0]))
     @test size(rand(Oxiflow.MultivariateNormalDiag(loc=zeros(2, 3)), 4)) == (4, 2, 3)
     # full covariance: the sample covariance
     Σ = [2.0 0.6; 0.6 1.0]
