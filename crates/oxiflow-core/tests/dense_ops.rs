@@ -473,10 +473,12 @@ fn random_gamma_draws_follow_the_gamma_distribution_of_each_alpha() {
         assert!((m - al).abs() < 6.0 * (al / n as f64).sqrt(), "alpha {al}: mean {m}");
         assert!((var - al).abs() < 0.1 * al, "alpha {al}: variance {var}");
         // the whole distribution where the CDF has a closed form (integer α: Erlang)
-        let cdf: Option<Box<dyn Fn(f64) -> f64>> = match al {
-            a if a == 1.0 => Some(Box::new(|x: f64| 1.0 - (-x).exp())),
-            a if a == 3.0 => Some(Box::new(|x: f64| 1.0 - (-x).exp() * (1.0 + x + x * x / 2.0))),
-            _ => None,
+        let cdf: Option<Box<dyn Fn(f64) -> f64>> = if al == 1.0 {
+            Some(Box::new(|x: f64| 1.0 - (-x).exp()))
+        } else if al == 3.0 {
+            Some(Box::new(|x: f64| 1.0 - (-x).exp() * (1.0 + x + x * x / 2.0)))
+        } else {
+            None
         };
         if let Some(cdf) = cdf {
             // 1.95 / sqrt(n): the KS test's 0.1 % critical value
