@@ -3,7 +3,7 @@
 # several processes with `mpirun -n 4 julia script.jl`; every rank builds the same graph.
 
 export mpi_init, mpi_finalize, mpi_initialized, mpi_finalized, mpi_rank, mpi_size,
-       mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!
+       mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!, mpi_optimize
 
 """
     mpi_init(; pin_gpu=true)
@@ -138,4 +138,65 @@ same length and type. An `OxiflowError` when MPI is not running or `root` is not
 function mpi_sync!(message::Union{Vector{Int64},Vector{Float64}}, root::Integer=0)
     root >= 0 || invalid("mpi_sync!: root must be a rank (0 or more), got $root")
     return oxf_mpi_sync(message, root)
+end
+
+"""
+    mpi_optimize(f, g!, x0; method="LBFGS", options=missing) -> result or nothing
+
+ADCME's `mpi_optimize`: minimizes `f(x)` with the gradient `g!(G, x)` (which fills `G`) from
+`x0` (a vector) when every rank's `f` and `g!` run collective graphs, typically a loss summed
+over ranks (`mpi_sum`) of parameters broadcast from rank 0 (`mpi_bcast`). Rank 0 runs the
+optimizer; it tells the other ranks (by `mpi_sync!` of a flag, as ADCME does) to evaluate
+`f` or `g!` with it, at their own `x0`, whose value the broadcast ignores, and when to stop.
+ADCME hands the problem to Optim.jl; here rank 0 runs the engine's L-BFGS ([`lbfgsb`](@ref),
+no bounds). `method="BFGS"` runs it with a memory as long as `x0` (BFGS up to the initial
+Hessian scaling). `options` takes Optim's names, as a `NamedTuple` or a `Dict`: `iterations`
+(1000), `g_tol` (1e-8, the gradient's infinity norm), `f_tol` (0, relative reduction of `f`).
+
+Returns, on rank 0, `(minimizer, minimum, iterations, message, f_calls)`, a `NamedTuple`;
+`nothing` on the others. Every rank must call it. If `f` or `g!` throws on rank 0, the other
+ranks stop with an `OxiflowError` (instead of waiting), and rank 0 rethrows. An unknown
+method or option is an `OxiflowError` on every rank, before any collective call.
+"""
+function mpi_optimize(_f::Function, _g!::Function, x0::AbstractVector{<:Real}; method::AbstractString="LBFGS", options=missing)
+    method in ("LBFGS", "BFGS") || invalid("mpi_optimize: method must be \"LBFGS\" or \"BFGS\", got $(repr(method))")
+    opts = Dict{Symbol,Any}(:iterations => 1000, :g_tol => 1e-8, :f_tol => 0.0)
+    if options !== missing
+        for (k, v) in pairs(options)
+            haskey(opts, Symbol(k)) || invalid("mpi_optimize: unknown option $k (known: iterations, g_tol, f_tol)")
+            opts[Symbol(k)] = v
+        end
+    end
+    x = Vector{Float64}(x0)
+    flag = zeros(Int64, 1)          # 1: evaluate f, 2: evaluate g!, 0: done, -1: rank 0 failed
+    sync(k) = (flag[1] = k; mpi_sync!(flag))
+    if mpi_rank() != 0
+        while true
+            mpi_sync!(flag)
+            flag[1] == 1 ? _f(x) : flag[1] == 2 ? _g!(zero(x), x) : flag[1] == 0 ? (return nothing) :
+                invalid("mpi_optimize: rank 0 failed while evaluating f or g! (its error is on rank 0)")
+        end
+    end
+    println("[MPI Size = $(mpi_size())] Optimization starts...")
+    ncalls = Ref(0)
+    function fg(xv)
+        sync(1)
+        L = Float64(_f(xv))
+        sync(2)
+        G = zero(xv)
+        _g!(G, xv)
+        ncalls[] += 1
+        return L, G
+    end
+    local res
+    try
+        res = lbfgsb(fg, x; max_iter=Int(opts[:iterations]), pgtol=Float64(opts[:g_tol]), ftol=Float64(opts[:f_tol]),
+                     m=method == "BFGS" ? max(10, length(x)) : 10)
+    catch
+        sync(-1)
+        rethrow()
+    end
+    sync(0)
+    xm, fm, iters, msg = res
+    return (minimizer=xm, minimum=fm, iterations=iters, message=msg, f_calls=ncalls[])
 end

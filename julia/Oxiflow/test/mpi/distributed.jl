@@ -112,4 +112,41 @@ end
     @test all(run(s, v) ≈ fill(1.0 + r - 0.2 * mean_v, 100) for v in vs)
 end
 
+@testset "mpi_optimize: ADCME's example, a Rosenbrock loss summed over ranks" begin
+    reset_default_graph()
+    θ0 = Variable(rand(2))
+    θ = mpi_bcast(θ0)
+    x, y = θ[1], θ[2]
+    local_loss = ((1.0 - x)^2 + 100.0 * (y - x^2)^2) * (r + 1)
+    loss = mpi_sum(local_loss)
+    g = gradients(loss, θ0)
+    s = Session(); init(s)
+    nf, ng = Ref(0), Ref(0)
+    f(x0) = (nf[] += 1; run(s, loss, θ0 => x0))
+    g!(G, x0) = (ng[] += 1; G[:] = run(s, g, θ0 => x0))
+    res = mpi_optimize(f, g!, [-0.5, 0.8] .+ r)        # only rank 0's start counts
+    if r == 0
+        @test res.minimizer ≈ [1.0, 1.0] rtol = 1e-6   # the minimum of every rank's term
+        @test res.minimum < 1e-10 && res.f_calls == nf[]
+        # the same steps as the engine's L-BFGS on the closed-form sum of the ranks' losses
+        w = sum(1:n)
+        fg(z) = (w * ((1 - z[1])^2 + 100 * (z[2] - z[1]^2)^2),
+                 w .* [-2 * (1 - z[1]) - 400 * z[1] * (z[2] - z[1]^2), 200 * (z[2] - z[1]^2)])
+        ref = Oxiflow.lbfgsb(fg, [-0.5, 0.8]; max_iter=1000, pgtol=1e-8, ftol=0.0)
+        @test res.minimizer ≈ ref[1] rtol = 1e-8
+        @test res.iterations == ref[3]
+    else
+        @test res === nothing
+    end
+    # every rank evaluated f and g! as often as rank 0
+    counts = [nf[], ng[]]
+    @test mpi_sync!(copy(counts)) == counts
+    # rank 0's f fails on its third call: every rank stops with an error, none waits
+    calls = Ref(0)
+    fbad(x0) = (calls[] += 1; r == 0 && calls[] == 3 && error("f failed"); run(s, loss, θ0 => x0))
+    @test_throws Exception mpi_optimize(fbad, g!, [-0.5, 0.8])
+    @test_throws OxiflowError mpi_optimize(f, g!, [0.0, 0.0]; method="Newton")
+    @test_throws OxiflowError mpi_optimize(f, g!, [0.0, 0.0]; options=(maxiter=3,))
+end
+
 mpi_finalize()
