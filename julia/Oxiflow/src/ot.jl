@@ -1,0 +1,115 @@
+# ADCME's optimal transport: `sinkhorn`, `empirical_sinkhorn` and `ot_dist` (ADCME's ot.jl,
+# whose Sinkhorn-Knopp iteration follows POT's `ot.bregman.sinkhorn_knopp`). ADCME runs the
+# iteration in a custom C++ op; here it is a `while_loop` of graph ops.
+
+export sinkhorn, empirical_sinkhorn, ot_dist
+
+# a Julia weight vector must be a probability vector (ADCME asserts the same)
+function check_weights(w, what)
+    w isa Tensor && return w
+    all(x -> x >= 0, w) && isapprox(sum(w), 1.0) ||
+        invalid("sinkhorn: $what must be non-negative and sum to 1, got sum $(sum(w))")
+    return constant(Float64.(collect(w)))
+end
+
+"""
+    sinkhorn(a, b, M; reg=1.0, iter=1000, tol=1e-9, method="sinkhorn", returnall=false)
+
+ADCME's `sinkhorn`: the entropy-regularized optimal transport between the weights `a`
+(length `m`) and `b` (length `n`) with the cost matrix `M` (`m×n`): the plan `P = diag(u) K
+diag(v)`, `K = exp.(-M / reg)`, from the Sinkhorn-Knopp iteration of POT and ADCME (`v = b ./
+(K'u)`, `u = a ./ (K v)`, from `u = 1/m`, `v = 1/n`; the marginal error `‖sum(P, dims=1) - b‖`
+checked every 10 iterations against `tol`, at most `iter` iterations; a zero in `K'u` or a
+non-finite `u` or `v` keeps the previous iterate and stops). Returns the loss `sum(P .* M)`,
+or with `returnall=true` the pair `(P, loss)`.
+
+Gradients follow ADCME's: `∂loss/∂M = P`, `P` held fixed (the envelope theorem's gradient of
+the regularized problem), scaled by the gradient reaching the loss; `P` itself is returned
+through `independent` (no gradient flows through it), and `a`, `b` and `reg` get none.
+Julia weight vectors must be non-negative and sum to 1 (an `OxiflowError` otherwise, where
+ADCME asserts). Only `method="sinkhorn"`: ADCME's `"greenkhorn"` and its network-simplex
+`"lp"` (the exact EMD) are not available (an `OxiflowError`). Small `reg` underflows `K`;
+as ADCME, the loop then stops at the last finite iterate.
+"""
+function sinkhorn(a, b, M; reg=1.0, iter::Integer=1000, tol::Real=1e-9, method::AbstractString="sinkhorn", returnall::Bool=false)
+    method == "sinkhorn" ||
+        invalid("sinkhorn: method \"$method\" is not available (only \"sinkhorn\"; ADCME's \"greenkhorn\" and the exact \"lp\" EMD are not)")
+    iter >= 0 || invalid("sinkhorn: iter must be non-negative, got $iter")
+    a, b = check_weights(a, "a"), check_weights(b, "b")
+    Mt = M isa Tensor ? M : constant(Float64.(M))
+    T = Mt.dtype
+    T <: AbstractFloat || invalid("sinkhorn: M must be a float matrix, got $T")
+    a, b = cast(a, T), cast(b, T)
+    ndims(Mt) == 2 && ndims(a) == 1 && ndims(b) == 1 ||
+        invalid("sinkhorn: a and b must be vectors and M a matrix, got sizes $(size(a)), $(size(b)), $(size(Mt))")
+    m, n = size(Mt)
+    (m === nothing || n === nothing || size(a, 1) === nothing || size(b, 1) === nothing) &&
+        invalid("sinkhorn: the sizes of a, b and M must be known, got $(size(a)), $(size(b)), $(size(Mt))")
+    (size(a, 1), size(b, 1)) == (m, n) || invalid("sinkhorn: M is $(m)×$(n), but a has length $(size(a, 1)) and b $(size(b, 1))")
+    P = name_scope("sinkhorn") do
+        K = exp(-independent(Mt) ./ cast(as_tensor(reg), T))
+        a_, b_ = independent(a), independent(b)
+        Kp = K ./ reshape(a_, m, 1)
+        marginal_error(u, v) = norm(sum(reshape(u, m, 1) .* K .* reshape(v, 1, n); dims=1) .- b_)
+        finite(x) = (s = sum(abs(x)); (s - s) <= 0)          # false for NaN and Inf
+        function body(cpt, u, v, err, stop)
+            KtU = reshape(reshape(u, 1, m) * K, n)
+            vn = b_ ./ KtU
+            un = 1 ./ reshape(Kp * reshape(vn, n, 1), m)
+            bad = (minimum(abs(KtU)) <= 0) | !(finite(un) & finite(vn))
+            u2, v2 = if_else(bad, u, un), if_else(bad, v, vn)
+            err2 = if_else((mod(cpt, 10) <= 0) & !bad, marginal_error(u2, v2), err)
+            return cpt + 1, u2, v2, err2, bad
+        end
+        vars0 = (constant(0), constant(fill(T(1 / m), m)), constant(fill(T(1 / n), n)), constant(one(T)), constant(false))
+        _, u, v, _, _ = while_loop((cpt, u, v, err, stop) -> !stop & (err > tol) & (cpt < iter), body, vars0; back_prop=false)
+        reshape(u, m, 1) .* K .* reshape(v, 1, n)
+    end
+    P = independent(P)
+    loss = sum(P .* Mt)
+    return returnall ? (P, loss) : loss
+end
+
+"""
+    ot_dist(x, y, order=2)
+
+ADCME's `ot_dist`: the `n×m` matrix of distances `‖x[i, :] - y[j, :]‖_order` between the
+rows of `x` (`n×d`) and `y` (`m×d`); vectors are one column. With Julia arrays it is a Julia
+matrix (LinearAlgebra's `norm`), with tensors a tensor, `sum(abs(x_i - y_j)^order)^(1/order)`
+(differentiable except where two rows coincide, as ADCME's).
+"""
+function ot_dist(x, y, order::Real=2)
+    if !(x isa Tensor || y isa Tensor)
+        X, Y = reshape(x, size(x, 1), :), reshape(y, size(y, 1), :)
+        size(X, 2) == size(Y, 2) || invalid("ot_dist: x has $(size(X, 2)) columns and y $(size(Y, 2))")
+        return [norm(X[i, :] - Y[j, :], order) for i in 1:size(X, 1), j in 1:size(Y, 1)]
+    end
+    xt, yt = as_tensor(x), as_tensor(y)
+    xt, yt = ndims(xt) == 1 ? reshape(xt, :, 1) : xt, ndims(yt) == 1 ? reshape(yt, :, 1) : yt
+    (n, d), (m, d2) = size(xt), size(yt)
+    any(s -> s === nothing, (n, d, m, d2)) && invalid("ot_dist: the sizes of x and y must be known, got $(size(xt)) and $(size(yt))")
+    d == d2 || invalid("ot_dist: x has $d columns and y $d2")
+    diff = reshape(xt, n, 1, d) .- reshape(yt, 1, m, d)
+    return sum(abs(diff) .^ order; dims=3) .^ (1 / order)
+end
+
+"""
+    empirical_sinkhorn(x, y; reg=1.0, iter=1000, tol=1e-9, method="sinkhorn", dist=2,
+                       returnall=false, normalized=false)
+
+ADCME's `empirical_sinkhorn`: [`sinkhorn`](@ref) between the samples `x` (`n×d`, or a vector
+of `n`) and `y` (`m×d`), each with uniform weights, with the cost `M = dist(x, y)`: an
+integer `dist` is [`ot_dist`](@ref)`(x, y, dist)`, a function is called on the two (as
+tensors). `normalized=true` divides `M` by its maximum. Gradients reach `x` and `y`
+through `M`.
+"""
+function empirical_sinkhorn(x, y; reg=1.0, iter::Integer=1000, tol::Real=1e-9, method::AbstractString="sinkhorn",
+                            dist::Union{Integer,Function}=2, returnall::Bool=false, normalized::Bool=false)
+    xt, yt = as_tensor(x), as_tensor(y)
+    xt, yt = ndims(xt) == 1 ? reshape(xt, :, 1) : xt, ndims(yt) == 1 ? reshape(yt, :, 1) : yt
+    M = dist isa Integer ? ot_dist(xt, yt, dist) : dist(xt, yt)
+    normalized && (M = M / maximum(M))
+    n, m = size(xt, 1), size(yt, 1)
+    (n === nothing || m === nothing) && invalid("empirical_sinkhorn: the numbers of samples must be known, got sizes $(size(xt)) and $(size(yt))")
+    return sinkhorn(fill(1 / n, n), fill(1 / m, m), M; reg=reg, iter=iter, tol=tol, method=method, returnall=returnall)
+end

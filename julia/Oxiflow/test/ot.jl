@@ -1,0 +1,73 @@
+# ADCME's sinkhorn, empirical_sinkhorn and ot_dist. Oracles: the conditions that define the
+# entropic transport plan (its marginals are a and b, and log P + M/reg splits into a row
+# term plus a column term), POT's iteration written out here for the stopping point, and
+# finite differences of the regularized objective <P, M> + reg Σ P (log P - 1), whose
+# derivative in M is P (the gradient sinkhorn gives, as ADCME's).
+
+# POT's sinkhorn_knopp in plain Julia: the plan and the number of iterations
+function sinkhorn_ref(a, b, M, reg; iter=1000, tol=1e-9)
+    m, n = size(M); u = fill(1 / m, m); v = fill(1 / n, n)
+    K = exp.(-M / reg); err = 1.0; cpt = 0
+    while err > tol && cpt < iter
+        v = b ./ (K' * u); u = a ./ (K * v)
+        cpt % 10 == 0 && (err = norm(vec(sum(u .* K .* v'; dims=1)) - b))
+        cpt += 1
+    end
+    return u .* K .* v', cpt
+end
+regularized(P, M, reg) = sum(P .* M) + reg * sum(P .* (log.(P) .- 1))
+
+@testset "sinkhorn: the entropic plan, its loss and ADCME's gradient" begin
+    reset_default_graph()
+    a = [0.2, 0.5, 0.3]; b = [0.4, 0.1, 0.25, 0.25]
+    M = [abs(i - j) + 0.1 * i for i in 1:3, j in 1:4]
+    s = Session()
+    P, l = sinkhorn(a, b, M; reg=0.5, tol=1e-12, returnall=true)
+    Pv, lv = run(s, [P, l])
+    @test vec(sum(Pv; dims=2)) ≈ a rtol = 1e-10
+    @test vec(sum(Pv; dims=1)) ≈ b rtol = 1e-10
+    R = log.(Pv) .+ M ./ 0.5               # f_i + g_j: every 2x2 minor's cross difference is 0
+    @test maximum(abs(R[i, j] - R[i, 1] - R[1, j] + R[1, 1]) for i in 1:3, j in 1:4) < 1e-12
+    @test lv ≈ sum(Pv .* M) rtol = 1e-14
+    # ADCME's stopping rule: the same plan as POT's loop after the same iterations
+    @test run(s, sinkhorn(a, b, M; reg=0.5, iter=7, returnall=true)[1]) ≈ sinkhorn_ref(a, b, M, 0.5; iter=7)[1] rtol = 1e-12
+    @test run(s, sinkhorn(a, b, M; reg=0.5)) ≈ sum(sinkhorn_ref(a, b, M, 0.5)[1] .* M) rtol = 1e-12
+    # ∂loss/∂M = P, scaled by the gradient reaching the loss, and a finite difference of
+    # the regularized objective (envelope theorem)
+    Mv = Variable(M)
+    lm = sinkhorn(a, b, Mv; reg=0.5, tol=1e-13)
+    init(s)
+    @test run(s, gradients(3 * lm, Mv)) ≈ 3 .* Pv rtol = 1e-9
+    W(Mx) = regularized(sinkhorn_ref(a, b, Mx, 0.5; tol=1e-13)[1], Mx, 0.5)
+    @test run(s, gradients(lm, Mv)) ≈ fd_grad(W, M) rtol = 1e-5
+    @test gradients(sum(sinkhorn(a, b, Mv; returnall=true)[1]), Mv) === nothing   # P is held fixed
+    # Float32 costs
+    @test run(s, sinkhorn(a, b, Float32.(M) |> constant; reg=0.5)) ≈ lv rtol = 1e-5
+    # a tiny reg underflows K: the loop stops at its last finite iterate, no NaN
+    @test isfinite(run(s, sinkhorn(a, b, 100 .* M; reg=1e-3)))
+    # errors
+    @test_throws OxiflowError sinkhorn([0.5, 0.6, 0.1], b, M)
+    @test_throws OxiflowError sinkhorn(a, b, M; method="lp")
+    @test_throws OxiflowError sinkhorn(a, b, M[:, 1:3])
+end
+
+@testset "ot_dist, empirical_sinkhorn: distances and gradients in the samples" begin
+    reset_default_graph()
+    x0 = [0.1 0.5; 1.2 -0.3; 0.7 0.8; -0.4 0.2; 0.9 1.5]; y = [0.0 0.0; 1.0 1.0; 0.5 -0.5; 1.5 0.2]
+    D = [norm(x0[i, :] - y[j, :], p) for i in 1:5, j in 1:4, p in (1, 2, 3)]
+    for (k, p) in enumerate((1, 2, 3))
+        @test ot_dist(x0, y, p) ≈ D[:, :, k]
+        @test run(Session(), ot_dist(constant(x0), y, p)) ≈ D[:, :, k] rtol = 1e-12
+    end
+    x = Variable(x0)
+    le = empirical_sinkhorn(x, y; reg=0.3, tol=1e-13)
+    s = Session(); init(s)
+    @test run(s, le) ≈ sum(sinkhorn_ref(fill(0.2, 5), fill(0.25, 4), D[:, :, 2], 0.3; tol=1e-13)[1] .* D[:, :, 2]) rtol = 1e-10
+    W(X) = (Mx = ot_dist(X, y, 2); regularized(sinkhorn_ref(fill(0.2, 5), fill(0.25, 4), Mx, 0.3; tol=1e-13)[1], Mx, 0.3))
+    @test run(s, gradients(le, x)) ≈ fd_grad(W, x0) rtol = 1e-5
+    # a cost function of our own, normalized
+    lf = empirical_sinkhorn(x0, y; reg=0.3, dist=(p, q) -> ot_dist(p, q, 1) .^ 2, normalized=true)
+    M1 = D[:, :, 1] .^ 2
+    @test run(s, lf) ≈ sum(sinkhorn_ref(fill(0.2, 5), fill(0.25, 4), M1 / maximum(M1), 0.3)[1] .* M1 / maximum(M1)) rtol = 1e-10
+    @test_throws OxiflowError ot_dist(x0, [1.0 2.0 3.0])
+end
