@@ -2,7 +2,8 @@
 # filter; its gradients are `Conv2DBackpropInput` and `Conv2DBackpropFilter`):
 # TF's `tf.nn.conv2d`, ADCME's `conv2d` (TF 1.15's `tf.contrib.layers.conv2d`) and ADCME's
 # Keras-style `Conv2D` layer (`tf.keras.layers.Conv2D`). A Julia array `(samples, rows,
-# cols, channels)` is an NHWC batch as it stands (ADCME's arrangement).
+# cols, channels)` is an NHWC batch as it stands (ADCME's arrangement). ADCME's `Conv1D` and
+# `Conv2DTranspose` layers are in conv_layers.jl.
 
 export conv2d, Conv2D
 

@@ -100,3 +100,77 @@ end
     pred = [argmax(r) - 1 for r in eachrow(run(s, logits, xb => Xte))]
     @test mean(pred .== yte) > 0.9
 end
+
+# Keras' Conv1D by its definition: pad (SAME: the smaller half before; causal: k - 1 before)
+function conv1d_direct(X, K, s, padding)
+    n, L, c = size(X); k, _, f = size(K)
+    out = padding == "valid" ? div(L - k, s) + 1 : cld(L, s)
+    before = padding == "causal" ? k - 1 : padding == "same" ? div(max((out - 1) * s + k - L, 0), 2) : 0
+    Y = zeros(n, out, f)
+    for b in 1:n, t in 1:out, o in 1:f, j in 1:k
+        i = (t - 1) * s + j - before
+        1 <= i <= L && (Y[b, t, o] += sum(X[b, i, :] .* K[j, :, o]))
+    end
+    return Y
+end
+
+# the transpose of conv_direct: every input pixel scattered through the kernel
+function conv_transpose_direct(X, K, s, same)
+    n, h, w, c = size(X); kh, kw, f, _ = size(K)
+    oh, ow = same ? (h * s[1], w * s[2]) : ((h - 1) * s[1] + kh, (w - 1) * s[2] + kw)
+    pt = same ? div(max((h - 1) * s[1] + kh - oh, 0), 2) : 0
+    pl = same ? div(max((w - 1) * s[2] + kw - ow, 0), 2) : 0
+    Y = zeros(n, oh, ow, f)
+    for b in 1:n, y in 1:h, x in 1:w, ky in 1:kh, kx in 1:kw
+        iy = (y - 1) * s[1] + ky - pt; ix = (x - 1) * s[2] + kx - pl
+        (1 <= iy <= oh && 1 <= ix <= ow) || continue
+        Y[b, iy, ix, :] .+= K[ky, kx, :, :] * X[b, y, x, :]
+    end
+    return Y
+end
+
+@testset "Conv1D and Conv2DTranspose layers against Julia loops" begin
+    reset_default_graph()
+    X = randn(2, 9, 3)
+    layers = [Conv1D(4, 3), Conv1D(4, 3, 2, "relu"; padding="same"), Conv1D(2, 4, 2; padding="causal", use_bias=false)]
+    ys = [l(X) for l in layers]
+    s = Session(); init(s)
+    @test [l.name for l in layers] == ["conv1d", "conv1d_1", "conv1d_2"] && size(layers[1].kernel) == (3, 3, 4)
+    for (l, y, act) in zip(layers, ys, (identity, x -> max(x, 0.0), identity))
+        K = run(s, l.kernel); b = l.use_bias ? run(s, l.bias) : zeros(l.filters)
+        want = act.(conv1d_direct(X, K, l.strides, l.padding) .+ reshape(b, 1, 1, :))
+        @test size(y) == size(want)
+        @test run(s, y) ≈ want rtol = 1e-12
+    end
+    # causal: output t does not see inputs after t
+    Xc = copy(X); Xc[:, 6:end, :] .= 100
+    @test run(s, layers[3](Xc))[:, 1:2, :] ≈ run(s, ys[3])[:, 1:2, :] rtol = 1e-12
+    # gradient of a Conv1D output in its kernel against finite differences
+    W = randn(size(ys[1])...)
+    gk = run(s, gradients(sum(ys[1] .* W), layers[1].kernel))
+    K1 = run(s, layers[1].kernel)
+    @test gk ≈ fd_grad(Kv -> sum(conv1d_direct(X, Kv, 1, "valid") .* W), K1) rtol = 1e-6
+    @test_throws OxiflowError layers[1](randn(2, 9, 5))
+    @test_throws OxiflowError Conv1D(4, 3; padding="full")
+    # transposed convolution: the scatter loop, the adjoint of conv2d, sizes and gradients
+    Z = randn(2, 3, 4, 2)
+    for (st, pad) in (((1, 1), "valid"), ((2, 2), "same"), ((2, 3), "valid"), ((2, 1), "same"))
+        l = Conv2DTranspose(3, (3, 2), st; padding=pad)
+        y = l(Z)
+        init(s)
+        K = run(s, l.kernel)
+        want = conv_transpose_direct(Z, K, st, pad == "same") .+ reshape(run(s, l.bias), 1, 1, 1, :)
+        @test size(y) == size(want)
+        @test run(s, y) ≈ want rtol = 1e-12
+        U = randn(size(want)...)                      # <convT(Z), U> = <Z, conv(U)>
+        @test sum((run(s, y) .- reshape(run(s, l.bias), 1, 1, 1, :)) .* U) ≈ sum(Z .* conv_direct(U, K, st, pad == "same")) rtol = 1e-10
+        gk = run(s, gradients(sum(y .* U), l.kernel))
+        @test gk ≈ fd_grad(Kv -> sum(conv_transpose_direct(Z, Kv, st, pad == "same") .* U), K) rtol = 1e-6
+    end
+    p = placeholder(Float64; shape=[nothing, 3, 4, 2])
+    lt = Conv2DTranspose(1, 2, 2; padding="same", name="up")
+    yp = lt(p)
+    init(s)
+    @test size(yp) == (nothing, 6, 8, 1) && size(run(s, yp, p => Z)) == (2, 6, 8, 1)
+    @test_throws OxiflowError lt(randn(2, 3, 4, 3))
+end
