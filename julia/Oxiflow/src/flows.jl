@@ -18,9 +18,9 @@ rows) for `forward` and `log|det ∂x/∂z|` for `backward`. A flow of one's own
 with those two methods. Provided: [`LinearFlow`](@ref), [`AffineFlow`](@ref),
 [`AffineConstantFlow`](@ref), [`AffineHalfFlow`](@ref), [`SlowMAF`](@ref),
 [`Invertible1x1Conv`](@ref), [`TanhFlow`](@ref), [`AffineScalarFlow`](@ref),
-[`InvertFlow`](@ref) and TF Probability's bijectors `Exp`, `Log`, `Sigmoid`, `Softplus`,
-`Square`, `PowerTransform`, `Permute` (each `T(dim, args...)`). Not provided: ADCME's
-`ActNorm`, `MAF`, `IAF` and `NeuralCouplingFlow`.
+[`InvertFlow`](@ref), [`MAF`](@ref), [`IAF`](@ref) and TF Probability's bijectors `Exp`,
+`Log`, `Sigmoid`, `Softplus`, `Square`, `PowerTransform`, `Permute` (each `T(dim, args...)`).
+Not provided: ADCME's `ActNorm` and `NeuralCouplingFlow`.
 """
 abstract type FlowOp end
 
@@ -246,3 +246,4 @@ backward(fo::InvertFlow, z) = forward(fo.o, z)
 AffineFlow(args...; kwargs...) = InvertFlow(LinearFlow(args...; kwargs...))
 
 include("flows_model.jl")
+include("flows_maf.jl")

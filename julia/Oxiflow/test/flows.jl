@@ -15,7 +15,7 @@ using Random, Statistics
              AffineHalfFlow(d, true, h -> 0.3 .* tanh(h), h -> h .^ 2), AffineHalfFlow(3, false, h -> 0.2 .* h[:, 1:1] .* h[:, 2:2], missing),
              SlowMAF(d, false, nets), Invertible1x1Conv(d), TanhFlow(d), AffineScalarFlow(d, 0.5, -2.0),
              Oxiflow.Exp(d), Oxiflow.Sigmoid(d), Oxiflow.Softplus(d), PowerTransform(d, 0.5), Permute(d, [2, 4, 1, 3]),
-             InvertFlow(TanhFlow(d))]
+             InvertFlow(TanhFlow(d)), MAF(d, true, [6]), IAF(d, false, [5, 5]; activation="tanh")]
     s = Session()
     for fo in flows
         k = fo.dim
@@ -33,6 +33,18 @@ using Random, Statistics
             @test ldv[r] ≈ logabsdet(J)[1] rtol = 1e-6 atol = 1e-8
         end
     end
+    # the MADE's autoregressive property: output i does not move when inputs i.. move
+    xa = placeholder(Float64; shape=[n, d])
+    st = autoregressive_network(xa, [7, 7, 2], "made_test")
+    init(s)
+    base = run(s, st, xa => X)
+    for i in 1:d
+        Xi = copy(X); Xi[:, i:end] .+= 1.0
+        moved = run(s, st, xa => Xi)
+        @test moved[:, 1:i, :] ≈ base[:, 1:i, :] rtol = 1e-14
+        i < d && @test !isapprox(moved[:, i+1, :], base[:, i+1, :])
+    end
+    @test size(st) == (n, d, 2)
     @test_throws OxiflowError LinearFlow(2, 3, ones(2, 2))
     @test_throws OxiflowError Permute(3, [1, 1, 2])
     @test_throws OxiflowError Oxiflow.forward(AffineHalfFlow(3, false, h -> 0.2 .* h, missing), X[:, 1:3])   # s of the wrong width
