@@ -126,18 +126,27 @@ function Conv2D(filters::Integer, kernel_size, strides=1, activation=nothing; pa
                   conv_padding(padding, "Conv2D"), use_bias, name === nothing ? unique_layer_name("conv2d") : String(name), nothing, nothing)
 end
 
-function (o::Conv2D)(inputs)
-    x, T, c = conv_input(inputs, "layer $(o.name)")
+# A convolution layer's kernel, made with its bias at the first call (`init()` gives the
+# kernel's value) and after that checked against the input's channel count `c` (the kernel's
+# dimension `axis`) and dtype `T`, as Keras does (its error text).
+function layer_kernel!(o, x::Tensor, T, c, axis, init)
     if o.kernel === nothing
-        o.kernel = Variable(conv_kernel_init(T, o.kernel_size..., c, o.filters); name="$(o.name)/kernel")
+        o.kernel = Variable(init(); name="$(o.name)/kernel")
         o.use_bias && (o.bias = Variable(zeros(T, o.filters); name="$(o.name)/bias"))
     end
     K = o.kernel
     check_layer_graph(o.name, K)
-    (size(K, 3) == c && K.dtype == T) ||
-        invalid("Input 0 of layer $(o.name) is incompatible with the layer: expected axis -1 of input shape to have value $(size(K, 3)) ($(K.dtype)) but received input with shape $(size(x)) ($T)")
-    y = conv2d_op(x, K, o.strides, o.padding, "layer $(o.name)")
-    return o.activation(o.use_bias ? y + o.bias : y)
+    (size(K, axis) == c && K.dtype == T) ||
+        invalid("Input 0 of layer $(o.name) is incompatible with the layer: expected axis -1 of input shape to have value $(size(K, axis)) ($(K.dtype)) but received input with shape $(size(x)) ($T)")
+    return K
+end
+# `activation(y + bias)`
+layer_output(o, y) = o.activation(o.use_bias ? y + o.bias : y)
+
+function (o::Conv2D)(inputs)
+    x, T, c = conv_input(inputs, "layer $(o.name)")
+    K = layer_kernel!(o, x, T, c, 3, () -> conv_kernel_init(T, o.kernel_size..., c, o.filters))
+    return layer_output(o, conv2d_op(x, K, o.strides, o.padding, "layer $(o.name)"))
 end
 
 Base.show(io::IO, o::Conv2D) = print(io, "<Conv2D $(o.name): $(o.filters) filters $(o.kernel_size[1])×$(o.kernel_size[2]), strides $(o.strides[2:3]), padding $(o.padding), activation $(o.activation)>")

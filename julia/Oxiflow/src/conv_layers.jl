@@ -53,20 +53,12 @@ function (o::Conv1D)(inputs)
     T in (Float32, Float64) || invalid("$who: the input must be Float32 or Float64, got $T")
     c = size(x, 3)
     (c === nothing || size(x, 2) === nothing) && invalid("$who: the steps and channels of $(x.name) (size $(size(x))) must be known")
-    if o.kernel === nothing
-        o.kernel = Variable(dropdims(conv_kernel_init(T, 1, o.kernel_size, c, o.filters); dims=1); name="$(o.name)/kernel")
-        o.use_bias && (o.bias = Variable(zeros(T, o.filters); name="$(o.name)/bias"))
-    end
-    K = o.kernel
-    check_layer_graph(o.name, K)
-    (size(K, 2) == c && K.dtype == T) ||
-        invalid("Input 0 of layer $(o.name) is incompatible with the layer: expected axis -1 of input shape to have value $(size(K, 2)) ($(K.dtype)) but received input with shape $(size(x)) ($T)")
+    K = layer_kernel!(o, x, T, c, 2, () -> dropdims(conv_kernel_init(T, 1, o.kernel_size, c, o.filters); dims=1))
     o.padding == "causal" && (x = pad(x, [0 0; o.kernel_size-1 0; 0 0]))
     x4 = add_op("ExpandDims", [x]; dim=1)                       # (samples, 1, steps, channels)
     K4 = add_op("ExpandDims", [K]; dim=0)                       # (1, kernel_size, channels, filters)
     y4 = conv2d_op(x4, K4, [1, 1, o.strides, 1], o.padding == "same" ? "SAME" : "VALID", who)
-    y = add_op("Squeeze", [y4]; squeeze_dims=[1])
-    return o.activation(o.use_bias ? y + o.bias : y)
+    return layer_output(o, add_op("Squeeze", [y4]; squeeze_dims=[1]))
 end
 
 Base.show(io::IO, o::Conv1D) = print(io, "<Conv1D $(o.name): $(o.filters) filters of width $(o.kernel_size), strides $(o.strides), padding $(o.padding), activation $(o.activation)>")
@@ -107,21 +99,13 @@ end
 function (o::Conv2DTranspose)(inputs)
     x, T, c = conv_input(inputs, "layer $(o.name)")
     (size(x, 2) === nothing || size(x, 3) === nothing) && invalid("layer $(o.name): the rows and columns of $(x.name) (size $(size(x))) must be known")
-    if o.kernel === nothing
-        o.kernel = Variable(conv_kernel_init(T, o.kernel_size..., o.filters, c); name="$(o.name)/kernel")
-        o.use_bias && (o.bias = Variable(zeros(T, o.filters); name="$(o.name)/bias"))
-    end
-    K = o.kernel
-    check_layer_graph(o.name, K)
-    (size(K, 4) == c && K.dtype == T) ||
-        invalid("Input 0 of layer $(o.name) is incompatible with the layer: expected axis -1 of input shape to have value $(size(K, 4)) ($(K.dtype)) but received input with shape $(size(x)) ($T)")
+    K = layer_kernel!(o, x, T, c, 4, () -> conv_kernel_init(T, o.kernel_size..., o.filters, c))
     (kh, kw), (sh, sw) = o.kernel_size, (o.strides[2], o.strides[3])
     out(n, k, s) = o.padding == "SAME" ? n * s : (n - 1) * s + k
     oh, ow = out(size(x, 2), kh, sh), out(size(x, 3), kw, sw)
     # a zero tensor of the output's size (the batch may be unknown): the op reads its shape
     shape_of_y = x[:, 1:1, 1:1, 1:1] .* zeros(T, 1, oh, ow, o.filters)
-    y = add_op("Conv2DBackpropInput", [shape_of_y, K, x]; strides=o.strides, padding=o.padding, data_format="NHWC")
-    return o.activation(o.use_bias ? y + o.bias : y)
+    return layer_output(o, add_op("Conv2DBackpropInput", [shape_of_y, K, x]; strides=o.strides, padding=o.padding, data_format="NHWC"))
 end
 
 Base.show(io::IO, o::Conv2DTranspose) = print(io, "<Conv2DTranspose $(o.name): $(o.filters) filters $(o.kernel_size[1])×$(o.kernel_size[2]), strides $(o.strides[2:3]), padding $(o.padding), activation $(o.activation)>")
