@@ -133,7 +133,7 @@ function batch_shape(d::ADCMEDistribution, dname, ps=d.params)
             (a[i] == b[i] || a[i] == 1 || b[i] == 1) ||
                 invalid("$dname: parameters of shapes $(Tuple(out)) and $(s) do not broadcast")
         end
-        out = max.(a, b)
+        out = [a[i] == 1 ? b[i] : a[i] for i in 1:n]      # a size-1 dimension takes the other's (also 0)
     end
     return out
 end
@@ -197,7 +197,7 @@ Base.rand(d::ADCMEDistribution, shape::Union{Tuple,AbstractVector}; seed=nothing
 Base.rand(d::ADCMEDistribution, shape::Dims; seed=nothing) = sample_dist(d, collect(Int, shape), seed)   # before Random's
 Base.rand(d::ADCMEDistribution, n::Integer, dims::Integer...; seed=nothing) = sample_dist(d, Int[n, dims...], seed)
 
-# One-parameter-family draws: `f(params_in_Float64..., noise)` cast to the dtype.
+# The draws: each type's `draw(d, shape, batch, seed)` works in Float64; cast to the dtype.
 function sample_dist(d::ADCMEDistribution, shape::Vector{Int}, seed)
     all(>=(0), shape) || invalid("$(typeof(d)): sample shape $(Tuple(shape)) has a negative dimension")
     T = dist_dtype(d)

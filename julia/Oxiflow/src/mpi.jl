@@ -155,7 +155,9 @@ Hessian scaling). `options` takes Optim's names, as a `NamedTuple` or a `Dict`: 
 
 Returns, on rank 0, `(minimizer, minimum, iterations, message, f_calls)`, a `NamedTuple`;
 `nothing` on the others. Every rank must call it. If `f` or `g!` throws on rank 0, the other
-ranks stop with an `OxiflowError` (instead of waiting), and rank 0 rethrows. An unknown
+ranks stop with an `OxiflowError` (instead of waiting), and rank 0 rethrows; if it throws on
+another rank, that rank rethrows and rank 0's next collective fails with a
+DeadlineExceededError after `OXIFLOW_MPI_TIMEOUT` seconds (default 60). An unknown
 method or option is an `OxiflowError` on every rank, before any collective call.
 """
 function mpi_optimize(_f::Function, _g!::Function, x0::AbstractVector{<:Real}; method::AbstractString="LBFGS", options=missing)
