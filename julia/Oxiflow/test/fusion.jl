@@ -2,6 +2,8 @@
 # Julia Base and hand-derived derivatives, the same values with fusion off, and profiles
 # that name the ops a fused step replaced.
 
+isdefined(@__MODULE__, :timeline_ops) || include("profile_helpers.jl")   # once per process (profile.jl uses it too)
+
 @testset "fused elementwise steps: values, gradients, profiles" begin
     # a 200-op Sin/Cos chain on a scalar and its derivative (product of the local ones)
     reset_default_graph()

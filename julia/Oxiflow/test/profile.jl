@@ -2,7 +2,7 @@
 # summary against the JSON, the HTML page and the Graphviz graph. Oracles: TF's placement
 # rules for devices; the JSON itself, recomputed here in Julia, for the summary's figures.
 
-include("profile_helpers.jl")
+isdefined(@__MODULE__, :timeline_ops) || include("profile_helpers.jl")   # once per process (fusion.jl uses it too)
 
 @testset "profiles of seed 000 (colocate = $colocate)" for colocate in (true, false)
     g, sess = seed000_profile(colocate)
