@@ -52,10 +52,11 @@ const TF_MATH = (
     reduce_prod=tf_reduce("Prod", "tf.reduce_prod"),
 )
 
-const TF_NN = (relu=relu, relu6=relu6, elu=elu, selu=selu, softplus=softplus, softsign=softsign,
+const TF_NN = merge((relu=relu, relu6=relu6, elu=elu, selu=selu, softplus=softplus, softsign=softsign,
                sigmoid=sigmoid, tanh=tanh, softmax=softmax, leaky_relu=leaky_relu,
                softmax_cross_entropy_with_logits=(; labels, logits) -> dense_softmax_xent(labels, logits),
-               sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits, conv2d=tf_conv2d)
+               sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits, conv2d=tf_conv2d),
+               TF_POOL_NN)
 
 # Julia arrays become tensors first, as TF converts NumPy arrays (`inv(M)` of a Julia
 # matrix would be Julia's own inverse, not a tensor).
@@ -227,7 +228,7 @@ positions), `tf.math.lgamma`/`digamma`/`polygamma`, the `tf.*_initializer` objec
 and ignored: Oxiflow has no TF log).
 """
 const TF_EXTRA = merge(TF_DTYPES, TF_MATH, TF_V1, (
-    math=TF_MATH, nn=TF_NN, linalg=TF_LINALG, random=TF_RANDOM, train=TF_TRAIN,
+    math=TF_MATH, nn=TF_NN, linalg=TF_LINALG, random=TF_RANDOM, train=TF_TRAIN, layers=TF_LAYERS,
     reshape=(t, shape; name=nothing) -> reshape(as_tensor(t), Tuple(Int[d for d in shape])),
     transpose=tf_transpose,
     expand_dims=(t, ax=nothing; axis=ax, name=nothing) -> add_op("ExpandDims", [as_tensor(t)]; dim=Int(axis), name=name),

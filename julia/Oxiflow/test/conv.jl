@@ -174,3 +174,52 @@ end
     @test size(yp) == (nothing, 6, 8, 1) && size(run(s, yp, p => Z)) == (2, 6, 8, 1)
     @test_throws OxiflowError lt(randn(2, 3, 4, 3))
 end
+
+# TF's pooling by its definition: each window's max or mean over its elements inside the
+# input (SAME: padding split with the smaller half before)
+function pool_direct(X, k, s, same, f)
+    n, h, w, c = size(X)
+    oh, ow = same ? (cld(h, s[1]), cld(w, s[2])) : (div(h - k[1], s[1]) + 1, div(w - k[2], s[2]) + 1)
+    pt = same ? div(max((oh - 1) * s[1] + k[1] - h, 0), 2) : 0
+    pl = same ? div(max((ow - 1) * s[2] + k[2] - w, 0), 2) : 0
+    Y = zeros(n, oh, ow, c)
+    for b in 1:n, oy in 1:oh, ox in 1:ow, ch in 1:c
+        vals = [X[b, iy, ix, ch] for iy in (oy-1)*s[1]+1-pt:(oy-1)*s[1]+k[1]-pt, ix in (ox-1)*s[2]+1-pl:(ox-1)*s[2]+k[2]-pl
+                if 1 <= iy <= h && 1 <= ix <= w]
+        Y[b, oy, ox, ch] = f(vals)
+    end
+    return Y
+end
+
+@testset "tf.nn.max_pool, avg_pool, tf.layers pooling: against Julia loops, gradients" begin
+    reset_default_graph()
+    s = Session()
+    X = randn(2, 7, 6, 3)
+    for (k, st, pad) in (((2, 2), (2, 2), "VALID"), ((3, 3), (2, 2), "SAME"), ((3, 2), (1, 2), "SAME"), ((2, 3), (3, 1), "valid"))
+        same = uppercase(pad) == "SAME"
+        for (fn, f) in ((tf.nn.max_pool, maximum), (tf.nn.avg_pool, v -> sum(v) / length(v)))
+            y = fn(X, [1, k..., 1], [1, st..., 1], pad)
+            want = pool_direct(X, k, st, same, f)
+            @test size(y) == size(want)
+            @test run(s, y) ≈ want rtol = 1e-12
+        end
+    end
+    @test run(s, tf.layers.max_pooling2d(X, 2, 2)) ≈ pool_direct(X, (2, 2), (2, 2), false, maximum) rtol = 1e-12
+    @test run(s, tf.layers.average_pooling2d(Float32.(X), (3, 3), 2; padding="same")) ≈
+          pool_direct(X, (3, 3), (2, 2), true, v -> sum(v) / length(v)) rtol = 1e-5
+    # gradients (random data: no ties)
+    x = constant(X)
+    W = randn(2, 4, 3, 3)
+    for (fn, f) in ((tf.nn.max_pool, maximum), (tf.nn.avg_pool, v -> sum(v) / length(v)))
+        g = run(s, gradients(sum(fn(x, 3, 2, "SAME") .* W), x))
+        @test g ≈ fd_grad(Xv -> sum(pool_direct(Xv, (3, 3), (2, 2), true, f) .* W), X) rtol = 1e-6
+    end
+    # an unknown batch
+    p = placeholder(Float64; shape=[nothing, 7, 6, 3])
+    yp = tf.nn.max_pool(p, 3, 2, "SAME")
+    @test size(yp) == (nothing, 4, 3, 3)
+    @test run(s, yp, p => X) ≈ pool_direct(X, (3, 3), (2, 2), true, maximum) rtol = 1e-12
+    @test_throws OxiflowError tf.nn.max_pool(X, 8, 1, "VALID")
+    @test_throws OxiflowError tf.nn.avg_pool(X, 2, 2, "FULL")
+    @test_throws OxiflowError tf.nn.avg_pool(X, 2, 2, "SAME"; data_format="NCHW")
+end
