@@ -207,7 +207,7 @@ function sample_dist(d::ADCMEDistribution, shape::Vector{Int}, seed)
     end
 end
 dist_batch(d::ADCMEDistribution) = batch_shape(d, string(nameof(typeof(d))))
-f64(p::Tensor) = p.dtype == Float64 ? p : cast(p, Float64)
+f64(p::Tensor) = cast(p, Float64)     # `cast` returns a Float64 tensor as it is
 f64s(d::ADCMEDistribution) = [p === missing ? missing : f64(p) for p in d.params]
 
 # A mask-safe log density: `f(x_safe)` where `inside`, `-Inf` elsewhere; `x_safe` takes

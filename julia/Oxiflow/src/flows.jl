@@ -30,6 +30,9 @@ function forward end
 function backward end
 
 flow_input(x) = x isa Tensor ? x : constant(Float64.(x))
+# Glorot-uniform initial values of an `m×n` variable (`get_variable`'s default initializer,
+# as ADCME's `get_variable(Float64, shape=...)` draws them)
+glorot_values(m, n, T=Float64) = initial_value(glorot_uniform_initializer(), (m, n), T)
 rowsum(t) = sum(t; dims=2)
 per_row(x, v) = v .* ones_like(x[:, 1])     # a number (tensor) repeated for every row of x
 
@@ -54,7 +57,7 @@ end
 function LinearFlow(indim::Integer, outdim::Integer, A=missing, b=missing; name=missing)
     nm = coalesce(name, "LinearFlow_" * randstring(10))
     At = A !== missing ? flow_input(A) : Variable(indim == outdim ? Matrix(1.0I, indim, indim) :
-                                                  sqrt(6 / (indim + outdim)) .* (2 .* rand(outdim, indim) .- 1); name=nm * "_A")
+                                                  glorot_values(outdim, indim); name=nm * "_A")
     bt = b !== missing ? reshape(flow_input(b), 1, :) : Variable(zeros(1, outdim); name=nm * "_b")
     size(At) == (outdim, indim) || invalid("LinearFlow: expected A of size $((outdim, indim)), got $(size(At))")
     size(bt) == (1, outdim) || invalid("LinearFlow: expected b of length $outdim, got size $(size(bt))")
@@ -86,8 +89,8 @@ struct AffineConstantFlow <: FlowOp
 end
 function AffineConstantFlow(dim::Integer, name=missing; scale::Bool=true, shift::Bool=true)
     nm = coalesce(name, randstring(10))
-    init() = sqrt(6 / (1 + dim)) .* (2 .* rand(1, dim) .- 1)
-    return AffineConstantFlow(dim, scale ? Variable(init(); name=nm * "_s") : missing, shift ? Variable(init(); name=nm * "_t") : missing)
+    return AffineConstantFlow(dim, scale ? Variable(glorot_values(1, dim); name=nm * "_s") : missing,
+                              shift ? Variable(glorot_values(1, dim); name=nm * "_t") : missing)
 end
 function forward(fo::AffineConstantFlow, x)
     x = flow_input(x)
@@ -235,7 +238,7 @@ AffineScalarFlow(dim::Integer, shift::Real=0.0, scale::Real=1.0) = AffineScalarF
 forward(fo::AffineScalarFlow, x) = (x = flow_input(x); (fo.shift .+ fo.scale .* x, per_row(x, fo.dim * log(abs(fo.scale)))))
 backward(fo::AffineScalarFlow, z) = (z = flow_input(z); ((z .- fo.shift) ./ fo.scale, per_row(z, -fo.dim * log(abs(fo.scale)))))
 
-"""`InvertFlow(fo)`: the inverse of `fo` (its `forward` is `fo`'s `backward`); `AffineFlow(args...)` is `InvertFlow(LinearFlow(args...))`, the map `z = A x + b`."""
+"""`InvertFlow(fo)`: the inverse of `fo` (its `forward` is `fo`'s `backward`, and the reverse)."""
 struct InvertFlow <: FlowOp
     dim::Int
     o::FlowOp
@@ -243,6 +246,13 @@ end
 InvertFlow(fo::FlowOp) = InvertFlow(fo.dim, fo)
 forward(fo::InvertFlow, x) = backward(fo.o, x)
 backward(fo::InvertFlow, z) = forward(fo.o, z)
+"""
+    AffineFlow(args...; kwargs...)
+
+ADCME's `AffineFlow`: `InvertFlow(LinearFlow(args...; kwargs...))`, the map `z = A x + b` from
+data to latent (`A` is `outdim × indim`; arguments and errors as [`LinearFlow`](@ref)). Its
+`forward` has `log_det = log|det A|` (`nothing` when `A` is not square).
+"""
 AffineFlow(args...; kwargs...) = InvertFlow(LinearFlow(args...; kwargs...))
 
 include("flows_model.jl")

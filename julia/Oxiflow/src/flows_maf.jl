@@ -30,21 +30,20 @@ function autoregressive_network(x, config::AbstractVector{<:Integer}, scope::Abs
         for (l, w) in enumerate(hidden)
             deg = [ceil(Int, k * (d - 1) / (w + 1)) for k in 1:w]
             mask = T[deg[k] >= deg_prev[j] for j in 1:length(deg_prev), k in 1:w]
-            W = get_variable("dense_$l/kernel"; initializer=glorot(T, length(deg_prev), w))
+            W = get_variable("dense_$l/kernel"; initializer=glorot_values(length(deg_prev), w, T))
             b = get_variable("dense_$l/bias"; initializer=zeros(T, w))
             h = act(h * (W .* mask) .+ b)
             deg_prev = deg
         end
         mask = T[i > deg_prev[k] for k in 1:length(deg_prev), i in 1:d]
         heads = map(1:params) do p
-            W = get_variable("output_$p/kernel"; initializer=glorot(T, length(deg_prev), d))
+            W = get_variable("output_$p/kernel"; initializer=glorot_values(length(deg_prev), d, T))
             b = get_variable("output_$p/bias"; initializer=zeros(T, d))
             h * (W .* mask) .+ b
         end
         stack(heads; dims=3)
     end
 end
-glorot(T, fan_in, fan_out) = T.(sqrt(6 / (fan_in + fan_out)) .* (2 .* rand(fan_in, fan_out) .- 1))
 
 """
     MAF(dim, parity, config; name=missing, activation="relu")

@@ -47,9 +47,6 @@ mutable struct GAN
     STORAGE::Dict{String,Any}
 end
 
-const GAN_LOSSES = Dict("jsgan" => () -> jsgan, "klgan" => () -> klgan, "wgan" => () -> wgan,
-                        "wgan_stable" => () -> wgan_stable, "rklgan" => () -> rklgan, "lsgan" => () -> lsgan)
-
 function GAN(dat, generator::Function, discriminator::Function, loss::Union{Missing,Function,AbstractString}=missing;
              latent_dim::Union{Missing,Integer}=missing, batch_size::Integer=32)
     d = convert_to_tensor(dat)
@@ -57,7 +54,7 @@ function GAN(dat, generator::Function, discriminator::Function, loss::Union{Miss
     d.dtype in (Float32, Float64) || invalid("GAN: dat must be Float32 or Float64, got $(d.dtype)")
     batch_size >= 1 || invalid("GAN: batch_size must be positive, got $batch_size")
     lf = loss === missing ? jsgan : loss isa Function ? loss :
-         haskey(GAN_LOSSES, loss) ? GAN_LOSSES[loss]() : invalid("GAN: loss function $loss not found (known: $(join(sort(collect(keys(GAN_LOSSES))), ", ")))")
+         haskey(GAN_LOSSES, loss) ? GAN_LOSSES[loss] : invalid("GAN: loss function $loss not found (known: $(join(sort(collect(keys(GAN_LOSSES))), ", ")))")
     gan = GAN(coalesce(latent_dim, size(d, 2)), Int(batch_size), size(d, 2), d, generator, discriminator, lf,
               missing, missing, missing, missing, options.training.training, missing, missing, missing,
               randstring(), missing, missing, Dict{String,Any}())
@@ -146,6 +143,10 @@ function wgan_stable(gan::GAN, λ::Real=1.0)
     gan.STORAGE["gradient_penalty"] = mean(slopes)
     return mean(Df) - mean(Dr) + λ * mean((slopes - 1) .^ 2), -mean(Df)
 end
+
+# the loss functions by ADCME's names (GAN's `loss` argument as a string)
+const GAN_LOSSES = Dict("jsgan" => jsgan, "klgan" => klgan, "wgan" => wgan, "wgan_stable" => wgan_stable,
+                        "rklgan" => rklgan, "lsgan" => lsgan)
 
 """
     sample(gan, n), rand(gan, n), rand(gan)

@@ -56,6 +56,14 @@ function MCMCSimple(obs::AbstractVector{<:Real}, h::Function, σ::Real, θ0::Abs
     return MCMCSimple(logf, proposal, θc, Float64(ub), Float64(lb), Float64[], Float64[])
 end
 
+"""
+    simulate(ms::MCMCSimple, N, burnin=missing) -> Matrix{Float64}
+
+ADCME's `simulate`: `N` steps of the chain of [`MCMCSimple`](@ref) from `ms.θ0`, one row per
+step (the first is `θ0`), `N × length(θ0)`; sets `ms.AC` (the acceptance rate after each step,
+`NaN` at the first) and `ms.L` (the log density of each row). `burnin` is accepted and not
+applied, as in ADCME. `N < 1` is an `OxiflowError`.
+"""
 function simulate(ms::MCMCSimple, N::Integer, burnin::Union{Integer,Missing}=missing)
     N >= 1 || invalid("simulate: N must be positive, got $N")
     sim = zeros(N, length(ms.θ0))
