@@ -170,8 +170,8 @@ fn mismatches_are_errors_naming_the_op_and_the_session_stays_usable() {
     let xtw = g.op_spec(NodeSpec::new("MatMul", &[x, w]).attr("transpose_a", true)).unwrap();
     assert_eq!(g.shape_of(xtw).unwrap(), Shape(vec![3, 2]));
     // an op that does not accept unknown dimensions says so when it is added
-    let e = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![2i64, 1])).unwrap_err().to_string();
-    assert!(e.contains("Tile") && e.contains("[?,3]") && e.contains("unknown dimension"), "{e}");
+    let e = g.op("Cholesky", &[x]).unwrap_err().to_string();
+    assert!(e.contains("Cholesky") && e.contains("[?,3]") && e.contains("unknown dimension"), "{e}");
     // Reshape of a partial shape to a full one: the element count is checked by the run
     let six = g.op_spec(NodeSpec::new("Reshape", &[x]).attr("shape", oxiflow_core::ops::AttrValue::Shape(vec![6]))).unwrap();
     assert_eq!(g.shape_of(six).unwrap(), Shape(vec![6]));
@@ -468,4 +468,31 @@ fn ensure_shape_refines_the_static_shape_and_checks_the_run() {
     assert!(err.contains("EnsureShape") && err.contains("[1,3]") && err.contains("[?,2]"), "{err}");
     // the session still runs
     assert_eq!(run(&s, &[(x, t64(&[2, 2], vec![0.0; 4])), (w, wv)], &[l])[0].to_f64_vec(), vec![0.0]);
+}
+
+#[test]
+fn tile_pad_and_scatter_nd_carry_unknown_dimensions_in_their_static_shapes() {
+    use oxiflow_core::ops::AttrValue;
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[U, 3], Some("x")).unwrap();
+    let t = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![2i64, 2])).unwrap();
+    assert_eq!(g.shape_of(t).unwrap(), Shape(vec![U, 6]));
+    let t0 = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![0i64, 1])).unwrap();
+    assert_eq!(g.shape_of(t0).unwrap(), Shape(vec![0, 3]));
+    let e = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![1i64, i64::MAX])).unwrap_err().to_string();
+    assert!(e.contains("Tile") && e.contains("overflows"), "{e}");
+    let p = g.op_spec(NodeSpec::new("Pad", &[x]).attr("paddings", vec![1i64, 2, 0, 1])).unwrap();
+    assert_eq!(g.shape_of(p).unwrap(), Shape(vec![U, 4]));
+    // ScatterNd: the slice dimensions of `shape` may be unknown (taken from the updates),
+    // the dimensions the indices address may not
+    let idx = g.constant(Tensor::from_vec(&[2, 1], vec![2i64, 0], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let upd = g.placeholder(DType::Float64, &[2, U], Some("upd")).unwrap();
+    let s = g.op_spec(NodeSpec::new("ScatterNd", &[idx, upd]).attr("shape", AttrValue::Shape(vec![4, U]))).unwrap();
+    assert_eq!(g.shape_of(s).unwrap(), Shape(vec![4, U]));
+    let e = g.op_spec(NodeSpec::new("ScatterNd", &[idx, upd]).attr("shape", AttrValue::Shape(vec![U, 3]))).unwrap_err().to_string();
+    assert!(e.contains("ScatterNd") && e.contains("unknown dimension among the first 1"), "{e}");
+    let sess = session(g);
+    let out = run(&sess, &[(upd, t64(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))], &[s]);
+    assert_eq!(out[0].dims(), &[4, 3]);
+    assert_close(&out[0].to_f64_vec(), &[4.0, 5.0, 6.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0], 0.0, "rows 2 and 0");
 }

@@ -97,10 +97,11 @@ indexed the same way: along the unknown dimension an `Int`, an integer vector or
 tensor beyond the fed size fails when the graph runs (an `OxiflowError` naming
 `StridedSlice` or `GatherV2`), and a range is cut to the fed size, as TF's slices are
 (`x[1:3, :]` of a 2-row batch has 2 rows). `end` and a Bool mask along an unknown dimension
-raise an `OxiflowError` (UnimplementedError) naming `getindex`: both need the size. The
-gradient of a vector or tensor index (`GatherV2`) with respect to a tensor that still has an
-unknown dimension is not supported yet: `gradients` raises an `OxiflowError` naming
-`GatherV2` (slices with `:`, `Int`s and ranges differentiate).
+raise an `OxiflowError` (UnimplementedError) naming `getindex`: both need the size. A
+vector or tensor index differentiates when its own dimension is known, whatever the others
+(`x[:, [3, 1]]` of a batch); along the unknown dimension itself (`x[[2, 1], :]`) `gradients`
+raises an `OxiflowError` naming `GatherV2` (slices with `:`, `Int`s and ranges
+differentiate).
 
 Ops: `StridedSlice` for integers and ranges, then `GatherV2` per vector or tensor index;
 both have gradients (`StridedSliceGrad`, `ScatterNd`). A static index out of bounds is an

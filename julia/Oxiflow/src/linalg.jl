@@ -87,16 +87,16 @@ axes broadcasting. As in ADCME, a rank-3 `a` with a rank-2 `b` multiplies each m
 matching row of `b`, `a[i,:,:] * b[i,:]` (`b` is a batch of vectors; the result is
 `[batch, m]`). `adj_x`/`adj_y` transpose the last two axes of an operand first. Operands may
 be tensors or Julia arrays in any mix (an array takes the tensor's dtype; two arrays keep
-their own). Errors name both shapes. Operands with an unknown dimension raise an
-`OxiflowError` (UnimplementedError).
+their own). Errors name both shapes. Dimensions may be unknown (`nothing`, a batch fed at
+run time): sizes that differ are then an `OxiflowError` naming `BatchMatMulV2` when the graph
+runs.
 """
 function batch_matmul(a::Tensor, b::Tensor; adj_x::Bool=false, adj_y::Bool=false)
-    known_size(a, "batch_matmul"); known_size(b, "batch_matmul")
     (ndims(a) >= 2 && ndims(b) >= 1) ||
         invalid("batch_matmul: needs a tensor of rank ≥ 2 first, got shapes $(size(a)) and $(size(b))")
     if ndims(a) == 3 && ndims(b) == 2
         adj_y && invalid("batch_matmul: adj_y does not apply to a batch of vectors of shape $(size(b))")
-        size(b, 1) == size(a, 1) ||
+        (size(b, 1) === nothing || size(a, 1) === nothing || size(b, 1) == size(a, 1)) ||
             invalid("batch_matmul: a batch of $(size(a, 1)) matrices $(size(a)) and $(size(b, 1)) vectors $(size(b))")
         bv = add_op("ExpandDims", [b]; dim=2)
         return add_op("Squeeze", [add_op("BatchMatMulV2", [a, bv]; adj_x=adj_x, adj_y=false)]; squeeze_dims=[2])

@@ -294,8 +294,8 @@ Base.hvcat(rows::Tuple{Vararg{Int}}, a::JuliaValue, b::JuliaValue, c::Tensor, xs
     repeat(t, counts...; outer=counts)
 
 Julia's `repeat(A, counts...)`: `t` tiled `counts[i]` times along dimension `i` (a vector
-repeated with two counts becomes a matrix, as in Julia and ADCME). `Tile`, which does not
-accept a tensor with an unknown dimension yet (an `OxiflowError` naming it).
+repeated with two counts becomes a matrix, as in Julia and ADCME). `Tile`; an unknown
+dimension (`nothing`) stays unknown, tiled when the graph runs.
 """
 function Base.repeat(t::Tensor, counts::Integer...; outer=nothing)
     c = outer === nothing ? collect(Int, counts) : collect(Int, outer)

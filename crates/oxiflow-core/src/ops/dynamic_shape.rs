@@ -83,6 +83,13 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "Lgamma",
     "Digamma",
     "Polygamma",
+    "Tile",
+    "Pad",
+    "ReverseV2",
+    "Print",
+    "BatchMatMulV2",
+    "MatrixDiag",
+    "MatrixDiagPart",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.

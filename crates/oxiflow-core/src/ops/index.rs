@@ -15,6 +15,7 @@ use super::math::{def, require_numeric, Arith};
 use super::shape_ops::{int_or, norm_axis, transpose};
 use super::*;
 use crate::graph::NodeSpec;
+use crate::shape::UNKNOWN;
 use crate::strided::is_column_major;
 use crate::tensor::Element;
 use crate::with_array;
@@ -369,14 +370,17 @@ fn gather_runs<T: Copy>(src: &[T], outer: usize, n: usize, inner: usize, idx: &[
 /// TF `_GatherV2Grad`: TF returns `IndexedSlices(dy, indices)`, which becomes dense through
 /// `UnsortedSegmentSum`; here `ScatterNd` (which sums duplicate indices) does the same.
 /// For `axis > 0` the index dimensions of `dy` are moved to the front first and the result
-/// moved back, as TF's transposes do.
+/// moved back, as TF's transposes do. Params may have unknown dimensions except along
+/// `axis` (the scatter's row count); an unknown one there is `Unimplemented`.
 fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
     let (params, indices) = (node.inputs[0], node.inputs[1]);
     let p = g.shape_of(params)?;
-    params_known(node, &p)?;
     let rank = p.rank();
     let axis = ((int_or(&node.attrs, "GatherV2", "axis", 0)? + rank as i64) % rank as i64) as usize;
+    if p.0[axis] == UNKNOWN {
+        params_known(node, &p)?;
+    }
     let k = g.shape_of(indices)?.rank();
     // indices of unknown size (a batch of ids): the row count is the reshape's -1
     let is = g.shape_of(indices)?;
@@ -388,10 +392,22 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
         moved = transpose(g, dy, &perm)?;
     }
     let rest: Vec<usize> = p.0[..axis].iter().chain(&p.0[axis + 1..]).copied().collect();
+    let scat_shape: Vec<usize> = std::iter::once(p.0[axis]).chain(rest.iter().copied()).collect();
+    if !p.is_fully_defined() {
+        // params with an unknown dimension other than `axis`: the indices keep their shape
+        // (one index per row of depth 1) and ScatterNd takes the unknown trailing sizes from
+        // the updates, so nothing is reshaped to a size the graph does not know
+        let idx = g.op_spec(NodeSpec::new("ExpandDims", &[indices]).attr("dim", k as i64))?;
+        let mut dx = g.op_spec(NodeSpec::new("ScatterNd", &[idx, moved]).attr("shape", AttrValue::Shape(scat_shape)))?;
+        if axis > 0 {
+            let perm: Vec<usize> = (1..=axis).chain(std::iter::once(0)).chain(axis + 1..rank).collect();
+            dx = transpose(g, dx, &perm)?;
+        }
+        return Ok(vec![Some(dx), None]);
+    }
     let upd_shape = Shape(std::iter::once(n).chain(rest.iter().copied()).collect());
     let updates = super::array::reshape(g, moved, &upd_shape)?;
     let idx2 = super::array::reshape(g, indices, &Shape(vec![n, 1]))?;
-    let scat_shape: Vec<usize> = std::iter::once(p.0[axis]).chain(rest.iter().copied()).collect();
     let mut dx = g.op_spec(NodeSpec::new("ScatterNd", &[idx2, updates]).attr("shape", AttrValue::Shape(scat_shape)))?;
     if axis > 0 {
         let perm: Vec<usize> = (1..=axis).chain(std::iter::once(0)).chain(axis + 1..rank).collect();
@@ -468,25 +484,38 @@ fn params_known(node: &Node, p: &Shape) -> Result<()> {
 fn grad_gather_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
     let shape = g.shape_of(node.inputs[0])?;
-    params_known(node, &shape)?;
+    // the dimensions the index rows address must be known; ScatterNd takes the others
+    // from dy when the node runs
+    let depth = g.shape_of(node.inputs[1])?.0.last().copied().unwrap_or(0);
+    if depth == UNKNOWN || shape.0[..depth.min(shape.rank())].contains(&UNKNOWN) {
+        params_known(node, &shape)?;
+    }
     let dx = g.op_spec(NodeSpec::new("ScatterNd", &[node.inputs[1], dy]).attr("shape", AttrValue::Shape(shape.0)))?;
     Ok(vec![Some(dx), None])
 }
 
+/// `ScatterNd(indices [..., k], updates [..., s_k, ...]) -> shape`. The dimensions of attr
+/// `shape` after the first `k` (the slice each index row addresses) may be unknown (-1):
+/// they are the updates' trailing dimensions, so the output takes them from the updates
+/// (known when the node runs). The first `k` must be known (TF takes `shape` as a tensor).
 fn infer_scatter_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (idx, upd) = (&ctx.inputs[0], &ctx.inputs[1]);
     require_index(ctx, idx, "indices")?;
     require_numeric(ctx, upd.dtype)?;
-    let shape = Shape(ctx.attrs.get_shape(ctx.op, "shape")?);
+    let shape = Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?);
     let k = idx.shape.dims().last().copied().unwrap_or(0);
-    if idx.shape.rank() == 0 || k == 0 || k > shape.rank() {
-        return Err(ctx.shape_error(&shape, &idx.shape, " (indices must have rank >= 1 and a last dimension in 1..=rank(shape))"));
+    if idx.shape.rank() == 0 || k == 0 || k == UNKNOWN || k > shape.rank() {
+        return Err(ctx.shape_error(&shape, &idx.shape, " (indices must have rank >= 1 and a known last dimension in 1..=rank(shape))"));
+    }
+    if shape.0[..k].contains(&UNKNOWN) {
+        return Err(ctx.invalid(format!("attribute shape {shape} has an unknown dimension among the first {k}, which the indices address")));
     }
     let want = Shape(idx.shape.0[..idx.shape.rank() - 1].iter().chain(&shape.0[k..]).copied().collect());
-    if want.merge(&upd.shape).is_none() {
+    let Some(merged) = want.merge(&upd.shape) else {
         return Err(ctx.shape_error(&want, &upd.shape, format!(" (updates for indices of shape {} into shape {shape})", idx.shape)));
-    }
-    Ok(vec![TensorType::new(upd.dtype, shape)])
+    };
+    let out = shape.0[..k].iter().chain(&merged.0[idx.shape.rank() - 1..]).copied().collect();
+    Ok(vec![TensorType::new(upd.dtype, Shape(out))])
 }
 
 fn kernel_scatter_nd(ctx: &KernelCtx) -> Result<Outputs> {

@@ -11,7 +11,8 @@
 //! have no GPU kernel except `BatchMatMulV2`, `MatrixDiagPart`, `MatrixDiag` (TF 1.15's
 //! GPU linear solvers need cuSOLVER; Oxiflow keeps factorizations on the CPU).
 
-use super::array::sum_to_shape;
+use super::dynamic_shape::sum_to_like;
+use crate::shape::UNKNOWN;
 use super::grad_util::{need_dy, y0};
 use super::math::def;
 use super::*;
@@ -140,10 +141,25 @@ fn infer_solve_ls(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(a.dtype, Shape(dims))])
 }
 
+/// One dimension that two shapes must share: the known one of the two (either may be
+/// unknown), `None` when both are known and differ.
+fn same_dim(a: usize, b: usize) -> Option<usize> {
+    match (a, b) {
+        (UNKNOWN, _) => Some(b),
+        (_, UNKNOWN) => Some(a),
+        _ => (a == b).then_some(a),
+    }
+}
+
+/// `min(m, n)`, unknown unless both are known or they are known to be equal.
+fn min_dim(m: usize, n: usize) -> usize {
+    if m == UNKNOWN || n == UNKNOWN { UNKNOWN } else { m.min(n) }
+}
+
 fn infer_diag_part(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (b, m, n) = matrix_dims(ctx, &ctx.inputs[0], "Input")?;
     let mut dims = b.to_vec();
-    dims.push(m.min(n));
+    dims.push(min_dim(m, n));
     Ok(vec![TensorType::new(ctx.inputs[0].dtype, Shape(dims))])
 }
 
@@ -183,7 +199,7 @@ fn infer_bmm(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (by, r1, c1) = matrix_dims(ctx, y, "In[1]")?;
     let (m, k1) = if adj(ctx.op, ctx.attrs, "adj_x")? { (c0, r0) } else { (r0, c0) };
     let (k2, n) = if adj(ctx.op, ctx.attrs, "adj_y")? { (c1, r1) } else { (r1, c1) };
-    if k1 != k2 {
+    if same_dim(k1, k2).is_none() {
         return Err(ctx.shape_error(&x.shape, &y.shape, format!(" (inner dimensions differ: {k1} vs {k2})")));
     }
     let batch = Shape::broadcast(&Shape(bx.to_vec()), &Shape(by.to_vec()))
@@ -429,6 +445,14 @@ fn grad_diag_part(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
     let dy = need_dy!(grads, 1);
     let d = g.shape_of(node.inputs[0])?.0;
     let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
+    if m == UNKNOWN || n == UNKNOWN {
+        return Err(OxiflowError::Unimplemented(format!(
+            "the gradient of {} '{}' of a matrix of shape {}, whose row or column count is unknown (a batch dimension may be)",
+            node.op.name,
+            node.name,
+            Shape(d)
+        )));
+    }
     let mut r = g.op("MatrixDiag", &[dy])?;
     let k = m.min(n);
     if m != k {
@@ -459,8 +483,7 @@ fn grad_bmm(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
         (true, false) => (batch_matmul(g, y, dz, false, true)?, batch_matmul(g, x, dz, false, false)?),
         (true, true) => (batch_matmul(g, y, dz, true, true)?, batch_matmul(g, dz, x, true, true)?),
     };
-    let (sx, sy) = (g.shape_of(x)?, g.shape_of(y)?);
-    Ok(vec![Some(sum_to_shape(g, gx, &sx)?), Some(sum_to_shape(g, gy, &sy)?)])
+    Ok(vec![Some(sum_to_like(g, gx, x)?), Some(sum_to_like(g, gy, y)?)])
 }
 
 /// `x / (x^2 + 1e-20)`: `1/x` away from 0, 0 at 0 (TF's `_SafeReciprocal` in

@@ -484,10 +484,17 @@ fn multiples_of(ctx: &InferCtx) -> Result<Vec<usize>> {
     Ok(m.iter().map(|&k| k as usize).collect())
 }
 
+/// `Tile(x [d0, d1, ...]) -> [d0 m0, d1 m1, ...]`; an unknown `di` stays unknown (0 when
+/// `mi` is 0).
 fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let m = multiples_of(ctx)?;
     let x = &ctx.inputs[0];
-    Ok(vec![TensorType::new(x.dtype, Shape(x.shape.0.iter().zip(&m).map(|(d, k)| d * k).collect()))])
+    let dims = x.shape.0.iter().zip(&m).enumerate().map(|(i, (&d, &k))| match (d, k) {
+        (_, 0) => Ok(0),
+        (UNKNOWN, _) => Ok(UNKNOWN),
+        _ => d.checked_mul(k).ok_or_else(|| ctx.invalid(format!("multiple {k} of dimension {i} (size {d}) overflows"))),
+    });
+    Ok(vec![TensorType::new(x.dtype, Shape(dims.collect::<Result<_>>()?))])
 }
 
 fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> ArcArray<T, IxDyn> {
@@ -520,8 +527,27 @@ fn grad_tile(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec
     if m.iter().all(|&k| k == 1) {
         return Ok(vec![Some(dy)]);
     }
+    if m.contains(&0) {
+        // an empty tile: nothing flows back (and an empty dy cannot be reshaped by -1)
+        return Ok(vec![Some(g.op("ZerosLike", &[node.inputs[0]])?)]);
+    }
     let split: Vec<usize> = in_shape.0.iter().zip(&m).flat_map(|(&d, &k)| [k as usize, d]).collect();
-    let r = reshape_to(g, dy, &Shape(split))?;
+    let r = match in_shape.0.iter().filter(|&&d| d == UNKNOWN).count() {
+        // one unknown dimension: Reshape's -1 (the split shape's only unknown entry)
+        0 | 1 => reshape_to(g, dy, &Shape(split))?,
+        // several: the run-time shape of `x` tiled as [m0, d0, m1, d1, ...], built by
+        // interleaving unit axes and tiling them (an extra tensor of dy's size, in this
+        // case only, where TF would reshape to a computed shape tensor)
+        _ => {
+            let mut like = node.inputs[0];
+            for i in 0..in_shape.rank() {
+                like = g.op_spec(NodeSpec::new("ExpandDims", &[like]).attr("dim", 2 * i as i64))?;
+            }
+            let mm: Vec<i64> = m.iter().flat_map(|&k| [k, 1]).collect();
+            like = g.op_spec(NodeSpec::new("Tile", &[like]).attr("multiples", mm))?;
+            g.op("_ReshapeToShapeOf", &[dy, like])?
+        }
+    };
     let axes: Vec<i64> = (0..in_shape.rank() as i64).map(|i| 2 * i).collect();
     Ok(vec![Some(super::reduce::reduce_sum(g, r, &axes, false)?)])
 }
@@ -575,11 +601,13 @@ fn paddings_of(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result<Ve
     Ok(p.chunks(2).map(|c| (c[0] as usize, c[1] as usize)).collect())
 }
 
+/// `Pad(x [d0, ...]) -> [b0 + d0 + a0, ...]`; an unknown `di` stays unknown.
 fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
     let p = paddings_of(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
-    let dims = x.shape.0.iter().zip(&p).enumerate().map(|(k, (&d, &(b, a)))| {
-        d.checked_add(b).and_then(|n| n.checked_add(a)).ok_or_else(|| ctx.invalid(format!("padding ({b}, {a}) of dimension {k} (size {d}) overflows")))
+    let dims = x.shape.0.iter().zip(&p).enumerate().map(|(k, (&d, &(b, a)))| match d {
+        UNKNOWN => Ok(UNKNOWN),
+        _ => d.checked_add(b).and_then(|n| n.checked_add(a)).ok_or_else(|| ctx.invalid(format!("padding ({b}, {a}) of dimension {k} (size {d}) overflows"))),
     });
     Ok(vec![TensorType::new(x.dtype, Shape(dims.collect::<Result<_>>()?))])
 }
@@ -599,14 +627,29 @@ fn kernel_pad(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 /// TF `_PadGrad`: the slice of `dy` where the input sits (`StridedSlice`, TF uses `Slice`).
+/// Along an unknown dimension the slice ends `after` elements before the end (a negative
+/// end, or the end mask when `after` is 0), which needs no size.
 fn grad_pad(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let shape = g.shape_of(node.inputs[0])?;
     let p = paddings_of(&node.attrs, "Pad", &shape).map_err(OxiflowError::InvalidArgument)?;
     let begin: Vec<i64> = p.iter().map(|&(b, _)| b as i64).collect();
-    let end: Vec<i64> = p.iter().zip(shape.dims()).map(|(&(b, _), &d)| (b + d) as i64).collect();
+    let mut end_mask = 0;
+    let end: Vec<i64> = p
+        .iter()
+        .zip(shape.dims())
+        .enumerate()
+        .map(|(i, (&(b, a), &d))| match (d, a) {
+            (UNKNOWN, 0) => {
+                end_mask |= 1 << i;
+                0
+            }
+            (UNKNOWN, _) => -(a as i64),
+            _ => (b + d) as i64,
+        })
+        .collect();
     let strides = vec![1; shape.rank()];
-    Ok(vec![Some(strided_slice(g, dy, &begin, &end, &strides, 0, 0, 0)?)])
+    Ok(vec![Some(strided_slice(g, dy, &begin, &end, &strides, 0, end_mask, 0)?)])
 }
 
 // ---------------------------------------------------------------- Squeeze, ExpandDims

@@ -1,0 +1,164 @@
+# Ops on tensors with unknown dimensions beyond the elementwise core (unknown_dims.jl):
+# `repeat` (Tile), `pad` (Pad), `reverse` (ReverseV2), `print_tensor` (Print),
+# `batch_matmul` (BatchMatMulV2), `diag`/`diagm` of batches (MatrixDiagPart, MatrixDiag) and
+# the gradients of vector indices and `gather_nd` (GatherV2, GatherNd) when a dimension the
+# index does not address is unknown. Oracles: the same function in plain Julia on the fed
+# array, and central finite differences of it (fd.jl) for gradients. Every check runs on the
+# CPU and on the emulated GPU, at several fed sizes, through one graph and one session.
+
+# A CPU-only session and one with the emulated GPU (runtests.jl sets one up).
+udo_sessions() = (Session(emulated_gpus=0), Session())
+
+# The error `f()` raises (`nothing` when it raises none).
+udo_error(f) = try; f(); nothing; catch err; err; end
+
+# `build(x)` for a placeholder of partial `shape` equals `oracle(X)` for feeds `X` of each
+# size in `sizes`, and the gradient of `sum(build(x)^2)` with respect to `x` equals finite
+# differences of `sum(oracle(X)^2)`; the static size of the result is `want`.
+function udo_check(build, oracle, shape, sizes, want)
+    reset_default_graph()
+    x = placeholder(Float64; shape=shape)
+    y = build(x)
+    @test size(y) == want
+    loss = sum(y^2)
+    g = gradients(loss, x)
+    @test size(g) == size(x)
+    for s in udo_sessions(), dims in sizes
+        X = randn(dims...)
+        yv, gv = run(s, [y, g], Dict(x => X))
+        @test size(yv) == size(oracle(X))
+        @test yv ≈ oracle(X) rtol = 1e-12
+        @test gv ≈ fd_grad(A -> sum(oracle(A) .^ 2), X) rtol = 1e-6 atol = 1e-8
+    end
+end
+
+@testset "ops on tensors with unknown dimensions" begin
+
+@testset "repeat (Tile) with one, two and no unknown dimensions, and a zero count" begin
+    udo_check(x -> repeat(x, 2, 3), X -> repeat(X, 2, 3), [nothing, 2], [(1, 2), (4, 2)], (nothing, 6))
+    # two unknown dimensions: the gradient reshapes to the run-time tiled shape
+    udo_check(x -> repeat(x, 3, 1, 2), X -> repeat(X, 3, 1, 2), [nothing, nothing, 2], [(1, 3, 2), (2, 1, 2), (3, 4, 2)], (nothing, nothing, 4))
+    udo_check(x -> repeat(x, 2, 2), X -> repeat(X, 2, 2), [nothing, nothing], [(2, 3), (1, 1)], (nothing, nothing))
+    # a vector repeated with two counts becomes a matrix, as in Julia
+    udo_check(x -> repeat(x, 2, 3), X -> repeat(X, 2, 3), [nothing], [(1,), (5,)], (nothing, 3))
+    # a zero count: an empty result and a zero gradient
+    udo_check(x -> repeat(x, 0, 2), X -> repeat(X, 0, 2), [nothing, 3], [(2, 3)], (0, 6))
+end
+
+@testset "pad (Pad), also along an unknown dimension with nothing after it" begin
+    udo_check(x -> pad(x, [1 2; 0 1]), X -> [zeros(1, size(X, 2) + 1); [X zeros(size(X, 1))]; zeros(2, size(X, 2) + 1)],
+              [nothing, 3], [(1, 3), (4, 3)], (nothing, 4))
+    udo_check(x -> pad(x, [0 0; 2 0]), X -> [zeros(size(X, 1), 2) X], [nothing, nothing], [(2, 3), (5, 1)], (nothing, nothing))
+    udo_check(x -> pad(x, [3 0; 0 0]), X -> [zeros(3, size(X, 2)); X], [nothing, nothing], [(1, 2), (3, 3)], (nothing, nothing))
+    # constant_values: a second Pad of ones_like marks the border
+    udo_check(x -> pad(x, [1 1]; constant_values=2.5), X -> [2.5; X; 2.5], [nothing], [(1,), (6,)], (nothing,))
+end
+
+@testset "reverse (ReverseV2) along known, unknown and all dimensions" begin
+    udo_check(x -> reverse(x; dims=1), X -> reverse(X; dims=1), [nothing, 3], [(1, 3), (5, 3)], (nothing, 3))
+    udo_check(x -> reverse(x; dims=2), X -> reverse(X; dims=2), [nothing, 3], [(4, 3)], (nothing, 3))
+    udo_check(x -> reverse(x; dims=(1, 3)), X -> reverse(reverse(X; dims=1); dims=3), [nothing, 2, nothing], [(2, 2, 3), (1, 2, 1)], (nothing, 2, nothing))
+end
+
+@testset "batch_matmul (BatchMatMulV2) over an unknown batch, broadcast and adjoint" begin
+    B = randn(3, 4)
+    bmm(X, Y) = cat([X[i, :, :] * Y for i in 1:size(X, 1)]...; dims=3) |> A -> permutedims(A, (3, 1, 2))
+    # a batch of one broadcast over the unknown batch (a rank-2 operand would be ADCME's
+    # batch of vectors, below)
+    udo_check(x -> batch_matmul(x, constant(reshape(B, 1, 3, 4))), X -> bmm(X, B), [nothing, 2, 3], [(1, 2, 3), (4, 2, 3)], (nothing, 2, 4))
+    # an unknown row count in each matrix; adj_x transposes it away
+    Bt = randn(2, 4)
+    udo_check(x -> batch_matmul(x, constant(reshape(Bt, 1, 2, 4)); adj_x=true), X -> cat([X[i, :, :]' * Bt for i in 1:size(X, 1)]...; dims=3) |> A -> permutedims(A, (3, 1, 2)),
+              [nothing, 2, nothing], [(3, 2, 5), (1, 2, 1)], (nothing, nothing, 4))
+    # both operands fed with the same unknown batch; the gradients of both
+    reset_default_graph()
+    a = placeholder(Float64; shape=[nothing, 2, 3]); b = placeholder(Float64; shape=[nothing, 3, 2])
+    c = batch_matmul(a, b)
+    @test size(c) == (nothing, 2, 2)
+    ga, gb = gradients(sum(c^2), [a, b])
+    f(A, Bb) = sum(sum(cat([A[i, :, :] * Bb[i, :, :] for i in 1:size(A, 1)]...; dims=3) .^ 2))
+    for s in udo_sessions(), n in (1, 3)
+        A = randn(n, 2, 3); Bb = randn(n, 3, 2)
+        cv, gav, gbv = run(s, [c, ga, gb], Dict(a => A, b => Bb))
+        @test cv ≈ permutedims(cat([A[i, :, :] * Bb[i, :, :] for i in 1:n]...; dims=3), (3, 1, 2)) rtol = 1e-12
+        @test gav ≈ fd_grad(X -> f(X, Bb), A) rtol = 1e-6 atol = 1e-8
+        @test gbv ≈ fd_grad(X -> f(A, X), Bb) rtol = 1e-6 atol = 1e-8
+    end
+    # a rank-3 batch times a batch of vectors (ADCME's form)
+    v = placeholder(Float64; shape=[nothing, 3])
+    mv = batch_matmul(a, v)
+    @test size(mv) == (nothing, 2)
+    A = randn(4, 2, 3); V = randn(4, 3)
+    @test run(Session(), mv, Dict(a => A, v => V)) ≈ vcat([(A[i, :, :] * V[i, :])' for i in 1:4]...) rtol = 1e-12
+    # inner dimensions that differ are caught when a known size shows it, or when run
+    e = udo_error(() -> batch_matmul(a, constant(randn(1, 4, 2))))
+    @test e isa OxiflowError && occursin("BatchMatMulV2", e.msg)
+    w = placeholder(Float64; shape=[nothing, nothing, 2])
+    bad = batch_matmul(a, w)
+    s = Session()
+    e = udo_error(() -> run(s, bad, Dict(a => randn(2, 2, 3), w => randn(2, 4, 2))))
+    @test e isa OxiflowError && occursin("BatchMatMulV2", e.msg)
+    @test size(run(s, bad, Dict(a => randn(2, 2, 3), w => randn(2, 3, 2)))) == (2, 2, 2)
+end
+
+@testset "diag and diagm (MatrixDiagPart, MatrixDiag) of batches" begin
+    dpart(X) = [X[b, i, i] for b in 1:size(X, 1), i in 1:min(size(X, 2), size(X, 3))]
+    udo_check(x -> diag(x), dpart, [nothing, 3, 3], [(1, 3, 3), (4, 3, 3)], (nothing, 3))
+    udo_check(x -> diag(x), dpart, [nothing, 2, 4], [(3, 2, 4)], (nothing, 2))
+    dmat(V) = cat([reshape(diagm(V[b, :]), 1, size(V, 2), size(V, 2)) for b in 1:size(V, 1)]...; dims=1)
+    udo_check(x -> diagm(x), dmat, [nothing, 3], [(1, 3), (5, 3)], (nothing, 3, 3))
+    udo_check(x -> diagm(x), dmat, [2, nothing], [(2, 4), (2, 1)], (2, nothing, nothing))
+    # the forward pass of a matrix whose size is unknown works; its gradient is refused
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, nothing])
+    d = diag(x)
+    @test size(d) == (nothing,)
+    X = randn(3, 5)
+    @test run(Session(), d, Dict(x => X)) ≈ [X[i, i] for i in 1:3]
+    e = udo_error(() -> gradients(sum(d), x))
+    @test e isa OxiflowError && occursin("MatrixDiagPart", e.msg) && occursin("unknown", e.msg)
+end
+
+@testset "print_tensor (Print) of a batch prints the fed value and passes it and its gradient on" begin
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, 2])
+    p = print_tensor(x, "batch")
+    @test size(p) == (nothing, 2)
+    g = gradients(sum(p^2), x)
+    s = Session()
+    X = [1.5 -2.0; 3.25 4.0; 0.5 0.125]
+    local pv, gv
+    out = captured_stderr(() -> ((pv, gv) = run(s, [p, g], Dict(x => X))))
+    @test pv == X && gv ≈ 2X
+    @test occursin("batch", out) && occursin("3.25", out) && occursin("0.125", out)
+end
+
+@testset "gradients of vector indices and gather_nd along known dimensions of a batch" begin
+    # a vector index of columns (GatherV2 along a known axis), with a repeat that sums
+    udo_check(x -> x[:, [3, 1, 3]], X -> X[:, [3, 1, 3]], [nothing, 4], [(1, 4), (6, 4)], (nothing, 3))
+    # an Int tensor index, and two unknown dimensions around the indexed one
+    udo_check(x -> x[:, constant([2, 2, 1]), :], X -> X[:, [2, 2, 1], :], [nothing, 3, nothing], [(2, 3, 1), (1, 3, 4)], (nothing, 3, nothing))
+    # a 0-d tensor index drops the dimension
+    udo_check(x -> x[:, constant(2)], X -> X[:, 2], [nothing, 3], [(5, 3)], (nothing,))
+    # gather_nd of rows of a matrix with an unknown column count
+    udo_check(x -> tf.gather_nd(x, reshape([2, 0, 2], 3, 1)), X -> X[[3, 1, 3], :], [4, nothing], [(4, 1), (4, 3)], (3, nothing))
+    # a hidden layer of an unknown batch, then a column selection: the weights' gradient
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, 3])
+    Wv = randn(3, 4)
+    W = Variable(Wv)
+    loss = sum(tanh(x * W)[:, [4, 2]] .^ 2)
+    gW = gradients(loss, W)
+    for s in udo_sessions()
+        init(s)
+        X = randn(5, 3)
+        @test run(s, gW, Dict(x => X)) ≈ fd_grad(A -> sum(tanh.(X * A)[:, [4, 2]] .^ 2), Wv) rtol = 1e-6 atol = 1e-8
+    end
+    # selecting rows of the batch itself (the unknown dimension) has no gradient yet
+    y = x[[2, 1], :]
+    @test run(Session(), y, Dict(x => [1.0 2 3; 4 5 6])) == [4.0 5 6; 1 2 3]
+    e = udo_error(() -> gradients(sum(y), x))
+    @test e isa OxiflowError && occursin("GatherV2", e.msg)
+end
+
+end
