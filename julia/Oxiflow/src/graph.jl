@@ -185,13 +185,6 @@ engine_dims(t::Tensor) = Int64[engine_dim(d) for d in size(t)]
 Base.eltype(t::Tensor) = t.dtype
 """`get_dtype(t)`: the Julia element type of a tensor (ADCME)."""
 get_dtype(t::Tensor) = t.dtype
-Base.lastindex(t::Tensor) = lastindex(t, 1)
-function Base.lastindex(t::Tensor, i::Integer)
-    d = size(t, i)
-    d === nothing &&
-        unimplemented("getindex: `end` in dimension $i of $(t.name), of size $(size(t)): that dimension is unknown until the graph runs, so `end` cannot be resolved yet; slice it with `:` or a range")
-    return d
-end
 
 # Arrays cross the ABI column-major; Julia's scalar becomes a rank-0 tensor.
 as_array(x::Number) = fill(x)

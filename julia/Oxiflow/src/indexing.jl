@@ -5,8 +5,9 @@
 Base.firstindex(t::Tensor) = 1
 Base.firstindex(t::Tensor, i::Integer) = 1
 
-# One normalized index: `kind` is :int (drops the dim), :range (keeps it), :full (`:`),
-# :vector (a Julia vector of 1-based ints, keeps the dim) or :tensor (an Int tensor).
+# One normalized index: `kind` is :int (an Int or an EndIndex, drops the dim), :range (a
+# range or an EndRange, keeps it), :full (`:`), :vector (a Julia vector of 1-based ints,
+# keeps the dim) or :tensor (an Int tensor).
 struct Ix
     kind::Symbol
     val::Any
@@ -22,6 +23,8 @@ function normalize_index(t::Tensor, k::Int, i)
         return Ix(:tensor, i)
     elseif i isa Colon
         return Ix(:full, nothing)
+    elseif i isa EndIndex || i isa EndRange
+        return end_index(t, k, i)
     elseif i isa Bool
         invalid("getindex: a Bool scalar is not an index (dimension $k of a tensor of size $(size(t)))")
     elseif i isa Integer
@@ -50,6 +53,25 @@ function normalize_index(t::Tensor, k::Int, i)
     invalid("getindex: cannot index a tensor with a $(typeof(i)); use Int, ranges, :, integer vectors, Bool masks or Int tensors")
 end
 
+# `end`, `end ± k` or a range with them along dimension `k` of `t` (whose size there is
+# unknown: a known size makes `end` an Int). An index past the end raises now; one before
+# the first element fails when the graph runs (StridedSlice checks it against the fed size).
+function end_index(t::Tensor, k::Int, i)
+    i.dim == k && size(t, k) === nothing ||
+        invalid("getindex: `$i` as index $k of $(t.name), of size $(size(t)), is `end` of dimension $(i.dim)")
+    if i isa EndIndex
+        i.offset <= 0 ||
+            invalid("getindex (StridedSlice): index $i is out of bounds for dimension $k, of unknown size (tensor of size $(size(t))): it is past the end for every size")
+        return Ix(:int, i)
+    end
+    for j in (i.first, i.last)
+        j isa Int && j < 1 && oob(j, k, t)
+    end
+    # `1:end` is all of it
+    i.first isa Int && i.first == 1 && i.step == 1 && i.last isa EndIndex && i.last.offset >= 0 && return Ix(:full, nothing)
+    return Ix(:range, i)
+end
+
 # The StridedSlice of the :int and :range indices (others kept whole); `t` when there is
 # nothing to slice.
 function slice_part(t::Tensor, ixs::Vector{Ix})
@@ -59,8 +81,16 @@ function slice_part(t::Tensor, ixs::Vector{Ix})
     bm = 0; em = 0; sm = 0
     for (k, x) in enumerate(ixs)
         bit = 1 << (k - 1)
-        if x.kind == :int
+        if x.kind == :int && x.val isa EndIndex
+            # `end + off` is TF's negative index off - 1 (-1: the last element); the kernel
+            # checks it against the fed size (TF ignores `end` for a shrunk axis)
+            b[k] = x.val.offset - 1; e[k] = x.val.offset; sm |= bit
+        elseif x.kind == :int
             b[k] = x.val - 1; e[k] = x.val; sm |= bit
+        elseif x.kind == :range && x.val isa EndRange
+            b[k], e[k], bmk, emk = end_range_slice(x.val)
+            s[k] = x.val.step
+            bmk && (bm |= bit); emk && (em |= bit)
         elseif x.kind == :range
             r = x.val
             if isempty(r)
@@ -96,11 +126,18 @@ Tensors with an unknown dimension (`size(t, k) === nothing`, a batch fed at run 
 indexed the same way: along the unknown dimension an `Int`, an integer vector or an Int
 tensor beyond the fed size fails when the graph runs (an `OxiflowError` naming
 `StridedSlice` or `GatherV2`), and a range is cut to the fed size, as TF's slices are
-(`x[1:3, :]` of a 2-row batch has 2 rows). `end` and a Bool mask along an unknown dimension
-raise an `OxiflowError` (UnimplementedError) naming `getindex`: both need the size. A
-vector or tensor index differentiates when its own dimension is known, whatever the others
+(`x[1:3, :]` of a 2-row batch has 2 rows). `end` there is an [`EndIndex`](@ref) (the fed size,
+known when the graph runs): `end` and `end - k` as an index (`x[end, :]`, `x[end-1, :]`) and
+ranges with them (`x[2:end, :]`, `x[1:end-1, :]`, `x[end-2:end, :]`, `x[1:2:end, :]`,
+`x[end:-1:1, :]`, an [`EndRange`](@ref)) become one `StridedSlice` with TF's negative indices
+and select what Julia selects from the fed value; `end - k` before the first element fails
+the run (naming `StridedSlice`), and a range endpoint outside the fed size is cut to it as
+above (`x[end-4:end, :]` of a 2-row batch has 2 rows, where Julia raises). Whatever needs the
+size itself (`end ÷ 2`, `2end`, `end < 3`, `length(1:end)`) and a Bool mask along an unknown
+dimension raise an `OxiflowError` (UnimplementedError) naming `getindex`. A vector or
+tensor index differentiates when its own dimension is known, whatever the others
 (`x[:, [3, 1]]` of a batch); along the unknown dimension itself (`x[[2, 1], :]`) `gradients`
-raises an `OxiflowError` naming `GatherV2` (slices with `:`, `Int`s and ranges
+raises an `OxiflowError` naming `GatherV2` (slices with `:`, `Int`s, `end` and ranges
 differentiate).
 
 Ops: `StridedSlice` for integers and ranges, then `GatherV2` per vector or tensor index;
