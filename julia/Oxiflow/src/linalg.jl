@@ -1,10 +1,10 @@
 # Dense linear algebra with ADCME's semantics (ADCME.jl src/ops.jl): `\`, `inv`, `det`, `tr`,
 # `diag`, `diagm`, `dot`, `batch_matmul`, `sym`, `spd`, `tril`, `triu`, `triangular_solve`,
 # `cholesky_factor` (einsum: einsum.jl). Ops: crates/oxiflow-core/src/ops/linalg.rs and linalg/tri.rs.
-# Unknown dimensions: `dot` and `sym` work (elementwise ops, `Sum`, `Transpose`); the
-# functions that check sizes in Julia raise an `OxiflowError` (UnimplementedError) naming
-# themselves, and the engine refuses the linear-algebra ops (`inv`, `det`, `diag`, `svd`, ...)
-# on such a tensor, naming the op.
+# Unknown dimensions: the ops take them (a batch of matrices fed at run time, `inv`, `det`,
+# `diag`, `svd`, `cholesky_factor`, `batch_matmul`, ...; gradients that need a matrix's row or
+# column count say so, naming the op); the functions that build constants of a size in Julia
+# (`tril`, `spd`, `vector`) raise an `OxiflowError` (UnimplementedError) naming themselves.
 
 export batch_matmul, det, tr, diag, diagm, dot, I, sym, spd, tril, triu, einsum, solve_batch, vector,
        triangular_solve, cholesky_factor
@@ -16,23 +16,25 @@ Solves `A x = b` (ADCME's `\\`): a square `A` uses `MatrixSolve` (LU), any other
 `MatrixSolveLs` (least squares; the minimum-norm solution when `A` has more columns than
 rows). `b` is a vector (the result is a vector) or a matrix. Mismatched sizes raise an
 `OxiflowError` naming both shapes when the graph is built; a singular `A` raises one naming
-the op and the shape when the graph runs ("Input matrix is not invertible.").
-Operands with an unknown dimension raise an `OxiflowError` (UnimplementedError).
+the op and the shape when the graph runs ("Input matrix is not invertible."). The size of
+`A` must be known (it chooses the solver; otherwise an `OxiflowError`, UnimplementedError);
+`b` may have an unknown dimension (right-hand sides fed at run time: a matrix `b` of
+`nothing` columns), a length that differs from `A`'s rows then failing the run.
 """
 function Base.:\(A::Tensor, b::Tensor)
-    known_size(A, "\\"); known_size(b, "\\")
+    known_size(A, "\\")
     ndims(A) == 2 || invalid("\\: the matrix must have rank 2, got a tensor of shape $(size(A))")
-    (ndims(b) in (1, 2) && size(b, 1) == size(A, 1)) ||
+    (ndims(b) in (1, 2) && size(b, 1) in (nothing, size(A, 1))) ||
         invalid("\\: cannot solve with a matrix of shape $(size(A)) and a right-hand side of shape $(size(b))")
     op = size(A, 1) == size(A, 2) ? "MatrixSolve" : "MatrixSolveLs"
-    ndims(b) == 1 && return solve_vector(op, A, b, size(A, 2))
+    ndims(b) == 1 && return solve_vector(op, A, b)
     return add_op(op, [A, b])
 end
-# `op(A, b)` for a vector `b` of known length: `b` as a column, the result back to a vector
-# of `m` entries (the solvers take matrices).
-function solve_vector(op, A, b, m; attrs...)
-    x = add_op(op, [A, add_op("Reshape", [b]; shape=[size(b, 1), 1])]; attrs...)
-    return add_op("Reshape", [x]; shape=[m])
+# `op(A, b)` for a vector `b`: `b` as a column (`ExpandDims`, which keeps an unknown
+# length), the result back to a vector (`Squeeze`).
+function solve_vector(op, A, b; attrs...)
+    x = add_op(op, [A, add_op("ExpandDims", [b]; dim=1)]; attrs...)
+    return add_op("Squeeze", [x]; squeeze_dims=[1])
 end
 
 Base.:\(A::Tensor, b::Union{Number,AbstractArray}) = A \ as_tensor(b, A)
@@ -174,8 +176,7 @@ function triangular_solve(A, b; lower::Bool=true, adjoint::Bool=false, name=noth
     a = A isa Tensor ? A : (b isa Tensor ? as_tensor(A, b) : constant(A))
     r = as_tensor(b, a)
     if ndims(r) == 1
-        known_size(r, "triangular_solve")
-        return solve_vector("MatrixTriangularSolve", a, r, size(r, 1); name=name, lower=lower, adjoint=adjoint)
+        return solve_vector("MatrixTriangularSolve", a, r; name=name, lower=lower, adjoint=adjoint)
     end
     return add_op("MatrixTriangularSolve", [a, r]; name=name, lower=lower, adjoint=adjoint)
 end
@@ -200,14 +201,14 @@ cholesky_factor(A; name=nothing) = add_op("Cholesky", [as_tensor(A)]; name=name)
 ADCME's `solve_batch`: solves `A x = b` for every row `b` of the `k×m` matrix `rhs` with the
 `m×n` matrix `A` (square: LU; otherwise least squares, as `\\`), returning the `k×n` matrix
 of solutions, row by row: `(A \\ rhs')'`. Tensors or Julia matrices; a composite of
-`Transpose` and `MatrixSolve`/`MatrixSolveLs`, so differentiable in both.
-Operands with an unknown dimension raise an `OxiflowError` (UnimplementedError).
+`Transpose` and `MatrixSolve`/`MatrixSolveLs`, so differentiable in both. `rhs` may have an
+unknown number of rows (fed at run time); `A`'s size must be known (as for `\\`).
 """
 function solve_batch(A, rhs)
     a = A isa Tensor ? A : (rhs isa Tensor ? as_tensor(A, rhs) : constant(A))
     r = as_tensor(rhs, a)
-    known_size(a, "solve_batch"); known_size(r, "solve_batch")
-    (ndims(a) == 2 && ndims(r) == 2 && size(r, 2) == size(a, 1)) ||
+    known_size(a, "solve_batch")
+    (ndims(a) == 2 && ndims(r) == 2 && size(r, 2) in (nothing, size(a, 1))) ||
         invalid("solve_batch: needs an m×n matrix and k×m right-hand sides, got shapes $(size(a)) and $(size(r))")
     return (a \ r')'
 end

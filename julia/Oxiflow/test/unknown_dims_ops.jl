@@ -15,7 +15,8 @@ udo_error(f) = try; f(); nothing; catch err; err; end
 # `build(x)` for a placeholder of partial `shape` equals `oracle(X)` for feeds `X` of each
 # size in `sizes`, and the gradient of `sum(build(x)^2)` with respect to `x` equals finite
 # differences of `sum(oracle(X)^2)`; the static size of the result is `want`.
-function udo_check(build, oracle, shape, sizes, want)
+# `gen(dims...)` draws the feeds.
+function udo_check(build, oracle, shape, sizes, want; gen=randn)
     reset_default_graph()
     x = placeholder(Float64; shape=shape)
     y = build(x)
@@ -24,7 +25,7 @@ function udo_check(build, oracle, shape, sizes, want)
     g = gradients(loss, x)
     @test size(g) == size(x)
     for s in udo_sessions(), dims in sizes
-        X = randn(dims...)
+        X = gen(dims...)
         yv, gv = run(s, [y, g], Dict(x => X))
         @test size(yv) == size(oracle(X))
         @test yv ≈ oracle(X) rtol = 1e-12
@@ -117,6 +118,57 @@ end
     @test run(Session(), d, Dict(x => X)) ≈ [X[i, i] for i in 1:3]
     e = udo_error(() -> gradients(sum(d), x))
     @test e isa OxiflowError && occursin("MatrixDiagPart", e.msg) && occursin("unknown", e.msg)
+end
+
+# `f` applied to each matrix `X[i, :, :]` of a batch, the results stacked along a new first
+# dimension (scalars give a vector).
+function udo_batched(f, X)
+    rs = [f(X[i, :, :]) for i in 1:size(X, 1)]
+    rs[1] isa Number && return collect(rs)
+    return permutedims(cat(rs...; dims=ndims(rs[1]) + 1), (ndims(rs[1]) + 1, 1:ndims(rs[1])...))
+end
+# a batch of well-conditioned matrices (eigenvalues away from 0)
+udo_wellcond(dims...) = randn(dims...) .+ 4 .* reshape(Matrix(1.0I, dims[end-1], dims[end]), 1, dims[end-1], dims[end])
+
+@testset "inv, det, cholesky_factor, triangular_solve, svd and solves of batches" begin
+    udo_check(x -> inv(x), X -> udo_batched(inv, X), [nothing, 3, 3], [(1, 3, 3), (4, 3, 3)], (nothing, 3, 3); gen=udo_wellcond)
+    # a square matrix whose order is unknown: [?, 3] is 3×3
+    udo_check(x -> det(x), X -> udo_batched(det, X), [nothing, 3, 3], [(2, 3, 3), (5, 3, 3)], (nothing,); gen=udo_wellcond)
+    reset_default_graph()
+    @test size(inv(placeholder(Float64; shape=[nothing, 3]))) == (3, 3)
+    # Cholesky of the SPD batch x x' + 3I, through batch_matmul
+    three() = constant(reshape(3.0 * Matrix(1.0I, 3, 3), 1, 3, 3))
+    udo_check(x -> cholesky_factor(batch_matmul(x, x; adj_y=true) + three()), X -> udo_batched(A -> Matrix(cholesky(Symmetric(A * A' + 3I)).L), X),
+              [nothing, 3, 3], [(1, 3, 3), (3, 3, 3)], (nothing, 3, 3))
+    # triangular solves against a known lower triangle, right-hand sides fed in any number
+    L = tril(randn(3, 3)) + 4I
+    udo_check(x -> triangular_solve(constant(L), x), X -> L \ X, [3, nothing], [(3, 1), (3, 5)], (3, nothing))
+    udo_check(x -> triangular_solve(constant(L), x; adjoint=true), X -> L' \ X, [3, nothing], [(3, 2)], (3, nothing))
+    # `\` and solve_batch with a known A and an unknown number of right-hand sides; LU and
+    # least squares
+    A = randn(3, 3) + 4I
+    udo_check(x -> constant(A) \ x, X -> A \ X, [3, nothing], [(3, 1), (3, 4)], (3, nothing))
+    udo_check(x -> solve_batch(constant(A), x), X -> (A \ X')', [nothing, 3], [(1, 3), (6, 3)], (nothing, 3))
+    T = randn(5, 3)
+    udo_check(x -> constant(T) \ x, X -> T \ X, [5, nothing], [(5, 2)], (3, nothing))
+    # the singular values of a batch and the gradient of their sum (the nuclear norm)
+    udo_check(x -> svd(x).S, X -> udo_batched(svdvals, X), [nothing, 4, 3], [(1, 4, 3), (3, 4, 3)], (nothing, 3))
+    # U diagm(S) V' rebuilds the batch: the gradient through U and V as well
+    udo_check(x -> (f = svd(x); batch_matmul(f.U, batch_matmul(diagm(f.S), f.Vt))), X -> X, [nothing, 3, 2], [(1, 3, 2), (2, 3, 2)], (nothing, 3, 2))
+    # gradients that need the matrix's own size say so, naming the op
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, nothing])
+    for (y, op) in ((svd(x).S, "Svd"), (cholesky_factor(x), "Cholesky"), (diag(x), "MatrixDiagPart"))
+        e = udo_error(() -> gradients(sum(y), x))
+        @test e isa OxiflowError && occursin(op, e.msg) && occursin("unknown", e.msg)
+    end
+    # a batch that does not fit the known matrix fails the run naming the op
+    b = placeholder(Float64; shape=[nothing, nothing])
+    y = constant(A) \ b
+    s = Session()
+    e = udo_error(() -> run(s, y, Dict(b => randn(4, 2))))
+    @test e isa OxiflowError && occursin("MatrixSolve", e.msg)
+    @test run(s, y, Dict(b => [1.0 0; 0 1; 0 0])) ≈ A \ [1.0 0; 0 1; 0 0]
 end
 
 @testset "print_tensor (Print) of a batch prints the fed value and passes it and its gradient on" begin

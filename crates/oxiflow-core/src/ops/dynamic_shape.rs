@@ -90,6 +90,13 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "BatchMatMulV2",
     "MatrixDiag",
     "MatrixDiagPart",
+    "MatrixInverse",
+    "MatrixDeterminant",
+    "MatrixSolve",
+    "MatrixSolveLs",
+    "MatrixTriangularSolve",
+    "Cholesky",
+    "Svd",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.

@@ -87,12 +87,26 @@ fn matrix_dims<'a>(ctx: &InferCtx, t: &'a TensorType, what: &str) -> Result<(&'a
     Ok((&d[..d.len() - 2], d[d.len() - 2], d[d.len() - 1]))
 }
 
+/// The batch axes and the order `n` of `[..., n, n]` (one of the two may be unknown, and
+/// then `n` is the known one).
 fn square_dims<'a>(ctx: &InferCtx, t: &'a TensorType, what: &str) -> Result<(&'a [usize], usize)> {
     let (b, m, n) = matrix_dims(ctx, t, what)?;
-    if m != n {
-        return Err(ctx.invalid(format!("{what} must be a square matrix (or a batch of them), got shape {}", t.shape)));
+    let n = same_dim(m, n).ok_or_else(|| ctx.invalid(format!("{what} must be a square matrix (or a batch of them), got shape {}", t.shape)))?;
+    Ok((b, n))
+}
+
+/// The batch axes two operands share, axis by axis (unknown ones take the other's size);
+/// `None` when their ranks or known sizes differ.
+fn same_batch(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    if a.len() != b.len() {
+        return None;
     }
-    Ok((b, m))
+    a.iter().zip(b).map(|(&x, &y)| same_dim(x, y)).collect()
+}
+
+/// `batch ++ tail` typed `dtype`.
+fn batch_type(dtype: DType, batch: &[usize], tail: &[usize]) -> TensorType {
+    TensorType::new(dtype, Shape(batch.iter().chain(tail).copied().collect()))
 }
 
 fn same_dtype(ctx: &InferCtx) -> Result<()> {
@@ -105,8 +119,8 @@ fn same_dtype(ctx: &InferCtx) -> Result<()> {
 
 fn infer_inverse(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     adj(ctx.op, ctx.attrs, "adjoint")?;
-    square_dims(ctx, &ctx.inputs[0], "Input")?;
-    Ok(vec![ctx.inputs[0].clone()])
+    let (b, n) = square_dims(ctx, &ctx.inputs[0], "Input")?;
+    Ok(vec![batch_type(ctx.inputs[0].dtype, b, &[n, n])])
 }
 
 fn infer_det(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -120,11 +134,11 @@ fn infer_solve(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     same_dtype(ctx)?;
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (ba, n) = square_dims(ctx, a, "The matrix")?;
-    let (bb, m, _) = matrix_dims(ctx, b, "The right-hand side")?;
-    if ba != bb || n != m {
+    let (bb, m, k) = matrix_dims(ctx, b, "The right-hand side")?;
+    let (Some(batch), Some(n)) = (same_batch(ba, bb), same_dim(n, m)) else {
         return Err(ctx.shape_error(&a.shape, &b.shape, " (the matrix [..., n, n] and the right-hand side [..., n, k] must agree in n and in the batch axes)"));
-    }
-    Ok(vec![b.clone()])
+    };
+    Ok(vec![batch_type(b.dtype, &batch, &[n, k])])
 }
 
 /// `MatrixSolveLs(a [..., m, n], b [..., m, k]) -> [..., n, k]`.
@@ -133,12 +147,10 @@ fn infer_solve_ls(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (ba, m, n) = matrix_dims(ctx, a, "The matrix")?;
     let (bb, mb, k) = matrix_dims(ctx, b, "The right-hand side")?;
-    if ba != bb || m != mb {
+    let (Some(batch), Some(_)) = (same_batch(ba, bb), same_dim(m, mb)) else {
         return Err(ctx.shape_error(&a.shape, &b.shape, " (the matrix [..., m, n] and the right-hand side [..., m, k] must agree in m and in the batch axes)"));
-    }
-    let mut dims = ba.to_vec();
-    dims.extend([n, k]);
-    Ok(vec![TensorType::new(a.dtype, Shape(dims))])
+    };
+    Ok(vec![batch_type(a.dtype, &batch, &[n, k])])
 }
 
 /// One dimension that two shapes must share: the known one of the two (either may be
@@ -182,7 +194,7 @@ fn infer_svd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     if !ctx.attrs.get_bool_or(ctx.op, "compute_uv", true)? || ctx.attrs.get_bool_or(ctx.op, "full_matrices", false)? {
         return Err(ctx.invalid(format!("only compute_uv=true, full_matrices=false is supported (input shape {})", a.shape)));
     }
-    let p = m.min(n);
+    let p = min_dim(m, n);
     let with = |tail: &[usize]| TensorType::new(a.dtype, Shape(b.iter().chain(tail).copied().collect()));
     Ok(vec![with(&[p]), with(&[m, p]), with(&[n, p])])
 }
@@ -375,9 +387,8 @@ fn grad_det(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
     let a = node.inputs[0];
     let inv_t = inverse(g, a, true)?;
     let m = g.op("Mul", &[dy, y0(node)])?;
-    let mut dims = g.shape_of(m)?.0;
-    dims.extend([1, 1]);
-    let m = super::array::reshape(g, m, &Shape(dims))?;
+    let m = expand_last(g, m)?;
+    let m = expand_last(g, m)?;
     Ok(vec![Some(g.op("Mul", &[m, inv_t])?)])
 }
 
@@ -397,8 +408,7 @@ fn grad_solve(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Ve
 fn grad_solve_ls(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 2);
     let (a, b, x) = (node.inputs[0], node.inputs[1], y0(node));
-    let d = g.shape_of(a)?.0;
-    let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
+    let (m, n) = known_matrix(g, node, a)?;
     if m >= n {
         let gram = batch_matmul(g, a, a, true, false)?;
         let z = solve(g, gram, dy, false)?;
@@ -443,16 +453,7 @@ fn eye(g: &mut Graph, like: Output, rows: usize, cols: usize) -> Result<Output> 
 /// constant `m x k` / `k x n` identity blocks (TF: `matrix_set_diag(zeros, dy)`).
 fn grad_diag_part(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
-    let d = g.shape_of(node.inputs[0])?.0;
-    let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
-    if m == UNKNOWN || n == UNKNOWN {
-        return Err(OxiflowError::Unimplemented(format!(
-            "the gradient of {} '{}' of a matrix of shape {}, whose row or column count is unknown (a batch dimension may be)",
-            node.op.name,
-            node.name,
-            Shape(d)
-        )));
-    }
+    let (m, n) = known_matrix(g, node, node.inputs[0])?;
     let mut r = g.op("MatrixDiag", &[dy])?;
     let k = m.min(n);
     if m != k {
@@ -498,10 +499,29 @@ fn safe_reciprocal(g: &mut Graph, x: Output) -> Result<Output> {
 /// `x [..., p]` reshaped to `[..., 1, p]` (`row`) or `[..., p, 1]`: multiplying a
 /// `[..., p, p]` matrix by it scales its columns (`X diag(x)`) or its rows (`diag(x) X`).
 fn as_row_or_col(g: &mut Graph, x: Output, row: bool) -> Result<Output> {
-    let mut dims = g.shape_of(x)?.0;
-    let p = dims.pop().unwrap_or(0);
-    dims.extend(if row { [1, p] } else { [p, 1] });
-    super::array::reshape(g, x, &Shape(dims))
+    g.op_spec(NodeSpec::new("ExpandDims", &[x]).attr("dim", if row { -2i64 } else { -1 }))
+}
+
+/// `x [...]` as `[..., 1]` (`ExpandDims`, which keeps unknown batch dimensions).
+fn expand_last(g: &mut Graph, x: Output) -> Result<Output> {
+    g.op_spec(NodeSpec::new("ExpandDims", &[x]).attr("dim", -1i64))
+}
+
+/// The row and column counts of matrix `a` (an input of `node`), which the gradients that
+/// choose a formula by them or build constants of their size need; `Unimplemented` naming
+/// the op when one is unknown (a batch dimension may be).
+fn known_matrix(g: &Graph, node: &Node, a: Output) -> Result<(usize, usize)> {
+    let d = g.shape_of(a)?.0;
+    let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
+    if m == UNKNOWN || n == UNKNOWN {
+        return Err(OxiflowError::Unimplemented(format!(
+            "the gradient of {} '{}' of a matrix of shape {}, whose row or column count is unknown (a batch dimension may be)",
+            node.op.name,
+            node.name,
+            Shape(d)
+        )));
+    }
+    Ok((m, n))
 }
 
 /// The last two axes of `x` swapped.
@@ -527,16 +547,15 @@ fn accumulate(g: &mut Graph, acc: Option<Output>, t: Output) -> Result<Output> {
 /// `F_ij = 1/(s_j^2 - s_i^2)` off the diagonal (TF's `_SafeReciprocal`) and 0 on it. For
 /// `m > n` the rule is applied to `A^T = V S U^T` (swapping `U`/`V` and `dU`/`dV`) and the
 /// result transposed. Outputs without an incoming gradient contribute nothing (only `ds`:
-/// `U diag(ds) V^T`). Built from `BatchMatMulV2`, `MatrixDiag`, `Transpose`, `Reshape`,
-/// `Mul`, `Add`, `Sub`, `Square`, `RealDiv`, so it can be differentiated again; the
+/// `U diag(ds) V^T`). Built from `BatchMatMulV2`, `MatrixDiag`, `Transpose`,
+/// `ExpandDims`, `Mul`, `Add`, `Sub`, `Square`, `RealDiv`, so it can be differentiated again; the
 /// diagonal of `F` is masked by a constant, so its derivative stays finite.
 fn grad_svd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let (ds, mut du, mut dv) = (grads[0], grads[1], grads[2]);
     if ds.is_none() && du.is_none() && dv.is_none() {
         return Ok(vec![None]);
     }
-    let d = g.shape_of(node.inputs[0])?.0;
-    let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
+    let (m, n) = known_matrix(g, node, node.inputs[0])?;
     let (p, wide) = (m.min(n), m.max(n));
     let s = y0(node);
     let (mut u, mut v) = (Output::new(node.id, 1), Output::new(node.id, 2));

@@ -79,11 +79,17 @@ fn triangular_solve(g: &mut Graph, a: Output, b: Output, lower: bool, adjoint: b
 /// `x` times a constant `n x n` mask of `x`'s dtype (broadcast over the batch axes): `diag`
 /// on the diagonal, 1 in the triangle `lower` names, 0 in the other (TF's
 /// `matrix_band_part`, and with `diag = 0.5` `_CholeskyGrad`'s `matrix_set_diag`).
-fn masked(g: &mut Graph, x: Output, lower: bool, diag: f64) -> Result<Output> {
+/// `Unimplemented` naming `node` (whose gradient this is) when the order is unknown.
+fn masked(g: &mut Graph, node: &Node, x: Output, lower: bool, diag: f64) -> Result<Output> {
     let d = g.shape_of(x)?.0;
     let n = d[d.len() - 1];
     if n == crate::shape::UNKNOWN {
-        return Err(OxiflowError::Unimplemented(format!("the gradient of a triangular matrix of unknown size (shape {})", Shape(d))));
+        return Err(OxiflowError::Unimplemented(format!(
+            "the gradient of {} '{}': a triangular matrix of unknown size (shape {}; a batch dimension may be unknown)",
+            node.op.name,
+            node.name,
+            Shape(d)
+        )));
     }
     let mask = const_matrix(g, x, n, n, |i, j| {
         if i == j {
@@ -105,7 +111,7 @@ fn grad_triangular_solve(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -
     let (lower, adjoint) = (lower(node.op.name, &node.attrs)?, adj(node.op.name, &node.attrs, "adjoint")?);
     let db = triangular_solve(g, a, dy, lower, !adjoint)?;
     let p = if adjoint { batch_matmul(g, c, db, false, true)? } else { batch_matmul(g, db, c, false, true)? };
-    let p = masked(g, p, lower, 1.0)?;
+    let p = masked(g, node, p, lower, 1.0)?;
     Ok(vec![Some(g.op("Neg", &[p])?), Some(db)])
 }
 
@@ -117,7 +123,7 @@ fn grad_cholesky(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result
     let dl = need_dy!(grads, 1);
     let l = y0(node);
     let middle = batch_matmul(g, l, dl, true, false)?;
-    let phi = masked(g, middle, true, 0.5)?;
+    let phi = masked(g, node, middle, true, 0.5)?;
     let y = triangular_solve(g, l, phi, true, true)?; // L⁻ᵀ Φ
     let yt = swap_last2(g, y)?;
     let z = triangular_solve(g, l, yt, true, true)?; // (L⁻ᵀ Φ L⁻¹)ᵀ
