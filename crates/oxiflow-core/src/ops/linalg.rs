@@ -12,11 +12,11 @@
 //! GPU linear solvers need cuSOLVER; Oxiflow keeps factorizations on the CPU).
 
 use super::dynamic_shape::sum_to_like;
-use crate::shape::UNKNOWN;
 use super::grad_util::{need_dy, y0};
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
+use crate::shape::UNKNOWN;
 use faer::linalg::solvers::DenseSolveCore;
 use faer::prelude::*;
 use faer::Mat;
@@ -163,9 +163,13 @@ fn same_dim(a: usize, b: usize) -> Option<usize> {
     }
 }
 
-/// `min(m, n)`, unknown unless both are known or they are known to be equal.
+/// `min(m, n)`, unknown unless both are known.
 fn min_dim(m: usize, n: usize) -> usize {
-    if m == UNKNOWN || n == UNKNOWN { UNKNOWN } else { m.min(n) }
+    if m == UNKNOWN || n == UNKNOWN {
+        UNKNOWN
+    } else {
+        m.min(n)
+    }
 }
 
 fn infer_diag_part(ctx: &InferCtx) -> Result<Vec<TensorType>> {
