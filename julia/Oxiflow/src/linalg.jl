@@ -3,8 +3,8 @@
 # `cholesky_factor` (einsum: einsum.jl). Ops: crates/oxiflow-core/src/ops/linalg.rs and linalg/tri.rs.
 # Unknown dimensions: the ops take them (a batch of matrices fed at run time, `inv`, `det`,
 # `diag`, `svd`, `cholesky_factor`, `batch_matmul`, ...; gradients that need a matrix's row or
-# column count say so, naming the op); the functions that build constants of a size in Julia
-# (`tril`, `spd`, `vector`) raise an `OxiflowError` (UnimplementedError) naming themselves.
+# column count say so, naming the op); `tril`/`triu` build a constant mask of the matrix
+# size and raise an `OxiflowError` (UnimplementedError) naming themselves when it is unknown.
 
 export batch_matmul, det, tr, diag, diagm, dot, I, sym, spd, tril, triu, einsum, solve_batch, vector,
        triangular_solve, cholesky_factor
@@ -125,11 +125,12 @@ sym(A::AbstractMatrix) = sym(constant(A))
 ADCME's `spd`: the symmetric positive semi-definite matrix `A * A'` of a square matrix (a
 tensor or a Julia matrix; ADCME's source computes `o * o'`), positive definite when `A` is
 nonsingular. A non-square input raises an `OxiflowError` ("Input `o` must be a square
-matrix" in ADCME), and so does one with an unknown dimension (UnimplementedError).
+matrix" in ADCME); with an unknown dimension (`nothing`) the product is formed as it is,
+without that check.
 """
 function spd(A::Tensor)
-    known_size(A, "spd")
-    (ndims(A) == 2 && size(A, 1) == size(A, 2)) || invalid("spd: the input must be a square matrix, got shape $(size(A))")
+    m, n = size(A, 1), size(A, ndims(A))
+    (ndims(A) == 2 && (m === nothing || n === nothing || m == n)) || invalid("spd: the input must be a square matrix, got shape $(size(A))")
     return A * A'
 end
 spd(A::AbstractMatrix) = spd(constant(A))
@@ -137,8 +138,9 @@ spd(A::AbstractMatrix) = spd(constant(A))
 # The Bool mask `keep(i, j)` over the last two axes of `A` (`i`, `j` 1-based), as a constant.
 function band_mask(A::Tensor, keep, fname)
     ndims(A) >= 2 || invalid("$fname: needs a matrix or a batch of matrices, got shape $(size(A))")
-    known_size(A, fname)
     m, n = size(A, ndims(A) - 1), size(A, ndims(A))
+    (m === nothing || n === nothing) &&
+        unimplemented("$fname: $(A.name) has size $(size(A)): the row or column count of its matrices is unknown until the graph runs, and the mask needs it (a batch dimension may be unknown)")
     return constant_in(getfield(A, :graph), Bool[keep(i, j) for i in 1:m, j in 1:n])
 end
 
@@ -149,8 +151,9 @@ The lower (upper) triangle of a matrix or of each matrix of a batch `[..., m, n]
 Julia's `tril`/`triu` (ADCME's `tril`/`triu`, TF's `tf.linalg.band_part` family): `tril`
 keeps the elements with `j - i ≤ k`, `triu` those with `j - i ≥ k`, the rest become 0.
 `SelectV2` with a constant mask, so the gradient passes through the kept elements only
-(and an `Inf` outside the triangle still gives 0). The mask needs the matrix size: a tensor
-with an unknown dimension raises an `OxiflowError` (UnimplementedError).
+(and an `Inf` outside the triangle still gives 0). The mask needs the matrix size: a batch
+dimension may be unknown (`nothing`), an unknown row or column count raises an
+`OxiflowError` (UnimplementedError).
 """
 function LinearAlgebra.tril(A::Tensor, k::Integer=0)
     return add_op("SelectV2", [band_mask(A, (i, j) -> j - i <= k, "tril"), A, zeros_like(A)])
@@ -220,14 +223,13 @@ ADCME's `vector`: the length-`n` vector with `v[k]` at the 1-based position `i[k
 elsewhere (values at a repeated position are summed; TF's `scatter_nd`, op `ScatterNd`,
 whose gradient gathers `v`'s gradient back). `i` is an integer vector, range or Int tensor;
 `v` a tensor or array of the same length; `n` an integer. Julia indices outside `1:n` raise an
-`OxiflowError` naming the position. Tensors with an unknown dimension raise an
-`OxiflowError` (UnimplementedError).
+`OxiflowError` naming the position. `i` and `v` may be tensors of unknown length (fed at
+run time); lengths that differ then fail the run, naming `ScatterNd`.
 """
 function vector(i, v, n::Integer)
     idx = if i isa Tensor
         i.dtype in (Int32, Int64) && ndims(i) == 1 || invalid("vector: indices must be an Int vector, got $(i.dtype) of shape $(size(i))")
-        known_size(i, "vector")
-        reshape(i - one(i.dtype), [length(i), 1])
+        add_op("ExpandDims", [i - one(i.dtype)]; dim=1)
     else
         ii = collect(Int64, i)
         for (k, j) in enumerate(ii)
@@ -237,8 +239,7 @@ function vector(i, v, n::Integer)
         v isa Tensor ? constant_in(getfield(v, :graph), ix) : constant(ix)
     end
     vals = v isa Tensor ? v : constant_in(getfield(idx, :graph), v)
-    known_size(idx, "vector"); known_size(vals, "vector")
-    ndims(vals) == 1 && length(vals) == size(idx, 1) ||
+    ndims(vals) == 1 && (size(vals, 1) === nothing || size(idx, 1) === nothing || size(vals, 1) == size(idx, 1)) ||
         invalid("vector: $(size(idx, 1)) indices but values of shape $(size(vals))")
     return add_op("ScatterNd", [idx, vals]; shape=[Int(n)])
 end

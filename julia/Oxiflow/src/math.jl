@@ -195,17 +195,19 @@ Statistics.mean(t::Tensor; dims=nothing) = reduction("Mean", t, dims, "mean")
 
 Standard deviation over all axes or `dims` (reduced dims dropped). ADCME's `std` is TF's
 `tf.math.reduce_std`, the *uncorrected* (population) deviation, hence `corrected=false` by
-default; `corrected=true` divides by `n - 1` like `Statistics.std` (that needs the reduced
-dimensions known, else an `OxiflowError`, UnimplementedError). A composite of `Mean`,
-`Sub`, `Square`, `Sqrt`.
+default; `corrected=true` divides by `n - 1` like `Statistics.std`. Over an unknown
+dimension (`nothing`) `n` is counted when the graph runs (a `Sum` of `ones_like(t)`), and a
+single element gives `NaN`, as `Statistics.std` of one number does; over known dimensions
+`n < 2` raises an `OxiflowError`. A composite of `Mean`, `Sub`, `Square`, `Sqrt`.
 """
 function Statistics.std(t::Tensor; dims=nothing, corrected::Bool=false)
     axes = reduce_axes(t, dims, "std")
-    corrected && any(a -> size(t, a + 1) === nothing, axes) &&
-        unimplemented("std: corrected=true over an unknown dimension of $(t.name), of size $(size(t)), is not supported yet (n - 1 is only known at run time); use corrected=false or give the placeholder its full shape")
     m = add_op("Mean", [t]; axis=axes, keep_dims=true)
     v = reduction("Mean", (t - m)^2, dims, "std")
-    if corrected
+    if corrected && any(a -> size(t, a + 1) === nothing, axes)
+        n = reduction("Sum", ones_like(t), dims, "std")
+        v = v * n / (n - 1)
+    elseif corrected
         n = prod(size(t, a + 1) for a in axes)
         n > 1 || invalid("std: corrected=true needs at least 2 elements, got $n")
         v = v * (n / (n - 1))

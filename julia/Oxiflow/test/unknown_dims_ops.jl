@@ -1,10 +1,14 @@
 # Ops on tensors with unknown dimensions beyond the elementwise core (unknown_dims.jl):
 # `repeat` (Tile), `pad` (Pad), `reverse` (ReverseV2), `print_tensor` (Print),
-# `batch_matmul` (BatchMatMulV2), `diag`/`diagm` of batches (MatrixDiagPart, MatrixDiag) and
-# the gradients of vector indices and `gather_nd` (GatherV2, GatherNd) when a dimension the
-# index does not address is unknown. Oracles: the same function in plain Julia on the fed
+# `batch_matmul` (BatchMatMulV2), `diag`/`diagm` of batches (MatrixDiagPart, MatrixDiag), the
+# factorizations and solves (`inv`, `det`, `cholesky_factor`, `triangular_solve`, `svd`, `\`,
+# `solve_batch`), the Julia functions `std(corrected=true)`, `tril`/`triu`, `spd`, `vector`,
+# and the gradients of vector indices and `gather_nd` (GatherV2, GatherNd) when a dimension
+# the index does not address is unknown. Oracles: the same function in plain Julia on the fed
 # array, and central finite differences of it (fd.jl) for gradients. Every check runs on the
 # CPU and on the emulated GPU, at several fed sizes, through one graph and one session.
+
+using Statistics
 
 # A CPU-only session and one with the emulated GPU (runtests.jl sets one up).
 udo_sessions() = (Session(emulated_gpus=0), Session())
@@ -169,6 +173,39 @@ udo_wellcond(dims...) = randn(dims...) .+ 4 .* reshape(Matrix(1.0I, dims[end-1],
     e = udo_error(() -> run(s, y, Dict(b => randn(4, 2))))
     @test e isa OxiflowError && occursin("MatrixSolve", e.msg)
     @test run(s, y, Dict(b => [1.0 0; 0 1; 0 0])) ≈ A \ [1.0 0; 0 1; 0 0]
+end
+
+@testset "std with corrected=true, tril, triu, spd and vector over unknown dimensions" begin
+    udo_check(x -> std(x; dims=1, corrected=true), X -> vec(Statistics.std(X; dims=1, corrected=true)), [nothing, 3], [(2, 3), (7, 3)], (3,))
+    udo_check(x -> std(x; corrected=true), X -> Statistics.std(X; corrected=true), [nothing, nothing], [(2, 3), (4, 1)], ())
+    # one element: NaN, as Statistics.std of one number
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing])
+    @test isnan(run(Session(), std(x; corrected=true), Dict(x => [2.5])))
+    @test isnan(Statistics.std([2.5]; corrected=true))
+    # triangles of a batch of matrices (the matrix size known)
+    trib(f, X) = permutedims(cat([f(X[i, :, :]) for i in 1:size(X, 1)]...; dims=3), (3, 1, 2))
+    udo_check(x -> tril(x), X -> trib(tril, X), [nothing, 3, 4], [(1, 3, 4), (3, 3, 4)], (nothing, 3, 4))
+    udo_check(x -> triu(x, 1), X -> trib(A -> triu(A, 1), X), [nothing, 3, 3], [(2, 3, 3)], (nothing, 3, 3))
+    reset_default_graph()
+    e = udo_error(() -> tril(placeholder(Float64; shape=[3, nothing])))
+    @test e isa OxiflowError && occursin("tril", e.msg) && occursin("unknown", e.msg)
+    # spd of a matrix of unknown size: A A' as it is
+    udo_check(x -> spd(x), X -> X * X', [nothing, nothing], [(2, 2), (3, 3)], (nothing, nothing))
+    # vector with indices and values fed in any number; repeated positions add up
+    reset_default_graph()
+    i = placeholder(Int64; shape=[nothing]); v = placeholder(Float64; shape=[nothing])
+    y = vector(i, v, 5)
+    @test size(y) == (5,)
+    gv = gradients(sum(y .* constant(collect(1.0:5.0))), v)
+    for s in udo_sessions()
+        @test run(s, y, Dict(i => [2, 5, 2], v => [1.0, 2.0, 3.0])) == [0.0, 4.0, 0.0, 0.0, 2.0]
+        @test run(s, gv, Dict(i => [4, 1], v => [1.0, 1.0])) == [4.0, 1.0]
+        e = udo_error(() -> run(s, y, Dict(i => [2, 6], v => [1.0, 2.0])))
+        @test e isa OxiflowError && occursin("ScatterNd", e.msg)
+        e = udo_error(() -> run(s, y, Dict(i => [2, 3], v => [1.0])))
+        @test e isa OxiflowError && occursin("ScatterNd", e.msg)
+    end
 end
 
 @testset "print_tensor (Print) of a batch prints the fed value and passes it and its gradient on" begin
