@@ -36,7 +36,16 @@ function einsum_permute(t::Tensor, have::AbstractVector, want::AbstractVector)
     return perm == collect(0:length(perm)-1) ? t : transpose_tensor(t, perm)
 end
 
-einsum_reshape(t::Tensor, dims) = collect(size(t)) == collect(dims) ? t : add_op("Reshape", [t]; shape=Int[dims...])
+# `t` reshaped to `dims` (an entry `nothing` is a size known only when the graph runs: the
+# product of a group of letters one of which is unknown). Reshape infers one such entry
+# (`-1`); two would need the fed sizes, so they raise naming `einsum`.
+function einsum_reshape(t::Tensor, dims, equation)
+    want = Int[engine_dim(d) for d in dims]
+    want == engine_dims(t) && return t
+    count(==(-1), want) <= 1 ||
+        unimplemented("einsum: \"$equation\" would reshape a tensor of size $(size(t)) to $(Tuple(dims)), with more than one unknown dimension (nothing); give the placeholders more of their sizes")
+    return add_op("Reshape", [t]; shape=want)
+end
 
 # Removes a repeated letter of one operand by taking the diagonal (`ii->i`, only for a pair
 # of axes that are the operand's last two after a transpose; sizes must agree).
@@ -45,6 +54,8 @@ function einsum_diagonals(t::Tensor, term::AbstractVector, equation)
         c = term[findfirst(k -> count(==(term[k]), term) > 1, 1:length(term))]
         pos = findall(==(c), term)
         length(pos) == 2 || invalid("einsum: letter '$c' appears more than twice in one operand of \"$equation\"")
+        (size(t, pos[1]) === nothing || size(t, pos[2]) === nothing) &&
+            unimplemented("einsum: letter '$c' repeats in an operand of size $(size(t)) of \"$equation\" along an unknown dimension (nothing): the diagonal needs both sizes known to check them")
         size(t, pos[1]) == size(t, pos[2]) ||
             invalid("einsum: letter '$c' names axes of sizes $(size(t, pos[1])) and $(size(t, pos[2])) in \"$equation\"")
         keep = [k for k in 1:length(term) if !(k in pos)]
@@ -64,19 +75,20 @@ function einsum_sum_out(t::Tensor, term::AbstractVector, keep)
 end
 
 # The product of two operands, keeping the letters in `keep` (in the order batch, a's, b's).
-function einsum_pair(a::Tensor, ta::AbstractVector, b::Tensor, tb::AbstractVector, keep, dimof)
+function einsum_pair(a::Tensor, ta::AbstractVector, b::Tensor, tb::AbstractVector, keep, dimof, equation)
     batch = [c for c in ta if c in tb && c in keep]
     contr = [c for c in ta if c in tb && !(c in keep)]
     akept = [c for c in ta if !(c in tb)]
     bkept = [c for c in tb if !(c in ta)]
-    prodof(cs) = reduce(*, Int[dimof[c] for c in cs]; init=1)
+    # a group's size, `nothing` when one of its letters is unknown
+    prodof(cs) = any(c -> dimof[c] === nothing, cs) ? nothing : reduce(*, Int[dimof[c] for c in cs]; init=1)
     a2 = einsum_reshape(einsum_permute(a, ta, [batch; akept; contr]), isempty(batch) ?
-                        (prodof(akept), prodof(contr)) : (prodof(batch), prodof(akept), prodof(contr)))
+                        (prodof(akept), prodof(contr)) : (prodof(batch), prodof(akept), prodof(contr)), equation)
     b2 = einsum_reshape(einsum_permute(b, tb, [batch; contr; bkept]), isempty(batch) ?
-                        (prodof(contr), prodof(bkept)) : (prodof(batch), prodof(contr), prodof(bkept)))
+                        (prodof(contr), prodof(bkept)) : (prodof(batch), prodof(contr), prodof(bkept)), equation)
     p = isempty(batch) ? add_op("MatMul", [a2, b2]) : add_op("BatchMatMulV2", [a2, b2])
     term = [batch; akept; bkept]
-    return einsum_reshape(p, Int[dimof[c] for c in term]), term
+    return einsum_reshape(p, Any[dimof[c] for c in term], equation), term
 end
 
 """
@@ -91,23 +103,32 @@ Examples: `einsum("ij,jk->ik", A, B)` (matrix product), `einsum("bij,bjk->bik", 
 A)` (trace). Operands are tensors or Julia arrays (arrays take the first tensor's dtype)
 with one dtype. A composite of `Transpose`, `Reshape`, `Sum`, `MatrixDiagPart`, `MatMul`
 and `BatchMatMulV2`, so it is differentiable. Errors (`OxiflowError`) name the equation:
-wrong operand count, a letter of two different sizes, an ellipsis (not supported). Operands
-need every dimension known (an unknown one raises an `OxiflowError`, UnimplementedError).
+wrong operand count, a letter of two different sizes, an ellipsis (not supported).
+
+Dimensions may be unknown (`nothing`, a batch fed at run time): `einsum("bij,jk->bik", x, W)`
+of an `x` of size `(nothing, 2, 3)` is `(nothing, 2, 4)`. Each product reshapes its operands
+to `[batch, kept, contracted]` groups, and Reshape infers one unknown size; an equation that
+would group two unknown letters apart (two unknown batch letters kept in the result, say)
+raises an `OxiflowError` (UnimplementedError) naming `einsum`, and so does a repeated
+letter (a diagonal) along an unknown dimension. A batch letter unknown in both operands is
+multiplied as `BatchMatMulV2` does: fed sizes that differ fail the run unless one is 1,
+which broadcasts.
 """
 function einsum(equation::AbstractString, args...)
     isempty(args) && invalid("einsum: \"$equation\" needs at least one operand")
     xs = collect(Any, args)
     any(x -> x isa Tensor, xs) || (xs[1] = constant(xs[1]))
     ts = as_tensors(xs, "einsum")
-    foreach(t -> known_size(t, "einsum"), ts)
     terms, out = einsum_parse(equation, length(ts))
-    dimof = Dict{Char,Int}()
+    # each letter's size: the known one where operands disagree on knowing it
+    dimof = Dict{Char,Union{Int,Nothing}}()
     for (k, (t, term)) in enumerate(zip(ts, terms))
         length(term) == ndims(t) ||
             invalid("einsum: operand $k of \"$equation\" has $(length(term)) letters but shape $(size(t))")
         for (i, c) in enumerate(term)
             d = get!(dimof, c, size(t, i))
-            d == size(t, i) || invalid("einsum: letter '$c' stands for sizes $d and $(size(t, i)) in \"$equation\"")
+            d === nothing && (dimof[c] = d = size(t, i))
+            (size(t, i) === nothing || d == size(t, i)) || invalid("einsum: letter '$c' stands for sizes $d and $(size(t, i)) in \"$equation\"")
         end
     end
     # diagonals first, then letters used nowhere else are summed before any product
@@ -121,7 +142,7 @@ function einsum(equation::AbstractString, args...)
     acc, aterm = cur[1], cterms[1]
     for k in 2:length(cur)
         later = vcat(out, cterms[k+1:end]...)
-        acc, aterm = einsum_pair(acc, aterm, cur[k], cterms[k], later, dimof)
+        acc, aterm = einsum_pair(acc, aterm, cur[k], cterms[k], later, dimof, equation)
         acc, aterm = einsum_sum_out(acc, aterm, later)
     end
     acc, aterm = einsum_sum_out(acc, aterm, out)

@@ -208,6 +208,32 @@ end
     end
 end
 
+@testset "einsum over unknown dimensions" begin
+    W = randn(3, 4)
+    bjk(X) = permutedims(cat([X[b, :, :] * W for b in 1:size(X, 1)]...; dims=3), (3, 1, 2))
+    udo_check(x -> einsum("bij,jk->bik", x, constant(W)), bjk, [nothing, 2, 3], [(1, 2, 3), (4, 2, 3)], (nothing, 2, 4))
+    udo_check(x -> einsum("ij,jk->ik", x, constant(W)), X -> X * W, [nothing, 3], [(5, 3)], (nothing, 4))
+    # two kept letters, one unknown: grouped into one Reshape -1
+    udo_check(x -> einsum("bcj,jk->bck", x, constant(W)), bjk, [nothing, 2, 3], [(3, 2, 3)], (nothing, 2, 4))
+    udo_check(x -> einsum("ij,jk->ki", x, constant(W)), X -> (X * W)', [nothing, 3], [(2, 3)], (4, nothing))
+    udo_check(x -> einsum("bi,bi->b", x, x), X -> vec(sum(X .^ 2; dims=2)), [nothing, 3], [(1, 3), (6, 3)], (nothing,))
+    udo_check(x -> einsum("bij->bji", x), X -> permutedims(X, (1, 3, 2)), [nothing, 2, 3], [(3, 2, 3)], (nothing, 3, 2))
+    udo_check(x -> einsum("ij->j", x), X -> vec(sum(X; dims=1)), [nothing, 3], [(4, 3)], (3,))
+    # both operands with the unknown batch
+    reset_default_graph()
+    a = placeholder(Float64; shape=[nothing, 2, 3]); b = placeholder(Float64; shape=[nothing, 3, 2])
+    c = einsum("bij,bjk->bik", a, b)
+    @test size(c) == (nothing, 2, 2)
+    A = randn(3, 2, 3); B = randn(3, 3, 2)
+    @test run(Session(), c, Dict(a => A, b => B)) ≈ permutedims(cat([A[i, :, :] * B[i, :, :] for i in 1:3]...; dims=3), (3, 1, 2))
+    # two unknown letters kept apart, and a diagonal along an unknown dimension, raise
+    x2 = placeholder(Float64; shape=[nothing, nothing, 3])
+    e = udo_error(() -> einsum("bcj,jk->bck", x2, constant(W)))
+    @test e isa OxiflowError && occursin("einsum", e.msg) && occursin("more than one unknown", e.msg)
+    e = udo_error(() -> einsum("ii->i", placeholder(Float64; shape=[nothing, 3])))
+    @test e isa OxiflowError && occursin("einsum", e.msg) && occursin("unknown", e.msg)
+end
+
 @testset "print_tensor (Print) of a batch prints the fed value and passes it and its gradient on" begin
     reset_default_graph()
     x = placeholder(Float64; shape=[nothing, 2])
