@@ -14,16 +14,10 @@ function pool_hw(v, what, fname)
     invalid("$fname: $what must be an Int, 2 Ints or [1, h, w, 1], got $(repr(v))")
 end
 
-# `x` (NHWC) with `before`/`after` rows and columns of `value` around it; the batch may be
-# unknown (the border is built by broadcasting against a slice of `x`, not by `Pad`).
-function pool_border(x::Tensor, (pt, pb), (pl, pr), value)
-    edge(t, dims) = t .* zeros(x.dtype, dims...) .+ x.dtype(value)
-    pt + pb > 0 && (x = concat(Tensor[t for t in (pt > 0 ? edge(x[:, 1:1, :, :], (1, pt, 1, 1)) : nothing, x,
-                                                  pb > 0 ? edge(x[:, 1:1, :, :], (1, pb, 1, 1)) : nothing) if t !== nothing]; dims=2))
-    pl + pr > 0 && (x = concat(Tensor[t for t in (pl > 0 ? edge(x[:, :, 1:1, :], (1, 1, pl, 1)) : nothing, x,
-                                                  pr > 0 ? edge(x[:, :, 1:1, :], (1, 1, pr, 1)) : nothing) if t !== nothing]; dims=3))
-    return x
-end
+# `x` (NHWC) with `before`/`after` rows and columns of `value` around it (`pad`, which
+# takes an unknown batch and an infinite fill).
+pool_border(x::Tensor, (pt, pb), (pl, pr), value) =
+    pt + pb + pl + pr == 0 ? x : pad(x, [0 0; pt pb; pl pr; 0 0]; constant_values=value)
 
 # The pooled size and the padding before and after along one dimension (TF's rules).
 function pool_geometry(n, k, s, same, fname)

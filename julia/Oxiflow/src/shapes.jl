@@ -356,8 +356,9 @@ end
     pad(t, paddings; constant_values=0, mode="CONSTANT")
 
 Pads `t` with `paddings[i, 1]` values before and `paddings[i, 2]` after dimension `i`
-(an `ndims(t)×2` integer matrix, as `tf.pad`), filled with `constant_values`. Only
-`"CONSTANT"` mode. `Pad`.
+(an `ndims(t)×2` integer matrix, as `tf.pad`), filled with `constant_values` (any value,
+`-Inf` and `NaN` included). Only `"CONSTANT"` mode. `Pad`, and for a nonzero fill a
+`SelectV2` against a padded mask of the inside.
 """
 function pad(t::Tensor, paddings::AbstractMatrix{<:Integer}; constant_values=0, mode="CONSTANT")
     uppercase(mode) == "CONSTANT" || invalid("pad: mode $mode is not supported (only \"CONSTANT\")")
@@ -365,8 +366,10 @@ function pad(t::Tensor, paddings::AbstractMatrix{<:Integer}; constant_values=0, 
     flat = Int[paddings[i, j] for i in 1:ndims(t) for j in 1:2]
     p = add_op("Pad", [t]; paddings=flat)
     constant_values == 0 && return p
-    border = 1 - add_op("Pad", [ones_like(t)]; paddings=flat)
-    return p + constant_values * border
+    # a Bool mask of the inside (a padded `true`), so that an infinite or NaN fill value
+    # never meets the values of `t` in arithmetic
+    inside = add_op("Pad", [ones_like(t) > 0]; paddings=flat)
+    return if_else(inside, p, constant_values)
 end
 
 """`copy(t)`: a new tensor with the same value (`Identity`, TF's `tf.identity`; ADCME)."""

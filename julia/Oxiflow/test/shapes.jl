@@ -73,6 +73,11 @@ end
         @test run(s, pad(a, [1 1; 2 1])) == P
         P[P .== 0] .= -1.0
         @test run(s, pad(a, [1 1; 2 1]; constant_values=-1.0)) == P
+        # an infinite or NaN fill keeps the inside as it is (no Inf * 0 there)
+        for c in (-Inf, Inf, NaN)
+            P[2:3, 3:5] = A; P[[1, 4], :] .= c; P[:, [1, 2, 6]] .= c
+            @test isequal(run(s, pad(a, [1 1; 2 1]; constant_values=c)), P)
+        end
         @test run(s, copy(a)) == A && copy(a).op.type == "Identity"
         @test run(s, ones_like(a)) == ones(2, 3) && run(s, zeros_like([1, 2])) == [0, 0]
         @test run(s, convert_to_tensor([1, 2]; dtype=Float32)) == Float32[1, 2]
