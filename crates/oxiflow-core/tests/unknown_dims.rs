@@ -498,3 +498,23 @@ fn tile_pad_and_scatter_nd_carry_unknown_dimensions_in_their_static_shapes() {
     assert_eq!(out[0].dims(), &[4, 3]);
     assert_close(&out[0].to_f64_vec(), &[4.0, 5.0, 6.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0], 0.0, "rows 2 and 0");
 }
+
+#[test]
+fn shape_gives_the_fed_dimensions() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float32, &[U, 2, U], Some("x")).unwrap();
+    let s32 = g.op("Shape", &[x]).unwrap();
+    assert_eq!((g.dtype_of(s32).unwrap(), g.shape_of(s32).unwrap()), (DType::Int32, Shape(vec![3])));
+    let s64 = g.op_spec(NodeSpec::new("Shape", &[x]).attr("out_type", DType::Int64)).unwrap();
+    assert_eq!(g.dtype_of(s64).unwrap(), DType::Int64);
+    let e = g.op_spec(NodeSpec::new("Shape", &[x]).attr("out_type", DType::Float64)).unwrap_err().to_string();
+    assert!(e.contains("Shape") && e.contains("out_type"), "{e}");
+    let s = session(g);
+    for (n, m) in [(1usize, 4usize), (5, 1)] {
+        let xv = Tensor::from_vec(&[n, 2, m], vec![0f32; n * 2 * m], oxiflow_core::Layout::RowMajor).unwrap();
+        let out = run(&s, &[(x, xv)], &[s32, s64]);
+        assert_eq!(out[0].to_f64_vec(), vec![n as f64, 2.0, m as f64]);
+        assert_eq!((out[0].dtype(), out[1].dtype()), (DType::Int32, DType::Int64));
+        assert_eq!(out[1].to_f64_vec(), vec![n as f64, 2.0, m as f64]);
+    }
+}

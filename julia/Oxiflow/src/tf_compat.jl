@@ -127,12 +127,14 @@ tf_reverse(t, axis; name=nothing) = (x = as_tensor(t);
 tf_pad(t, paddings; mode="CONSTANT", constant_values=0, name=nothing) =
     pad(as_tensor(t), paddings isa AbstractMatrix ? paddings : Int[p[j] for p in paddings, j in 1:2]; mode=mode, constant_values=constant_values)
 
-# `tf.shape(t)`: the Int32 vector of the static shape; an unknown dimension has no value yet.
+# `tf.shape(t)`: the Int32 (or `out_type` Int64) vector of `t`'s dimensions: a constant
+# when they are all known, else TF's `Shape` op, whose value is the fed size (`tf.shape(x)[1]`
+# of a batch, e.g. `tf.cast(tf.shape(x)[1], tf.float64)` to divide by the batch size).
 function tf_shape(t; out_type=Int32, name=nothing)
     x = as_tensor(t)
-    is_fully_defined(x) ||
-        unimplemented("tf.shape: $(x.name) has the unknown shape $(size(x)); its sizes are only known when the graph runs")
-    return constant(out_type[d for d in size(x)])
+    out_type in (Int32, Int64) || invalid("tf.shape: out_type must be Int32 or Int64, got $out_type")
+    is_fully_defined(x) && return constant(out_type[d for d in size(x)])
+    return add_op("Shape", [x]; out_type=out_type, name=name)
 end
 
 function tf_norm(t, o="euclidean"; ord=o, axis=nothing, keepdims::Bool=false, name=nothing)
@@ -218,8 +220,8 @@ The `tf.*` names beyond device.jl's: TF's dtypes, `tf.reshape` (row-major, TF's)
 and comparisons, `tf.einsum`, `tf.gradients`, `tf.custom_gradient`, `tf.summary` (`scalar`, `histogram`, `merge`, `merge_all`, `FileWriter`), `tf.math`, `tf.nn`, `tf.linalg`, `tf.random`
 (float32 by default, as TF), `tf.train` (the TF1 optimizers), and TF1's root names: `tf.random_normal`,
 `tf.random_uniform`, `tf.set_random_seed`, `tf.gather` / `tf.gather_nd` / `tf.scatter_nd`
-(0-based indices), `tf.slice`, `tf.split`, `tf.tile`, `tf.reverse`, `tf.pad`, `tf.shape` (of a
-fully known shape), `tf.norm` (over all elements), `tf.hessians`, `tf.matrix_*`,
+(0-based indices), `tf.slice`, `tf.split`, `tf.tile`, `tf.reverse`, `tf.pad`, `tf.shape` (the
+`Shape` op where a dimension is unknown), `tf.norm` (over all elements), `tf.hessians`, `tf.matrix_*`,
 `tf.placeholder`, `tf.Variable`, `tf.get_variable`, `tf.variable_scope`,
 `tf.global_variables_initializer`, `tf.trainable_variables`, `tf.assign`, `tf.group`,
 `tf.sort`/`tf.argsort` (0-based `axis` and positions, `direction`), `tf.math.top_k` (0-based

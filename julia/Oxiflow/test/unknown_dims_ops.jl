@@ -234,6 +234,30 @@ end
     @test e isa OxiflowError && occursin("einsum", e.msg) && occursin("unknown", e.msg)
 end
 
+@testset "tf.shape of a batch is the fed size (Shape)" begin
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, 3, nothing])
+    sh = tf.shape(x)
+    @test sh.op.type == "Shape" && sh.dtype == Int32 && size(sh) == (3,)
+    sh64 = tf.shape(x; out_type=Int64)
+    @test sh64.dtype == Int64
+    # the batch mean written the TF1 way: a sum divided by the fed row count
+    m = sum(x; dims=1) / cast(Float64, sh[1])
+    g = gradients(sum(m), x)
+    for s in udo_sessions(), n in (1, 4)
+        X = randn(n, 3, 2)
+        @test run(s, sh, Dict(x => X)) == Int32[n, 3, 2]
+        @test run(s, sh64, Dict(x => X)) == Int64[n, 3, 2]
+        @test run(s, m, Dict(x => X)) ≈ dropdims(sum(X; dims=1); dims=1) / n rtol = 1e-12
+        # Shape has no gradient (TF's NotDifferentiable): only the sum's path contributes
+        @test run(s, g, Dict(x => X)) ≈ fill(1 / n, n, 3, 2) rtol = 1e-12
+    end
+    # a fully known shape stays a constant; other out_types are refused
+    @test tf.shape(constant(rand(2, 5))).op.type == "Const"
+    e = udo_error(() -> tf.shape(x; out_type=Float64))
+    @test e isa OxiflowError && occursin("out_type", e.msg)
+end
+
 @testset "print_tensor (Print) of a batch prints the fed value and passes it and its gradient on" begin
     reset_default_graph()
     x = placeholder(Float64; shape=[nothing, 2])

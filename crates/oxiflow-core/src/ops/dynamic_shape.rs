@@ -97,6 +97,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "MatrixTriangularSolve",
     "Cholesky",
     "Svd",
+    "Shape",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.
@@ -279,6 +280,40 @@ fn grad_reshape_to(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
     Ok(vec![Some(reshape_to_like(g, dy, node.inputs[0])?), None])
 }
 
+// ---------------------------------------------------------------- Shape
+
+/// `out_type` of `Shape`: `Int32` (TF's default) or `Int64`.
+fn shape_out_type(op: &str, attrs: &Attrs) -> Result<DType> {
+    match attrs.get("out_type") {
+        None => Ok(DType::Int32),
+        Some(_) => match attrs.get_type(op, "out_type")? {
+            t @ (DType::Int32 | DType::Int64) => Ok(t),
+            t => Err(OxiflowError::InvalidArgument(format!("{op}: out_type must be Int32 or Int64, got {t}"))),
+        },
+    }
+}
+
+/// TF's `Shape` (`tf.shape`): the run-time dimensions of any input as a `[rank]` vector of
+/// `out_type`; its value is known only when the node runs where a dimension is unknown.
+fn infer_shape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    Ok(vec![TensorType::new(shape_out_type(ctx.op, ctx.attrs)?, Shape(vec![ctx.inputs[0].shape.rank()]))])
+}
+
+/// The input's dimensions; `InvalidArgument` naming the node when one does not fit `Int32`.
+fn kernel_shape(ctx: &KernelCtx) -> Result<Outputs> {
+    let dims = ctx.inputs[0].dims();
+    let n = [dims.len()];
+    let t = match shape_out_type(ctx.node.op.name, &ctx.node.attrs)? {
+        DType::Int64 => Tensor::from_vec(&n, dims.iter().map(|&d| d as i64).collect(), crate::tensor::Layout::RowMajor)?,
+        _ => {
+            let v = dims.iter().map(|&d| i32::try_from(d)).collect::<std::result::Result<Vec<i32>, _>>();
+            let v = v.map_err(|_| ctx.error(format!("a dimension of shape {:?} does not fit out_type Int32; use Int64", dims)))?;
+            Tensor::from_vec(&n, v, crate::tensor::Layout::RowMajor)?
+        }
+    };
+    Ok(smallvec![t])
+}
+
 // ---------------------------------------------------------------- EnsureShape
 
 /// TF's `EnsureShape` (`tf.ensure_shape`, what `set_shape` needs at run time): the input,
@@ -311,6 +346,10 @@ fn grad_ensure_shape(_: &mut Graph, _: &Node, grads: &[Option<Output>]) -> Resul
 }
 
 pub(crate) fn register(r: &mut Registry) {
+    // TF: ops.NotDifferentiable("Shape"); the kernel reads only the dimensions, on the host
+    r.add(
+        def("Shape", "Shape", Arity::Fixed(1), infer_shape, kernel_shape, GpuSupport::None, None).not_differentiable().with_attrs(attrs!["out_type" => Type]),
+    );
     r.add(
         OpDef {
             inexpensive: true,
