@@ -15,6 +15,15 @@ pub const UNKNOWN: usize = usize::MAX;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Shape(pub Vec<usize>);
 
+/// One dimension two shapes must share (TF's `Dimension.merge_with`): the known one of the
+/// two (either may be [`UNKNOWN`]), `None` when both are known and differ.
+pub fn merge_dim(a: usize, b: usize) -> Option<usize> {
+    match (a, b) {
+        (UNKNOWN, d) | (d, UNKNOWN) => Some(d),
+        _ => (a == b).then_some(a),
+    }
+}
+
 impl Shape {
     /// The rank-0 shape.
     pub fn scalar() -> Shape {
@@ -48,15 +57,7 @@ impl Shape {
         if self.rank() != other.rank() {
             return None;
         }
-        let mut out = Vec::with_capacity(self.rank());
-        for (&a, &b) in self.0.iter().zip(&other.0) {
-            out.push(match (a, b) {
-                (UNKNOWN, d) | (d, UNKNOWN) => d,
-                (a, b) if a == b => a,
-                _ => return None,
-            });
-        }
-        Some(Shape(out))
+        self.0.iter().zip(&other.0).map(|(&a, &b)| merge_dim(a, b)).collect::<Option<Vec<_>>>().map(Shape)
     }
     /// The dimensions.
     pub fn dims(&self) -> &[usize] {

@@ -16,7 +16,7 @@ use super::grad_util::{need_dy, y0};
 use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
-use crate::shape::UNKNOWN;
+use crate::shape::{merge_dim, UNKNOWN};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::prelude::*;
 use faer::Mat;
@@ -91,17 +91,8 @@ fn matrix_dims<'a>(ctx: &InferCtx, t: &'a TensorType, what: &str) -> Result<(&'a
 /// then `n` is the known one).
 fn square_dims<'a>(ctx: &InferCtx, t: &'a TensorType, what: &str) -> Result<(&'a [usize], usize)> {
     let (b, m, n) = matrix_dims(ctx, t, what)?;
-    let n = same_dim(m, n).ok_or_else(|| ctx.invalid(format!("{what} must be a square matrix (or a batch of them), got shape {}", t.shape)))?;
+    let n = merge_dim(m, n).ok_or_else(|| ctx.invalid(format!("{what} must be a square matrix (or a batch of them), got shape {}", t.shape)))?;
     Ok((b, n))
-}
-
-/// The batch axes two operands share, axis by axis (unknown ones take the other's size);
-/// `None` when their ranks or known sizes differ.
-fn same_batch(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    if a.len() != b.len() {
-        return None;
-    }
-    a.iter().zip(b).map(|(&x, &y)| same_dim(x, y)).collect()
 }
 
 /// `batch ++ tail` typed `dtype`.
@@ -135,7 +126,7 @@ fn infer_solve(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (ba, n) = square_dims(ctx, a, "The matrix")?;
     let (bb, m, k) = matrix_dims(ctx, b, "The right-hand side")?;
-    let (Some(batch), Some(n)) = (same_batch(ba, bb), same_dim(n, m)) else {
+    let (Some(Shape(batch)), Some(n)) = (Shape(ba.to_vec()).merge(&Shape(bb.to_vec())), merge_dim(n, m)) else {
         return Err(ctx.shape_error(&a.shape, &b.shape, " (the matrix [..., n, n] and the right-hand side [..., n, k] must agree in n and in the batch axes)"));
     };
     Ok(vec![batch_type(b.dtype, &batch, &[n, k])])
@@ -147,20 +138,10 @@ fn infer_solve_ls(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let (ba, m, n) = matrix_dims(ctx, a, "The matrix")?;
     let (bb, mb, k) = matrix_dims(ctx, b, "The right-hand side")?;
-    let (Some(batch), Some(_)) = (same_batch(ba, bb), same_dim(m, mb)) else {
+    let (Some(Shape(batch)), Some(_)) = (Shape(ba.to_vec()).merge(&Shape(bb.to_vec())), merge_dim(m, mb)) else {
         return Err(ctx.shape_error(&a.shape, &b.shape, " (the matrix [..., m, n] and the right-hand side [..., m, k] must agree in m and in the batch axes)"));
     };
     Ok(vec![batch_type(a.dtype, &batch, &[n, k])])
-}
-
-/// One dimension that two shapes must share: the known one of the two (either may be
-/// unknown), `None` when both are known and differ.
-fn same_dim(a: usize, b: usize) -> Option<usize> {
-    match (a, b) {
-        (UNKNOWN, _) => Some(b),
-        (_, UNKNOWN) => Some(a),
-        _ => (a == b).then_some(a),
-    }
 }
 
 /// `min(m, n)`, unknown unless both are known.
@@ -215,7 +196,7 @@ fn infer_bmm(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let (by, r1, c1) = matrix_dims(ctx, y, "In[1]")?;
     let (m, k1) = if adj(ctx.op, ctx.attrs, "adj_x")? { (c0, r0) } else { (r0, c0) };
     let (k2, n) = if adj(ctx.op, ctx.attrs, "adj_y")? { (c1, r1) } else { (r1, c1) };
-    if same_dim(k1, k2).is_none() {
+    if merge_dim(k1, k2).is_none() {
         return Err(ctx.shape_error(&x.shape, &y.shape, format!(" (inner dimensions differ: {k1} vs {k2})")));
     }
     let batch = Shape::broadcast(&Shape(bx.to_vec()), &Shape(by.to_vec()))
