@@ -82,8 +82,10 @@ end
     @test maximum(abs.(K)) <= sqrt(6 / (9 * (2 + 4))) && std(vec(K)) > 0.3 * sqrt(6 / 54) / sqrt(3)
     @test_throws OxiflowError layer(randn(2, 5, 5, 3))
     @test_throws OxiflowError conv2d(randn(5, 5), 3, 3)
-    # a small convolutional network learns the 8×8 digits
+    # a small convolutional network learns the 8×8 digits. Its accuracy after 8 epochs varies
+    # with the initial weights (0.89-0.94 over unseeded runs), so the weights are seeded.
     reset_default_graph()
+    set_random_seed(20261130)
     D = read_digits_for_conv()
     Xtr, ytr = D[1][1:1000, :, :, :], D[2][1:1000]
     Xte, yte = D[1][1001:end, :, :, :], D[2][1001:end]
