@@ -73,11 +73,13 @@ function derivative_check(errors::Function, x0, scale, showfig, mpi, fname)
     γs = scale ./ 10 .^ (1:5)
     errs = [errors(v, γ) for γ in γs]
     err1, err2 = first.(errs), last.(errs)
-    (showfig && !(mpi && mpi_initialized() && mpi_rank() > 0)) && show_check(γs, err1, err2, fname)
+    (showfig && !(mpi && mpi_initialized() && mpi_rank() > 0)) && show_check(γs, err1, err2, fname, "test.png")
     return err1, err2
 end
 
-function show_check(γs, err1, err2, fname)
+# The errors of a derivative check, plotted (ADCME's figure, saved to `savefile` unless it is
+# `nothing`) with PyPlot loaded, and printed with their observed orders.
+function show_check(γs, err1, err2, fname, savefile)
     if isdefined(Main, :PyPlot)
         mp = Main.PyPlot
         mp.close("all")
@@ -87,8 +89,10 @@ function show_check(γs, err1, err2, fname)
         mp.loglog(γs, γs .^ 2 * 0.5 * abs(err2[1]) / γs[1]^2, "--", label="\$\\mathcal{O}(\\gamma^2)\$")
         mp.plt.gca().invert_xaxis()
         mp.legend()
-        mp.savefig("test.png")
-        @info "Results saved to test.png"
+        if savefile !== nothing
+            mp.savefig(savefile)
+            @info "Results saved to $savefile"
+        end
     end
     # the slope of log(err) against log(γ) between consecutive steps (1: finite differences,
     # 2: a right derivative; rounding flattens the last steps when the errors reach it)
