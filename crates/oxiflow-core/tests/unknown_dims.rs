@@ -373,12 +373,12 @@ fn a_batch_of_ids_of_unknown_size_gathers_and_its_gradient_scatters() {
     let zs = g.op("Square", &[z]).unwrap();
     let lz = g.op("Sum", &[zs]).unwrap();
     let dz = gradients(&mut g, &[lz], &[p], None, false).unwrap()[0].unwrap();
-    // params of unknown shape: the gradient is refused, naming the op
+    // params of unknown row count: the gradient scatters into the fed rows
     let q = g.placeholder(DType::Float64, &[U, 3], Some("q")).unwrap();
     let yq = g.op("GatherV2", &[q, ids]).unwrap();
     let lq = g.op("Sum", &[yq]).unwrap();
-    let e = gradients(&mut g, &[lq], &[q], None, false).unwrap_err().to_string();
-    assert!(e.contains("GatherV2") && e.contains("[?,3]"), "{e}");
+    let dq = gradients(&mut g, &[lq], &[q], None, false).unwrap()[0].unwrap();
+    assert_eq!(g.shape_of(dq).unwrap(), Shape(vec![U, 3]));
     let s = session(g);
     let pv = rand_vec(18, 61, -1.0, 1.0);
     for idv in [vec![2i64, 0, 2], vec![5, 1, 1, 1, 4, 0, 3]] {
@@ -386,7 +386,14 @@ fn a_batch_of_ids_of_unknown_size_gathers_and_its_gradient_scatters() {
         let ids_t = Tensor::from_vec(&[n], idv.clone(), oxiflow_core::Layout::RowMajor).unwrap();
         let pairs: Vec<i64> = idv.iter().flat_map(|&r| [r, (r + 1) % 3]).collect();
         let idx_t = Tensor::from_vec(&[n, 2], pairs.clone(), oxiflow_core::Layout::RowMajor).unwrap();
-        let out = run(&s, &[(p, t64(&[6, 3], pv.clone())), (ids, ids_t), (idx, idx_t)], &[l, dp, lz, dz]);
+        let out = run(&s, &[(p, t64(&[6, 3], pv.clone())), (ids, ids_t.clone()), (idx, idx_t)], &[l, dp, lz, dz]);
+        // the sum's gradient counts each row's ids, for 6 fed rows and for 7
+        for rows in [6usize, 7] {
+            let dqv = run(&s, &[(q, t64(&[rows, 3], vec![0.5; rows * 3])), (ids, ids_t.clone())], &[dq]).remove(0);
+            assert_eq!(dqv.dims(), &[rows, 3]);
+            let want: Vec<f64> = (0..rows * 3).map(|i| idv.iter().filter(|&&r| r as usize == i / 3).count() as f64).collect();
+            assert_close(&dqv.to_f64_vec(), &want, 0.0, "gradient into the fed rows");
+        }
         let (mut want_l, mut want_d) = (0.0, vec![0.0; 18]);
         for &r in &idv {
             for c in 0..3 {
@@ -517,4 +524,35 @@ fn shape_gives_the_fed_dimensions() {
         assert_eq!((out[0].dtype(), out[1].dtype()), (DType::Int32, DType::Int64));
         assert_eq!(out[1].to_f64_vec(), vec![n as f64, 2.0, m as f64]);
     }
+}
+
+#[test]
+fn scatter_nd_to_shape_of_takes_the_indexed_dimension_from_like_at_run_time() {
+    let mut g = Graph::new();
+    // like [2, ?, 3] with axis 1 moved first: a scatter into [?, 2, 3]
+    let like = g.placeholder(DType::Float64, &[2, U, 3], Some("like")).unwrap();
+    let idx = g.constant(Tensor::from_vec(&[2, 1], vec![3i64, 0], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let upd = g.placeholder(DType::Float64, &[2, 2, 3], Some("upd")).unwrap();
+    let s = g.op_spec(NodeSpec::new("_ScatterNdToShapeOf", &[idx, upd, like]).attr("axis", 1i64)).unwrap();
+    assert_eq!(g.shape_of(s).unwrap(), Shape(vec![U, 2, 3]));
+    let e = g.op_spec(NodeSpec::new("_ScatterNdToShapeOf", &[idx, upd, like]).attr("axis", 3i64)).unwrap_err().to_string();
+    assert!(e.contains("_ScatterNdToShapeOf") && e.contains("axis 3"), "{e}");
+    let bad = g.placeholder(DType::Float64, &[2, 4, 3], Some("bad")).unwrap();
+    let e = g.op_spec(NodeSpec::new("_ScatterNdToShapeOf", &[idx, bad, like]).attr("axis", 1i64)).unwrap_err().to_string();
+    assert!(e.contains("_ScatterNdToShapeOf") && e.contains("[2,4,3]"), "{e}");
+    let sess = session(g);
+    let u: Vec<f64> = (1..=12).map(f64::from).collect();
+    for n in [4usize, 6] {
+        let out = run(&sess, &[(upd, t64(&[2, 2, 3], u.clone())), (like, t64(&[2, n, 3], vec![0.0; 6 * n]))], &[s]);
+        assert_eq!(out[0].dims(), &[n, 2, 3]);
+        // the oracle: row 3 gets the first update slice, row 0 the second, the rest zeros
+        let mut want = vec![0.0; n * 6];
+        want[18..24].copy_from_slice(&u[..6]);
+        want[..6].copy_from_slice(&u[6..]);
+        assert_close(&out[0].to_f64_vec(), &want, 0.0, "scatter into the fed size");
+    }
+    // an index beyond the fed size is ScatterNd's error, naming the node; the session runs on
+    let e = sess.run(&[(upd, t64(&[2, 2, 3], u.clone())), (like, t64(&[2, 3, 3], vec![0.0; 18]))], &[s], &[], false).unwrap_err().to_string();
+    assert!(e.contains("ScatterNdToShapeOf") && e.contains("indices[0,0] = 3"), "{e}");
+    assert_eq!(run(&sess, &[(upd, t64(&[2, 2, 3], u)), (like, t64(&[2, 5, 3], vec![0.0; 30]))], &[s])[0].dims(), &[5, 2, 3]);
 }

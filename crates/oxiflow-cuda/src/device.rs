@@ -421,6 +421,12 @@ impl CudaDevice {
                     buffer: d.buffer.clone()
                 })]
             }
+            // a gather's gradient into params' run-time shape: the ScatterNd it stands for,
+            // on indices and updates (params, input 2, gives only its dimensions)
+            "_ScatterNdToShapeOf" => {
+                let n = oxiflow_core::ops::index::scatter_nd_node(node)?;
+                self.launched(&KernelCtx { node: &n, inputs: &ctx.inputs[..2], state: ctx.state })?
+            }
             // Placeholder, PlaceholderWithDefault, VariableV2, Assign, Identity, StopGradient,
             // NoOp: their CPU kernels only move tensors, never read the data.
             _ => {

@@ -192,7 +192,8 @@ fn a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size() {
     let Some(_gpu) = gpu("a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size") else { return };
     // x: [?, 5] fed 3 and 11 rows through one session; its gradient needs the run-time
     // shape ops (`_SumToShapeOf` launching a `Sum`, `_BroadcastToShapeOf` a `BroadcastTo`,
-    // `_ReshapeToShapeOf`, a two-operand `StridedSliceGrad`, `EnsureShape`), all on GPU:0
+    // `_ReshapeToShapeOf`, a two-operand `StridedSliceGrad`, `EnsureShape`,
+    // `_ScatterNdToShapeOf`), all on GPU:0
     // with soft placement off
     use oxiflow_core::ops::AttrValue;
     use oxiflow_core::shape::UNKNOWN;
@@ -216,12 +217,19 @@ fn a_graph_with_an_unknown_batch_dimension_runs_on_the_gpu_for_any_fed_size() {
     let x1 = g.op("Square", &[x1]).unwrap();
     let xl = g.op("Sum", &[x1]).unwrap();
     let loss = g.op("Add", &[pl, xl]).unwrap();
+    // rows 2 and 0 (twice) of x: a GatherV2 whose gradient scatters into x's run-time row
+    // count (`_ScatterNdToShapeOf` launching a `ScatterNd`)
+    let ids = g.constant(Tensor::from_vec(&[3], vec![2i64, 0, 0], Layout::RowMajor).unwrap()).unwrap();
+    let xg = g.op("GatherV2", &[x, ids]).unwrap();
+    let xg = g.op("Square", &[xg]).unwrap();
+    let xg = g.op("Sum", &[xg]).unwrap();
+    let loss = g.op("Add", &[loss, xg]).unwrap();
     let grads = gradients(&mut g, &[loss], &[x, Output::new(w, 0), Output::new(b, 0)], None, true).unwrap();
     g.pop_device().unwrap();
     let init = g.global_variables_initializer().unwrap();
     let fetches = [loss, grads[0].unwrap(), grads[1].unwrap(), grads[2].unwrap()];
     let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.name).collect();
-    for op in ["_SumToShapeOf", "_BroadcastToShapeOf", "_ReshapeToShapeOf", "StridedSliceGrad", "EnsureShape"] {
+    for op in ["_SumToShapeOf", "_BroadcastToShapeOf", "_ReshapeToShapeOf", "StridedSliceGrad", "EnsureShape", "_ScatterNdToShapeOf"] {
         assert!(ops.contains(&op), "{op} missing from the gradient: {ops:?}");
     }
     let all: Vec<(NodeId, String)> = g.nodes().iter().map(|n| (n.id, n.name.clone())).collect();

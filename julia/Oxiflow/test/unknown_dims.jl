@@ -256,12 +256,12 @@ end
     e = ud_error(() -> run(s, x[[1, 3], :], x => [1.0 2 3; 4 5 6]))
     @test e isa OxiflowError && occursin("GatherV2", e.msg)
     @test run(s, x[2, [1, 3]], x => [1.0 2 3; 4 5 6]) == [4.0, 6.0]
-    # slices differentiate with respect to the batch, and so do gathers along a known
-    # dimension of it (unknown_dims_ops.jl); a gather of rows of the batch does not yet
+    # slices differentiate with respect to the batch, and so do gathers along it or along a
+    # known dimension of it (unknown_dims_ops.jl)
     gs = gradients(sum(x[2:3, 1:2] .^ 2), x)
     @test run(s, gs, x => [1.0 2 3; 4 5 6]) == [0.0 0 0; 8 10 0]
     @test run(s, gradients(sum(x[:, [1, 3, 3]]), x), x => [1.0 2 3; 4 5 6]) == [1.0 0 2; 1 0 2]
-    @test ud_raises(() -> gradients(sum(x[[1, 2], :]), x), "GatherV2")
+    @test run(s, gradients(sum(x[[1, 3, 1], :]), x), x => [1.0 2 3; 4 5 6; 7 8 9]) == [2.0 2 2; 0 0 0; 1 1 1]
 end
 
 @testset "cond and while_loop over a batch of unknown size" begin

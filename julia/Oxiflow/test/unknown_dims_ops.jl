@@ -293,11 +293,45 @@ end
         X = randn(5, 3)
         @test run(s, gW, Dict(x => X)) ≈ fd_grad(A -> sum(tanh.(X * A)[:, [4, 2]] .^ 2), Wv) rtol = 1e-6 atol = 1e-8
     end
-    # selecting rows of the batch itself (the unknown dimension) has no gradient yet
-    y = x[[2, 1], :]
-    @test run(Session(), y, Dict(x => [1.0 2 3; 4 5 6])) == [4.0 5 6; 1 2 3]
-    e = udo_error(() -> gradients(sum(y), x))
-    @test e isa OxiflowError && occursin("GatherV2", e.msg)
+end
+
+@testset "gradients of gathers along the unknown dimension itself" begin
+    # rows of the batch (GatherV2 along axis 0): the gradient scatters into the fed row count
+    udo_check(x -> x[[2, 1, 2], :], X -> X[[2, 1, 2], :], [nothing, 3], [(2, 3), (5, 3)], (3, 3))
+    udo_check(x -> x[[3, 1]], X -> X[[3, 1]], [nothing], [(3,), (7,)], (2,))
+    # along an inner unknown axis, with known dimensions on both sides, and an index matrix
+    udo_check(x -> x[:, [1, 2, 1], :], X -> X[:, [1, 2, 1], :], [2, nothing, 3], [(2, 2, 3), (2, 4, 3)], (2, 3, 3))
+    udo_check(x -> tf.gather(x, [1 0; 0 0]; axis=1), X -> reshape(X[:, [2, 1, 1, 1]], size(X, 1), 2, 2), [nothing, nothing],
+              [(3, 2), (1, 5)], (nothing, 2, 2))
+    # gather_nd of elements of a matrix with both dimensions unknown
+    udo_check(x -> tf.gather_nd(x, [0 1; 1 0; 0 1]), X -> [X[1, 2], X[2, 1], X[1, 2]], [nothing, nothing], [(2, 2), (3, 4)], (3,))
+    # boundary values of a batch of collocation points: the weights' gradient
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing, 2])
+    Wv = randn(2, 1)
+    W = Variable(Wv)
+    u = tanh(x * W)
+    loss = sum((u[[1, 4], 1] - [0.5, -0.5])^2)
+    gW, gx = gradients(loss, [W, x])
+    for s in udo_sessions()
+        init(s)
+        X = randn(6, 2)
+        ub(A, Y) = tanh.(Y * A)[[1, 4], 1]
+        @test run(s, gW, Dict(x => X)) ≈ fd_grad(A -> sum((ub(A, X) - [0.5, -0.5]) .^ 2), Wv) rtol = 1e-6 atol = 1e-8
+        @test run(s, gx, Dict(x => X)) ≈ fd_grad(Y -> sum((ub(Wv, Y) - [0.5, -0.5]) .^ 2), X) rtol = 1e-6 atol = 1e-8
+        # an index beyond the fed batch is the gather's error, naming it, and the session runs on
+        e = udo_error(() -> run(s, gW, Dict(x => randn(3, 2))))
+        @test e isa OxiflowError && occursin("GatherV2", e.msg) && occursin("indices", e.msg)
+        @test size(run(s, gx, Dict(x => randn(4, 2)))) == (4, 2)
+    end
+    # the second derivative through the scatter (a Hessian-vector product of a gathered loss)
+    reset_default_graph()
+    x = placeholder(Float64; shape=[nothing])
+    g = gradients(sum(x[[2, 2, 3]] .^ 3), x)
+    h = gradients(sum(g .* x), x)
+    X = [0.5, -1.0, 2.0, 3.0]
+    # g = [0, 6 x₂², 3 x₃², 0], so ∇ sum(g .* x) = ∇(6 x₂³ + 3 x₃³)
+    @test run(Session(), h, Dict(x => X)) ≈ [0.0, 18 * X[2]^2, 9 * X[3]^2, 0.0]
 end
 
 end

@@ -58,6 +58,7 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "GatherV2",
     "GatherNd",
     "ScatterNd",
+    "_ScatterNdToShapeOf",
     "BroadcastTo",
     "Prod",
     "EnsureShape",

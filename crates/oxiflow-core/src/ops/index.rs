@@ -378,9 +378,6 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let p = g.shape_of(params)?;
     let rank = p.rank();
     let axis = ((int_or(&node.attrs, "GatherV2", "axis", 0)? + rank as i64) % rank as i64) as usize;
-    if p.0[axis] == UNKNOWN {
-        params_known(node, &p)?;
-    }
     let k = g.shape_of(indices)?.rank();
     // indices of unknown size (a batch of ids): the row count is the reshape's -1
     let is = g.shape_of(indices)?;
@@ -394,11 +391,16 @@ fn grad_gather(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<V
     let rest: Vec<usize> = p.0[..axis].iter().chain(&p.0[axis + 1..]).copied().collect();
     let scat_shape: Vec<usize> = std::iter::once(p.0[axis]).chain(rest.iter().copied()).collect();
     if !p.is_fully_defined() {
-        // params with an unknown dimension other than `axis`: the indices keep their shape
-        // (one index per row of depth 1) and ScatterNd takes the unknown trailing sizes from
-        // the updates, so nothing is reshaped to a size the graph does not know
+        // params with an unknown dimension: the indices keep their shape (one index per row
+        // of depth 1) and ScatterNd takes the unknown trailing sizes from the updates, so
+        // nothing is reshaped to a size the graph does not know; an unknown `axis` itself
+        // is params' size when the node runs (`_ScatterNdToShapeOf`)
         let idx = g.op_spec(NodeSpec::new("ExpandDims", &[indices]).attr("dim", k as i64))?;
-        let mut dx = g.op_spec(NodeSpec::new("ScatterNd", &[idx, moved]).attr("shape", AttrValue::Shape(scat_shape)))?;
+        let mut dx = if p.0[axis] == UNKNOWN {
+            g.op_spec(NodeSpec::new("_ScatterNdToShapeOf", &[idx, moved, params]).attr("axis", axis as i64))?
+        } else {
+            g.op_spec(NodeSpec::new("ScatterNd", &[idx, moved]).attr("shape", AttrValue::Shape(scat_shape)))?
+        };
         if axis > 0 {
             let perm: Vec<usize> = (1..=axis).chain(std::iter::once(0)).chain(axis + 1..rank).collect();
             dx = transpose(g, dx, &perm)?;
@@ -487,10 +489,15 @@ fn grad_gather_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
     // the dimensions the index rows address must be known; ScatterNd takes the others
     // from dy when the node runs
     let depth = g.shape_of(node.inputs[1])?.0.last().copied().unwrap_or(0);
-    if depth == UNKNOWN || shape.0[..depth.min(shape.rank())].contains(&UNKNOWN) {
+    if depth == UNKNOWN {
         params_known(node, &shape)?;
     }
-    let dx = g.op_spec(NodeSpec::new("ScatterNd", &[node.inputs[1], dy]).attr("shape", AttrValue::Shape(shape.0)))?;
+    // dimensions the index rows address that are unknown: params' sizes at run time
+    let dx = if shape.0[..depth.min(shape.rank())].contains(&UNKNOWN) {
+        g.op("_ScatterNdToShapeOf", &[node.inputs[1], dy, node.inputs[0]])?
+    } else {
+        g.op_spec(NodeSpec::new("ScatterNd", &[node.inputs[1], dy]).attr("shape", AttrValue::Shape(shape.0)))?
+    };
     Ok(vec![Some(dx), None])
 }
 
@@ -499,15 +506,20 @@ fn grad_gather_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
 /// they are the updates' trailing dimensions, so the output takes them from the updates
 /// (known when the node runs). The first `k` must be known (TF takes `shape` as a tensor).
 fn infer_scatter_nd(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    scatter_nd_type(ctx, Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?), false)
+}
+
+/// The output of a scatter of `updates` (input 1) at `indices` (input 0) into `shape`;
+/// `leading_unknown`: the dimensions the indices address may be unknown (a run-time shape).
+fn scatter_nd_type(ctx: &InferCtx, shape: Shape, leading_unknown: bool) -> Result<Vec<TensorType>> {
     let (idx, upd) = (&ctx.inputs[0], &ctx.inputs[1]);
     require_index(ctx, idx, "indices")?;
     require_numeric(ctx, upd.dtype)?;
-    let shape = Shape(ctx.attrs.get_partial_shape(ctx.op, "shape")?);
     let k = idx.shape.dims().last().copied().unwrap_or(0);
     if idx.shape.rank() == 0 || k == 0 || k == UNKNOWN || k > shape.rank() {
         return Err(ctx.shape_error(&shape, &idx.shape, " (indices must have rank >= 1 and a known last dimension in 1..=rank(shape))"));
     }
-    if shape.0[..k].contains(&UNKNOWN) {
+    if !leading_unknown && shape.0[..k].contains(&UNKNOWN) {
         return Err(ctx.invalid(format!("attribute shape {shape} has an unknown dimension among the first {k}, which the indices address")));
     }
     let want = Shape(idx.shape.0[..idx.shape.rank() - 1].iter().chain(&shape.0[k..]).copied().collect());
@@ -592,6 +604,45 @@ fn scatter_columns<T: Arith>(src: &[T], offs: &[usize], d0: usize, cols: usize) 
     out
 }
 
+// ---------------------------------------------------------------- _ScatterNdToShapeOf
+
+/// `_ScatterNdToShapeOf(indices, updates, like)`: `ScatterNd` into the run-time shape of
+/// `like` with its dimension `axis` (attr, default 0) moved first; the gradients of
+/// `GatherV2` (along `axis`) and `GatherNd` (`axis` 0) with respect to params whose indexed
+/// dimension is unknown until the node runs. TF builds these from `Shape(params)` and a
+/// `ScatterNd` (or `UnsortedSegmentSum`) taking the shape as a tensor; here `like` is params
+/// itself, read only for its dimensions. Errors: as `ScatterNd`'s, at run time for what the
+/// static shapes leave open.
+fn infer_scatter_to_shape_of(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let like = &ctx.inputs[2].shape;
+    let axis = int_or(ctx.attrs, ctx.op, "axis", 0)?;
+    if axis < 0 || axis as usize >= like.rank() {
+        return Err(ctx.invalid(format!("axis {axis} is not a dimension of like, of shape {like}")));
+    }
+    let a = axis as usize;
+    scatter_nd_type(ctx, Shape(std::iter::once(like.0[a]).chain(like.0[..a].iter().copied()).chain(like.0[a + 1..].iter().copied()).collect()), true)
+}
+
+/// The `ScatterNd` node that a specialised `_ScatterNdToShapeOf` node (its output shape the
+/// run-time target) computes on its first two inputs; the CPU kernel and the CUDA device
+/// both run it.
+pub fn scatter_nd_node(node: &Node) -> Result<Node> {
+    let mut attrs = Attrs::new();
+    attrs.insert("shape".into(), AttrValue::Shape(node.outputs[0].shape.0.clone()));
+    Ok(Node { op: lookup("ScatterNd")?, attrs, inputs: node.inputs[..2].to_vec(), partial: false, ..node.clone() })
+}
+
+fn kernel_scatter_to_shape_of(ctx: &KernelCtx) -> Result<Outputs> {
+    let n = scatter_nd_node(ctx.node)?;
+    kernel_scatter_nd(&KernelCtx { node: &n, inputs: &ctx.inputs[..2], state: ctx.state })
+}
+
+/// As `ScatterNd`'s: `GatherNd(dy, indices)` for the updates; none for indices or `like`.
+fn grad_scatter_to_shape_of(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[0] else { return Ok(vec![None, None, None]) };
+    Ok(vec![None, Some(g.op("GatherNd", &[dy, node.inputs[0]])?), None])
+}
+
 /// TF `_ScatterNdGrad`: `GatherNd(dy, indices)` for the updates; no gradient for indices.
 fn grad_scatter_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None, None]) };
@@ -625,4 +676,18 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("GatherV2", "GatherV2", two, infer_gather, kernel_gather, GPU_NUMERIC, Some(grad_gather)).with_attrs(attrs!["axis" => Int, "batch_dims" => Int]));
     r.add(def("GatherNd", "GatherNd", two, infer_gather_nd, kernel_gather_nd, GPU_NUMERIC, Some(grad_gather_nd)));
     r.add(def("ScatterNd", "ScatterNd", two, infer_scatter_nd, kernel_scatter_nd, GPU_NUMERIC, Some(grad_scatter_nd)).with_attrs(attrs!["shape" => Shape]));
+    // the CUDA device launches its `scatter_nd_node`
+    r.add(
+        def(
+            "_ScatterNdToShapeOf",
+            "ScatterNdToShapeOf",
+            Arity::Fixed(3),
+            infer_scatter_to_shape_of,
+            kernel_scatter_to_shape_of,
+            GPU_NUMERIC,
+            Some(grad_scatter_to_shape_of),
+        )
+        .launched_as(GpuLaunch::DeviceHandled)
+        .with_attrs(attrs!["axis" => Int]),
+    );
 }
