@@ -288,16 +288,24 @@ random_shape(dims) = Int[d for d in (length(dims) == 1 && dims[1] isa Union{Tupl
 
 Normally distributed tensor of shape `dims` (ADCME's `normal`, TF's `tf.random.normal`;
 Float64 by default). `std` is accepted for `stddev`. `RandomStandardNormal * stddev + mean`
-under the name scope `random_normal`. See [`set_random_seed`](@ref) for reproducibility;
-`seed` is TF's op-level seed.
+under the name scope `random_normal`; `mean` and `stddev` may be tensors of `dtype` that
+broadcast to `dims` (TF's reparameterization, `μ + σ ε`, differentiates in both). See
+[`set_random_seed`](@ref) for reproducibility; `seed` is TF's op-level seed.
 """
 function normal(dims...; mean=0.0, stddev=1.0, std=nothing, dtype::Type=Float64, seed=nothing)
     std === nothing || (stddev = std)
     s1, s2 = op_seeds(seed)
     return name_scope("random_normal") do
         r = add_op("RandomStandardNormal", Tensor[]; shape=random_shape(dims), dtype=dtype, seed=s1, seed2=s2)
-        r * constant(convert(dtype, stddev)) + constant(convert(dtype, mean))
+        r * random_param(stddev, dtype, "normal: stddev") + random_param(mean, dtype, "normal: mean")
     end
+end
+
+# A parameter of a random op: a tensor as it is (of `dtype`), a number as a constant.
+function random_param(v, dtype, what)
+    v isa Tensor || return constant(convert(dtype, v))
+    v.dtype == dtype || invalid("$what is a $(v.dtype) tensor for a $dtype sample")
+    return v
 end
 
 """
@@ -305,7 +313,8 @@ end
 
 Uniformly distributed tensor in `[minval, maxval)` of shape `dims` (ADCME's `uniform`, TF's
 `tf.random.uniform`; Float64 by default; `lo`/`hi` are accepted too). `RandomUniform *
-(maxval - minval) + minval` under the name scope `random_uniform`.
+(maxval - minval) + minval` under the name scope `random_uniform`; the bounds may be tensors
+of `dtype`.
 """
 function uniform(dims...; minval=0.0, maxval=1.0, lo=nothing, hi=nothing, dtype::Type=Float64, seed=nothing)
     lo === nothing || (minval = lo)
@@ -313,7 +322,12 @@ function uniform(dims...; minval=0.0, maxval=1.0, lo=nothing, hi=nothing, dtype:
     s1, s2 = op_seeds(seed)
     return name_scope("random_uniform") do
         r = add_op("RandomUniform", Tensor[]; shape=random_shape(dims), dtype=dtype, seed=s1, seed2=s2)
-        r * constant(convert(dtype, maxval - minval)) + constant(convert(dtype, minval))
+        if minval isa Tensor || maxval isa Tensor
+            lo_t = random_param(minval, dtype, "uniform: minval")
+            r * (random_param(maxval, dtype, "uniform: maxval") - lo_t) + lo_t
+        else
+            r * constant(convert(dtype, maxval - minval)) + constant(convert(dtype, minval))
+        end
     end
 end
 

@@ -14,17 +14,24 @@ What [`newton_raphson`](@ref) returns (ADCME's `NRResult`), all tensors without 
 `‖r(u₀)‖, ‖r(u₁)‖, ...` (`max_iter + 1` entries, zeros after the last step's); `u` the
 iterates as columns (`length(u0) × (max_iter + 1)`, zeros after the last); `converged` a Bool
 scalar, true when the loop stopped on a tolerance rather than on `max_iter`; `iter` the
-number of Newton steps (Int64 scalar).
+number of Newton steps (Int64 scalar). `run(sess, nr)` (ADCME's) runs all five and returns
+an `NRResult` of their values (arrays, a Bool and an Int).
 """
-struct NRResult
-    x::Tensor
-    res::Tensor
-    u::Tensor
-    converged::Tensor
-    iter::Tensor
+struct NRResult{X,R,U,C,I}
+    x::X
+    res::R
+    u::U
+    converged::C
+    iter::I
 end
 
-Base.show(io::IO, r::NRResult) = print(io, "NRResult(x = ", r.x.name, ", converged = ", r.converged.name, ", iter = ", r.iter.name, ")")
+function Base.show(io::IO, r::NRResult)
+    part(v) = v isa Tensor ? v.name : repr(v)
+    print(io, "NRResult(x = ", part(r.x), ", converged = ", part(r.converged), ", iter = ", part(r.iter), ")")
+end
+
+Base.run(sess::Session, nr::NRResult{Tensor,Tensor,Tensor,Tensor,Tensor}, feeds::Pair...; feed_dict=nothing) =
+    NRResult(run(sess, Tensor[nr.x, nr.res, nr.u, nr.converged, nr.iter], feeds...; feed_dict=feed_dict)...)
 
 # The residual and the Jacobian from what the user's function returned: (r, J) or (val, r, J).
 function nr_parts(out, fname)

@@ -96,8 +96,10 @@ step_matrix(::Missing, n, _) = spzero(n)
     ExplicitNewmark(M, Z1, Z2, Δt)
     step(en::ExplicitNewmark, d0, d1, f) -> d2
 
-ADCME's explicit Newmark (central difference) integrator for `M d̈ + Z1 ḋ + Z2 d = f`:
-`(M/Δt² + Z1/(2Δt)) d^{n+1} = (2M/Δt² - Z2) d^n - (M/Δt² - Z1/(2Δt)) d^{n-1} + f^n`.
+ADCME's explicit Newmark (central difference) integrator for `M d̈ + Z1 ḋ + Z2 d + f = 0`:
+`(M/Δt² + Z1/(2Δt)) d^{n+1} = (2M/Δt² - Z2) d^n - (M/Δt² - Z1/(2Δt)) d^{n-1} - f^n`. The
+load enters with a minus sign, as in ADCME's `step`: pass `-f` to integrate `M d̈ + Z1 ḋ +
+Z2 d = f`.
 `M` (`n×n`), `Z1`, `Z2` (`missing` for zero) are `SparseTensor`s, `SparseMatrixCSC`s, dense
 matrices or matrix tensors; `Δt` a number. `step` takes the two previous displacements
 `d0 = d^{n-1}`, `d1 = d^n` and the load `f = f^n` (vectors or tensors of length `n`) and
@@ -117,7 +119,7 @@ struct ExplicitNewmark
         return new(Mt / Δt^2 + Z1t / (2Δt), 2 / Δt^2 * Mt - Z2t, Mt / Δt^2 - Z1t / (2Δt))
     end
 end
-Base.step(en::ExplicitNewmark, d0, d1, f) = en.A \ (en.B * alpha_vector(d1) - en.C * alpha_vector(d0) + alpha_vector(f))
+Base.step(en::ExplicitNewmark, d0, d1, f) = en.A \ (en.B * alpha_vector(d1) - en.C * alpha_vector(d0) - alpha_vector(f))
 
 """
     Newmark(M, C, K, Δt; β=1/4, γ=1/2, factorize_S=true)

@@ -70,18 +70,57 @@ mutable struct OptionsNewtonRaphson
 end
 
 """
+    Oxiflow.options.sparse
+
+ADCME's `ADCME.options.sparse`: `solver` (`"SparseLU"`) is the method of `A \\ b` and
+`factorize(A)` for a square `SparseTensor` when none is given (`"auto"`): `"SparseLU"`,
+`"SparseQR"` or `"SimplicialLLT"` (Cholesky), as [`factorize`](@ref) names them.
+`auto_reorder` (true) is kept for code that sets it and has no effect: ADCME reorders
+indices for TF's sparse ops, and Oxiflow's sparse ops take entries in any order.
+"""
+mutable struct OptionsSparse
+    auto_reorder::Bool
+    solver::String
+    OptionsSparse() = new(true, "SparseLU")
+end
+
+"""
+    Oxiflow.options.mpi, Oxiflow.options.customop
+
+ADCME's `options.mpi` (`solver` `"BoomerAMG"`, `printlevel` 2: the Hypre solver of
+`mpi_SparseTensor`, which Oxiflow does not have) and `options.customop` (`verbose` true, for
+ADCME's custom-op builder): kept so that code setting them runs; they have no effect.
+"""
+mutable struct OptionsMPI
+    solver::String
+    printlevel::Int64
+    OptionsMPI() = new("BoomerAMG", 2)
+end
+
+mutable struct OptionsCustomOp
+    verbose::Bool
+    OptionsCustomOp() = new(true)
+end
+@doc (@doc OptionsMPI) OptionsCustomOp
+
+"""
     Oxiflow.options
 
-ADCME's options container: `options.training` (see `Oxiflow.options.training.training`) and
-`options.newton_raphson` (see [`OptionsNewtonRaphson`](@ref)). `reset_default_options()`
+ADCME's options container: `options.training` (see `Oxiflow.options.training.training`),
+`options.newton_raphson` (see [`OptionsNewtonRaphson`](@ref)), `options.sparse` (see
+[`OptionsSparse`](@ref)), `options.mpi` and `options.customop`. `reset_default_options()`
 restores the defaults.
 """
 mutable struct Options
-    training::OptionsTraining
+    sparse::OptionsSparse
     newton_raphson::OptionsNewtonRaphson
+    training::OptionsTraining
+    mpi::OptionsMPI
+    customop::OptionsCustomOp
 end
 
-const options = Options(OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true), OptionsNewtonRaphson())
+const options = Options(OptionsSparse(), OptionsNewtonRaphson(), OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true),
+                        OptionsMPI(), OptionsCustomOp())
 
 export reset_default_options
 
@@ -89,5 +128,8 @@ export reset_default_options
 function reset_default_options()
     options.training = OptionsTraining(nothing, WeakKeyDict{Any,Tensor}(), true)
     options.newton_raphson = OptionsNewtonRaphson()
+    options.sparse = OptionsSparse()
+    options.mpi = OptionsMPI()
+    options.customop = OptionsCustomOp()
     return nothing
 end

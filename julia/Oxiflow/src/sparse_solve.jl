@@ -24,10 +24,15 @@ struct SparseFactorization{T} <: Factorization{T}
     adjoint::Bool
 end
 
-# ADCME's solver names and the engine's, lowercased; `nothing` picks by shape.
+# ADCME's solver names and the engine's, lowercased; `nothing` picks by shape: a square
+# matrix by `Oxiflow.options.sparse.solver` (ADCME's "auto"), a tall one by QR.
 function solve_method(A::SparseTensor, method, fname)
     if method === nothing || lowercase(string(method)) == "auto"
-        A.m == A.n && return "lu"
+        if A.m == A.n
+            s = options.sparse.solver
+            lowercase(s) == "auto" && return "lu"
+            return solve_method(A, s, "$fname (Oxiflow.options.sparse.solver)")
+        end
         A.m > A.n && return "qr"
         invalid("$fname: a SparseTensor of size $(size(A)) has fewer rows than columns; SparseSolve solves square systems (LU, Cholesky) and least squares with m ≥ n (QR)")
     end

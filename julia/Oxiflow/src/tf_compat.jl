@@ -68,8 +68,14 @@ const TF_LINALG = (inv=(A -> inv(as_tensor(A))), det=(A -> det(as_tensor(A))),
                    svd=(A; full_matrices::Bool=false, compute_uv::Bool=true) -> (r = svd(as_tensor(A); full=full_matrices);
                                                                                 compute_uv ? (r.S, r.U, r.V) : r.S))
 
-const TF_RANDOM = (normal=(shape; mean=0.0, stddev=1.0, dtype=Float32, seed=nothing) -> normal(shape...; mean=mean, stddev=stddev, dtype=dtype, seed=seed),
-                   uniform=(shape; minval=0.0, maxval=1.0, dtype=Float32, seed=nothing) -> uniform(shape...; minval=minval, maxval=maxval, dtype=dtype, seed=seed),
+# TF1's argument order, positional or by keyword: `tf.random_normal(shape, mean, stddev,
+# dtype, seed)`, `tf.random_uniform(shape, minval, maxval, dtype, seed)`; mean, stddev and
+# the bounds may be tensors.
+tf_random_normal(shape, m=0.0, sd=1.0, dt=Float32, sd_=nothing; mean=m, stddev=sd, dtype=dt, seed=sd_, name=nothing) =
+    normal(shape...; mean=mean, stddev=stddev, dtype=dtype, seed=seed)
+tf_random_uniform(shape, lo=0.0, hi=1.0, dt=Float32, sd_=nothing; minval=lo, maxval=hi, dtype=dt, seed=sd_, name=nothing) =
+    uniform(shape...; minval=minval, maxval=maxval === nothing ? 1.0 : maxval, dtype=dtype, seed=seed)
+const TF_RANDOM = (normal=tf_random_normal, uniform=tf_random_uniform,
                    set_random_seed=set_random_seed, set_seed=set_random_seed)
 
 const TF_TRAIN = (GradientDescentOptimizer=GradientDescentOptimizer, MomentumOptimizer=MomentumOptimizer,
@@ -188,7 +194,7 @@ function tf_Print(input, data=Any[], message=""; summarize::Integer=3, first_n=-
 end
 
 # `tf.compat.v1.logging`: Oxiflow has no TF log, so the verbosity is accepted and ignored.
-const TF_LOGGING = (set_verbosity=(level -> nothing), DEBUG=10, INFO=20, WARN=30, ERROR=40, FATAL=50)
+const TF_LOGGING = (set_verbosity=(level -> nothing), DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50)
 
 const TF_V1 = (
     random_normal=TF_RANDOM.normal, random_uniform=TF_RANDOM.uniform, set_random_seed=set_random_seed,

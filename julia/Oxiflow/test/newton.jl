@@ -29,6 +29,10 @@ nr_err(f) = try; f(); nothing; catch e; e; end
     @test size(U) == (3, 101) && all(U[:, it+2:end] .== 0)
     @test U[:, 1:it+1] ≈ hcat(us...) rtol = 1e-12
     @test res[1:it] ≈ [norm(u .^ 3 .- θv) for u in us[1:it]] rtol = 1e-12
+    # ADCME's run(sess, nr): the five values as an NRResult
+    r = run(s, nr)
+    @test r isa NRResult && r.x == x && r.res == res && r.u == U && r.converged === conv && r.iter == it
+    @test occursin("converged = true", sprint(show, r))
     y = newton_raphson_with_grad(cube, constant(ones(3)), θ)
     @test run(s, y) == x                                     # the solution itself, exactly
     @test run(s, gradients(sum(y), θ)) ≈ 1 ./ (3 .* x .^ 2) rtol = 1e-12   # dx/dθ = 1/(3x²)

@@ -98,7 +98,8 @@ end
     function jl(kv)
         x0, x1 = [0.1, 0.0], [0.1, 0.02]
         for _ in 1:20
-            x0, x1 = x1, (M / h^2 + Z1 / 2h) \ ((2M / h^2 - kv * Z2) * x1 - (M / h^2 - Z1 / 2h) * x0 + f)
+            # ADCME's scheme for M d̈ + Z1 ḋ + Z2 d + f = 0: the load enters with a minus sign
+            x0, x1 = x1, (M / h^2 + Z1 / 2h) \ ((2M / h^2 - kv * Z2) * x1 - (M / h^2 - Z1 / 2h) * x0 - f)
         end
         return x1
     end

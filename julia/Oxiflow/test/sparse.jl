@@ -240,6 +240,19 @@ end
     @test e isa OxiflowError && occursin("SparseSolve", e.msg) && occursin("symmetric", e.msg)
     e = err_of(() -> run(s, cholesky(SparseTensor(sparse([1.0 2.0; 2.0 1.0]))) \ [1.0, 1.0]))
     @test e isa OxiflowError && occursin("SparseSolve", e.msg) && occursin("not positive definite", e.msg)
+    # ADCME's options.sparse.solver picks the method of `\` without one: Cholesky refuses the
+    # unsymmetric `a` that LU solves; a factorization made before keeps its method
+    Oxiflow.options.sparse.solver = "SimplicialLLT"
+    @test run(s, sp \ b) ≈ Matrix(S) \ b && run(s, F \ b) ≈ Matrix(A) \ b
+    e = err_of(() -> run(s, a \ b))
+    @test e isa OxiflowError && occursin("SparseSolve", e.msg) && occursin("symmetric", e.msg)
+    Oxiflow.options.sparse.solver = "SparseQR"
+    @test run(s, a \ b) ≈ Matrix(A) \ b
+    Oxiflow.options.sparse.solver = "Pardiso"
+    e = err_of(() -> sp \ b)
+    @test e isa OxiflowError && occursin("options.sparse.solver", e.msg) && occursin("Pardiso", e.msg)
+    reset_default_options()
+    @test Oxiflow.options.sparse.solver == "SparseLU" && Oxiflow.options.sparse.auto_reorder
     # least squares: a tall matrix
     T = sprand(rng, 12, 5, 0.4) + sparse(1.0I, 12, 5); r = rand(rng, 12)
     t = SparseTensor(T)

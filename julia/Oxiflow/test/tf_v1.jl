@@ -75,6 +75,26 @@ end
     # one graph seed: the same draws again in a new graph and session
     reset_default_graph(); tf.set_random_seed(5)
     @test run(Session(), tf.random_normal((2000,), dtype=tf.float64)) == rv
+    # TF1's positional order (shape, mean, stddev, dtype, seed); tensor parameters
+    # differentiate (the reparameterization μ + σ ε)
+    reset_default_graph(); tf.set_random_seed(5)
+    @test run(Session(), tf.random_normal((2000,), 0, 1, tf.float64)) == rv
+    reset_default_graph(); tf.set_random_seed(5)
+    @test run(Session(), tf.random_normal((2000,), 3.0, 2.0, dtype=tf.float64)) ≈ 3 .+ 2 .* rv
+    reset_default_graph()
+    μ, σ = constant([1.0, -1.0]), constant([0.5, 2.0])
+    z = tf.random_normal((2,), μ, σ, dtype=tf.float64)
+    s = Session()
+    zv, gμ, gσ = run(s, [z, gradients(sum(z), μ), gradients(sum(z), σ)])
+    @test gμ == [1.0, 1.0] && gσ ≈ (zv .- [1.0, -1.0]) ./ [0.5, 2.0]     # ∂z/∂σ = ε
+    e = try; tf.random_normal((2,), constant(Float32[0, 0]), 1.0, tf.float64); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("normal: mean", e.msg)
+    uv2 = run(s, tf.random_uniform((1000,), 5, 7, tf.float64))
+    @test all(5 .<= uv2 .< 7) && eltype(uv2) == Float64
+    lo = constant([0.0, 10.0])
+    uv3 = run(s, tf.random_uniform((2,), lo, lo + 1, tf.float64))
+    @test 0 <= uv3[1] < 1 && 10 <= uv3[2] < 11
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARNING)   # accepted, as TF's
 
     reset_default_graph()
     v = tf.Variable([1.0, 2.0]; name="v")
