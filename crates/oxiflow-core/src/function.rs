@@ -164,6 +164,12 @@ pub struct Function {
     /// The nodes a call runs (those the outputs need, inputs excluded), in id order: found
     /// once here, as a loop calls its body every iteration.
     order: Vec<NodeId>,
+    /// For each node of `order`, whether its input 0 is a tensor that no later node of the
+    /// call reads, that the node reads only there and that is not an output: the call then
+    /// hands it over to a kernel that may update its input in place
+    /// ([`crate::ops::scatter::kernel_tensor_scatter_owned`]). Earlier readers have run; an
+    /// output of theirs that still shares the buffer (a `Reshape`) makes the kernel copy.
+    gives_input0: Vec<bool>,
 }
 
 impl fmt::Debug for Function {
@@ -222,7 +228,29 @@ impl Function {
                 return bad(format!("its outputs need Placeholder '{}', which is not one of its inputs", n.name));
             }
         }
-        Ok(Function { graph, inputs, outputs, order: needed })
+        let gives_input0 = Self::sole_reads(&graph, &needed, &outputs)?;
+        Ok(Function { graph, inputs, outputs, order: needed, gives_input0 })
+    }
+
+    /// [`Function::gives_input0`] of each node of `order`.
+    fn sole_reads(graph: &Graph, order: &[NodeId], outputs: &[Output]) -> Result<Vec<bool>> {
+        // the position in `order` of each tensor's last reader
+        let mut last: std::collections::HashMap<Output, usize> = std::collections::HashMap::new();
+        for (p, &id) in order.iter().enumerate() {
+            for o in &graph.node(id)?.inputs {
+                last.insert(*o, p);
+            }
+        }
+        order
+            .iter()
+            .enumerate()
+            .map(|(p, &id)| {
+                let n = graph.node(id)?;
+                Ok(crate::ops::scatter::has_owned_kernel(n.op)
+                    && !n.partial
+                    && n.inputs.first().is_some_and(|o| last.get(o) == Some(&p) && n.inputs.iter().filter(|i| *i == o).count() == 1 && !outputs.contains(o)))
+            })
+            .collect()
     }
 
     /// The function's graph.
@@ -252,6 +280,13 @@ impl Function {
     /// branch): both name the nodes it runs in a traced run ([`trace_calls`]). Errors: those
     /// of its kernels, which name their nodes.
     pub fn call(&self, args: &[Tensor], state: &dyn StateAccess, attr: &str, iteration: Option<u64>) -> Result<Vec<Tensor>> {
+        self.call_owned(args.to_vec(), state, attr, iteration)
+    }
+
+    /// [`Function::call`] on arguments the caller gives up: a tensor the function reads
+    /// once, in an op that can update its input (`TensorScatterUpdate`: a `TensorArray`
+    /// written in a loop body), is updated in place when nothing else holds it.
+    pub fn call_owned(&self, args: Vec<Tensor>, state: &dyn StateAccess, attr: &str, iteration: Option<u64>) -> Result<Vec<Tensor>> {
         if !enter(attr, Some(iteration)) {
             return self.run(args, state, false);
         }
@@ -260,24 +295,38 @@ impl Function {
         r
     }
 
-    fn run(&self, args: &[Tensor], state: &dyn StateAccess, traced: bool) -> Result<Vec<Tensor>> {
+    fn run(&self, args: Vec<Tensor>, state: &dyn StateAccess, traced: bool) -> Result<Vec<Tensor>> {
         if args.len() != self.inputs.len() {
             return Err(OxiflowError::Internal(format!("function called with {} arguments, it takes {}", args.len(), self.inputs.len())));
         }
         // each node's outputs, by node id (a function's graph is small)
         let mut vals: Vec<Option<Outputs>> = vec![None; self.graph.len()];
         for (i, a) in self.inputs.iter().zip(args) {
-            vals[i.node] = Some(smallvec![a.clone()]);
+            vals[i.node] = Some(smallvec![a]);
         }
-        let get = |vals: &[Option<Outputs>], o: &Output| {
-            vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| OxiflowError::Internal(format!("function: input {o:?} missing")))
-        };
-        for &id in &self.order {
+        let missing = |o: &Output| OxiflowError::Internal(format!("function: input {o:?} missing"));
+        let get = |vals: &[Option<Outputs>], o: &Output| vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| missing(o));
+        for (&id, &gives) in self.order.iter().zip(&self.gives_input0) {
             let n = self.graph.node(id)?;
-            let ins: SmallVec<[Tensor; 4]> =
-                n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)).map(|(_, o)| get(&vals, o)).collect::<Result<_>>()?;
+            let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
+            for (i, o) in n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)) {
+                if i == 0 && gives {
+                    // its only reader: taken, not cloned, so the kernel may own the buffer
+                    let slot = vals[o.node].as_mut().and_then(|v| v.get_mut(o.index)).ok_or_else(|| missing(o))?;
+                    ins.push(std::mem::replace(slot, Tensor::scalar(0i32)));
+                } else {
+                    ins.push(get(&vals, o)?);
+                }
+            }
+            let kernel = |ins: &mut [Tensor]| {
+                if gives {
+                    crate::ops::scatter::kernel_tensor_scatter_owned(n, ins, state)
+                } else {
+                    crate::ops::dynamic_shape::run_kernel(n, ins, state)
+                }
+            };
             if !traced {
-                vals[id] = Some(crate::ops::dynamic_shape::run_kernel(n, &ins, state)?);
+                vals[id] = Some(kernel(&mut ins)?);
                 continue;
             }
             let nested = records_inside(n);
@@ -285,7 +334,7 @@ impl Function {
                 enter(&n.name, None);
             }
             let start = now_ns().unwrap_or(0);
-            let outs = crate::ops::dynamic_shape::run_kernel(n, &ins, state);
+            let outs = kernel(&mut ins);
             let end = now_ns().unwrap_or(0).max(start + 1);
             if nested {
                 leave(false);

@@ -144,8 +144,13 @@ Oxiflow keeps the elements in one dense tensor of shape `[n, element_shape...]` 
 written are zeros): `write` is a `TensorScatterUpdate` of one row and `read` a `GatherV2`,
 so both are differentiable. The element shape comes from `element_shape` or the first
 `write`; a `TensorArray` entering `while_loop` needs it (write an element before the loop, as
-ADCME's examples do). Each `write` copies the array (O(n) per write). `clear_after_read` is
-accepted for compatibility; elements may be read any number of times.
+ADCME's examples do). In a `while_loop` body, a `write` updates the array in place when
+nothing after it in the body reads the old array (a `read(ta, i - 1)` before it is fine):
+O(element), TF's input forwarding, so a loop of `n` steps writing one element each costs
+O(n) elements, not O(n²). Elsewhere (a `write` outside a loop, an old array read again after
+the write or returned, a loop being differentiated, which keeps every iteration's array)
+each `write` copies the array.
+`clear_after_read` is accepted for compatibility; elements may be read any number of times.
 """
 struct TensorArray
     n::Int

@@ -227,21 +227,23 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec
             Some(Tensor::Bool(_)) => break,
             _ => return Err(ctx.error("cond did not return a Bool scalar")),
         }
-        let next = body.call(&vars, ctx.state, "body", Some(i)).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
+        let dims: Vec<Vec<usize>> = vars.iter().map(|t| t.dims().to_vec()).collect();
+        // the body owns the variables it is given (a TensorArray's buffer is then updated in
+        // place, Function::call_owned); a gradient's history keeps them, shared
+        if let Some(h) = history.as_deref_mut() {
+            h.push(vars.clone());
+        }
+        let next = body.call_owned(std::mem::take(&mut vars), ctx.state, "body", Some(i)).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
         // a loop variable of unknown static size may not change size either (TF's
         // shape invariants are the loop variables' shapes)
-        if let Some(k) = (0..vars.len().min(next.len())).find(|&k| next[k].dims() != vars[k].dims()) {
+        if let Some(k) = (0..dims.len().min(next.len())).find(|&k| next[k].dims() != dims[k]) {
             return Err(ctx.error(format!(
                 "loop variable {k} changed shape from {} to {} in iteration {i}; the body must keep each loop variable's shape",
-                Shape(vars[k].dims().to_vec()),
+                Shape(dims[k].clone()),
                 Shape(next[k].dims().to_vec())
             )));
         }
-        if let Some(h) = history.as_deref_mut() {
-            h.push(std::mem::replace(&mut vars, next));
-        } else {
-            vars = next;
-        }
+        vars = next;
         i += 1;
     }
     Ok(vars)

@@ -56,40 +56,79 @@ fn infer_tensor_scatter(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![t.clone()])
 }
 
-fn kernel_tensor_scatter(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Arith>(ctx: &KernelCtx, t: &ArcArray<T, IxDyn>, idx: &[i64], k: usize, how: Combine) -> Result<Tensor> {
-        let upd = T::view(&ctx.inputs[2]).ok_or_else(|| ctx.error("updates must have the tensor's dtype"))?;
-        let dims = t.shape();
-        let offs = super::index::nd_offsets(ctx, idx, k, dims)?;
-        let inner: usize = dims[k..].iter().product();
-        let mut out = t.as_standard_layout().into_owned();
-        let dst = out.as_slice_mut().expect("standard layout");
-        let src_std = upd.as_standard_layout();
-        let src = src_std.as_slice().expect("standard layout");
-        if inner == 1 {
-            // one element per index (a vector, or every index dimension given): indexed
-            // updates, not one-element slices
-            match how {
-                Combine::Update => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = s),
-                Combine::Add => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::add(dst[o], s)),
-                Combine::Sub => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::sub(dst[o], s)),
-            }
-            return Ok(T::wrap(out.into_shared()));
+/// Combines each index row's slice of `src` (row-major updates) into `dst` (the row-major
+/// tensor's elements), `inner` elements a slice, at the row offsets `offs`.
+fn scatter_into<T: Arith>(dst: &mut [T], src: &[T], offs: &[usize], inner: usize, how: Combine) {
+    if inner == 1 {
+        // one element per index (a vector, or every index dimension given): indexed
+        // updates, not one-element slices
+        match how {
+            Combine::Update => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = s),
+            Combine::Add => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::add(dst[o], s)),
+            Combine::Sub => offs.iter().zip(src).for_each(|(&o, &s)| dst[o] = T::sub(dst[o], s)),
         }
-        for (row, o) in offs.into_iter().enumerate() {
-            let (d, s) = (&mut dst[o * inner..(o + 1) * inner], &src[row * inner..(row + 1) * inner]);
-            match how {
-                Combine::Update => d.copy_from_slice(s),
-                Combine::Add => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::add(*d, s)),
-                Combine::Sub => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::sub(*d, s)),
-            }
-        }
-        Ok(T::wrap(out.into_shared()))
+        return;
     }
+    for (row, &o) in offs.iter().enumerate() {
+        let (d, s) = (&mut dst[o * inner..(o + 1) * inner], &src[row * inner..(row + 1) * inner]);
+        match how {
+            Combine::Update => d.copy_from_slice(s),
+            Combine::Add => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::add(*d, s)),
+            Combine::Sub => d.iter_mut().zip(s).for_each(|(d, &s)| *d = T::sub(*d, s)),
+        }
+    }
+}
+
+/// The scatter of `ctx`'s node into `t` (input 0's value, owned): in `t`'s own buffer when
+/// nothing else holds it and it is row-major (TF's `forward_input`), else into a row-major
+/// copy. Errors: an index out of range, naming the node; `t` is then dropped unchanged.
+fn scatter_owned<T: Arith>(ctx: &KernelCtx, mut t: ArcArray<T, IxDyn>, idx: &[i64], k: usize, how: Combine) -> Result<Tensor> {
+    let upd = T::view(&ctx.inputs[2]).ok_or_else(|| ctx.error("updates must have the tensor's dtype"))?;
+    let offs = super::index::nd_offsets(ctx, idx, k, t.shape())?;
+    let inner: usize = t.shape()[k..].iter().product();
+    if !t.is_standard_layout() {
+        t = t.as_standard_layout().into_owned().into_shared();
+    }
+    let src_std = upd.as_standard_layout();
+    let src = src_std.as_slice().expect("standard layout");
+    // copies the elements only when another tensor shares them (ArcArray's copy on write)
+    let dst = t.as_slice_mut().expect("standard layout");
+    scatter_into(dst, src, &offs, inner, how);
+    Ok(T::wrap(t))
+}
+
+fn kernel_tensor_scatter(ctx: &KernelCtx) -> Result<Outputs> {
     let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
     let idx = super::index::index_values(&ctx.inputs[1]);
     let how = Combine::of(ctx.node.op.name);
-    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| go(ctx, a, &idx, k, how)?)])
+    // a clone of input 0 shares its buffer, so the scatter writes into a copy
+    Ok(smallvec![for_numeric!(ctx, &ctx.inputs[0], |a| scatter_owned(ctx, a.clone(), &idx, k, how)?)])
+}
+
+/// The scatter ops' kernel for a caller that owns the inputs and reads input 0 for the last
+/// time (a `while_loop` body, [`crate::function::Function`]): input 0 is taken out of
+/// `inputs`, so when nothing else holds its buffer the scatter updates it in place instead
+/// of copying the whole tensor, as TF's kernels forward their input. A `TensorArray`
+/// written once per iteration then costs O(element) per write, not O(array).
+pub fn kernel_tensor_scatter_owned(node: &Node, inputs: &mut [Tensor], state: &dyn StateAccess) -> Result<Outputs> {
+    let t = std::mem::replace(&mut inputs[0], Tensor::scalar(0i32));
+    let ctx = KernelCtx { node, inputs, state };
+    let k = *ctx.inputs[1].dims().last().unwrap_or(&0);
+    let idx = super::index::index_values(&ctx.inputs[1]);
+    let how = Combine::of(node.op.name);
+    let out = match t {
+        Tensor::F32(a) => scatter_owned(&ctx, a, &idx, k, how)?,
+        Tensor::F64(a) => scatter_owned(&ctx, a, &idx, k, how)?,
+        Tensor::I32(a) => scatter_owned(&ctx, a, &idx, k, how)?,
+        Tensor::I64(a) => scatter_owned(&ctx, a, &idx, k, how)?,
+        other => return Err(ctx.error(format!("tensor must be numeric and on the host, got {}", other.dtype()))),
+    };
+    Ok(smallvec![out])
+}
+
+/// Whether `op` has [`kernel_tensor_scatter_owned`].
+pub fn has_owned_kernel(op: &OpDef) -> bool {
+    matches!(op.name, "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub")
 }
 
 /// TF `_TensorScatterUpdateGrad`, `_TensorScatterAddGrad`, `_TensorScatterSubGrad`: the
