@@ -164,12 +164,12 @@ pub struct Function {
     /// The nodes a call runs (those the outputs need, inputs excluded), in id order: found
     /// once here, as a loop calls its body every iteration.
     order: Vec<NodeId>,
-    /// For each node of `order`, whether its input 0 is a tensor that no later node of the
-    /// call reads, that the node reads only there and that is not an output: the call then
-    /// hands it over to a kernel that may update its input in place
-    /// ([`crate::ops::scatter::kernel_tensor_scatter_owned`]). Earlier readers have run; an
-    /// output of theirs that still shares the buffer (a `Reshape`) makes the kernel copy.
-    gives_input0: Vec<bool>,
+    /// For each node of `order`, its [`crate::ops::owned_kernel`] when its input 0 is a
+    /// tensor that no later node of the call reads, that the node reads only there and that
+    /// is not an output: the call then hands that tensor over, so the kernel may update it
+    /// in place. Earlier readers have run; an output of theirs that still shares the buffer
+    /// (a `Reshape`) makes the kernel copy.
+    owned: Vec<Option<crate::ops::OwnedKernelFn>>,
 }
 
 impl fmt::Debug for Function {
@@ -228,12 +228,12 @@ impl Function {
                 return bad(format!("its outputs need Placeholder '{}', which is not one of its inputs", n.name));
             }
         }
-        let gives_input0 = Self::sole_reads(&graph, &needed, &outputs)?;
-        Ok(Function { graph, inputs, outputs, order: needed, gives_input0 })
+        let owned = Self::owned_kernels(&graph, &needed, &outputs)?;
+        Ok(Function { graph, inputs, outputs, order: needed, owned })
     }
 
-    /// [`Function::gives_input0`] of each node of `order`.
-    fn sole_reads(graph: &Graph, order: &[NodeId], outputs: &[Output]) -> Result<Vec<bool>> {
+    /// [`Function::owned`] of each node of `order`.
+    fn owned_kernels(graph: &Graph, order: &[NodeId], outputs: &[Output]) -> Result<Vec<Option<crate::ops::OwnedKernelFn>>> {
         // the position in `order` of each tensor's last reader
         let mut last: std::collections::HashMap<Output, usize> = std::collections::HashMap::new();
         for (p, &id) in order.iter().enumerate() {
@@ -246,9 +246,8 @@ impl Function {
             .enumerate()
             .map(|(p, &id)| {
                 let n = graph.node(id)?;
-                Ok(crate::ops::scatter::has_owned_kernel(n.op)
-                    && !n.partial
-                    && n.inputs.first().is_some_and(|o| last.get(o) == Some(&p) && n.inputs.iter().filter(|i| *i == o).count() == 1 && !outputs.contains(o)))
+                let sole = |o: &Output| last.get(o) == Some(&p) && n.inputs.iter().filter(|i| *i == o).count() == 1 && !outputs.contains(o);
+                Ok(crate::ops::owned_kernel(n.op).filter(|_| !n.partial && n.inputs.first().is_some_and(sole)))
             })
             .collect()
     }
@@ -306,11 +305,11 @@ impl Function {
         }
         let missing = |o: &Output| OxiflowError::Internal(format!("function: input {o:?} missing"));
         let get = |vals: &[Option<Outputs>], o: &Output| vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| missing(o));
-        for (&id, &gives) in self.order.iter().zip(&self.gives_input0) {
+        for (&id, &owned) in self.order.iter().zip(&self.owned) {
             let n = self.graph.node(id)?;
             let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
             for (i, o) in n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)) {
-                if i == 0 && gives {
+                if i == 0 && owned.is_some() {
                     // its only reader: taken, not cloned, so the kernel may own the buffer
                     let slot = vals[o.node].as_mut().and_then(|v| v.get_mut(o.index)).ok_or_else(|| missing(o))?;
                     ins.push(std::mem::replace(slot, Tensor::scalar(0i32)));
@@ -318,12 +317,9 @@ impl Function {
                     ins.push(get(&vals, o)?);
                 }
             }
-            let kernel = |ins: &mut [Tensor]| {
-                if gives {
-                    crate::ops::scatter::kernel_tensor_scatter_owned(n, ins, state)
-                } else {
-                    crate::ops::dynamic_shape::run_kernel(n, ins, state)
-                }
+            let kernel = |ins: &mut [Tensor]| match owned {
+                Some(k) => k(n, ins, state),
+                None => crate::ops::dynamic_shape::run_kernel(n, ins, state),
             };
             if !traced {
                 vals[id] = Some(kernel(&mut ins)?);

@@ -116,35 +116,35 @@ function mesh_losses(sess, pl, loss, θ, a, b, m, n, direction, fname)
 end
 
 function meshview(losses::AbstractMatrix{<:Real}, a::Real=1, b::Real=1)
-    m, n = size(losses)
-    α, β = mesh_grids(m, n, a, b)
-    mp = pyplot()
-    if mp !== nothing
-        c = ((m + 1) ÷ 2, (n + 1) ÷ 2)
-        mp.close("all")
+    return show_mesh("meshview", losses, a, b) do mp, α, β, c
         mp.mesh(α, β, losses)
         mp.xlabel("\$\\alpha\$")
         mp.ylabel("\$\\beta\$")
         mp.zlabel("loss")
         mp.scatter3D(α[c...], β[c...], losses[c...], color="red", s=100)
-    else
-        print_mesh("meshview", losses)
     end
-    return α, β, Matrix{Float64}(losses)
 end
 function pcolormeshview(losses::AbstractMatrix{<:Real}, a::Real=1, b::Real=1)
-    m, n = size(losses)
-    α, β = mesh_grids(m, n, a, b)
-    mp = pyplot()
-    if mp !== nothing
-        mp.close("all")
+    return show_mesh("pcolormeshview", losses, a, b) do mp, α, β, c
         mp.pcolormesh(α, β, losses)
         mp.xlabel("\$\\alpha\$")
         mp.ylabel("\$\\beta\$")
         mp.scatter(0.0, 0.0, marker="*", s=100)
         mp.colorbar()
+    end
+end
+
+# The grids and losses of a mesh view, drawn by `draw(PyPlot, α, β, center)` when PyPlot is
+# loaded, else summarized.
+function show_mesh(draw::Function, fname, losses, a, b)
+    m, n = size(losses)
+    α, β = mesh_grids(m, n, a, b)
+    mp = pyplot()
+    if mp !== nothing
+        mp.close("all")
+        draw(mp, α, β, ((m + 1) ÷ 2, (n + 1) ÷ 2))
     else
-        print_mesh("pcolormeshview", losses)
+        print_mesh(fname, losses)
     end
     return α, β, Matrix{Float64}(losses)
 end
@@ -177,17 +177,10 @@ function gradview(sess::Session, pl, loss, u0; scale::Real=1.0, mpi::Bool=false)
     return gradview(sess, pl, loss, u0, g; scale=scale, mpi=mpi)
 end
 function gradview(sess::Session, pl, loss, u0, grad; scale::Real=1.0, mpi::Bool=false)
-    v = u0 isa Real ? rand() : rand(size(u0)...)
-    γs = scale ./ 10 .^ (1:5)
-    L0, J = run(sess, [loss, grad], pl => u0)
-    lin(γ) = size(J) == size(v) ? γ * sum(J .* v) : γ .* (J * vec(v))
-    errs = map(γs) do γ
-        L1 = run(sess, loss, pl => u0 .+ γ .* v)
-        norm(L1 .- L0), norm(L1 .- L0 .- lin(γ))
+    J = run(sess, grad, pl => u0)
+    return view_check(sess, loss, pl, u0, (), scale, "gradview"; mpi=mpi, savefile=mpi ? "mpi_gradview.png" : nothing) do γ, v
+        size(J) == size(v) ? γ * sum(J .* v) : γ .* (J * vec(v))
     end
-    err1, err2 = first.(errs), last.(errs)
-    (mpi && mpi_initialized() && mpi_rank() > 0) || show_check(γs, err1, err2, "gradview", mpi ? "mpi_gradview.png" : nothing)
-    return err1, err2
 end
 
 """
@@ -237,10 +230,11 @@ function PCLview(sess::Session, f::Function, L::Function, θ, u0, feeds::Pair...
     end
 end
 
-# The errors of jacview and PCLview: `out` run with `pl` fed u0 + γv against its value at u0
-# and the linearization `lin(γ, v)`.
-function view_check(lin::Function, sess, out, pl, u0, feeds, scale, fname)
-    v = rand(length(u0))
+# The errors of the three views: `out` run with `pl` fed u0 + γv (`v` random, of u0's
+# shape) against its value at u0 and the linearization `lin(γ, v)`; shown by rank 0 only
+# when `mpi`.
+function view_check(lin::Function, sess, out, pl, u0, feeds, scale, fname; mpi::Bool=false, savefile=nothing)
+    v = u0 isa Real ? rand() : rand(size(u0)...)
     γs = scale ./ 10 .^ (1:5)
     o0 = run(sess, out, pl => u0, feeds...)
     errs = map(γs) do γ
@@ -248,6 +242,6 @@ function view_check(lin::Function, sess, out, pl, u0, feeds, scale, fname)
         norm(o1 .- o0), norm(o1 .- o0 .- lin(γ, v))
     end
     err1, err2 = first.(errs), last.(errs)
-    show_check(γs, err1, err2, fname, nothing)
+    (mpi && mpi_initialized() && mpi_rank() > 0) || show_check(γs, err1, err2, fname, savefile)
     return err1, err2
 end

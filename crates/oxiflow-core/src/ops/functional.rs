@@ -220,6 +220,8 @@ fn infer_while(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
     let (cond, body, max) = loop_fns(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
     let mut i = 0u64;
+    // the loop variables' dimensions before each body call (they move into it), one buffer
+    let mut dims: Vec<Vec<usize>> = vec![Vec::new(); vars.len()];
     while max.map_or(true, |m| i < m) {
         let c = cond.call(&vars, ctx.state, "cond", Some(i)).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
         match c.first() {
@@ -227,7 +229,10 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec
             Some(Tensor::Bool(_)) => break,
             _ => return Err(ctx.error("cond did not return a Bool scalar")),
         }
-        let dims: Vec<Vec<usize>> = vars.iter().map(|t| t.dims().to_vec()).collect();
+        for (d, t) in dims.iter_mut().zip(&vars) {
+            d.clear();
+            d.extend_from_slice(t.dims());
+        }
         // the body owns the variables it is given (a TensorArray's buffer is then updated in
         // place, Function::call_owned); a gradient's history keeps them, shared
         if let Some(h) = history.as_deref_mut() {

@@ -192,6 +192,16 @@ pub use smallvec::smallvec;
 
 /// CPU kernel (also what emulated GPUs run).
 pub type KernelFn = fn(&KernelCtx) -> Result<Outputs>;
+/// A CPU kernel given its inputs to keep: it may take input 0 out of the slice and write
+/// its output into that buffer when nothing else holds it (TF's `forward_input`).
+pub type OwnedKernelFn = fn(&Node, &mut [Tensor], &dyn StateAccess) -> Result<Outputs>;
+
+/// The [`OwnedKernelFn`] of `op`, for a caller that owns the inputs and reads input 0 for
+/// the last time ([`crate::function::Function`]); `None` for ops that only have a
+/// [`KernelFn`]. Today: the `TensorScatter*` ops (a `TensorArray` write).
+pub fn owned_kernel(op: &OpDef) -> Option<OwnedKernelFn> {
+    scatter::owned_kernel(op)
+}
 /// Gradient function (TF's `@ops.RegisterGradient`): given the forward node and the
 /// gradients of its outputs (`None` where no gradient flows), adds gradient nodes to the
 /// graph and returns one gradient per input (`None`: no gradient).

@@ -126,9 +126,9 @@ pub fn kernel_tensor_scatter_owned(node: &Node, inputs: &mut [Tensor], state: &d
     Ok(smallvec![out])
 }
 
-/// Whether `op` has [`kernel_tensor_scatter_owned`].
-pub fn has_owned_kernel(op: &OpDef) -> bool {
-    matches!(op.name, "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub")
+/// [`kernel_tensor_scatter_owned`] for the scatter ops ([`super::owned_kernel`]).
+pub(super) fn owned_kernel(op: &OpDef) -> Option<OwnedKernelFn> {
+    matches!(op.name, "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub").then_some(kernel_tensor_scatter_owned as OwnedKernelFn)
 }
 
 /// TF `_TensorScatterUpdateGrad`, `_TensorScatterAddGrad`, `_TensorScatterSubGrad`: the
