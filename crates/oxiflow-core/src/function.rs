@@ -17,6 +17,7 @@
 
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output, TensorType};
+use crate::ops::scatter::UndoLog;
 use crate::ops::{smallvec, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
@@ -286,15 +287,30 @@ impl Function {
     /// once, in an op that can update its input (`TensorScatterUpdate`: a `TensorArray`
     /// written in a loop body), is updated in place when nothing else holds it.
     pub fn call_owned(&self, args: Vec<Tensor>, state: &dyn StateAccess, attr: &str, iteration: Option<u64>) -> Result<Vec<Tensor>> {
-        if !enter(attr, Some(iteration)) {
-            return self.run(args, state, false);
-        }
-        let r = self.run(args, state, true);
-        leave(true);
-        r
+        Ok(self.call_undoable(args, state, attr, iteration, &[])?.0)
     }
 
-    fn run(&self, args: Vec<Tensor>, state: &dyn StateAccess, traced: bool) -> Result<Vec<Tensor>> {
+    /// [`Function::call_owned`] that also returns what each scatter node of `taps` (nodes
+    /// of this function's graph) overwrote, in the order they ran: the loop gradient keeps
+    /// these instead of a copy of the written tensor per iteration.
+    pub(crate) fn call_undoable(
+        &self,
+        args: Vec<Tensor>,
+        state: &dyn StateAccess,
+        attr: &str,
+        iteration: Option<u64>,
+        taps: &[NodeId],
+    ) -> Result<(Vec<Tensor>, UndoLog)> {
+        let mut undo = Vec::new();
+        if !enter(attr, Some(iteration)) {
+            return Ok((self.run(args, state, false, taps, &mut undo)?, undo));
+        }
+        let r = self.run(args, state, true, taps, &mut undo);
+        leave(true);
+        Ok((r?, undo))
+    }
+
+    fn run(&self, args: Vec<Tensor>, state: &dyn StateAccess, traced: bool, taps: &[NodeId], undo: &mut UndoLog) -> Result<Vec<Tensor>> {
         if args.len() != self.inputs.len() {
             return Err(OxiflowError::Internal(format!("function called with {} arguments, it takes {}", args.len(), self.inputs.len())));
         }
@@ -316,6 +332,9 @@ impl Function {
                 } else {
                     ins.push(get(&vals, o)?);
                 }
+            }
+            if taps.contains(&id) {
+                undo.push((id, crate::ops::scatter::scatter_undo(n, &ins, state)?));
             }
             let kernel = |ins: &mut [Tensor]| match owned {
                 Some(k) => k(n, ins, state),

@@ -22,7 +22,10 @@
 //! each iteration's loop variables, then runs `body`'s gradient function backwards over them
 //! (TF2 stacks the intermediates in the forward loop instead; recomputing costs one more
 //! forward loop and keeps the forward op's outputs as they are). A loop variable that
-//! `body` passes through collects the gradient of every iteration.
+//! `body` only writes with scatters (a `TensorArray`) is not kept per iteration but rebuilt
+//! backwards from its final value ([`Tape`]), so memory grows with the rows written, not
+//! with iterations × its size. A loop variable that `body` passes through collects the
+//! gradient of every iteration.
 //!
 //! Second derivatives: `WhileGrad`'s gradient is `WhileGradGrad(input..., output gradients...,
 //! gradients of WhileGrad's outputs...)`, the reverse of WhileGrad's two sweeps (see
@@ -37,7 +40,8 @@
 use super::*;
 use crate::autodiff::gradients;
 use crate::function::Function;
-use crate::graph::NodeSpec;
+use crate::graph::{NodeId, NodeSpec};
+use crate::ops::scatter::UndoLog;
 use std::sync::Arc;
 
 /// The function in attr `k` of node `node` (op `op`); InvalidArgument naming both when the
@@ -216,8 +220,69 @@ fn infer_while(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vars.to_vec())
 }
 
-/// Runs the loop from `vars`; with `history`, keeps the loop variables each body call got.
-fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec<Vec<Tensor>>>) -> Result<Vec<Tensor>> {
+/// What `WhileGrad` keeps of each iteration of the forward loop to run `body`'s gradient
+/// backwards over it. A loop variable that `body` returns as its input updated by scatters
+/// only (a `TensorArray` it writes, state it `scatter_update`s; one it passes through, with
+/// no scatter) is not kept: each iteration records what its scatters overwrote
+/// ([`crate::ops::scatter::ScatterUndo`]) and the backward sweep rebuilds the variable from
+/// the loop's final value, undoing the last write first. Memory is then O(iterations × slices written), not
+/// O(iterations × tensor size), as TF2's `while_v2` accumulates only the values its gradient
+/// reads; a copy per iteration of a `TensorArray` written over n steps is O(n²).
+struct Tape {
+    /// Per loop variable: whether it is rebuilt, not kept.
+    rebuilt: Vec<bool>,
+    /// The scatter nodes of `body` that the rebuilt variables go through, each with its
+    /// variable.
+    taps: Vec<NodeId>,
+    tap_var: Vec<usize>,
+    /// Per iteration: the loop variables `body` got (a rebuilt one as a placeholder scalar)
+    /// and what the taps overwrote, in the order they ran.
+    iterations: Vec<(Vec<Tensor>, UndoLog)>,
+}
+
+impl Tape {
+    /// A tape keeping every loop variable (`WhileGradGrad` reads them in both directions).
+    fn keeping_all(n: usize) -> Tape {
+        Tape { rebuilt: vec![false; n], taps: Vec::new(), tap_var: Vec::new(), iterations: Vec::new() }
+    }
+
+    /// A tape rebuilding each of `body`'s loop variables that [`scatter_chain`] finds.
+    fn rebuilding(body: &Function) -> Tape {
+        let mut t = Tape::keeping_all(body.inputs().len());
+        for k in 0..t.rebuilt.len() {
+            if let Some(chain) = scatter_chain(body, k) {
+                t.rebuilt[k] = true;
+                t.tap_var.extend(chain.iter().map(|_| k));
+                t.taps.extend(chain);
+            }
+        }
+        t
+    }
+}
+
+/// The scatter nodes through which `body` returns loop variable `k` as its input updated
+/// (output k is `TensorScatter*(... TensorScatter*(input k, ...) ..., ...)`, `Identity`s
+/// between allowed), last first; None when output k is anything else.
+fn scatter_chain(body: &Function, k: usize) -> Option<Vec<NodeId>> {
+    let (g, input) = (body.graph(), *body.inputs().get(k)?);
+    let mut o = *body.outputs().get(k)?;
+    let mut chain = Vec::new();
+    while o != input {
+        let n = g.node(o.node).ok()?;
+        match n.inputs.first() {
+            Some(&i) if o.index == 0 && crate::ops::scatter::is_scatter(n.op.name) => {
+                chain.push(o.node);
+                o = i;
+            }
+            Some(&i) if o.index == 0 && n.op.name == "Identity" => o = i,
+            _ => return None,
+        }
+    }
+    Some(chain)
+}
+
+/// Runs the loop from `vars`; with `tape`, records what `WhileGrad` needs of each iteration.
+fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut tape: Option<&mut Tape>) -> Result<Vec<Tensor>> {
     let (cond, body, max) = loop_fns(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
     let mut i = 0u64;
     // the loop variables' dimensions before each body call (they move into it), one buffer
@@ -234,11 +299,19 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut history: Option<&mut Vec
             d.extend_from_slice(t.dims());
         }
         // the body owns the variables it is given (a TensorArray's buffer is then updated in
-        // place, Function::call_owned); a gradient's history keeps them, shared
-        if let Some(h) = history.as_deref_mut() {
-            h.push(vars.clone());
+        // place, Function::call_owned); a tape keeps the others, shared
+        let args = std::mem::take(&mut vars);
+        let next = match tape.as_deref_mut() {
+            None => body.call_owned(args, ctx.state, "body", Some(i)),
+            Some(t) => {
+                let kept = args.iter().zip(&t.rebuilt).map(|(v, &r)| if r { Tensor::scalar(0i32) } else { v.clone() }).collect();
+                body.call_undoable(args, ctx.state, "body", Some(i), &t.taps).map(|(next, undo)| {
+                    t.iterations.push((kept, undo));
+                    next
+                })
+            }
         }
-        let next = body.call_owned(std::mem::take(&mut vars), ctx.state, "body", Some(i)).map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
+        .map_err(|e| ctx.error(format!("in body, iteration {i}: {e}")))?;
         // a loop variable of unknown static size may not change size either (TF's
         // shape invariants are the loop variables' shapes)
         if let Some(k) = (0..dims.len().min(next.len())).find(|&k| next[k].dims() != dims[k]) {
@@ -267,19 +340,32 @@ fn infer_while_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(ctx.inputs[..n].to_vec())
 }
 
-/// The forward loop again, keeping each iteration's loop variables, then `body_grad`
-/// (loop variables and the gradients of body's outputs to the gradients of its inputs)
-/// from the last iteration to the first.
+/// The forward loop again, keeping each iteration's loop variables ([`Tape`]), then
+/// `body_grad` (loop variables and the gradients of body's outputs to the gradients of its
+/// inputs) from the last iteration to the first.
 fn kernel_while_grad(ctx: &KernelCtx) -> Result<Outputs> {
     let n = ctx.inputs.len() / 2;
     let body_grad = func_attr(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs, "body_grad")?;
-    let mut history = Vec::new();
-    run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut history))?;
+    let (_, body, _) = loop_fns(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs)?;
+    let mut tape = Tape::rebuilding(body);
+    // a rebuilt variable goes back from its final value, one iteration at a time
+    let mut rebuilt = run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut tape))?;
+    let Tape { rebuilt: is_rebuilt, taps, tap_var, iterations } = tape;
     let mut d: Vec<Tensor> = ctx.inputs[n..].to_vec();
-    for (i, vars) in history.into_iter().enumerate().rev() {
-        let mut args = vars;
+    for (i, (mut args, undo)) in iterations.into_iter().enumerate().rev() {
+        for (id, u) in undo.iter().rev() {
+            let k = taps.iter().position(|t| t == id).map(|p| tap_var[p]).ok_or_else(|| ctx.error("internal: an undo record of no loop variable"))?;
+            let t = std::mem::replace(&mut rebuilt[k], Tensor::scalar(0i32));
+            rebuilt[k] = crate::ops::scatter::scatter_restore(t, u).map_err(|e| ctx.error(format!("iteration {i}: {e}")))?;
+        }
+        for k in (0..n).filter(|&k| is_rebuilt[k]) {
+            args[k] = rebuilt[k].clone();
+        }
         args.extend(d);
-        d = body_grad.call(&args, ctx.state, "body_grad", Some(i as u64)).map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
+        // owned: the gradient of a TensorArray is then updated in place too
+        d = body_grad
+            .call_owned(args, ctx.state, "body_grad", Some(i as u64))
+            .map_err(|e| ctx.error(format!("in the gradient of body, iteration {i}: {e}")))?;
     }
     Ok(Outputs::from_vec(d))
 }
@@ -310,8 +396,9 @@ fn kernel_while_grad_grad(ctx: &KernelCtx) -> Result<Outputs> {
     let n = ctx.inputs.len() / 3;
     let f = |k| func_attr(ctx.node.op.name, &ctx.node.name, &ctx.node.attrs, k);
     let (body_grad, body_grad_grad, accumulate) = (f("body_grad")?, f("body_grad_grad")?, f("accumulate")?);
-    let mut xs = Vec::new();
-    run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut xs))?;
+    let mut tape = Tape::keeping_all(n);
+    run_loop(ctx, ctx.inputs[..n].to_vec(), Some(&mut tape))?;
+    let xs: Vec<Vec<Tensor>> = tape.iterations.into_iter().map(|(x, _)| x).collect();
     let iters = xs.len();
     // x̄_{i+1} for i = 0..iters−1
     let mut ubar: Vec<Vec<Tensor>> = vec![Vec::new(); iters];
@@ -424,3 +511,7 @@ pub(crate) fn register(r: &mut Registry) {
             ]),
     );
 }
+
+#[cfg(test)]
+#[path = "functional_tests.rs"]
+mod tests;

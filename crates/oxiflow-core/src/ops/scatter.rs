@@ -128,7 +128,79 @@ pub fn kernel_tensor_scatter_owned(node: &Node, inputs: &mut [Tensor], state: &d
 
 /// [`kernel_tensor_scatter_owned`] for the scatter ops ([`super::owned_kernel`]).
 pub(super) fn owned_kernel(op: &OpDef) -> Option<OwnedKernelFn> {
-    matches!(op.name, "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub").then_some(kernel_tensor_scatter_owned as OwnedKernelFn)
+    is_scatter(op.name).then_some(kernel_tensor_scatter_owned as OwnedKernelFn)
+}
+
+/// Whether `op` is one of the scatter ops.
+pub(crate) fn is_scatter(op: &str) -> bool {
+    matches!(op, "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub")
+}
+
+/// What a scatter overwrote: the old slices and where they were, to put back. The loop
+/// gradient (`WhileGrad`, functional.rs) keeps one per write instead of a copy of the
+/// written tensor per iteration, and rebuilds each iteration's tensor from the loop's final
+/// one, last write first ([`scatter_restore`]).
+#[derive(Debug)]
+pub(crate) struct ScatterUndo {
+    /// Row-major offset of each slice, in slices of `inner` elements.
+    offs: Vec<usize>,
+    inner: usize,
+    /// The old slices, one after another (a vector of `offs.len() * inner` elements).
+    pub(crate) old: Tensor,
+}
+
+/// What the scatters of one function call overwrote: per scatter node, in the order they
+/// ran, its [`ScatterUndo`].
+pub(crate) type UndoLog = Vec<(crate::graph::NodeId, ScatterUndo)>;
+
+fn gather_slices<T: Arith>(a: &ArcArray<T, IxDyn>, offs: &[usize], inner: usize) -> Tensor {
+    let std = a.as_standard_layout();
+    let src = std.as_slice().expect("standard layout");
+    let mut out = Vec::with_capacity(offs.len() * inner);
+    for &o in offs {
+        out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
+    }
+    T::wrap(ndarray::Array1::from(out).into_dyn().into_shared())
+}
+
+/// The [`ScatterUndo`] of scatter node `node` about to run on `inputs` (tensor, indices,
+/// updates). Errors: an index out of range, naming the node, as the scatter raises it; a
+/// tensor that is not numeric or not on the host.
+pub(crate) fn scatter_undo(node: &Node, inputs: &[Tensor], state: &dyn StateAccess) -> Result<ScatterUndo> {
+    let ctx = KernelCtx { node, inputs, state };
+    let (t, indices) = (&inputs[0], &inputs[1]);
+    let k = *indices.dims().last().unwrap_or(&0);
+    let offs = super::index::nd_offsets(&ctx, &super::index::index_values(indices), k, t.dims())?;
+    let inner = t.dims()[k.min(t.dims().len())..].iter().product();
+    let old = match t {
+        Tensor::F32(a) => gather_slices(a, &offs, inner),
+        Tensor::F64(a) => gather_slices(a, &offs, inner),
+        Tensor::I32(a) => gather_slices(a, &offs, inner),
+        Tensor::I64(a) => gather_slices(a, &offs, inner),
+        other => return Err(ctx.error(format!("tensor must be numeric and on the host, got {}", other.dtype()))),
+    };
+    Ok(ScatterUndo { offs, inner, old })
+}
+
+/// `t` (a scatter's output) with the slices of `u` put back: the scatter's input. Updates
+/// `t`'s buffer when nothing else holds it, else a copy. Errors (Internal): `t` of another
+/// dtype than the slices.
+pub(crate) fn scatter_restore(t: Tensor, u: &ScatterUndo) -> Result<Tensor> {
+    fn go<T: Arith>(mut t: ArcArray<T, IxDyn>, u: &ScatterUndo) -> Result<Tensor> {
+        let old = T::view(&u.old).ok_or_else(|| OxiflowError::Internal("scatter undo: dtype changed".into()))?;
+        if !t.is_standard_layout() {
+            t = t.as_standard_layout().into_owned().into_shared();
+        }
+        scatter_into(t.as_slice_mut().expect("standard layout"), old.as_slice().expect("a vector"), &u.offs, u.inner, Combine::Update);
+        Ok(T::wrap(t))
+    }
+    match t {
+        Tensor::F32(a) => go(a, u),
+        Tensor::F64(a) => go(a, u),
+        Tensor::I32(a) => go(a, u),
+        Tensor::I64(a) => go(a, u),
+        other => Err(OxiflowError::Internal(format!("scatter undo: a {} tensor", other.dtype()))),
+    }
 }
 
 /// TF `_TensorScatterUpdateGrad`, `_TensorScatterAddGrad`, `_TensorScatterSubGrad`: the
