@@ -111,6 +111,34 @@ fn binary_extrema_and_comparisons_broadcast() {
     }
 }
 
+#[test]
+fn float_tests_classify_nan_infinities_and_finite_values() {
+    // 0, -0, 1.5, the largest finite, the smallest normal, a subnormal, +inf, -inf, NaN
+    let v = [0.0, -0.0, 1.5, f64::MAX, f64::MIN_POSITIVE, 5e-324, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+    let want = [
+        ("IsNan", [false, false, false, false, false, false, false, false, true]),
+        ("IsInf", [false, false, false, false, false, false, true, true, false]),
+        ("IsFinite", [true, true, true, true, true, true, false, false, false]),
+    ];
+    for (op, w) in want {
+        let mut g = Graph::new();
+        let x = g.constant(t64(&[3, 3], v.to_vec())).unwrap();
+        // f32: f64::MAX becomes +inf and the subnormal 0
+        let x32 = g.constant(Tensor::from_vec(&[9], v.iter().map(|&a| a as f32).collect::<Vec<f32>>(), oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+        for (t, dims, w) in [(x, vec![3, 3], w), (x32, vec![9], if op == "IsNan" { w } else { [w[0], w[1], w[2], !w[3], w[4], w[5], w[6], w[7], w[8]] })] {
+            let y = g.op(op, &[t]).unwrap();
+            let out = eval1(&g, &[], y);
+            assert_eq!(out.dtype(), DType::Bool, "{op}");
+            assert_eq!(out.dims(), &dims[..], "{op}");
+            assert_eq!(out.to_f64_vec(), w.iter().map(|&b| b as u8 as f64).collect::<Vec<_>>(), "{op} {dims:?}");
+        }
+        // integers are refused, naming the op
+        let i = g.constant(Tensor::scalar(1i64)).unwrap();
+        let e = g.op(op, &[i]).unwrap_err().to_string();
+        assert!(e.contains(op) && e.contains("Int64"), "{e}");
+    }
+}
+
 /// Naive reduction of a row-major `[2, 3, 4]` array over `axes` (kept dims dropped).
 fn naive_reduce(v: &[f64], dims: &[usize], axes: &[usize], init: f64, f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
     let out_dims: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).map(|i| dims[i]).collect();

@@ -149,6 +149,18 @@ function Base.:!(a::Tensor)
     return if_else(a, false, true)
 end
 
+"""
+    isnan(x), isinf(x), isfinite(x)
+
+Element by element on a float tensor `x`: a Bool tensor of `x`'s shape, true where the
+element is NaN, infinite (either sign) or neither (TF's `IsNan`, `IsInf`, `IsFinite`:
+`tf.math.is_nan`, `is_inf`, `is_finite`; `isnan.(x)` is the same). No gradient (Bool outputs). A
+tensor of another dtype raises an `OxiflowError` naming the op.
+"""
+Base.isnan(x::Tensor) = add_op("IsNan", [x])
+Base.isinf(x::Tensor) = add_op("IsInf", [x])
+Base.isfinite(x::Tensor) = add_op("IsFinite", [x])
+
 # A + I, I - A, ... with LinearAlgebra's UniformScaling: a dense identity of the tensor's
 # dtype (ADCME ops.jl:990-1002); square matrices only.
 function identity_like(A::Tensor, J::UniformScaling, what)

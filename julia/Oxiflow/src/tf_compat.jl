@@ -47,6 +47,7 @@ const TF_MATH = (
     greater=(a, b) -> as_tensor(a) > b, greater_equal=(a, b) -> as_tensor(a) >= b,
     equal=(a, b) -> binary("Equal", a, b), not_equal=(a, b) -> !binary("Equal", a, b),
     logical_and=(a, b) -> as_tensor(a) & b, logical_or=(a, b) -> as_tensor(a) | b, logical_not=(a -> !as_tensor(a)),
+    is_nan=(x -> isnan(as_tensor(x))), is_inf=(x -> isinf(as_tensor(x))), is_finite=(x -> isfinite(as_tensor(x))),
     reduce_sum=tf_reduce("Sum", "tf.reduce_sum"), reduce_mean=tf_reduce("Mean", "tf.reduce_mean"),
     reduce_max=tf_reduce("Max", "tf.reduce_max"), reduce_min=tf_reduce("Min", "tf.reduce_min"),
     reduce_prod=tf_reduce("Prod", "tf.reduce_prod"),

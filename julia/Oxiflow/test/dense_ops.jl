@@ -54,6 +54,25 @@
     @test e isa OxiflowError
 end
 
+@testset "isnan, isinf, isfinite match Julia Base, f32 and f64" begin
+    reset_default_graph()
+    s = Session()
+    X = [0.0 -0.0 1.5; Inf -Inf NaN; floatmax(Float64) 5e-324 -2.0]
+    for T in (Float64, Float32)
+        x = constant(T.(X))
+        for (f, tff) in ((isnan, tf.math.is_nan), (isinf, tf.math.is_inf), (isfinite, tf.math.is_finite))
+            y = f.(x)
+            @test y.dtype == Bool && size(y) == (3, 3)
+            @test run(s, y) == f.(T.(X))
+            @test run(s, tff(x)) == f.(T.(X))
+        end
+    end
+    @test run(s, tf.is_nan(constant([NaN, 1.0]))) == [true, false]
+    e = try; isnan(constant([1, 2])); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("IsNan", e.msg)
+    @test run(s, isfinite(constant(1.0))) == true    # the session is still usable
+end
+
 @testset "gradient of % against finite differences; floor and fld pass none" begin
     reset_default_graph()
     X0 = [2.3 -1.7 0.4; -3.1 5.2 1.1]

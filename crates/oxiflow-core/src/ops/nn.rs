@@ -1,7 +1,8 @@
 //! Elementwise activations, comparisons and binary extrema: `Abs`, `Sign`, `Tan`, `Sigmoid`,
 //! `Relu`, `Relu6`, `LeakyRelu`, `Elu`, `Selu`, `Softplus`, `Softsign`, `Softmax`, `Maximum`,
-//! `Minimum`, `Greater`, `Less`, `LessEqual`, `GreaterEqual`, `Equal` (TF's `math_ops`, `nn_ops`;
-//! gradients as `math_grad.py` / `nn_grad.py`).
+//! `Minimum`, `Greater`, `Less`, `LessEqual`, `GreaterEqual`, `Equal`, and the float tests
+//! `IsNan`, `IsInf`, `IsFinite` (TF's `math_ops`, `nn_ops`; gradients as `math_grad.py` /
+//! `nn_grad.py`).
 //!
 //! TF computes the gradients of the activations with fused kernels (`ReluGrad`,
 //! `SigmoidGrad`, `EluGrad`, ...). `Relu`'s and `Sigmoid`'s (and `Tanh`'s) are those kernels
@@ -252,6 +253,30 @@ fn kernel_equal(ctx: &KernelCtx) -> Result<Outputs> {
     zip_num!(ctx, equal, wrap_bool)
 }
 
+/// `IsNan`, `IsInf`, `IsFinite`: a float tensor to the Bool tensor of its shape.
+fn infer_float_test(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let x = &ctx.inputs[0];
+    ctx.require_float(x.dtype)?;
+    Ok(vec![TensorType::new(DType::Bool, x.shape.clone())])
+}
+
+/// TF's `IsNan`, `IsInf` (either sign) and `IsFinite` (neither NaN nor infinite), element by
+/// element (`tf.math.is_nan`, `is_inf`, `is_finite`). No gradient: their outputs are Bool.
+fn kernel_float_test(ctx: &KernelCtx) -> Result<Outputs> {
+    let test: fn(f64) -> bool = match ctx.node.op.name {
+        "IsNan" => f64::is_nan,
+        "IsInf" => f64::is_infinite,
+        _ => f64::is_finite,
+    };
+    // f32 to f64 keeps NaN, infinities and finiteness
+    let out = match &ctx.inputs[0] {
+        Tensor::F32(a) => a.mapv(|v| test(f64::from(v))),
+        Tensor::F64(a) => a.mapv(test),
+        t => return Err(ctx.error(format!("needs a float tensor, got {}", t.dtype()))),
+    };
+    Ok(smallvec![Tensor::Bool(out.into_shared())])
+}
+
 // ---------------------------------------------------------------- gradients
 
 /// TF `_AbsGrad`: `dy * sign(x)`.
@@ -415,4 +440,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None).not_differentiable());
     r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None).not_differentiable());
     r.add(binary("Equal", infer_compare, kernel_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    // Bool outputs: no gradient reaches them. CPU kernels only (soft placement moves them)
+    for name in ["IsNan", "IsInf", "IsFinite"] {
+        r.add(def(name, name, one, infer_float_test, kernel_float_test, GpuSupport::None, None));
+    }
 }
