@@ -44,6 +44,48 @@ function nr_parts(out, fname)
     return r, J
 end
 
+# The function value of (val, r, J), a scalar tensor, for the line search.
+function nr_value(out, fname)
+    (out isa Tuple || out isa AbstractVector) && length(out) == 3 ||
+        invalid("$fname: with options.newton_raphson.linesearch the function must return (val, r, J), the value whose gradient r is; got $(out isa Tuple ? "$(length(out)) values" : typeof(out))")
+    v = convert_to_tensor(out[1])
+    length(v) == 1 || invalid("$fname: the function value must be a scalar, got size $(size(v))")
+    return ndims(v) == 0 ? v : reshape(v, ())
+end
+
+# The step length α of the Newton step u - α δ by backtracking (options.newton_raphson.
+# linesearch_options, `ls`): the first trial is α₀ = αinitial (at most maxstep / ‖δ‖); while
+# the sufficient-decrease (Armijo) condition f(u - αδ) ≤ f₀ + c1 α f′₀ fails, with
+# f′₀ = -r₀·δ the slope along the step, and fewer than `iterations` trials were made, the next
+# α minimizes the quadratic (after one trial) or cubic (after two) that interpolates the
+# values and f′₀ (Nocedal & Wright, Numerical Optimization, §3.5), kept in
+# [ρ_lo α, ρ_hi α] (ρ_hi α when the interpolation is not finite, e.g. for a NaN value).
+# When δ is not a descent direction (f′₀ ≥ 0) no α can satisfy the condition and α₀ is
+# taken, as ADCME's search returns it then.
+function nr_backtrack(fval, u, δ, f0, r0, ls, T)
+    c = x -> constant(T(x))
+    df0 = -sum(r0 .* δ)
+    α0 = c(ls.αinitial)
+    ls.maxstep < 9999999 && (α0 = min(α0, c(ls.maxstep) / norm(δ)))
+    armijo(α, fα) = fα <= f0 + c(ls.c1) * α * df0            # false for a NaN value
+    condition(k, α1, α2, f1, f2) = (df0 < c(0)) & !armijo(α2, f2) & (k < ls.iterations)
+    function body(k, α1, α2, f1, f2)
+        e1, e2 = f1 - f0 - df0 * α1, f2 - f0 - df0 * α2
+        quad = -(df0 * α2^2) / (c(2) * e2)
+        d = c(1) / (α1^2 * α2^2 * (α2 - α1))
+        a = (α1^2 * e2 - α2^2 * e1) * d
+        b = (-α1^3 * e2 + α2^3 * e1) * d
+        cubic = if_else(abs(a) < c(1e-10), -df0 / (c(2) * b), (-b + sqrt(max(b^2 - c(3) * a * df0, c(0)))) / (c(3) * a))
+        αt = if_else(k < 1, quad, cubic)
+        hi, lo = c(ls.ρ_hi) * α2, c(ls.ρ_lo) * α2
+        αn = if_else(isfinite(αt), min(max(αt, lo), hi), hi)
+        return k + 1, α2, αn, f2, fval(u - αn * δ)
+    end
+    z = c(0)
+    _, _, α, _, _ = while_loop(condition, body, [constant(0), z, α0, z, fval(u - α0 * δ)]; back_prop=false)
+    return α
+end
+
 # The Newton step J \ r, with ADCME's Levenberg-Marquardt shift (J + μI) \ r when μ > 0.
 function nr_step(J, r, μ)
     if μ > 0
@@ -65,16 +107,25 @@ is taken from an iterate that met the tolerance) and fewer than `max_iter` steps
 Settings: `Oxiflow.options.newton_raphson` (`max_iter`, `tol`, `rtol`, `LM`, `verbose`),
 read when the graph is built.
 
+With `options.newton_raphson.linesearch = true`, `f` returns `(val, r, J)`, `val` the
+scalar whose gradient is `r` (and `J` its Hessian), and each step is `u - α δ` with `α` from a
+backtracking line search on `val` (`options.newton_raphson.linesearch_options`: `c1`,
+`ρ_hi`, `ρ_lo`, `iterations`, `maxstep`, `αinitial`, ADCME's settings): `α = αinitial`
+first, then quadratic and cubic interpolation until `val(u - αδ) ≤ val(u) - c1 α r·δ`
+(Nocedal & Wright, Numerical Optimization, §3.5); where `δ` is not a descent direction
+(`r·δ ≤ 0`) the step is `αinitial δ`.
+
 Differs from ADCME: `rtol` is relative to the first residual (ADCME compares the residual
-two steps back with `rtol` as an absolute bound); `linesearch = true` raises an
-`OxiflowError` (UnimplementedError). With `verbose`, the settings are printed when the loop
-is built and each iteration's residual norms (absolute, relative) to standard error when it
-runs (`tf.print`, as ADCME).
+two steps back with `rtol` as an absolute bound). ADCME's line search evaluates its first
+interpolation with two equal step lengths (a division by zero, so NaN), which makes its first
+trial `ρ_hi·αinitial`: it never takes the full Newton step; here the first trial is
+`αinitial`. With `verbose`, the settings are printed when the loop is built and each
+iteration's residual norms (absolute, relative) to standard error when it runs (`tf.print`,
+as ADCME), and with the line search each step length.
 The result carries no gradient; see [`newton_raphson_with_grad`](@ref).
 """
 function newton_raphson(func::Function, u0, θ=missing, args...; kwargs...)
     o = options.newton_raphson
-    o.linesearch && unimplemented("newton_raphson: the line search of options.newton_raphson.linesearch is not supported yet; set it to false")
     o.max_iter >= 1 || invalid("newton_raphson: options.newton_raphson.max_iter must be >= 1, got $(o.max_iter)")
     f(θ, u) = func(θ, u, args...; kwargs...)
     u = convert_to_tensor(u0)
@@ -89,8 +140,16 @@ function newton_raphson(func::Function, u0, θ=missing, args...; kwargs...)
     ta_u = write(TensorArray(maxit + 1; dtype=T), 1, u)
     condition(i, u, rn, ta_r, ta_u) = going(rn) & (i < maxit)
     function body(i, u, rn, ta_r, ta_u)
-        r, J = nr_parts(f(θ, u), "newton_raphson")
-        unew = u - nr_step(J, r, o.LM)
+        out = f(θ, u)
+        r, J = nr_parts(out, "newton_raphson")
+        δ = nr_step(J, r, o.LM)
+        if o.linesearch
+            fval(x) = nr_value(f(θ, x), "newton_raphson")
+            α = nr_backtrack(fval, u, δ, nr_value(out, "newton_raphson"), r, o.linesearch_options, T)
+            o.verbose && (α = bind(α, tf.print("Current Step Size =", α)))
+            δ = α * δ
+        end
+        unew = u - δ
         rn = norm(r)
         o.verbose && (rn = bind(rn, tf.print("Newton iteration", i, ": r (abs) =", rn, "r (rel) =", rn / n0)))
         return i + 1, unew, rn, write(ta_r, i + 1, rn), write(ta_u, i + 2, unew)

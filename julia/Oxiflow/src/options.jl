@@ -54,9 +54,10 @@ end
 
 ADCME's `ADCME.options.newton_raphson`, read by [`newton_raphson`](@ref) when it builds its
 loop: `max_iter` (100), `verbose` (false), `rtol` (1e-12), `tol` (1e-12), `LM` (0.0, the
-Levenberg-Marquardt shift `μ` in `(J + μI) \\ r`), `linesearch` (false; `true` is not
-supported yet: `newton_raphson` raises an `OxiflowError`), `linesearch_options` (ADCME's
-backtracking settings, kept for code that sets them).
+Levenberg-Marquardt shift `μ` in `(J + μI) \\ r`), `linesearch` (false; `true`: a
+backtracking line search on the function value, see [`newton_raphson`](@ref)),
+`linesearch_options` (ADCME's backtracking settings: `c1` 1e-4, `ρ_hi` 0.5, `ρ_lo` 0.1,
+`iterations` 1000, `maxstep` 9999999 (no limit), `αinitial` 1.0).
 """
 mutable struct OptionsNewtonRaphson
     max_iter::Int64

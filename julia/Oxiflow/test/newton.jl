@@ -125,11 +125,73 @@ end
     @test e isa OxiflowError && occursin("must be a vector", e.msg)
     e = nr_err(() -> newton_raphson((θ, x) -> x - θ, constant(ones(2)), constant([1.0, 2.0])))
     @test e isa OxiflowError && occursin("must return (r, J)", e.msg)
+    # the line search needs the function value
     Oxiflow.options.newton_raphson.linesearch = true
     e = nr_err(() -> newton_raphson(good, constant(ones(2)), constant([1.0, 2.0])))
-    @test e isa OxiflowError && occursin("line search", e.msg)
+    @test e isa OxiflowError && occursin("(val, r, J)", e.msg)
+    e = nr_err(() -> newton_raphson((θ, x) -> (x, x - θ, spdiag(ones(2))), constant(ones(2)), constant([1.0, 2.0])))
+    @test e isa OxiflowError && occursin("must be a scalar", e.msg)
     reset_default_options()
     @test Oxiflow.options.newton_raphson.linesearch == false && Oxiflow.options.newton_raphson.tol == 1e-12
     nr = newton_raphson(good, constant(ones(2)), constant([1.0, 2.0]))
     @test run(Session(), nr.x) == [1.0, 2.0]
+end
+
+@testset "newton_raphson with line search: ADCME's cases, a step plain Newton overshoots, Armijo on every step" begin
+    reset_default_graph(); reset_default_options()
+    s = Session()
+    # ADCME's own test: f1-f4 without, f5-f7 with the line search (f returns the value too)
+    f1(θ, u) = (u^2 - 1, 2 * spdiag(u))
+    f2(θ, u) = (u^3 - 2u - 5, spdiag(3u^2 - 2))
+    f3(θ, u) = (exp(2u) - u - 6, spdiag(2 * exp(2u) - 1))
+    f4(θ, u) = ((cos(u) - u)^2, spdiag((-u + cos(u)) * (-2 * sin(u) - 2)))
+    f5(θ, u) = (sum(1 / 3 * (u - 1)^3), (u - 1)^2, 2 * spdiag(u - 1))
+    f6(θ, u) = (sum((u - 1.3)^2), 2(u - 1.3), 2spdiag(length(u)))
+    f7(θ, u) = (sum(0.988 * u^5 - 4.96 * u^4 + 4.978 * u^3 + 5.015 * u^2 - 6.043 * u - 1),
+                4.94 * u^4 - 19.84 * u^3 + 14.934 * u^2 + 10.03 * u - 6.043,
+                spdiag(4.94 * 3 * u^3 - 19.84 * 3 * u^2 + 14.934 * 2 * u + 10.03))
+    for u0 in (0.1, 0.5, 0.9)
+        plain = [newton_raphson(f, constant([u0]), missing) for f in (f1, f2, f3, f4)]
+        Oxiflow.options.newton_raphson.linesearch = true
+        searched = [newton_raphson(f, constant([u0]), missing) for f in (f5, f6, f7)]
+        reset_default_options()
+        for (k, nr) in enumerate(vcat(plain, searched))
+            @test run(s, nr).converged
+        end
+        # the quadratic f6: the full Newton step meets the Armijo condition, one step to 1.3
+        r6 = run(s, searched[2])
+        @test r6.u[1, 2] ≈ 1.3 rtol = 1e-14
+    end
+    # f(u) = √(1 + u²): the Newton step from u goes to -u³, so plain Newton from 2 diverges
+    smooth(θ, u) = (sum(sqrt(1 + u^2)), u / sqrt(1 + u^2), spdiag((1 + u^2)^(-1.5)))
+    Oxiflow.options.newton_raphson.max_iter = 4
+    plain = run(s, newton_raphson((θ, u) -> smooth(θ, u)[2:3], constant([2.0]), missing))
+    @test plain.converged == false
+    @test plain.u[1, 1:5] ≈ [2.0, -8.0, 512.0, -512.0^3, 512.0^9] rtol = 1e-12
+    reset_default_options()
+    Oxiflow.options.newton_raphson.linesearch = true
+    nr = run(s, newton_raphson(smooth, constant([2.0]), missing))
+    @test nr.converged && abs(nr.x[1]) < 1e-12
+    # its first step by hand: α = 1 fails Armijo, the quadratic through f(0), f'(0), f(1)
+    # gives α = 0.3028..., inside [0.1, 0.5], which passes
+    F(u) = sqrt(1 + u^2); δ = 2 * (1 + 4) ; f0 = F(2.0); df0 = -(2 / sqrt(5)) * δ
+    @test !(F(2 - δ) <= f0 + 1e-4 * df0)
+    α = -df0 / (2 * (F(2 - δ) - f0 - df0))
+    @test 0.1 < α < 0.5 && F(2 - α * δ) <= f0 + 1e-4 * α * df0
+    @test nr.u[1, 2] ≈ 2 - α * δ rtol = 1e-12
+    # every step decreases the value at least as Armijo asks
+    us = nr.u[1, 1:nr.iter+1]
+    for k in 1:nr.iter
+        u, un = us[k], us[k+1]
+        @test F(un) <= F(u) - 1e-4 * (u / F(u)) * (u - un) + 1e-15
+    end
+    # f5 from below 1: δ is not a descent direction, the step is the full one
+    r5 = run(s, newton_raphson(f5, constant([0.5]), missing))
+    @test r5.u[1, 2] ≈ 0.5 - (0.5 - 1)^2 / (2 * (0.5 - 1)) rtol = 1e-14
+    # verbose prints each step length
+    Oxiflow.options.newton_raphson.verbose = true
+    nrv = newton_raphson(smooth, constant([2.0]), missing)
+    out = captured_stderr(() -> run(s, nrv.x))
+    @test occursin("Current Step Size = $(α)", out) || occursin("Current Step Size = $(Float64(α))", out)
+    reset_default_options()
 end
