@@ -168,28 +168,81 @@ end
 
 """
     TR_BDF2(D0, D1, Δt)
-    (tr::TR_BDF2)(u, f1, f2, f3) -> u_next
+    (tr::TR_BDF2)(y, f1, f2, f3) -> y_next
+    (tr::TR_BDF2)(y0, F) -> Y
+    constant(tr::TR_BDF2)
 
-ADCME's TR-BDF2 integrator for `D1 u̇ = D0 u + f(t)`: one step of size `Δt` is a
-trapezoidal half step, `(D1 - Δt/4 D0) u_{1/2} = (D1 + Δt/4 D0) u + Δt/4 (f1 + f2)`, then a
-second-order backward difference, `(3 D1 - Δt D0) u_next = 4 D1 u_{1/2} - D1 u + Δt f3`,
+ADCME's TR-BDF2 integrator for `D1 ẏ + D0 y = f(t)`: one step of size `Δt` is a
+trapezoidal half step, `(D1 + Δt/4 D0) y_{1/2} = D1 y - Δt/4 D0 y + Δt/4 (f1 + f2)`, then a
+second-order backward difference, `(3 D1 + Δt D0) y_next = 4 D1 y_{1/2} - D1 y + Δt f3`,
 with `f1`, `f2`, `f3` the loads at `t`, `t + Δt/2` and `t + Δt`. L-stable and second-order
 accurate. `D0`, `D1` (`n×n`) are `SparseTensor`s, `SparseMatrixCSC`s, dense matrices or
-matrix tensors; `u`, `f1`, `f2`, `f3` vectors or tensors of length `n`; the result is
-differentiable in everything.
+matrix tensors.
+
+`tr(y, f1, f2, f3)` takes one step; `tr(y0, F)` takes `NT` steps from `y0` with the loads as
+the rows of the `(2NT+1)×n` matrix `F` (at `t_0, t_0 + Δt/2, t_1, …, t_NT`, so step `i` uses
+rows `2i-1`, `2i`, `2i+1`) and returns the `(NT+1)×n` solution, `y0` its first row (a
+`while_loop` over the steps).
+
+As in ADCME, an integrator built from Julia matrices only (`tr.symbolic == false`) steps
+Julia vectors in plain Julia and returns Julia arrays; given a tensor, or built from a
+tensor or `SparseTensor` (`tr.symbolic == true`, or after `constant(tr)`), it builds graph
+ops and returns tensors, differentiable in everything. Matrices that are not square and of
+one size, `F` with other than `n` columns or an even number of rows, or `Δt ≤ 0` raise an
+`OxiflowError`.
 """
 struct TR_BDF2
     D0::Any
     D1::Any
     Δt::Float64
+    symbolic::Bool
     function TR_BDF2(D0, D1, Δt::Real)
         Δt > 0 || invalid("TR_BDF2: Δt must be positive, got $Δt")
-        return new(alpha_matrix(D0, "TR_BDF2: D0"), alpha_matrix(D1, "TR_BDF2: D1"), Float64(Δt))
+        symbolic = !(D0 isa AbstractMatrix && D1 isa AbstractMatrix)
+        if symbolic
+            D0, D1 = alpha_matrix(D0, "TR_BDF2: D0"), alpha_matrix(D1, "TR_BDF2: D1")
+        end
+        n = size(D0, 1)
+        size(D0) == size(D1) == (n, n) || invalid("TR_BDF2: D0 and D1 must be square matrices of one size, got $(size(D0)) and $(size(D1))")
+        return new(D0, D1, Float64(Δt), symbolic)
     end
 end
-function (tr::TR_BDF2)(u, f1, f2, f3)
-    D0, D1, h = tr.D0, tr.D1, tr.Δt
-    u, f1, f2, f3 = alpha_vector(u), alpha_vector(f1), alpha_vector(f2), alpha_vector(f3)
-    uh = (D1 - h / 4 * D0) \ (D1 * u + (h / 4) * (D0 * u) + (h / 4) * (f1 + f2))
-    return (3 * D1 - h * D0) \ (4 * (D1 * uh) - D1 * u + h * f3)
+Base.show(io::IO, tr::TR_BDF2) = print(io, "TR_BDF2 (DOF = $(size(tr.D0, 1)), Δt = $(tr.Δt)$(tr.symbolic ? ", symbolic" : ""))")
+
+"""`constant(tr::TR_BDF2)`: `tr` with its matrices as graph constants, so that it builds graph ops (ADCME's)."""
+constant(tr::TR_BDF2) = tr.symbolic ? tr : TR_BDF2(alpha_matrix(tr.D0, "TR_BDF2: D0"), alpha_matrix(tr.D1, "TR_BDF2: D1"), tr.Δt)
+
+# one step, in plain Julia or in the graph (the same formulas)
+function tr_bdf2_step(D0, D1, h, y, f1, f2, f3)
+    yh = (D1 + h / 4 * D0) \ (D1 * y - (h / 4) * (D0 * y) + (h / 4) * (f1 + f2))
+    return (3 * D1 + h * D0) \ (4 * (D1 * yh) - D1 * y + h * f3)
+end
+
+function (tr::TR_BDF2)(y, f1, f2, f3)
+    if !tr.symbolic && all(v -> v isa AbstractVector{<:Real}, (y, f1, f2, f3))
+        return tr_bdf2_step(tr.D0, tr.D1, tr.Δt, y, f1, f2, f3)
+    end
+    tr.symbolic || return constant(tr)(y, f1, f2, f3)
+    return tr_bdf2_step(tr.D0, tr.D1, tr.Δt, alpha_vector(y), alpha_vector(f1), alpha_vector(f2), alpha_vector(f3))
+end
+
+function (tr::TR_BDF2)(y0, F)
+    n = size(tr.D0, 1)
+    (ndims(F) == 2 && size(F, 2) == n && size(F, 1) !== nothing && isodd(size(F, 1))) ||
+        invalid("TR_BDF2: the loads F must be a (2NT+1)×$n matrix, got size $(size(F))")
+    NT = size(F, 1) ÷ 2
+    if !tr.symbolic && y0 isa AbstractVector{<:Real} && F isa AbstractMatrix{<:Real}
+        Y = zeros(NT + 1, n)
+        Y[1, :] = y0
+        for i in 1:NT
+            Y[i+1, :] = tr(Y[i, :], F[2i-1, :], F[2i, :], F[2i+1, :])
+        end
+        return Y
+    end
+    tr.symbolic || return constant(tr)(y0, F)
+    Ft = alpha_vector(F)
+    ta = write(TensorArray(NT + 1), 1, alpha_vector(y0))
+    body(i, ta) = (i + 1, write(ta, i + 1, tr(read(ta, i), Ft[2i-1, :], Ft[2i, :], Ft[2i+1, :])))
+    _, ta = while_loop((i, ta) -> i <= NT, body, [constant(1), ta])
+    return stack(ta)
 end

@@ -111,12 +111,13 @@ end
     @test_throws MethodError ExplicitNewmark(M, missing, Z2)
 end
 
-@testset "TR_BDF2: its stability function on u' = λu, second order, gradients" begin
+@testset "TR_BDF2: its stability function on y' = λy, second order, gradients" begin
     reset_default_graph()
-    # scalar: one step multiplies u by R(z) = (4(1 + z/4)/(1 - z/4) - 1)/(3 - z), z = λΔt
+    # ADCME's form D1 ẏ + D0 y = f: y' = λy is D1 = 1, D0 = -λ; one step multiplies y by
+    # R(z) = (4(1 + z/4)/(1 - z/4) - 1)/(3 - z), z = λΔt
     λ, dt = -3.0, 0.2
     R(z) = (4 * (1 + z / 4) / (1 - z / 4) - 1) / (3 - z)
-    tr = TR_BDF2(sparse(fill(λ, 1, 1)), sparse(fill(1.0, 1, 1)), dt)
+    tr = TR_BDF2(sparse(fill(-λ, 1, 1)), sparse(fill(1.0, 1, 1)), dt)
     u = constant([1.0])
     us = Tensor[]
     for _ in 1:10
@@ -124,13 +125,17 @@ end
     end
     s = Session()
     @test [run(s, x)[1] for x in us] ≈ [R(λ * dt)^n for n in 1:10] rtol = 1e-13
-    # a 2x2 system with a load, against its exact solution: second-order convergence
-    D1 = [2.0 0.0; 0.0 1.0]; D0 = [-3.0 1.0; 1.0 -2.0]; g = [1.0, 0.5]; T = 1.0
-    A = D1 \ D0; c = D1 \ g; u0 = [1.0, -1.0]
+    # Julia matrices and vectors: the same step in plain Julia
+    @test tr.symbolic == false
+    @test tr([1.0], [0.0], [0.0], [0.0]) ≈ [R(λ * dt)] rtol = 1e-14
+    # a 2x2 system D1 ẏ + D0 y = g against its exact solution: second-order convergence
+    D1 = [2.0 0.0; 0.0 1.0]; D0 = [3.0 -1.0; -1.0 2.0]; g = [1.0, 0.5]; T = 1.0
+    A = -(D1 \ D0); c = D1 \ g; u0 = [1.0, -1.0]
     exact = exp(A * T) * u0 + (A \ ((exp(A * T) - I) * c))
     errs = map((10, 20, 40)) do NT
         reset_default_graph()
-        trn = TR_BDF2(sparse(D0), D1, T / NT)      # sparse and dense arguments mixed
+        trn = TR_BDF2(SparseTensor(sparse(D0)), D1, T / NT)      # sparse and dense arguments mixed
+        @test trn.symbolic
         x = constant(u0)
         for _ in 1:NT
             x = trn(x, g, g, g)
@@ -149,8 +154,8 @@ end
     function jl(kv)
         y = u0; h = 0.1; D = kv * D0
         for _ in 1:5
-            yh = (D1 - h / 4 * D) \ (D1 * y + h / 4 * (D * y) + h / 4 * 2g)
-            y = (3D1 - h * D) \ (4 * D1 * yh - D1 * y + h * g)
+            yh = (D1 + h / 4 * D) \ (D1 * y - h / 4 * (D * y) + h / 4 * 2g)
+            y = (3D1 + h * D) \ (4 * D1 * yh - D1 * y + h * g)
         end
         return y
     end
@@ -158,6 +163,44 @@ end
     @test run(s, x) ≈ jl(1.0) rtol = 1e-12
     @test run(s, gradients(sum(x), k)) ≈ (sum(jl(1 + 1e-6)) - sum(jl(1 - 1e-6))) / 2e-6 rtol = 1e-6
     @test_throws OxiflowError TR_BDF2(D0, D1, 0.0)
+    @test_throws OxiflowError TR_BDF2(D0, ones(3, 3), 0.1)
+end
+
+@testset "TR_BDF2 over many steps: ADCME's test problem, in Julia and in the graph" begin
+    reset_default_graph()
+    # ADCME's own test: D1 ẏ + D0 y = f with y = (t² + t, t), loads at t_i and t_i + Δt/2
+    D0 = sparse([1.0 0.0; 1.0 1.0]); D1 = sparse([2.0 0.0; 0.0 1.0])
+    ts = collect(LinRange(0, 1, 100)); Δt = ts[2] - ts[1]
+    f(t) = [t^2 + 5t + 2, t^2 + 2t + 1]
+    F = zeros(199, 2)
+    for i in 1:100
+        F[2i-1, :] = f(ts[i])
+        i < 100 && (F[2i, :] = f(ts[i] + Δt / 2))
+    end
+    td = TR_BDF2(D0, D1, Δt)
+    @test td.symbolic == false
+    @test sprint(show, td) == "TR_BDF2 (DOF = 2, Δt = $Δt)"
+    u = td(zeros(2), F)
+    @test u isa Matrix{Float64} && size(u) == (100, 2)
+    @test maximum(abs.(u - hcat(ts .^ 2 .+ ts, ts))) < 1e-5
+    tc = constant(td)
+    @test tc.symbolic && occursin("symbolic", sprint(show, tc))
+    ua = tc(zeros(2), F)
+    @test size(ua) == (100, 2)
+    s = Session()
+    @test run(s, ua) ≈ u rtol = 1e-12
+    # the loads as a tensor, differentiable: d(sum of the last row)/dF against finite differences
+    Fv = Variable(F)
+    ub = tc(zeros(2), Fv)
+    g = gradients(sum(ub[100, :]), Fv)
+    init(s)
+    G = run(s, g)
+    for (r, c) in ((1, 1), (100, 2), (199, 1), (198, 2))
+        Fp = copy(F); Fp[r, c] += 1e-6; Fm = copy(F); Fm[r, c] -= 1e-6
+        @test G[r, c] ≈ (sum(td(zeros(2), Fp)[100, :]) - sum(td(zeros(2), Fm)[100, :])) / 2e-6 rtol = 1e-5 atol = 1e-9
+    end
+    e = try; td(zeros(2), zeros(4, 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("(2NT+1)×2", e.msg)
 end
 
 @testset "Newmark: the trapezoidal rule's closed form, second order, ADCME's load sign, gradients" begin
