@@ -1,6 +1,6 @@
 //! Sparse ops against dense oracles written here (plain loops, Gaussian elimination) and
 //! gradients against central finite differences: `SparseTensorDenseMatMul` with every
-//! adjoint combination, `SparseRemap` (merging, dropping, the slot output),
+//! adjoint combination, `SparseRemap` (merging, dropping, the slot output), `SparseReorder`,
 //! `SparseSparseMatMul`, and `SparseSolve` by LU, Cholesky and least squares, with its
 //! errors and the session's factorization cache.
 
@@ -172,6 +172,36 @@ fn remap_merges_sorts_drops_and_reports_slots() {
         let id = remap(g, i, xs[0], &[1, -1, 0], &[-1, 0, 1], [2, 2])?;
         let d = to_dense(g, Output::new(id, 0), Output::new(id, 1), [2, 2])?;
         g.op("Square", &[d])
+    });
+}
+
+#[test]
+fn reorder_sorts_row_major_keeps_repeats_in_order_and_permutes_gradients_back() {
+    let ix = vec![(2, 1), (0, 2), (2, 1), (1, 0), (0, 0), (1, 2)];
+    let v = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let reorder = |g: &mut Graph, i: Output, vv: Output| g.add_node(NodeSpec::new("SparseReorder", &[i, vv]).attr("dense_shape", AttrValue::Shape(vec![3, 3])));
+    let mut g = Graph::new();
+    let i = g.constant(idx_tensor(&ix)).unwrap();
+    let vv = g.constant(t64(&[6], v.clone())).unwrap();
+    let id = reorder(&mut g, i, vv).unwrap();
+    let out = eval(&g, &[], &[Output::new(id, 0), Output::new(id, 1), Output::new(id, 2)]).unwrap();
+    // (0,0) (0,2) (1,0) (1,2) (2,1) (2,1): the repeat of (2,1) stays, first the earlier one
+    assert_eq!(out[0].to_f64_vec(), vec![0.0, 0.0, 0.0, 2.0, 1.0, 0.0, 1.0, 2.0, 2.0, 1.0, 2.0, 1.0]);
+    assert_eq!(out[1].to_f64_vec(), vec![5.0, 2.0, 4.0, 6.0, 1.0, 3.0]);
+    assert_eq!(out[2].to_f64_vec(), vec![4.0, 1.0, 5.0, 2.0, 0.0, 3.0]);
+    // an index outside the dense shape is an error naming the node
+    let bad = g.constant(idx_tensor(&[(3, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0)])).unwrap();
+    let id = reorder(&mut g, bad, vv).unwrap();
+    let e = eval(&g, &[], &[Output::new(id, 1)]).unwrap_err().to_string();
+    assert!(e.contains("SparseReorder") && e.contains("[3, 0]"), "{e}");
+    // gradient of the values: each output position weighted differently, so a gradient not
+    // permuted back to the input order is caught
+    let ixc = ix.clone();
+    check_grads(&[t64(&[6], v)], move |g, xs| {
+        let i = g.constant(idx_tensor(&ixc))?;
+        let id = reorder(g, i, xs[0])?;
+        let w = g.constant(t64(&[6], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))?;
+        g.op("Mul", &[Output::new(id, 1), w])
     });
 }
 

@@ -76,8 +76,10 @@ end
 ADCME's `ADCME.options.sparse`: `solver` (`"SparseLU"`) is the method of `A \\ b` and
 `factorize(A)` for a square `SparseTensor` when none is given (`"auto"`): `"SparseLU"`,
 `"SparseQR"` or `"SimplicialLLT"` (Cholesky), as [`factorize`](@ref) names them.
-`auto_reorder` (true) is kept for code that sets it and has no effect: ADCME reorders
-indices for TF's sparse ops, and Oxiflow's sparse ops take entries in any order.
+`auto_reorder` (true): `find`, `rows`, `cols` and `values` give a `SparseTensor`'s entries
+sorted by row, then column, the order in which ADCME keeps them (it reorders every
+`SparseTensor` it builds); `false`: in the order stored. Oxiflow's sparse ops take entries in
+any order either way.
 """
 mutable struct OptionsSparse
     auto_reorder::Bool

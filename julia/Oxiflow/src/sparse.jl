@@ -294,16 +294,25 @@ index_column(s::SparseTensor, c::Integer) = add_op("GatherV2", [s.indices, const
     find(s) -> (rows, cols, values)
 
 ADCME's `find`: the **1-based** row and column indices (Int64 tensors) and the values of the
-stored entries of `s`, in storage order (repeats as stored). `rows(s)`, `cols(s)` and
-`values(s)` are each one of them.
+stored entries of `s`, sorted by row, then column (TF's canonical order, in which ADCME keeps
+every `SparseTensor`: `tf.sparse.reorder` in its constructors; op `SparseReorder`); repeated
+positions stay, in the order stored. Gradients flow to the values. With `Oxiflow.options.sparse.auto_reorder = false` (ADCME's switch for
+that reordering) they come in the order stored. `rows(s)`, `cols(s)` and `values(s)` are
+each one of them, in the same order.
 """
-find(s::SparseTensor) = (rows(s), cols(s), s.values)
-"""`rows(s)`: the 1-based row of each stored entry of `s` (an Int64 tensor `[nnz]`; ADCME)."""
-rows(s::SparseTensor) = index_column(s, 0) + 1
-"""`cols(s)`: the 1-based column of each stored entry of `s` (an Int64 tensor `[nnz]`; ADCME)."""
-cols(s::SparseTensor) = index_column(s, 1) + 1
-"""`values(s)`: the values tensor `[nnz]` of a `SparseTensor` (ADCME's `values`)."""
-Base.values(s::SparseTensor) = s.values
+function find(s::SparseTensor)
+    if options.sparse.auto_reorder
+        r = add_op("SparseReorder", Tensor[s.indices, s.values]; dense_shape=[s.m, s.n])
+        s = SparseTensor(r, output_of(r, 1), (s.m, s.n))
+    end
+    return index_column(s, 0) + 1, index_column(s, 1) + 1, s.values
+end
+"""`rows(s)`: the 1-based row of each stored entry of `s` (an Int64 tensor `[nnz]`), in [`find`](@ref)'s order (ADCME)."""
+rows(s::SparseTensor) = find(s)[1]
+"""`cols(s)`: the 1-based column of each stored entry of `s` (an Int64 tensor `[nnz]`), in [`find`](@ref)'s order (ADCME)."""
+cols(s::SparseTensor) = find(s)[2]
+"""`values(s)`: the values `[nnz]` of a `SparseTensor`, in [`find`](@ref)'s order (ADCME's `values`); the field `s.values` is in the order stored."""
+Base.values(s::SparseTensor) = find(s)[3]
 
 """
     size(s), size(s, i), eltype(s), ndims(s), nnz(s)

@@ -33,9 +33,18 @@ err_of(f) = try; f(); nothing; catch e; e; end
     @test sprint(show, a) == "SparseTensor(4, 5, nnz=5, Float64)"
     A = run(s, a)
     @test A isa SparseMatrixCSC{Float64,Int} && A == S && A[1, 1] == 5.0
+    # find, rows, cols, values: sorted by row, then column, repeats in the order given
+    # (ADCME's canonical order); with auto_reorder off, the order given
+    o = sortperm(collect(zip(ii, jj)))          # Julia's sortperm is stable
+    @test o == [1, 4, 2, 3, 5]
     r, c, v = find(a)
-    @test run(s, [r, c, v]) == [ii, jj, vv]
-    @test run(s, rows(a)) == ii && run(s, cols(a)) == jj && run(s, values(a)) == vv
+    @test run(s, [r, c, v]) == [ii[o], jj[o], vv[o]]
+    @test run(s, rows(a)) == ii[o] && run(s, cols(a)) == jj[o] && run(s, values(a)) == vv[o]
+    Oxiflow.options.sparse.auto_reorder = false
+    @test run(s, [find(a)...]) == [ii, jj, vv]
+    reset_default_options()
+    # a matrix of data-dependent nnz (a sum merges repeats): sorted too
+    @test run(s, [find(a + a)...]) == [[1, 2, 3, 4], [1, 3, 2, 4], 2 .* [5.0, 2.0, 3.0, 5.0]]
     @test run(s, Array(a)) == Matrix(S)
     # mixed fetch lists and tuples, feeds
     p = placeholder(Float64; shape=[5])

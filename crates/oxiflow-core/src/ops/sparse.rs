@@ -1,5 +1,5 @@
 //! Sparse matrices: `SparseTensorDenseMatMul`, `SparseSparseMatMul` (with its gradient op
-//! `SparseSparseMatMulGrad`, itself differentiable) and `SparseRemap`. `SparseSolve` is in `sparse_solve.rs`.
+//! `SparseSparseMatMulGrad`, itself differentiable), `SparseRemap` and `SparseReorder`. `SparseSolve` is in `sparse_solve.rs`.
 //!
 //! A sparse matrix is TF's `SparseTensor` triple, held as ordinary tensors: `indices`
 //! (`Int64`, shape `[nnz, 2]`, 0-based `(row, col)` pairs, in any order, repeats allowed and
@@ -317,6 +317,42 @@ fn kernel_remap(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(Outputs::from_vec(vec![i64_tensor(&[nnz, 2], out_ix)?, float_tensor(dt, &[nnz], out_v)?, i64_tensor(&[ix.len()], slot)?]))
 }
 
+/// `SparseReorder(indices, values)` (TF's `tf.sparse.reorder`): the same entries sorted
+/// row-major, repeats kept, in input order. Outputs `indices [nnz, 2]`, `values [nnz]` and
+/// `slot [nnz]`, where each input entry went (the gradient gathers through it, as TF's
+/// `_SparseReorderGrad` permutes back). `dense_shape` (attr) bounds the indices.
+fn infer_reorder(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (nnz, dt) = sparse_operand(ctx, 0, "")?;
+    dense_shape(ctx.attrs, ctx.op, "dense_shape")?;
+    Ok(vec![TensorType::new(DType::Int64, Shape(vec![nnz, 2])), TensorType::new(dt, Shape(vec![nnz])), TensorType::new(DType::Int64, Shape(vec![nnz]))])
+}
+
+fn kernel_reorder(ctx: &KernelCtx) -> Result<Outputs> {
+    let (m, n) = dense_shape(&ctx.node.attrs, ctx.node.op.name, "dense_shape")?;
+    let ix = entries(ctx, 0, m, n)?;
+    let vals = floats(ctx, 1)?;
+    if vals.len() != ix.len() {
+        return Err(ctx.error(format!("{} values for {} indices", vals.len(), ix.len())));
+    }
+    let es = ix.iter().zip(&vals).enumerate().map(|(src, (&(r, c), &v))| Entry { r, c, v, src }).collect();
+    let sorted = row_major(ctx, es, m, n)?;
+    let (mut out_ix, mut out_v, mut slot) = (Vec::with_capacity(2 * sorted.len()), Vec::with_capacity(sorted.len()), vec![0i64; sorted.len()]);
+    for (k, e) in sorted.iter().enumerate() {
+        out_ix.extend([e.r as i64, e.c as i64]);
+        out_v.push(e.v);
+        slot[e.src] = k as i64;
+    }
+    let nnz = out_v.len();
+    let dt = ctx.node.outputs[1].dtype;
+    Ok(Outputs::from_vec(vec![i64_tensor(&[nnz, 2], out_ix)?, float_tensor(dt, &[nnz], out_v)?, i64_tensor(&[nnz], slot)?]))
+}
+
+/// `∂values = dy[slot]`: each input entry gets the gradient of the entry it became.
+fn grad_reorder(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let Some(dy) = grads[1] else { return Ok(vec![None; 2]) };
+    Ok(vec![None, Some(g.op("GatherV2", &[dy, Output::new(node.id, 2)])?)])
+}
+
 /// `∂values = [dy; 0][slot]`: each input entry gets the gradient of the output entry it was
 /// summed into, a dropped one (slot `nnz_out`) zero.
 fn grad_remap(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
@@ -505,6 +541,10 @@ pub(crate) fn register(r: &mut Registry) {
     let cpu = GpuSupport::None;
     r.add(def("SparseTensorDenseMatMul", "SparseTensorDenseMatMul", Arity::Fixed(3), infer_spmm, kernel_spmm, cpu, Some(grad_spmm)).with_attrs(MATMUL_ATTRS));
     r.add(def("SparseRemap", "SparseRemap", Arity::Fixed(4), infer_remap, kernel_remap, cpu, Some(grad_remap)).with_attrs(attrs!["dense_shape" => Shape]));
+    r.add(
+        def("SparseReorder", "SparseReorder", Arity::Fixed(2), infer_reorder, kernel_reorder, cpu, Some(grad_reorder))
+            .with_attrs(attrs!["dense_shape" => Shape]),
+    );
     r.add(def("SparseSparseMatMul", "SparseSparseMatMul", Arity::Fixed(4), infer_spspmm, kernel_spspmm, cpu, Some(grad_spspmm)).with_attrs(PRODUCT_ATTRS));
     r.add(
         def("SparseSparseMatMulGrad", "SparseSparseMatMulGrad", Arity::Fixed(6), infer_spspmm_grad, kernel_spspmm_grad, cpu, Some(grad_spspmm_grad))
