@@ -38,12 +38,19 @@ function backward(fo::PowerTransform, z)
     return (z .^ c .- 1) ./ c, rowsum((c - 1) .* log(z))
 end
 
-"""`Permute(dim, permutation)`: TF Probability's `Permute`, `z = x[:, permutation]` (a permutation of `1:dim`, 1-based), `log_det = 0`."""
+"""
+`Permute(dim, permutation)`: TF Probability's `Permute`, `z = x[:, permutation]`,
+`log_det = 0`. `permutation` is a permutation of `0:dim-1` (0-based, as ADCME passes it on to
+TF Probability) or of `1:dim` (1-based, Julia's); the field `permutation` holds the 1-based
+one. Anything else raises an `OxiflowError`.
+"""
 struct Permute <: FlowOp
     dim::Int
     permutation::Vector{Int}
     function Permute(dim::Integer, permutation::AbstractVector{<:Integer})
-        sort(collect(permutation)) == collect(1:dim) || invalid("Permute: $(collect(permutation)) is not a permutation of 1:$dim")
+        p = sort(collect(Int, permutation))
+        p == collect(0:dim-1) && return new(Int(dim), collect(Int, permutation) .+ 1)
+        p == collect(1:dim) || invalid("Permute: $(collect(permutation)) is not a permutation of 0:$(dim-1) (0-based, as ADCME) or 1:$dim")
         return new(Int(dim), collect(Int, permutation))
     end
 end

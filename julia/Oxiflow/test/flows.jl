@@ -47,6 +47,14 @@ using Random, Statistics
     @test size(st) == (n, d, 2)
     @test_throws OxiflowError LinearFlow(2, 3, ones(2, 2))
     @test_throws OxiflowError Permute(3, [1, 1, 2])
+    @test_throws OxiflowError Permute(3, [1, 2, 4])
+    # ADCME's 0-based permutation (passed on to TF Probability) and Julia's 1-based one
+    X = [1.0 2.0 3.0; 4.0 5.0 6.0]
+    for p in (Permute(3, [2, 0, 1]), Permute(3, [3, 1, 2]))
+        @test p.permutation == [3, 1, 2]
+        z, ld = Oxiflow.forward(p, X)
+        @test run(Session(), z) == X[:, [3, 1, 2]]
+    end
     @test_throws OxiflowError Oxiflow.forward(AffineHalfFlow(3, false, h -> 0.2 .* h, missing), X[:, 1:3])   # s of the wrong width
     @test_throws OxiflowError SlowMAF(3, true, nets)
 end
