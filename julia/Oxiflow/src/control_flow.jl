@@ -73,16 +73,22 @@ end
 # Calls `f()` with a new builder open over `outer`; returns the builder and the branch's
 # outputs as tensors of its graph, and whether `f` returned one value (not a tuple/vector).
 function build_function(f, outer::Graph, what)
-    b, (outs, single) = with_builder(outer) do _
+    b, (outs, single, tas) = with_builder(outer) do _
         out = f()
         single = !(out isa Union{Tuple,AbstractVector})
         vals = single ? (out,) : Tuple(out)
         isempty(vals) && invalid("cond: $what returned no values")
-        Tensor[v isa Tensor ? capture(v) :
-               (v isa Union{Number,AbstractArray} ? constant(v) : invalid("cond: $what returned a $(typeof(v)), not a tensor or value"))
-               for v in vals], single
+        function as_output(v)
+            v isa Tensor && return capture(v)
+            v isa TensorArray && return capture(v.data === nothing ?
+                invalid("cond: $what returned a TensorArray nothing was written to (its element shape is unknown)") : v.data)
+            v isa Union{Number,AbstractArray} && return constant(v)
+            invalid("cond: $what returned a $(typeof(v)), not a tensor, TensorArray or value")
+        end
+        # which outputs are TensorArrays (their size and dtype), to return them as such
+        Tensor[as_output(v) for v in vals], single, Any[v isa TensorArray ? (v.n, v.dtype) : nothing for v in vals]
     end
-    return b, outs, single
+    return b, outs, single, tas
 end
 
 # The JSON of a `func` attribute: the branch graph's handle, inputs and outputs.
@@ -113,17 +119,21 @@ cond(pred::Bool, true_fn::Function, false_fn::Function; name=nothing) = pred ? t
 function cond(pred::Tensor, true_fn, false_fn; name=nothing)
     (pred.dtype == Bool && ndims(pred) == 0) || invalid("cond: pred must be a Bool scalar, got $(pred.dtype) of size $(size(pred))")
     outer = isempty(FUNCTION_STACK) ? getfield(pred, :graph) : FUNCTION_STACK[end].graph
-    tb, tout, single = build_function(true_fn, outer, "true_fn")
-    fb, fout, _ = build_function(false_fn, outer, "false_fn")
+    tb, tout, single, ttas = build_function(true_fn, outer, "true_fn")
+    fb, fout, _, ftas = build_function(false_fn, outer, "false_fn")
     length(tout) == length(fout) ||
         invalid("cond: true_fn returned $(length(tout)) values, false_fn $(length(fout))")
+    for (k, (a, b)) in enumerate(zip(ttas, ftas))
+        a == b || invalid("cond: value $k is $(a === nothing ? "a tensor" : "a TensorArray of size $(a[1])") in true_fn and $(b === nothing ? "a tensor" : "a TensorArray of size $(b[1])") in false_fn")
+    end
     # every captured tensor is an input of both branches
     outer_inputs, (tin, fin) = shared_captures(tb, fb)
     then_f = FuncAttr(tb.graph, tin, tout)
     else_f = FuncAttr(fb.graph, fin, fout)
     node = GC.@preserve then_f else_f add_op("If", Tensor[pred; outer_inputs]; name=name, then_branch=then_f, else_branch=else_f)
     g = getfield(node, :graph)
-    outs = [Tensor(g, getfield(node, :node), Int32(k - 1)) for k in 1:length(tout)]
+    outs = Any[(t = Tensor(g, getfield(node, :node), Int32(k - 1)); ttas[k] === nothing ? t : TensorArray(ttas[k]..., t))
+               for k in 1:length(tout)]
     return single ? outs[1] : Tuple(outs)
 end
 
@@ -143,8 +153,9 @@ and shape, written with `write(ta, i, v)` (returns the new array) and read with
 Oxiflow keeps the elements in one dense tensor of shape `[n, element_shape...]` (elements not
 written are zeros): `write` is a `TensorScatterUpdate` of one row and `read` a `GatherV2`,
 so both are differentiable. The element shape comes from `element_shape` or the first
-`write`; a `TensorArray` entering `while_loop` needs it (write an element before the loop, as
-ADCME's examples do). In a `while_loop` body, a `write` updates the array in place when
+`write`; a `TensorArray` entering `while_loop` without one gets it from the first element
+the body writes to it (`while_loop` then calls `body` once more, to find it). A `cond`
+branch may return a `TensorArray` (both branches then return one of the same size). In a `while_loop` body, a `write` updates the array in place when
 nothing after it in the body reads the old array (a `read(ta, i - 1)` before it is fine):
 O(element), TF's input forwarding, so a loop of `n` steps writing one element each costs
 O(n) elements, not O(n²). Elsewhere (a `write` outside a loop, an old array read again after
@@ -156,7 +167,11 @@ struct TensorArray
     n::Int
     dtype::Type
     data::Union{Nothing,Tensor}
+    # while_loop's first pass over a body whose TensorArray has no element shape yet: the
+    # size of the first element written to it
+    probe::Union{Nothing,Base.RefValue{Any}}
 end
+TensorArray(n::Int, dtype::Type, data::Union{Nothing,Tensor}) = TensorArray(n, dtype, data, nothing)
 function TensorArray(n::Integer; dtype::Type=Float64, clear_after_read::Bool=true, element_shape=nothing)
     n >= 0 || invalid("TensorArray: size must be >= 0, got $n")
     element_shape === nothing && return TensorArray(Int(n), dtype, nothing)
@@ -184,6 +199,7 @@ function Base.write(ta::TensorArray, i, v)
     val = v isa Tensor ? v : constant(v; dtype=ta.dtype)
     val.dtype == ta.dtype || invalid("TensorArray write: a $(val.dtype) value into a $(ta.dtype) TensorArray")
     known_size(val, "TensorArray write")
+    ta.probe !== nothing && ta.probe[] === nothing && (ta.probe[] = size(val))
     data = ta.data === nothing ? constant_in(getfield(val, :graph), zeros(ta.dtype, ta.n, size(val)...)) : ta.data
     size(data)[2:end] == size(val) ||
         invalid("TensorArray write: element of size $(size(val)) into a TensorArray of elements of size $(size(data)[2:end])")
@@ -194,6 +210,10 @@ end
 
 """`read(ta::TensorArray, i)`: element `i` (1-based) of `ta` (ADCME)."""
 function Base.read(ta::TensorArray, i)
+    if ta.data === nothing && ta.probe !== nothing && ta.probe[] !== nothing
+        # while_loop's first pass: an element of the size written so far (the pass is discarded)
+        return constant(zeros(ta.dtype, ta.probe[]...))
+    end
     ta.data === nothing && invalid("TensorArray read: nothing was written to this TensorArray (its element shape is unknown)")
     return add_op("GatherV2", Tensor[ta.data, ta_index(ta, i, "read")])
 end
@@ -217,13 +237,42 @@ end
 # Loop variable `k` as a tensor (a TensorArray as its data, a Julia value as a constant).
 function loop_tensor(v, k)
     if v isa TensorArray
-        v.data === nothing && invalid("while_loop: TensorArray loop variable $k has no element shape yet; write an element before the loop or give element_shape")
+        v.data === nothing && invalid("while_loop: TensorArray loop variable $k has no element shape yet; write an element before the loop, give element_shape, or write it in body")
         return v.data
     end
     v isa Tensor && return v
     v isa Union{Number,AbstractArray} && return constant(v)
     invalid("while_loop: loop variable $k is a $(typeof(v)), not a tensor, TensorArray or value")
 end
+# `vars` with each TensorArray that has no element shape yet made one of zeros, of the size
+# of the first element `body` writes to it: found by calling `body` once in a builder that is
+# then discarded (TF's TensorArray learns its element shape from the first write too).
+function shape_tensor_arrays(body, vars)
+    outer = isempty(FUNCTION_STACK) ? get_default_graph() : FUNCTION_STACK[end].graph
+    for v in vars
+        v isa Tensor && isempty(FUNCTION_STACK) && (outer = getfield(v, :graph); break)
+    end
+    probes = Dict{Int,Base.RefValue{Any}}()
+    with_builder(outer) do b
+        args = Any[]
+        for (k, v) in enumerate(vars)
+            if v isa TensorArray && v.data === nothing
+                probes[k] = Ref{Any}(nothing)
+                push!(args, TensorArray(v.n, v.dtype, nothing, probes[k]))
+            else
+                push!(args, as_loop_var(v, builder_placeholder(b, loop_tensor(v, k), "probe")))
+            end
+        end
+        body(args...)
+    end
+    out = copy(vars)
+    for (k, r) in probes
+        r[] === nothing && invalid("while_loop: TensorArray loop variable $k has no element shape and body writes nothing to it; write an element before the loop or give element_shape")
+        out[k] = TensorArray(vars[k].n, vars[k].dtype, constant_in(outer, zeros(vars[k].dtype, vars[k].n, r[]...)))
+    end
+    return out
+end
+
 # `t` in the form of loop variable `like` (a TensorArray again where `like` was one).
 as_loop_var(like, t::Tensor) = like isa TensorArray ? TensorArray(like.n, like.dtype, t) : t
 
@@ -256,6 +305,7 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
     single = loop_vars isa Union{Tensor,TensorArray}
     vars0 = single ? Any[loop_vars] : collect(Any, loop_vars)
     isempty(vars0) && invalid("while_loop: no loop variables")
+    any(v -> v isa TensorArray && v.data === nothing, vars0) && (vars0 = shape_tensor_arrays(body, vars0))
     flat0 = Tensor[loop_tensor(v, k) for (k, v) in enumerate(vars0)]
     isempty(FUNCTION_STACK) || (flat0 = Tensor[capture(t) for t in flat0])
     outer = isempty(FUNCTION_STACK) ? getfield(flat0[1], :graph) : FUNCTION_STACK[end].graph

@@ -205,6 +205,39 @@ end
     end
 end
 
+@testset "a TensorArray without element shape enters while_loop; cond returns TensorArrays" begin
+    # ADCME's own test: the body writes the array through a cond, the first element there
+    reset_default_graph()
+    s = Session()
+    A = rand(10)
+    a = constant(A)
+    function body(i, var)
+        var = tf.cond(tf.equal(i, 1), () -> write(var, i, a), () -> write(var, i, 2 * read(var, i - 1)))
+        return i + 1, var
+    end
+    out_i, out_ta = tf.while_loop((i, var) -> tf.less(i, 11), body, [constant(1, dtype=Int32), TensorArray(10)])
+    @test out_ta isa TensorArray && size(stack(out_ta)) == (10, 10)
+    @test run(s, stack(out_ta)) ≈ [2.0^(i - 1) * A[j] for i in 1:10, j in 1:10]
+    @test run(s, gradients(sum(read(out_ta, 10)), a)) ≈ 512 * ones(10)
+    # a cond returning a TensorArray outside a loop
+    ta = write(TensorArray(3), 1, constant([1.0, 2.0]))
+    p = placeholder(Bool)
+    c = cond(p, () -> write(ta, 2, constant([3.0, 4.0])), () -> ta)
+    @test c isa TensorArray
+    @test run(s, stack(c), p => true) == [1.0 2.0; 3.0 4.0; 0.0 0.0]
+    @test run(s, stack(c), p => false) == [1.0 2.0; 0.0 0.0; 0.0 0.0]
+    err(f) = try; f(); nothing; catch e; e; end
+    e = err(() -> cond(p, () -> ta, () -> stack(ta)))
+    @test e isa OxiflowError && occursin("TensorArray of size 3 in true_fn and a tensor in false_fn", e.msg)
+    # a body that never writes the array: its element shape stays unknown
+    e = err(() -> while_loop((i, t) -> i < 3, (i, t) -> (i + 1, t), [constant(0), TensorArray(4)]))
+    @test e isa OxiflowError && occursin("loop variable 2", e.msg) && occursin("writes nothing", e.msg)
+    # a body that reads before any write
+    e = err(() -> while_loop((i, t) -> i < 3, (i, t) -> (i + 1, write(t, i + 1, read(t, 1))), [constant(0), TensorArray(4)]))
+    @test e isa OxiflowError && occursin("nothing was written", e.msg)
+    @test run(s, stack(c), p => true)[2, :] == [3.0, 4.0]     # the graph is still usable
+end
+
 @testset "while_loop errors name While and the loop variable" begin
     reset_default_graph()
     err(f) = try; f(); nothing; catch e; e; end
