@@ -379,6 +379,20 @@ parallel on the executor's pool.
 """
 pmap(f::Function, t::Union{Tensor,AbstractVector{<:Tensor}}) = map(f, t)
 
+"""
+    pmap(f, r, x)
+
+ADCME's three-argument `pmap`: `f` gets, for each `k`, the vector `[r[k], x[k, ...]]` (with a
+vector of tensors `x`, `[r[k], x₁[k, ...], x₂[k, ...], ...]`), `r` an integer range or vector
+(an Int64 tensor of its values) or an Int tensor. `pmap(f, r, Tensor[])` maps over `r` alone.
+"""
+function pmap(f::Function, r::Union{AbstractVector{<:Integer},Tensor}, x::Union{Tensor,AbstractVector{<:Tensor}})
+    ipt = r isa Tensor ? r : constant(collect(Int64, r))
+    x isa Tensor && return map(f, Tensor[ipt, x])
+    isempty(x) && return map(f, ipt)
+    return map(f, Tensor[ipt; x])
+end
+
 function map_slices(f, ts::Vector{Tensor}, many::Bool)
     foreach(t -> known_size(t, "map"), ts)
     n = size(ts[1], 1)

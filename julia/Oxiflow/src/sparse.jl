@@ -28,7 +28,8 @@ Constructors (1-based): `SparseTensor(ii, jj, vv, m, n)`, `SparseTensor(A::Spars
 `SparseTensor(A::Matrix)`, `SparseTensor(t::Tensor)` (= `dense_to_sparse(t)`), `constant(A::SparseMatrixCSC)`,
 `spzero`, `spdiag`, `spdiagm`, `dense_to_sparse`; 0-based: [`RawSparseTensor`](@ref) and
 `SparseTensor(indices::Tensor, values::Tensor, (m, n))`, which checks dtypes and shapes
-(an `OxiflowError` otherwise) and copies nothing.
+(an `OxiflowError` otherwise) and copies nothing. `s.o` is ADCME's view of the TF object:
+`s.o.indices`, `s.o.values` and `s.o.dense_shape` (an Int64 tensor).
 """
 mutable struct SparseTensor
     indices::Tensor
@@ -57,6 +58,14 @@ mutable struct SparseTensor
 end
 
 sgraph(s::SparseTensor) = getfield(s.indices, :graph)
+
+# ADCME's `s.o`, the `tf.SparseTensor` it wraps: `s.o.indices` (0-based, Int64 `[nnz, 2]`),
+# `s.o.values`, `s.o.dense_shape` (an Int64 tensor `[m, n]`), as code written for ADCME reads them.
+function Base.getproperty(s::SparseTensor, name::Symbol)
+    name === :o || return getfield(s, name)
+    return (indices=getfield(s, :indices), values=getfield(s, :values),
+            dense_shape=constant_in(getfield(getfield(s, :indices), :graph), Int64[getfield(s, :m), getfield(s, :n)]))
+end
 
 # `s` with `f` applied to its values.
 map_values(f, s::SparseTensor) = SparseTensor(s.indices, f(s.values), (s.m, s.n))

@@ -238,6 +238,19 @@ end
     @test run(s, stack(c), p => true)[2, :] == [3.0, 4.0]     # the graph is still usable
 end
 
+@testset "pmap with an index range (ADCME's three-argument form)" begin
+    reset_default_graph()
+    s = Session()
+    x = constant(ones(10))
+    y3 = pmap(1:10, x) do z
+        z[2] + cast(Float64, z[1])
+    end
+    @test run(s, y3) == collect(2.0:11.0)
+    y4 = pmap(z -> cast(Float64, z[1]) * z[2] - z[3], 2:2:6, [constant([1.0, 2.0, 3.0]), constant([0.5, 0.5, 0.5])])
+    @test run(s, y4) == [2 * 1.0 - 0.5, 4 * 2.0 - 0.5, 6 * 3.0 - 0.5]
+    @test run(s, pmap(z -> 2z, [3, 1, 2], Tensor[])) == [6, 2, 4]
+end
+
 @testset "while_loop errors name While and the loop variable" begin
     reset_default_graph()
     err(f) = try; f(); nothing; catch e; e; end

@@ -46,6 +46,8 @@ err_of(f) = try; f(); nothing; catch e; e; end
     # a matrix of data-dependent nnz (a sum merges repeats): sorted too
     @test run(s, [find(a + a)...]) == [[1, 2, 3, 4], [1, 3, 2, 4], 2 .* [5.0, 2.0, 3.0, 5.0]]
     @test run(s, Array(a)) == Matrix(S)
+    # ADCME's s.o, the TF SparseTensor: 0-based indices, values, dense shape
+    @test run(s, a.o.indices) == [ii jj] .- 1 && run(s, a.o.values) == vv && run(s, a.o.dense_shape) == [4, 5]
     # mixed fetch lists and tuples, feeds
     p = placeholder(Float64; shape=[5])
     b = SparseTensor(ii, jj, p, 4, 5)
