@@ -155,12 +155,14 @@ written are zeros): `write` is a `TensorScatterUpdate` of one row and `read` a `
 so both are differentiable. The element shape comes from `element_shape` or the first
 `write`; a `TensorArray` entering `while_loop` without one gets it from the first element
 the body writes to it (`while_loop` then calls `body` once more, to find it). A `cond`
-branch may return a `TensorArray` (both branches then return one of the same size). In a `while_loop` body, a `write` updates the array in place when
-nothing after it in the body reads the old array (a `read(ta, i - 1)` before it is fine):
-O(element), TF's input forwarding, so a loop of `n` steps writing one element each costs
-O(n) elements, not O(n²). Elsewhere (a `write` outside a loop, an old array read again after
-the write or returned, a loop being differentiated, which keeps every iteration's array)
-each `write` copies the array.
+branch may return a `TensorArray` (both branches then return one of the same size).
+
+In a `while_loop` body, a `write` updates the array in place when nothing after it in the
+body reads the old array (a `read(ta, i - 1)` before it is fine): O(element), TF's input
+forwarding, so a loop of `n` steps writing one element each costs O(n) elements, not
+O(n²). The gradient of such a loop keeps the elements each write overwrote, not a copy of
+the array per iteration. Elsewhere (a `write` outside a loop, an old array read again after
+the write or returned) each `write` copies the array.
 `clear_after_read` is accepted for compatibility; elements may be read any number of times.
 """
 struct TensorArray
