@@ -196,6 +196,8 @@ struct TR_BDF2
     D1::Any
     Δt::Float64
     symbolic::Bool
+    A::Any   # D1 + Δt/4 D0, the half step's matrix (built once, as ADCME's _D0)
+    B::Any   # 3 D1 + Δt D0, the BDF2 step's (ADCME's _D1, times Δt)
     function TR_BDF2(D0, D1, Δt::Real)
         Δt > 0 || invalid("TR_BDF2: Δt must be positive, got $Δt")
         symbolic = !(D0 isa AbstractMatrix && D1 isa AbstractMatrix)
@@ -204,7 +206,8 @@ struct TR_BDF2
         end
         n = size(D0, 1)
         size(D0) == size(D1) == (n, n) || invalid("TR_BDF2: D0 and D1 must be square matrices of one size, got $(size(D0)) and $(size(D1))")
-        return new(D0, D1, Float64(Δt), symbolic)
+        h = Float64(Δt)
+        return new(D0, D1, h, symbolic, D1 + h / 4 * D0, 3 * D1 + h * D0)
     end
 end
 Base.show(io::IO, tr::TR_BDF2) = print(io, "TR_BDF2 (DOF = $(size(tr.D0, 1)), Δt = $(tr.Δt)$(tr.symbolic ? ", symbolic" : ""))")
@@ -213,17 +216,18 @@ Base.show(io::IO, tr::TR_BDF2) = print(io, "TR_BDF2 (DOF = $(size(tr.D0, 1)), Δ
 constant(tr::TR_BDF2) = tr.symbolic ? tr : TR_BDF2(alpha_matrix(tr.D0, "TR_BDF2: D0"), alpha_matrix(tr.D1, "TR_BDF2: D1"), tr.Δt)
 
 # one step, in plain Julia or in the graph (the same formulas)
-function tr_bdf2_step(D0, D1, h, y, f1, f2, f3)
-    yh = (D1 + h / 4 * D0) \ (D1 * y - (h / 4) * (D0 * y) + (h / 4) * (f1 + f2))
-    return (3 * D1 + h * D0) \ (4 * (D1 * yh) - D1 * y + h * f3)
+function tr_bdf2_step(tr::TR_BDF2, y, f1, f2, f3)
+    D0, D1, h = tr.D0, tr.D1, tr.Δt
+    yh = tr.A \ (D1 * y - (h / 4) * (D0 * y) + (h / 4) * (f1 + f2))
+    return tr.B \ (4 * (D1 * yh) - D1 * y + h * f3)
 end
 
 function (tr::TR_BDF2)(y, f1, f2, f3)
     if !tr.symbolic && all(v -> v isa AbstractVector{<:Real}, (y, f1, f2, f3))
-        return tr_bdf2_step(tr.D0, tr.D1, tr.Δt, y, f1, f2, f3)
+        return tr_bdf2_step(tr, y, f1, f2, f3)
     end
     tr.symbolic || return constant(tr)(y, f1, f2, f3)
-    return tr_bdf2_step(tr.D0, tr.D1, tr.Δt, alpha_vector(y), alpha_vector(f1), alpha_vector(f2), alpha_vector(f3))
+    return tr_bdf2_step(tr, alpha_vector(y), alpha_vector(f1), alpha_vector(f2), alpha_vector(f3))
 end
 
 function (tr::TR_BDF2)(y0, F)

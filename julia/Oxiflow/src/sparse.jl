@@ -305,8 +305,9 @@ index_column(s::SparseTensor, c::Integer) = add_op("GatherV2", [s.indices, const
 ADCME's `find`: the **1-based** row and column indices (Int64 tensors) and the values of the
 stored entries of `s`, sorted by row, then column (TF's canonical order, in which ADCME keeps
 every `SparseTensor`: `tf.sparse.reorder` in its constructors; op `SparseReorder`); repeated
-positions stay, in the order stored. Gradients flow to the values. With `Oxiflow.options.sparse.auto_reorder = false` (ADCME's switch for
-that reordering) they come in the order stored. `rows(s)`, `cols(s)` and `values(s)` are
+positions stay, in the order stored. Gradients flow to the values. With
+`Oxiflow.options.sparse.auto_reorder = false` (ADCME's switch for that reordering) they come
+in the order stored. `rows(s)`, `cols(s)` and `values(s)` are
 each one of them, in the same order.
 """
 function find(s::SparseTensor)
