@@ -96,6 +96,8 @@ Base.showerror(io::IO, e::OxiflowError) = print(io, "OxiflowError (", e.kind, ")
 invalid(msg::AbstractString) = throw(OxiflowError(3, "InvalidArgumentError", msg))
 """Throws an `OxiflowError` of kind UnimplementedError: valid input that Oxiflow does not handle yet."""
 unimplemented(msg::AbstractString) = throw(OxiflowError(12, "UnimplementedError", msg))
+"""Throws an `OxiflowError` of kind FailedPreconditionError: the system is not in a state the call needs (a library built without MPI)."""
+failed_precondition(msg::AbstractString) = throw(OxiflowError(9, "FailedPreconditionError", msg))
 
 """Throws an `OxiflowError` carrying the engine's last error message unless `status == 0`."""
 function check(status::Integer)

@@ -3,7 +3,77 @@
 # several processes with `mpirun -n 4 julia script.jl`; every rank builds the same graph.
 
 export mpi_init, mpi_finalize, mpi_initialized, mpi_finalized, mpi_rank, mpi_size,
-       mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!, mpi_optimize
+       mpi_sum, mpi_bcast, mpi_allreduce, mpi_barrier, mpi_sync!, mpi_optimize,
+       has_mpi, get_mpi, get_mpirun
+
+"""
+    has_mpi(verbose=true) -> Bool
+
+ADCME's `has_mpi`: whether this Oxiflow can run MPI programs, i.e. its library was built
+with MPI (OpenMPI through rsmpi; `make setup build` does it where OpenMPI is installed).
+With `verbose`, an `@info` names the MPI library in use. Never raises.
+"""
+function has_mpi(verbose::Bool=true)
+    built = oxf_mpi_state().built
+    if built && verbose
+        lib = mpi_library()
+        @info "Use MPI library: $(lib === nothing ? "the one this Oxiflow was linked with" : lib)"
+    end
+    return built
+end
+
+# The path of the MPI shared library loaded with Oxiflow's (libmpi.so.*), or nothing.
+function mpi_library()
+    libs = filter(p -> occursin(r"(^|/)libmpi\.so", p), Libdl.dllist())
+    return isempty(libs) ? nothing : realpath(first(libs))
+end
+
+"""
+    get_mpi() -> (include_dir, library)
+
+ADCME's `get_mpi`: the MPI include directory (the one holding `mpi.h`) and shared library,
+for compiling code against the same MPI. `ENV["MPI_INCLUDE_PATH"]` and
+`ENV["MPI_C_LIBRARIES"]` win when both are set (ADCME's rule); otherwise the library is the
+`libmpi` loaded with Oxiflow and the include directory is found next to it or in
+`/usr/include`. An `OxiflowError` (FailedPreconditionError) when Oxiflow was built without
+MPI or the files are not found.
+"""
+function get_mpi()
+    haskey(ENV, "MPI_INCLUDE_PATH") && haskey(ENV, "MPI_C_LIBRARIES") &&
+        return ENV["MPI_INCLUDE_PATH"], ENV["MPI_C_LIBRARIES"]
+    oxf_mpi_state().built || failed_precondition("get_mpi: this Oxiflow was built without MPI; install OpenMPI (Debian: libopenmpi-dev) and libclang, then run `make setup build`")
+    lib = mpi_library()
+    lib === nothing && failed_precondition("get_mpi: no libmpi is loaded with Oxiflow; set ENV[\"MPI_INCLUDE_PATH\"] and ENV[\"MPI_C_LIBRARIES\"]")
+    dirs = [joinpath(dirname(lib), "openmpi", "include"), joinpath(dirname(dirname(lib)), "include"),
+            "/usr/include/openmpi", "/usr/include/mpi", "/usr/include"]
+    i = findfirst(d -> isfile(joinpath(d, "mpi.h")), dirs)
+    i === nothing && failed_precondition("get_mpi: mpi.h not found in $(join(dirs, ", ")); install the MPI headers (Debian: libopenmpi-dev) or set ENV[\"MPI_INCLUDE_PATH\"] and ENV[\"MPI_C_LIBRARIES\"]")
+    return dirs[i], lib
+end
+
+"""
+    get_mpirun() -> String
+
+ADCME's `get_mpirun`: the path of the `mpirun` program that starts an MPI job of this
+Oxiflow (`mpirun -n 4 julia script.jl`). With `ENV["MPI_INCLUDE_PATH"]` and
+`ENV["MPI_C_LIBRARIES"]` set, the `bin/mpirun` next to that include directory (ADCME's
+rule, with its warning); otherwise `mpirun` (or `mpiexec`) on the `PATH`. An
+`OxiflowError` (FailedPreconditionError) when Oxiflow has no MPI or no program is found.
+"""
+function get_mpirun()
+    has_mpi(false) || failed_precondition("get_mpirun: this Oxiflow was built without MPI; install OpenMPI (Debian: libopenmpi-dev) and libclang, then run `make setup build`")
+    if haskey(ENV, "MPI_INCLUDE_PATH") && haskey(ENV, "MPI_C_LIBRARIES")
+        @warn "You are not using the default MPI. Trying to detect the executable..."
+        mpirun = abspath(joinpath(ENV["MPI_INCLUDE_PATH"], "..", "bin", "mpirun"))
+        isfile(mpirun) || failed_precondition("get_mpirun: $mpirun does not exist")
+        return mpirun
+    end
+    for name in ("mpirun", "mpiexec")
+        p = Sys.which(name)
+        p === nothing || return p
+    end
+    failed_precondition("get_mpirun: neither mpirun nor mpiexec is on the PATH")
+end
 
 """
     mpi_init(; pin_gpu=true)

@@ -24,6 +24,25 @@
     @test_throws OxiflowError mpi_bcast(constant([true]))
 end
 
+@testset "has_mpi, get_mpi, get_mpirun (ADCME's MPI queries)" begin
+    built = Sys.which("mpicc") !== nothing
+    @test has_mpi(false) == built
+    if built
+        inc, lib = get_mpi()
+        @test isfile(joinpath(inc, "mpi.h")) && isfile(lib) && occursin("libmpi", lib)
+        @test get_mpirun() == something(Sys.which("mpirun"), Sys.which("mpiexec"))
+        @test_logs (:info, r"libmpi") has_mpi()
+    else
+        @test_throws OxiflowError get_mpi()
+        @test_throws OxiflowError get_mpirun()
+    end
+    withenv("MPI_INCLUDE_PATH" => "/opt/mympi/include", "MPI_C_LIBRARIES" => "/opt/mympi/lib/libmpi.so") do
+        @test get_mpi() == ("/opt/mympi/include", "/opt/mympi/lib/libmpi.so")
+        # ADCME's rule: bin/mpirun next to that include directory, which does not exist here
+        built && @test_logs (:warn,) (@test_throws OxiflowError get_mpirun())
+    end
+end
+
 @testset "DistributedOptimizer's fusion buckets (built without MPI)" begin
     reset_default_graph()
     f64 = [placeholder(Float64; shape=[k]) for k in (100, 100, 300, 50)]    # 800, 800, 2400, 400 bytes
