@@ -4,7 +4,7 @@
 # distribution by `NormalizingFlowModel`. Every map is built from graph ops, so its
 # parameters (variables) train by the log likelihood `logpdf(prior, z) + log|det ∂z/∂x|`.
 
-export FlowOp, LinearFlow, AffineFlow, AffineConstantFlow, AffineHalfFlow, SlowMAF, Invertible1x1Conv,
+export FlowOp, LinearFlow, AffineFlow, AffineConstantFlow, ActNorm, AffineHalfFlow, SlowMAF, Invertible1x1Conv,
        TanhFlow, AffineScalarFlow, InvertFlow, NormalizingFlow, NormalizingFlowModel,
        Exp, Log, Sigmoid, Softplus, Square, PowerTransform, Permute
 
@@ -16,11 +16,11 @@ log_det)` and `Oxiflow.backward(fo, z) -> (x, log_det)` for `batch × dim` tenso
 where `log_det` is `log|det ∂z/∂x|` per row (a vector of the batch, or one number for all
 rows) for `forward` and `log|det ∂x/∂z|` for `backward`. A flow of one's own is a subtype
 with those two methods. Provided: [`LinearFlow`](@ref), [`AffineFlow`](@ref),
-[`AffineConstantFlow`](@ref), [`AffineHalfFlow`](@ref), [`SlowMAF`](@ref),
+[`AffineConstantFlow`](@ref), [`ActNorm`](@ref), [`AffineHalfFlow`](@ref), [`SlowMAF`](@ref),
 [`Invertible1x1Conv`](@ref), [`TanhFlow`](@ref), [`AffineScalarFlow`](@ref),
 [`InvertFlow`](@ref), [`MAF`](@ref), [`IAF`](@ref) and TF Probability's bijectors `Exp`,
 `Log`, `Sigmoid`, `Softplus`, `Square`, `PowerTransform`, `Permute` (each `T(dim, args...)`).
-Not provided: ADCME's `ActNorm` and `NeuralCouplingFlow`.
+Not provided: ADCME's `NeuralCouplingFlow`.
 """
 abstract type FlowOp end
 
@@ -104,6 +104,48 @@ function backward(fo::AffineConstantFlow, z)
     fo.s === missing || (x = x .* exp(-fo.s))
     return x, per_row(z, fo.s === missing ? 0.0 : -sum(fo.s))
 end
+
+"""
+    ActNorm(dim, name=missing)
+
+ADCME's `ActNorm` (Glow's activation normalization, Kingma & Dhariwal 2018): an
+[`AffineConstantFlow`](@ref) `z = x .* exp.(s) .+ t` whose rows `s`, `t` (`1×dim`
+variables) are initialized from the data. The first run of a graph holding `forward(an, x)`
+sets `s = -log.(std(x, dims=1))` and `t = mean(-x .* exp.(s), dims=1)` (so `z` has zero
+mean and unit standard deviation per column over that batch; `std` uncorrected, as TF's
+`reduce_std`) and stores them in the variables; later runs use the variables, which train as
+usual. The flag is the Int64 variable `an.initialized` (1 until the first run, then 0, as in
+ADCME; not trainable). `backward(an, z)` uses the `s`, `t` of the last `forward` (before any
+`forward`, the variables). No gradient reaches `x` through the initial `s`, `t` (ADCME's
+assign has none either). Ops: `SelectV2` between the data's values and the variables, three
+`Assign`s that every run of the forward pass makes.
+"""
+mutable struct ActNorm <: FlowOp
+    dim::Int
+    fo::AffineConstantFlow
+    initialized::Tensor
+    s::Tensor
+    t::Tensor
+end
+function ActNorm(dim::Integer, name=missing)
+    nm = coalesce(name, "ActNorm_" * randstring(10))
+    fo = AffineConstantFlow(dim, nm)
+    return ActNorm(dim, fo, Variable(1; name=nm * "_initialized", trainable=false), fo.s, fo.t)
+end
+function forward(an::ActNorm, x)
+    x = flow_input(x)
+    size(x, 2) in (an.dim, nothing) || invalid("ActNorm: expected $(an.dim) columns, got a tensor of size $(size(x))")
+    needs = an.initialized > 0
+    s0 = independent(reshape(-log(std(x; dims=1)), 1, :))
+    t0 = independent(reshape(mean(-x .* exp(s0); dims=1), 1, :))
+    s = if_else(needs, s0, an.s)
+    t = if_else(needs, t0, an.t)
+    done = control_dependencies(() -> assign(an.initialized, 0), needs)
+    ops = (assign(an.s, s), assign(an.t, t), done)
+    an.fo = AffineConstantFlow(an.dim, bind(s, ops...), bind(t, ops...))
+    return forward(an.fo, x)
+end
+backward(an::ActNorm, z) = backward(an.fo, z)
 
 """
     AffineHalfFlow(dim, parity, s_cond=missing, t_cond=missing)
