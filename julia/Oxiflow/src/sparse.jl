@@ -30,13 +30,20 @@ Constructors (1-based): `SparseTensor(ii, jj, vv, m, n)`, `SparseTensor(A::Spars
 `SparseTensor(indices::Tensor, values::Tensor, (m, n))`, which checks dtypes and shapes
 (an `OxiflowError` otherwise) and copies nothing. `s.o` is ADCME's view of the TF object:
 `s.o.indices`, `s.o.values` and `s.o.dense_shape` (an Int64 tensor).
+
+`s._diag` is ADCME's mark of a matrix built as diagonal: `true` for `spdiag(v)`,
+`spdiag(n)`, `spdiag(n, 0 => v)`, a Julia matrix for which `isdiag` holds, and the
+triplet constructor's `is_diag=true`; scaling, negation, `copy` and the transpose keep it,
+`+` and the sparse product of two marked matrices keep it. Nothing else reads it (ADCME's
+solver takes a faster path for such a matrix).
 """
 mutable struct SparseTensor
     indices::Tensor
     values::Tensor
     m::Int
     n::Int
-    function SparseTensor(indices::Tensor, values::Tensor, shape::Tuple{Integer,Integer})
+    diag::Bool
+    function SparseTensor(indices::Tensor, values::Tensor, shape::Tuple{Integer,Integer}; is_diag::Bool=false)
         m, n = Int(shape[1]), Int(shape[2])
         (m >= 0 && n >= 0) || invalid("SparseTensor: the dense shape must be non-negative, got ($m, $n)")
         (indices.dtype == Int64 && ndims(indices) == 2 && size(indices, 2) in (2, nothing)) ||
@@ -53,7 +60,7 @@ mutable struct SparseTensor
         end
         getfield(indices, :graph) === getfield(values, :graph) ||
             invalid("SparseTensor: indices and values come from different graphs")
-        return new(indices, values, m, n)
+        return new(indices, values, m, n, is_diag)
     end
 end
 
@@ -62,13 +69,14 @@ sgraph(s::SparseTensor) = getfield(s.indices, :graph)
 # ADCME's `s.o`, the `tf.SparseTensor` it wraps: `s.o.indices` (0-based, Int64 `[nnz, 2]`),
 # `s.o.values`, `s.o.dense_shape` (an Int64 tensor `[m, n]`), as code written for ADCME reads them.
 function Base.getproperty(s::SparseTensor, name::Symbol)
+    name === :_diag && return getfield(s, :diag)
     name === :o || return getfield(s, name)
     return (indices=getfield(s, :indices), values=getfield(s, :values),
             dense_shape=constant_in(getfield(getfield(s, :indices), :graph), Int64[getfield(s, :m), getfield(s, :n)]))
 end
 
 # `s` with `f` applied to its values.
-map_values(f, s::SparseTensor) = SparseTensor(s.indices, f(s.values), (s.m, s.n))
+map_values(f, s::SparseTensor) = SparseTensor(s.indices, f(s.values), (s.m, s.n); is_diag=s._diag)
 
 # Output `i` of the node that made `t` (ops with several outputs).
 output_of(t::Tensor, i::Integer) = Tensor(getfield(t, :graph), getfield(t, :node), Int32(i))
@@ -121,7 +129,7 @@ they are `maximum(ii)` and `maximum(jj)`, for Julia index vectors. Errors
 position); a tensor index out of bounds fails when an op reads it, naming the op.
 """
 function SparseTensor(ii::Union{Tensor,AbstractVector{<:Integer}}, jj::Union{Tensor,AbstractVector{<:Integer}},
-                      vv::Union{Tensor,AbstractVector{<:Real}}, m=nothing, n=nothing)
+                      vv::Union{Tensor,AbstractVector{<:Real}}, m=nothing, n=nothing; is_diag::Bool=false)
     if m === nothing || n === nothing
         (ii isa Tensor || jj isa Tensor) &&
             invalid("SparseTensor: give the dense shape m, n when the indices are tensors")
@@ -155,7 +163,7 @@ function SparseTensor(ii::Union{Tensor,AbstractVector{<:Integer}}, jj::Union{Ten
         add_op("Pack", Tensor[zero_based(ii), zero_based(jj)]; axis=1)
     end
     vals = vv isa Tensor ? vv : constant_in(g, float_values(vv))
-    return SparseTensor(idx, vals, (m, n))
+    return SparseTensor(idx, vals, (m, n); is_diag=is_diag)
 end
 
 """
@@ -169,7 +177,7 @@ other reals become Float64; `constant`'s `dtype` (Float32 or Float64) converts t
 """
 function SparseTensor(A::SparseMatrixCSC)
     I, J, V = findnz(A)
-    return SparseTensor(I, J, float_values(V), size(A, 1), size(A, 2))
+    return SparseTensor(I, J, float_values(V), size(A, 1), size(A, 2); is_diag=isdiag(A))
 end
 SparseTensor(A::AbstractMatrix{<:Real}) = SparseTensor(sparse(A))
 SparseTensor(s::SparseTensor) = s
@@ -230,7 +238,11 @@ matrix, a vector longer than its diagonal.
 """
 spdiag(n::Integer; dtype::Type=Float64) = spdiag(n, 0 => ones(dtype, n))
 spdiag(v::Union{Tensor,AbstractVector{<:Real}}) = (L = vec_length(v, "spdiag"); spdiag(L, 0 => v))
-spdiag(m::Integer, p::Pair, ps::Pair...) = diagonals_sparse("spdiag", (m, m), (p, ps...))
+function spdiag(m::Integer, p::Pair, ps::Pair...)
+    s = diagonals_sparse("spdiag", (m, m), (p, ps...))
+    s.diag = all(q -> first(q) == 0, (p, ps...))     # ADCME's is_diag
+    return s
+end
 
 """
     spdiagm(k1 => v1, k2 => v2, ...)
@@ -340,7 +352,7 @@ SparseArrays.nnz(s::SparseTensor) = (a = size(s.values, 1)) === nothing ? size(s
 Base.lastindex(s::SparseTensor, i::Integer) = size(s, i)
 Base.firstindex(s::SparseTensor, i::Integer) = 1
 """`copy(s)`: a `SparseTensor` whose indices and values are `Identity`s of `s`'s (ADCME)."""
-Base.copy(s::SparseTensor) = SparseTensor(copy(s.indices), copy(s.values), (s.m, s.n))
+Base.copy(s::SparseTensor) = SparseTensor(copy(s.indices), copy(s.values), (s.m, s.n); is_diag=s._diag)
 
 """
     Array(s)
@@ -402,7 +414,9 @@ Base.:+(s::SparseTensor) = s
 
 function Base.:+(a::SparseTensor, b::SparseTensor)
     size(a) == size(b) || invalid("+: cannot add SparseTensors of sizes $(size(a)) and $(size(b))")
-    return compress(concat_entries(SparseTensor[a, b], a.m, a.n))
+    c = compress(concat_entries(SparseTensor[a, b], a.m, a.n))
+    c.diag = a._diag && b._diag
+    return c
 end
 function Base.:-(a::SparseTensor, b::SparseTensor)
     size(a) == size(b) || invalid("-: cannot subtract SparseTensors of sizes $(size(a)) and $(size(b))")
@@ -472,7 +486,7 @@ function Base.:*(a::SparseTensor, b::SparseTensor)
     a.n == b.m || invalid("*: cannot multiply SparseTensors of sizes $(size(a)) and $(size(b))")
     a.values.dtype == b.values.dtype || invalid("*: SparseTensors of dtypes $(a.values.dtype) and $(b.values.dtype); cast one")
     r = add_op("SparseSparseMatMul", Tensor[a.indices, a.values, b.indices, b.values]; a_shape=[a.m, a.n], b_shape=[b.m, b.n])
-    return SparseTensor(r, output_of(r, 1), (a.m, b.n))
+    return SparseTensor(r, output_of(r, 1), (a.m, b.n); is_diag=a._diag && b._diag)
 end
 Base.:*(a::SparseTensor, b::SparseMatrixCSC{<:Real}) = a * SparseTensor(b)
 Base.:*(a::SparseMatrixCSC{<:Real}, b::SparseTensor) = SparseTensor(a) * b
@@ -484,7 +498,7 @@ The `n×m` transpose: the index columns swapped (`GatherV2`), values shared (ADC
 `adjoint`; the values are real, so both are the same). Not re-sorted.
 """
 Base.adjoint(s::SparseTensor) =
-    SparseTensor(add_op("GatherV2", [s.indices, constant_in(sgraph(s), Int64[1, 0])]; axis=1), s.values, (s.n, s.m))
+    SparseTensor(add_op("GatherV2", [s.indices, constant_in(sgraph(s), Int64[1, 0])]; axis=1), s.values, (s.n, s.m); is_diag=s._diag)
 Base.transpose(s::SparseTensor) = adjoint(s)
 
 """

@@ -103,6 +103,15 @@ end
     @test e isa OxiflowError && occursin("diagonal 3", e.msg)
     e = err_of(() -> spdiag(3, 1 => [1.0, 2.0, 3.0]))
     @test e isa OxiflowError && occursin("3 values for diagonal 1", e.msg)
+    # ADCME's _diag mark: set by the diagonal constructors, kept by what keeps a matrix
+    # diagonal; every marked matrix is diagonal when run (Julia's isdiag)
+    d = spdiag(constant(v)); full = SparseTensor(sparse([1, 2, 3], [1, 1, 3], v, 3, 3))
+    marked = [d, spdiag(3), spdiag(3, 0 => v), SparseTensor(sparse(2.0I, 3, 3)), 2 * d, -d, d / 2, copy(d), d', d + d, d * d,
+              SparseTensor([1, 2, 3], [1, 2, 3], v, 3, 3; is_diag=true)]
+    @test all(x -> x._diag, marked)
+    @test all(x -> isdiag(run(s, x)), marked)
+    @test !any(x -> x._diag, [spdiag(5, -1 => -2 * ones(4), 0 => 2 * ones(5)), full, d + full, d * full, full',
+                               SparseTensor([1, 2, 3], [1, 2, 3], v, 3, 3)])
 end
 
 @testset "sparse: arithmetic, products and transposes match SparseArrays" begin
