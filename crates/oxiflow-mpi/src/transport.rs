@@ -337,6 +337,12 @@ impl MpiComm {
 
     fn gather_bytes(&self, what: &str, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
         self.check_rank(what, root)?;
+        if send.is_empty() {
+            // nothing to move, and every rank knows it (the shapes are static and the same on
+            // every rank): OpenMPI's root would see one dangling pointer as both buffers and
+            // abort the job (MPI_ERR_ARG under MPI_ERRORS_ARE_FATAL)
+            return Ok(());
+        }
         let world = SimpleCommunicator::world();
         let root_proc = world.process_at_rank(root as i32);
         let s = leak(send);
@@ -363,6 +369,10 @@ impl MpiComm {
 
     fn scatter_bytes(&self, what: &str, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
         self.check_rank(what, root)?;
+        if recv.is_empty() {
+            // as in `gather_bytes`: an empty scatter would abort the job in OpenMPI
+            return Ok(());
+        }
         let world = SimpleCommunicator::world();
         let root_proc = world.process_at_rank(root as i32);
         let r = leak(recv);

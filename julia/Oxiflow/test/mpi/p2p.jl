@@ -124,6 +124,14 @@ end
     z = mpi_gather(M)
     @test size(z) == (2n, 2)
     @test run(Session(), z) == (r == 0 ? vcat([[1.0 2.0; 3.0 4.0] .+ 10q for q in 0:n-1]...) : zeros(2n, 2))
+    # empty tensors (OpenMPI aborts an empty gather or scatter at the root): empty results,
+    # and the gradient's scatter of nothing
+    reset_default_graph()
+    e = placeholder(Float64; shape=[0])
+    ge = mpi_gather(e)
+    @test run(Session(), ge, e => zeros(0)) == zeros(0)
+    @test run(Session(), gradients(sum(ge .* 2.0), e), e => zeros(0)) == zeros(0)
+    @test size(run(Session(), mpi_gather(constant(zeros(Int64, 0, 3))))) == (0, 3)
 end
 
 # The global array U (m*k1 by n*k2), rank q's block, and the halo of width w of rank q's
