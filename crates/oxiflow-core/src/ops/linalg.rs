@@ -221,7 +221,20 @@ fn kernel_inverse(ctx: &KernelCtx) -> Result<Outputs> {
 
 fn kernel_det(ctx: &KernelCtx) -> Result<Outputs> {
     let a = as_f64(ctx, 0)?;
-    let dets: Vec<f64> = matrices(&a).iter().map(|m| m.determinant()).collect();
+    // faer's determinant divides by a zero pivot (0/0 = NaN for a matrix with a zero
+    // column); an exact zero pivot of the partially pivoted LU means the determinant is 0,
+    // as LAPACK-based TF and Julia give it
+    let det = |m: &Mat<f64>| {
+        let lu = m.partial_piv_lu();
+        let u = lu.U();
+        let zero_pivot = (0..u.nrows().min(u.ncols())).any(|i| u[(i, i)] == 0.0);
+        if zero_pivot {
+            0.0
+        } else {
+            m.determinant()
+        }
+    };
+    let dets: Vec<f64> = matrices(&a).iter().map(det).collect();
     let dims = ctx.node.outputs[0].shape.dims().to_vec();
     let out = ArrayD::from_shape_vec(IxDyn(&dims), dets).map_err(|e| ctx.error(e))?;
     Ok(smallvec![from_f64(ctx, out)])
