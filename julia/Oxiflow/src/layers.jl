@@ -200,8 +200,9 @@ TF's `tf.nn.sparse_softmax_cross_entropy_with_logits`: `labels` are class indice
 **0-based as in TF** (`0 ≤ label < C`), one per row of the `N×C` `logits`; the result is the
 length-`N` vector `-log(softmax(logits))[i, labels[i]]`. `labels` is an integer array
 (checked here: a label out of range raises an `OxiflowError` naming its position) or an
-Int32/Int64 tensor of length `N` (compared with `0:C-1` by `Equal`; a label out of range
-then gives the row's log-sum-exp, where TF's CPU kernel fails). Gradient: `softmax - onehot`.
+Int32/Int64 tensor of length `N` (the one-hot rows are gathered from the identity, so a
+label out of range fails when the graph runs, an `OxiflowError` from that `GatherV2` naming
+the label, as TF's CPU kernel fails). Gradient: `softmax - onehot`.
 `N` may be unknown (a batch fed at run time); `C` must be known.
 """
 function sparse_softmax_cross_entropy_with_logits(labels, logits::Tensor)
@@ -212,8 +213,8 @@ function sparse_softmax_cross_entropy_with_logits(labels, logits::Tensor)
     if labels isa Tensor
         labels.dtype in (Int32, Int64) || invalid("sparse_softmax_cross_entropy_with_logits: labels must be Int32/Int64, got $(labels.dtype)")
         compatible_sizes(size(labels), (N,)) || invalid("sparse_softmax_cross_entropy_with_logits: labels of shape $(size(labels)) do not match logits of shape $(size(logits))")
-        classes = constant_in(getfield(labels, :graph), collect(labels.dtype, 0:C-1))
-        onehot = cast(add_op("Equal", [reshape(labels, [-1, 1]), classes]), T)
+        eye = constant_in(getfield(labels, :graph), Matrix{T}(I, C, C))
+        onehot = add_op("GatherV2", Tensor[eye, labels])
     else
         N === nothing || length(labels) == N || invalid("sparse_softmax_cross_entropy_with_logits: $(length(labels)) labels for logits of shape $(size(logits))")
         onehot = zeros(T, length(labels), C)

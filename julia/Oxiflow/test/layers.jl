@@ -111,6 +111,12 @@ end
     @test e isa OxiflowError && occursin("(2, 4)", e.msg) && occursin("(3, 4)", e.msg)
     e = try; sparse_softmax_cross_entropy_with_logits([2, 4, 0], lg); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("label 4 at position 2", e.msg)
+    # a fed label out of range fails when run (TF's CPU kernel), not a silent loss
+    lp = placeholder(Int64; shape=[3])
+    bad = sparse_softmax_cross_entropy_with_logits(lp, lg)
+    e = try; run(s, bad, lp => [2, 7, 0]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("7", e.msg) && occursin("GatherV2", e.msg)
+    @test run(s, bad, lp => [2, 0, 3]) ≈ run(s, sp)
     @test run(s, xe) ≈ jl_xent(L0, Y)
 end
 
