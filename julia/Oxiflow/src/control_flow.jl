@@ -284,7 +284,8 @@ as_loop_var(like, t::Tensor) = like isa TensorArray ? TensorArray(like.n, like.d
 
 ADCME's and TF's `while_loop` (TF2's functional `While` op): starting from `loop_vars` (a
 vector or tuple of tensors, numbers, arrays or `TensorArray`s), while `condition(vars...)`
-(a Bool scalar tensor) is true and fewer than `maximum_iterations` iterations ran, replaces
+(a Bool scalar tensor) is true and fewer than `maximum_iterations` (a Julia integer; a
+negative one runs no iteration, as in TF) iterations ran, replaces
 the variables with `body(vars...)`; returns their final values as a tuple (one value when
 `loop_vars` is a single tensor). `body` returns as many values as there are loop variables,
 each with the dtype and shape of its variable (an `OxiflowError` names `While` and the
@@ -335,7 +336,10 @@ function while_loop(condition, body, loop_vars; parallel_iterations::Integer=10,
     caps, (ccap, bcap) = shared_captures(cb, bb)
     cond_f = FuncAttr(cb.graph, [cps; ccap], cout)
     body_f = FuncAttr(bb.graph, [bps; bcap], [bout; bcap])
-    attrs = maximum_iterations === nothing ? () : ((:maximum_iterations, Int(maximum_iterations)),)
+    maximum_iterations === nothing || (maximum_iterations isa Integer && !(maximum_iterations isa Bool)) ||
+        invalid("while_loop: maximum_iterations must be a Julia integer, got $(repr(maximum_iterations))")
+    # TF ands `i < maximum_iterations` into the condition: a negative limit runs no iteration
+    attrs = maximum_iterations === nothing ? () : ((:maximum_iterations, max(Int(maximum_iterations), 0)),)
     node = GC.@preserve cond_f body_f add_op("While", Tensor[flat0; caps]; name=name, cond=cond_f, body=body_f, attrs...)
     g = getfield(node, :graph)
     outs = Any[as_loop_var(v, (t = Tensor(g, getfield(node, :node), Int32(k - 1)); back_prop ? t : independent(t)))

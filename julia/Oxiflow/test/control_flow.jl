@@ -94,6 +94,11 @@ end
     A = [1.5, 0.7]; Y = [0.3, -0.2]
     for _ in 1:7; Y = sin.(Y) .* A; end
     @test run(s, y, a => A) ≈ Y
+    # TF's limits: 0 and a negative maximum_iterations run no iteration
+    for m in (0, -1)
+        @test run(s, while_loop(z -> z < 1000.0, z -> 2z, constant(1.0); maximum_iterations=m)) == 1.0
+    end
+    @test_throws OxiflowError while_loop(z -> z < 1000.0, z -> 2z, constant(1.0); maximum_iterations=2.5)
     # a single loop variable comes back as one tensor; zero iterations return the start
     @test run(s, while_loop(z -> sum(z) > 100.0, z -> 2z, constant([1.0, 2.0]))) == [1.0, 2.0]
     # TensorArray: u_k = a .* u_{k-1} stored at each step (ADCME's pattern)
