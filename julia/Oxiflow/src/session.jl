@@ -357,9 +357,13 @@ end
 
 Full name of the device the placer chose for `t`'s op in `sess`
 (`/job:localhost/replica:0/task:0/device:GPU:0`), placing it first if no run used it yet.
-`t.device` stays the requested device, as in TF.
+`t.device` stays the requested device, as in TF. An `OxiflowError` when `t` belongs to
+another graph than the session's.
 """
-assigned_device(sess::Session, t::Tensor) = oxf_session_assigned_device(sess, getfield(t, :node))
+function assigned_device(sess::Session, t::Tensor)
+    getfield(t, :graph) === sess.graph || invalid("assigned_device: $(t.name) belongs to another graph than the session's")
+    return oxf_session_assigned_device(sess, getfield(t, :node))
+end
 
 """
     list_devices(; kwargs...)

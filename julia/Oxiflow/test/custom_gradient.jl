@@ -83,6 +83,10 @@ end
         gradients(sum(fw), x)
     end
     @test assigned_device(Session(), g2) == GPU0
+    # a tensor of an earlier graph is refused, not answered for another node
+    reset_default_graph()
+    e = try; assigned_device(Session(), g2); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("another graph", e.msg)
 end
 
 @testset "register: errors name the input and leave the graph usable" begin
