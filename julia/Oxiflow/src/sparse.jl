@@ -236,7 +236,8 @@ Julia vector, of length at most its diagonal's (they fill it from its start, as
 `SparseArrays.spdiagm`); a repeated offset adds up. Errors: an offset outside the
 matrix, a vector longer than its diagonal.
 """
-spdiag(n::Integer; dtype::Type=Float64) = spdiag(n, 0 => ones(dtype, n))
+spdiag(n::Integer; dtype::Type=Float64) =
+    n >= 0 ? spdiag(n, 0 => ones(dtype, n)) : invalid("spdiag: the order must be non-negative, got $n")
 spdiag(v::Union{Tensor,AbstractVector{<:Real}}) = (L = vec_length(v, "spdiag"); spdiag(L, 0 => v))
 function spdiag(m::Integer, p::Pair, ps::Pair...)
     s = diagonals_sparse("spdiag", (m, m), (p, ps...))
@@ -704,5 +705,13 @@ collect_leaves!(leaves, s::SparseTensor) = (push!(leaves, s.indices); push!(leav
 function rebuild(s::SparseTensor, vals, k)
     idx = rebuild(s.indices, vals, k)
     v = rebuild(s.values, vals, k)
+    # indices computed or fed at run time are only checked here (the ops that read them
+    # check their own)
+    size(idx, 1) == length(v) ||
+        invalid("run: the fetched SparseTensor has $(size(idx, 1)) index rows but $(length(v)) values")
+    for (c, d, what) in ((1, s.m, "row"), (2, s.n, "column"))
+        bad = findfirst(i -> !(0 <= i < d), view(idx, :, c))
+        bad === nothing || invalid("run: entry $bad of the fetched SparseTensor has $what index $(idx[bad, c]) (0-based), outside 0:$(d - 1) of its $(s.m)×$(s.n) shape")
+    end
     return sparse(idx[:, 1] .+ 1, idx[:, 2] .+ 1, v, s.m, s.n)
 end

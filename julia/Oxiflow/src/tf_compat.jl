@@ -29,8 +29,10 @@ function tf_transpose(t, pm=nothing; perm=pm, name=nothing)
     return add_op("Transpose", [x]; perm=p, name=name)
 end
 
-tf_fill(value, dtype) = (shape; dtype=dtype, name=nothing) ->
+tf_fill(value, dtype) = (shape; dtype=dtype, name=nothing) -> begin
+    all(d -> d isa Integer && d >= 0, shape) || invalid("tf.zeros/tf.ones: the shape must be non-negative integers, got $(repr(shape))")
     constant(fill(convert(dtype, value), Tuple(Int[d for d in shape])...); name=name)
+end
 
 const TF_DTYPES = (float32=Float32, float64=Float64, int32=Int32, int64=Int64, bool=Bool)
 
@@ -113,7 +115,11 @@ function tf_slice(t, b, sz; name=nothing)
             invalid("tf.slice: begin $(repr(b)) and size $(repr(sz)) go past dimension $(k - 1) of a tensor of size $(size(x))")
     end
     e = Int[sz[k] == -1 ? 0 : b[k] + sz[k] for k in 1:n]
-    return strided_slice_op(x, collect(Int, b), e, ones(Int, n), 0, em, 0)
+    r = strided_slice_op(x, collect(Int, b), e, ones(Int, n), 0, em, 0)
+    # an unknown dimension is checked when the graph runs: a strided slice would silently cut
+    # a slice that goes past the fed size short, where TF raises
+    any(k -> size(x, k) === nothing && sz[k] != -1, 1:n) || return r
+    return add_op("EnsureShape", [r]; shape=Int64[sz[k] == -1 ? engine_dim(nothing) : sz[k] for k in 1:n])
 end
 
 function tf_split(value, num_or_size_splits, ax=0; axis=ax, name=nothing)

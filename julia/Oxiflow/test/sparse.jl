@@ -112,6 +112,13 @@ end
     @test all(x -> isdiag(run(s, x)), marked)
     @test !any(x -> x._diag, [spdiag(5, -1 => -2 * ones(4), 0 => 2 * ones(5)), full, d + full, d * full, full',
                                SparseTensor([1, 2, 3], [1, 2, 3], v, 3, 3)])
+    @test_throws OxiflowError spdiag(-1)
+    # indices fed at run time are checked when the matrix is fetched
+    ip = placeholder(Int64; shape=[2, 2])
+    st = SparseTensor(ip, constant([1.0, 2.0]), (3, 3))
+    e = err_of(() -> run(s, st, ip => [0 0; 5 1]))
+    @test e isa OxiflowError && occursin("row index 5", e.msg) && occursin("3×3", e.msg)
+    @test run(s, st, ip => [0 0; 2 1]) == sparse([1, 3], [1, 2], [1.0, 2.0], 3, 3)
 end
 
 @testset "sparse: arithmetic, products and transposes match SparseArrays" begin

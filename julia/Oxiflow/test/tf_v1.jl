@@ -125,6 +125,13 @@ end
     @test e isa OxiflowError && occursin("integer vectors", e.msg)
     e = try; tf.slice(constant(ones(2, 3)), [1, 1], [2, 1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("go past dimension 0", e.msg)
+    @test_throws OxiflowError tf.zeros([-1, 2])
+    # past the end of a dimension known only when run: an error then, not a shorter slice
+    p = placeholder(Float64; shape=[nothing])
+    e = try; run(s, tf.slice(p, [3], [2]), p => ones(4)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("EnsureShape", e.msg)
+    @test run(s, tf.slice(p, [2], [2]), p => [1.0, 2.0, 3.0, 4.0]) == [3.0, 4.0]
+    @test run(s, tf.slice(p, [1], [-1]), p => [1.0, 2.0, 3.0]) == [2.0, 3.0]
 end
 
 @testset "tf.print, tf.Print, print_tensor: what they write, and their values and gradients" begin
