@@ -130,3 +130,29 @@ end
     conds = [e["args"]["iteration"] for e in evs if e["ph"] == "X" && e["args"]["op"] == "Less"]
     @test sort(conds) == 0:4
 end
+
+@testset "timestamp and sleep_for time part of a graph (ADCME's)" begin
+    reset_default_graph()
+    a = constant(0.2)
+    t0 = timestamp(a)
+    slept = sleep_for(a)
+    t1 = timestamp(slept)
+    sess = Session()
+    before = time()
+    t0_, t1_, s_ = run(sess, [t0, t1, slept])
+    after = time()
+    @test before - 1e-3 <= t0_ <= t1_ <= after + 1e-3
+    @test 0.2 <= s_ < 2.0
+    @test t1_ - t0_ >= 0.2          # t1 waits for the sleep, t0 for nothing long
+    # stateful: the clock is read again on every run
+    u0, = run(sess, [t0])
+    @test u0 >= t1_
+    @test timestamp().op.type == "Timestamp" && isempty(timestamp(1.0).op.inputs)
+    @test timestamp(a).op.inputs == ["^" * a.op.name]
+    @test size(sleep_for(constant(Int32(0)))) == ()
+    e = try; run(sess, sleep_for(-1.0)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("SleepFor", e.msg) && occursin("-1", e.msg)
+    @test run(sess, sleep_for(0.0)) >= 0      # the session is still usable
+    @test_throws OxiflowError sleep_for(constant([0.1, 0.2]))
+    @test_throws OxiflowError sleep_for(constant(true))
+end

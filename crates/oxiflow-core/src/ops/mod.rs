@@ -44,6 +44,7 @@ pub mod sparse;
 pub mod sparse_solve;
 pub mod special;
 pub mod state;
+pub mod timing;
 pub mod training;
 pub(crate) mod vmath;
 pub(crate) mod zip;
@@ -455,6 +456,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     collective::register(&mut r);
     p2p::register(&mut r);
     print::register(&mut r);
+    timing::register(&mut r);
     functional::register(&mut r);
     nn::register(&mut r);
     conv::register(&mut r);
