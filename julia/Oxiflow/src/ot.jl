@@ -1,8 +1,9 @@
 # ADCME's optimal transport: `sinkhorn`, `empirical_sinkhorn` and `ot_dist` (ADCME's ot.jl,
 # whose Sinkhorn-Knopp iteration follows POT's `ot.bregman.sinkhorn_knopp`). ADCME runs the
-# iteration in a custom C++ op; here it is a `while_loop` of graph ops.
+# iteration in a custom C++ op; here it is a `while_loop` of graph ops. And `dtw`, the
+# dynamic time warping distance, on the engine's `Dtw` op.
 
-export sinkhorn, empirical_sinkhorn, ot_dist
+export sinkhorn, empirical_sinkhorn, ot_dist, dtw
 
 # a Julia weight vector must be a probability vector (ADCME asserts the same)
 function check_weights(w, what)
@@ -112,4 +113,29 @@ function empirical_sinkhorn(x, y; reg=1.0, iter::Integer=1000, tol::Real=1e-9, m
     n, m = size(xt, 1), size(yt, 1)
     (n === nothing || m === nothing) && invalid("empirical_sinkhorn: the numbers of samples must be known, got sizes $(size(xt)) and $(size(yt))")
     return sinkhorn(fill(1 / n, n), fill(1 / m, m), M; reg=reg, iter=iter, tol=tol, method=method, returnall=returnall)
+end
+
+"""
+    dtw(s, t, use_fast=false) -> (cost, path)
+
+ADCME's `dtw`: the dynamic time warping distance between the time series `s` (length `n`)
+and `t` (length `m`), real Julia vectors or float vector tensors (Julia values become
+Float64; two tensors must share their dtype). `cost` is a scalar of that dtype, the least
+sum of `|s[i] - t[j]|` over a warping path from `(1, 1)` to `(n, m)` with steps `(1, 0)`,
+`(0, 1)`, `(1, 1)` (Sakoe & Chiba); `path` is that path, an Int64 tensor `[k, 2]` of 1-based
+`(i, j)` pairs in order (its `k` is known only when the graph runs). Op: `Dtw` (CPU). The
+cost is differentiable in `s` and `t` (`DtwGrad`: the signs of `s[i] - t[j]` summed along
+the path), so it can be a loss; works inside `map` and `while_loop`.
+
+`use_fast` is accepted for ADCME's signature, but the cost is always exact (an O(nm)
+table); ADCME's `use_fast=true` runs FastDTW, an approximation whose cost can only be
+higher. Errors (`OxiflowError`): a non-vector or non-real series when the op is built;
+series whose table would pass 2^27 cells (e.g. two of 12,000 points) when it runs.
+"""
+function dtw(s, t, use_fast::Bool=false)
+    series(x) = x isa Tensor ? x :
+        (x isa AbstractVector{<:Real} && !(eltype(x) <: Bool)) ? constant(Float64.(x)) :
+        invalid("dtw: a time series must be a real vector or a tensor, got a $(typeof(x))")
+    cost = add_op("Dtw", Tensor[series(s), series(t)])
+    return cost, output_of(cost, 1) + 1
 end

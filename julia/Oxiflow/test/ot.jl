@@ -71,3 +71,53 @@ end
     @test run(s, lf) ≈ sum(sinkhorn_ref(fill(0.2, 5), fill(0.25, 4), M1 / maximum(M1), 0.3)[1] .* M1 / maximum(M1)) rtol = 1e-10
     @test_throws OxiflowError ot_dist(x0, [1.0 2.0 3.0])
 end
+
+using Random
+
+# dynamic time warping by the textbook recursion, the oracle for dtw's cost
+function dtw_ref(s, t)
+    n, m = length(s), length(t); D = fill(Inf, n + 1, m + 1); D[1, 1] = 0.0
+    for i in 1:n, j in 1:m
+        D[i+1, j+1] = abs(s[i] - t[j]) + min(D[i, j], D[i, j+1], D[i+1, j])
+    end
+    return D[end, end]
+end
+
+@testset "dtw: exact distance, a warping path, gradients along it" begin
+    reset_default_graph()
+    s = Session()
+    # ADCME's documentation example (distance 1)
+    c, p = dtw(Float64[1, 2, 3, 5, 5, 5, 6], Float64[1, 1, 2, 2, 3, 5], true)
+    cv, pv = run(s, [c, p])
+    @test cv == 1.0 && eltype(pv) == Int64
+    Random.seed!(3)
+    for (n, m) in ((7, 5), (4, 9), (1, 3), (6, 6))
+        a, b = randn(n), randn(m)
+        sp, tp = placeholder(Float64; shape=[nothing]), placeholder(Float64; shape=[nothing])
+        c, p = dtw(sp, tp)
+        cv, pv = run(s, [c, p], sp => a, tp => b)
+        @test cv ≈ dtw_ref(a, b) rtol = 1e-14
+        # the path: from (1, 1) to (n, m) by unit steps, and its cost is the distance
+        @test pv[1, :] == [1, 1] && pv[end, :] == [n, m]
+        @test all(d -> d in ([1, 0], [0, 1], [1, 1]), [pv[k+1, :] - pv[k, :] for k in 1:size(pv, 1)-1])
+        @test sum(abs(a[i] - b[j]) for (i, j) in eachrow(pv)) ≈ cv rtol = 1e-14
+        # the gradient, against finite differences of the textbook recursion
+        gs, gt = run(s, gradients(c, [sp, tp]), sp => a, tp => b)
+        @test gs ≈ fd_grad(x -> dtw_ref(x, b), a) rtol = 1e-6
+        @test gt ≈ fd_grad(x -> dtw_ref(a, x), b) rtol = 1e-6
+    end
+    # ADCME's map over pairs of rows, in Float32
+    A, B = rand(Float32, 4, 6), rand(Float32, 4, 8)
+    d = map(x -> dtw(x[1], x[2])[1], [constant(A), constant(B)], dtype=Float32)
+    dv = run(s, d)
+    @test eltype(dv) == Float32
+    @test dv ≈ [dtw_ref(A[k, :], B[k, :]) for k in 1:4] rtol = 1e-5
+    # bad input, and a session that stays usable
+    @test_throws OxiflowError dtw(constant(ones(2, 2)), [1.0])
+    @test_throws OxiflowError dtw(constant(ones(Float32, 2)), [1.0])
+    @test_throws OxiflowError dtw([true], [1.0])
+    big = constant(zeros(12_000))
+    e = try; run(s, dtw(big, big)[1]); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("Dtw", e.msg) && occursin("12000", e.msg)
+    @test run(s, dtw([1.0, 2.0], [2.0])[1]) == 1.0
+end

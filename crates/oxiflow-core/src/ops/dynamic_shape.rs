@@ -103,6 +103,8 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "Cholesky",
     "Svd",
     "Shape",
+    "Dtw",
+    "DtwGrad",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.

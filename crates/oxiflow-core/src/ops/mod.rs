@@ -19,6 +19,7 @@ mod attr;
 pub mod blas;
 pub mod collective;
 pub mod conv;
+pub mod dtw;
 pub mod dynamic_shape;
 pub mod functional;
 pub mod fused;
@@ -461,6 +462,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     nn::register(&mut r);
     conv::register(&mut r);
     sort::register(&mut r);
+    dtw::register(&mut r);
     special::register(&mut r);
     activation_grad::register(&mut r);
     reduce::register(&mut r);
