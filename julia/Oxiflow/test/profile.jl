@@ -152,6 +152,8 @@ end
     @test size(sleep_for(constant(Int32(0)))) == ()
     e = try; run(sess, sleep_for(-1.0)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("SleepFor", e.msg) && occursin("-1", e.msg)
+    e = try; run(sess, sleep_for(1e30)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("SleepFor", e.msg)
     @test run(sess, sleep_for(0.0)) >= 0      # the session is still usable
     @test_throws OxiflowError sleep_for(constant([0.1, 0.2]))
     @test_throws OxiflowError sleep_for(constant(true))

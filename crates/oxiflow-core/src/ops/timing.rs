@@ -41,8 +41,10 @@ fn kernel_sleep_for(ctx: &KernelCtx) -> Result<Outputs> {
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(ctx.error(format!("cannot sleep for {secs} seconds: give a finite number >= 0")));
     }
+    // `from_secs_f64` panics past u64::MAX seconds; such a sleep is refused instead
+    let d = Duration::try_from_secs_f64(secs).map_err(|_| ctx.error(format!("cannot sleep for {secs} seconds")))?;
     let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
+    std::thread::sleep(d);
     Ok(smallvec![Tensor::scalar(start.elapsed().as_secs_f64())])
 }
 
