@@ -1,7 +1,8 @@
-//! `TopKV2` (and the ops of its gradient), `Invert`, `_InterpInterval`, `Lgamma`, `Digamma`
-//! and `Polygamma`: values against a reference sort, a linear scan and known values and
-//! identities of the gamma family (Abramowitz & Stegun 6.1, 6.3, 6.4), gradients against
-//! finite differences, and the errors.
+//! `TopKV2` (and the ops of its gradient), `Invert`, `_InterpInterval`, `Erf`, `Erfc`,
+//! `Erfinv`, `BesselI0e`, `BesselI1e`, `Lgamma`, `Digamma` and `Polygamma`: values against
+//! a reference sort, a linear scan and known values and identities of the error, Bessel and
+//! gamma functions (Abramowitz & Stegun 6.1, 6.3, 6.4, 7.1, 9.8), gradients against finite
+//! differences, and the errors.
 
 mod common;
 use common::*;
@@ -271,6 +272,74 @@ fn gamma_family_gradients_match_finite_differences() {
     // integer inputs are refused, naming the op
     let i = g.constant(Tensor::from_vec(&[1], vec![2i32], Layout::RowMajor).unwrap()).unwrap();
     assert!(g.op("Lgamma", &[i]).unwrap_err().to_string().contains("Lgamma"));
+}
+
+#[test]
+fn error_functions_match_tables_and_invert() {
+    // Abramowitz & Stegun table 7.1 and erfc(3) (NIST DLMF 7.8)
+    let xs = [0.0, 0.5, 1.0, 2.0, -1.0];
+    let want = [0.0, 0.520_499_877_813_046_5, 0.842_700_792_949_714_9, 0.995_322_265_018_952_7, -0.842_700_792_949_714_9];
+    assert_close(&unary("Erf", &xs), &want, 1e-15, "erf");
+    assert_close(&unary("Erfc", &[3.0, 0.5]), &[2.209_049_699_858_544e-5, 1.0 - 0.520_499_877_813_046_5], 1e-14, "erfc");
+    // erf(erfinv(y)) = y across (-1, 1), and erfc(erfinv(y)) = 1 - y near 1, where erf cannot show it
+    let ys: Vec<f64> = (-999..=999).map(|k| f64::from(k) / 1000.0).collect();
+    let back = unary("Erf", &unary("Erfinv", &ys));
+    for (y, b) in ys.iter().zip(&back) {
+        assert!((y - b).abs() <= 4.0 * f64::EPSILON, "erf(erfinv({y})) = {b}");
+    }
+    let tail = [1.0 - 1e-3, 1.0 - 1e-8, 1.0 - 1e-15];
+    let x = unary("Erfinv", &tail);
+    for ((y, c), x) in tail.iter().zip(unary("Erfc", &x)).zip(&x) {
+        assert!(((1.0 - y) - c).abs() <= 1e-12 * (1.0 - y), "erfc(erfinv({y})) = {c} at {x}");
+    }
+    // the normal quantile at tabulated Φ(x), down to the far lower tail
+    let phi = [0.158_655_253_931_457_07, 0.001_349_898_031_630_094_6, 7.619_853_024_160_47e-24, 0.977_249_868_051_820_8];
+    assert_close(&unary("Ndtri", &phi), &[-1.0, -3.0, -10.0, 2.0], 1e-10, "ndtri");
+    let nd = unary("Ndtri", &[0.0, 1.0, 0.5, -0.1]);
+    assert!(nd[0] == f64::NEG_INFINITY && nd[1] == f64::INFINITY && nd[2] == 0.0 && nd[3].is_nan());
+    let edge = unary("Erfinv", &[1.0, -1.0, 1.5, f64::NAN, 0.0]);
+    assert_eq!(&edge[..2], &[f64::INFINITY, f64::NEG_INFINITY]);
+    assert!(edge[2].is_nan() && edge[3].is_nan() && edge[4] == 0.0);
+}
+
+#[test]
+fn error_function_gradients_match_finite_differences() {
+    let x = rand_t(&[2, 3], 31, -1.5, 1.5);
+    check_grads(std::slice::from_ref(&x), |g, xs| g.op("Erf", xs));
+    check_grads(std::slice::from_ref(&x), |g, xs| g.op("Erfc", xs));
+    check_second_grads(std::slice::from_ref(&x), 1e-5, |g, xs| g.op("Erf", xs));
+    let y = rand_t(&[2, 3], 32, -0.9, 0.9);
+    check_grads(std::slice::from_ref(&y), |g, xs| g.op("Erfinv", xs));
+    let p = rand_t(&[2, 3], 33, 0.05, 0.95);
+    check_grads(&[p], |g, xs| g.op("Ndtri", xs));
+}
+
+#[test]
+fn scaled_bessel_functions_match_tables_and_join_smoothly() {
+    // Abramowitz & Stegun table 9.8: e^{-x} I₀(x), e^{-x} I₁(x)
+    let xs = [0.0, 1.0, 2.0, 5.0, -1.0];
+    let e = |x: f64| (-x.abs()).exp();
+    let i0 = [1.0, 1.266_065_878 * e(1.0), 2.279_585_302 * e(2.0), 27.239_871_82 * e(5.0), 1.266_065_878 * e(1.0)];
+    let i1 = [0.0, 0.565_159_104 * e(1.0), 1.590_636_855 * e(2.0), 24.335_642_14 * e(5.0), -0.565_159_104 * e(1.0)];
+    assert_close(&unary("BesselI0e", &xs), &i0, 1e-9, "i0e");
+    assert_close(&unary("BesselI1e", &xs), &i1, 1e-9, "i1e");
+    // the series (below 20) and the asymptotic expansion (above) meet; √(2πx) e^{-x} I(x) → 1
+    for op in ["BesselI0e", "BesselI1e"] {
+        // 20 itself (the series) and the next double (the expansion)
+        let v = unary(op, &[20.0, f64::from_bits(20.0f64.to_bits() + 1), 1e8]);
+        assert!((v[0] - v[1]).abs() <= 1e-14 * v[0], "{op} at 20: {v:?}");
+        assert!((v[2] * (2.0 * std::f64::consts::PI * 1e8).sqrt() - 1.0).abs() < 1e-8, "{op} at 1e8: {}", v[2]);
+    }
+    assert!(unary("BesselI0e", &[f64::NAN])[0].is_nan());
+    assert_eq!(unary("BesselI0e", &[f64::INFINITY])[0], 0.0);
+}
+
+#[test]
+fn scaled_bessel_gradients_match_finite_differences() {
+    // both sides of 0 and of the switch at 20
+    let x = t64(&[2, 3], vec![-3.0, -0.4, 0.7, 2.5, 19.9, 24.0]);
+    check_grads(std::slice::from_ref(&x), |g, xs| g.op("BesselI0e", xs));
+    check_grads(std::slice::from_ref(&x), |g, xs| g.op("BesselI1e", xs));
 }
 
 #[test]

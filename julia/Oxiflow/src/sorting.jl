@@ -87,6 +87,22 @@ lgamma(x::Tensor) = add_op("Lgamma", [x])
 lgamma(x::Union{Real,AbstractArray}) = lgamma(constant(float.(x)))
 
 """
+    tf.math.erf(x), tf.math.erfc(x), tf.math.erfinv(x), tf.math.ndtri(p)
+    tf.math.bessel_i0e(x), tf.math.bessel_i1e(x)
+
+TF's error functions elementwise on a Float32/Float64 tensor (ops `Erf`, `Erfc`, `Erfinv`;
+also `tf.erf`, `tf.erfc`): `erf(x) = 2/√π ∫₀ˣ e^{-t²} dt`, `erfc = 1 - erf` (accurate where
+it is tiny), the inverse of `erf` on `[-1, 1]` (`±Inf` at `±1`, NaN outside) and the
+standard normal quantile `Φ⁻¹(p)` (op `Ndtri`, precise far into the lower tail). A Julia
+number or array becomes a Float64 constant. Gradients are TF's (`2/√π e^{-x²}`, its
+negative, `√π/2 e^{erfinv(x)²}`). And the exponentially scaled modified Bessel functions
+`e^{-|x|} I₀(x)`, `e^{-|x|} I₁(x)` (ops `BesselI0e`, `BesselI1e`, gradients TF's). Not
+exported: Julia's `erf` belongs to SpecialFunctions.
+CPU kernels (soft placement moves them off a GPU).
+"""
+tf_special(op::String) = x -> add_op(op, Tensor[x isa Tensor ? x : constant(float.(x))])
+
+"""
     digamma(x)
 
 ψ(x), the derivative of `lgamma`, elementwise of a Float32/Float64 tensor (op `Digamma`,

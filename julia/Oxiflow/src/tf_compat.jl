@@ -41,6 +41,8 @@ const TF_MATH = (
     square=(x -> add_op("Square", [as_tensor(x)])), negative=(x -> -as_tensor(x)),
     sigmoid=sigmoid, softplus=softplus, softmax=softmax, floor=floor,
     lgamma=lgamma, digamma=digamma, polygamma=polygamma, top_k=tf_top_k,
+    erf=tf_special("Erf"), erfc=tf_special("Erfc"), erfinv=tf_special("Erfinv"), ndtri=tf_special("Ndtri"),
+    bessel_i0e=tf_special("BesselI0e"), bessel_i1e=tf_special("BesselI1e"),
     floordiv=(a, b) -> fld(as_tensor(a), b), floormod=(a, b) -> mod(as_tensor(a), b), mod=(a, b) -> mod(as_tensor(a), b),
     add=(a, b) -> as_tensor(a) + b, subtract=(a, b) -> as_tensor(a) - b,
     multiply=(a, b) -> as_tensor(a) .* b, divide=(a, b) -> as_tensor(a) ./ b,
@@ -238,8 +240,8 @@ and comparisons, `tf.einsum`, `tf.gradients`, `tf.custom_gradient`, `tf.summary`
 `tf.placeholder`, `tf.Variable`, `tf.get_variable`, `tf.variable_scope`,
 `tf.global_variables_initializer`, `tf.trainable_variables`, `tf.assign`, `tf.group`,
 `tf.sort`/`tf.argsort` (0-based `axis` and positions, `direction`), `tf.math.top_k` (0-based
-positions), `tf.math.lgamma`/`digamma`/`polygamma`, the `tf.*_initializer` objects,
-`tf.get_default_graph`; `tf.compat.v1` is `tf` itself (its `logging.set_verbosity` is accepted
+positions), `tf.math.lgamma`/`digamma`/`polygamma`, `tf.math.erf`/`erfc`/`erfinv`/`ndtri`,
+`tf.math.bessel_i0e`/`bessel_i1e`, the `tf.*_initializer` objects, `tf.get_default_graph`; `tf.compat.v1` is `tf` itself (its `logging.set_verbosity` is accepted
 and ignored: Oxiflow has no TF log).
 """
 const TF_EXTRA = merge(TF_DTYPES, TF_MATH, TF_V1, (

@@ -87,6 +87,30 @@ end
     @test_throws OxiflowError lgamma(constant([1, 2]))
 end
 
+@testset "tf.math.erf, erfc, erfinv, ndtri" begin
+    reset_default_graph()
+    s = Session()
+    # Abramowitz & Stegun table 7.1; erfc(3) from NIST DLMF
+    @test run(s, tf.math.erf([0.0, 0.5, 1.0, 2.0])) ≈ [0.0, 0.5204998778130465, 0.8427007929497149, 0.9953222650189527] rtol=1e-15
+    @test run(s, tf.erfc(3.0)) ≈ 2.209049699858544e-5 rtol=1e-14
+    Y = collect(range(-0.999, 0.999; length=101))
+    @test run(s, tf.math.erf(tf.math.erfinv(Y))) ≈ Y rtol=1e-14
+    @test run(s, tf.math.erfinv([1.0, -1.0])) == [Inf, -Inf]
+    @test isnan(run(s, tf.math.erfinv(1.5)))
+    @test run(s, tf.math.ndtri([0.0013498980316300946, 7.61985302416047e-24, 0.5])) ≈ [-3.0, -10.0, 0.0] rtol=1e-12
+    @test eltype(run(s, tf.math.erf(constant(Float32[0.5])))) == Float32
+    # gradients against finite differences of the ops themselves
+    X = collect(range(-1.5, 1.5; length=7))
+    x = placeholder(Float64; shape=[7])
+    h = 1e-6
+    for f in (tf.math.erf, tf.math.erfc, tf.math.erfinv, tf.math.ndtri)
+        xs = f === tf.math.erfinv ? X ./ 2 : f === tf.math.ndtri ? (X .+ 2) ./ 4 : X
+        g = run(s, gradients(sum(f(x)), x), x => xs)
+        @test g ≈ (run(s, f(xs .+ h)) - run(s, f(xs .- h))) / 2h rtol=1e-7
+    end
+    @test_throws OxiflowError tf.math.erf(constant([1, 2]))
+end
+
 # Julia loops over the windows
 jl_roll(f, u, m) = [f(u[k:k+m-1]) for k in 1:length(u)-m+1]
 

@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 pub mod activation_grad;
 pub mod array;
 mod attr;
+pub mod bessel;
 pub mod blas;
 pub mod collective;
 pub mod conv;
@@ -464,6 +465,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     sort::register(&mut r);
     dtw::register(&mut r);
     special::register(&mut r);
+    bessel::register(&mut r);
     activation_grad::register(&mut r);
     reduce::register(&mut r);
     linalg::register(&mut r);

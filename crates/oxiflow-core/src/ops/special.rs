@@ -15,6 +15,15 @@
 //! (Euler-Maclaurin) series with Bernoulli numbers `B2 .. B16` is exact to double
 //! precision, and use the reflection `ψ(x) = ψ(1-x) - π cot(πx)` below zero
 //! (Abramowitz & Stegun 6.3.7, 6.3.18, 6.4.11, 23.2.3).
+//!
+//! The error functions `Erf`, `Erfc` (`libm`'s, from FreeBSD's `s_erf.c`), `Erfinv` and the
+//! normal quantile `Ndtri` (`Φ⁻¹(p) = √2 erfinv(2p - 1)`, taken through `erfc⁻¹`), with
+//! TF's gradients (`_ErfGrad`: `2/√π e^{-x²}`; `_ErfcGrad`: its negative; `_ErfinvGrad`:
+//! `√π/2 e^{erfinv(x)²}`). `erfinv` starts from Giles' single-precision approximation
+//! ("Approximating the erfinv function", GPU Computing Gems, 2010) and takes Newton steps on
+//! `erf(x) = y`, or on `erfc(x) = 1 - |y|` for `|y| > 0.5`, where `1 - |y|` is exact and
+//! `erfc` keeps its relative accuracy in the tail; `erfinv(±1) = ±inf`, NaN outside
+//! `[-1, 1]`.
 
 use super::grad_util::{need_dy, to_input_shape};
 use super::math::{def, infer_binary_float, map_float};
@@ -117,6 +126,116 @@ fn kernel_lgamma(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| lgamma(f64::from(x)) as f32, lgamma)
 }
 
+/// Giles' approximation of `erfinv(y)` for `|y| < 1`, to about 1e-7 relative, given `w =
+/// -ln((1 - y)(1 + y))` (computed by the caller from `1 - y` where that is what it knows).
+fn erfinv_guess(y: f64, w: f64) -> f64 {
+    let p = if w < 5.0 {
+        let w = w - 2.5;
+        [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+            .iter()
+            .fold(0.0, |p, &c| p * w + c)
+    } else {
+        let w = w.sqrt() - 3.0;
+        [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+            .iter()
+            .fold(0.0, |p, &c| p * w + c)
+    };
+    p * y
+}
+
+/// The inverse error function: `erf(erfinv(y)) = y` for `y` in `[-1, 1]`.
+pub fn erfinv(y: f64) -> f64 {
+    if y.is_nan() || y.abs() > 1.0 {
+        return f64::NAN;
+    }
+    if y.abs() == 1.0 {
+        return y * f64::INFINITY;
+    }
+    let a = y.abs();
+    if a > 0.5 {
+        return erfc_inverse(1.0 - a).copysign(y);
+    }
+    let two_over_sqrt_pi = std::f64::consts::FRAC_2_SQRT_PI;
+    let mut x = erfinv_guess(a, -((1.0 - a) * (1.0 + a)).ln());
+    for _ in 0..3 {
+        x -= (libm::erf(x) - a) / (two_over_sqrt_pi * (-x * x).exp());
+    }
+    x.copysign(y)
+}
+
+/// The `x ≥ 0` with `erfc(x) = c`, for `c` in `(0, 1]`: Newton on `ln erfc(x) = ln c`, nearly
+/// quadratic in the tail (`ln erfc(x) ≈ -x² - ln(x√π)`), from Giles' guess, which it
+/// corrects even where that guess is poor (`c` below single precision's range). `c` itself,
+/// not `1 - c`, carries the digits, so tiny `c` (the far tail) keeps its precision.
+fn erfc_inverse(c: f64) -> f64 {
+    let two_over_sqrt_pi = std::f64::consts::FRAC_2_SQRT_PI;
+    // Giles fitted his polynomial for single precision (w up to about 36); farther out it
+    // can overshoot to where erfc underflows, so there the start is √(-ln c), just above the
+    // root (erfc(x) < e^{-x²})
+    let w = -(c * (2.0 - c)).ln();
+    let mut x = if w < 30.0 { erfinv_guess(1.0 - c, w) } else { (-c.ln()).sqrt() };
+    let lc = c.ln();
+    for _ in 0..50 {
+        let e = libm::erfc(x);
+        let step = (e.ln() - lc) * e / (two_over_sqrt_pi * (-x * x).exp());
+        x += step;
+        if step.abs() <= 1e-16 * x.abs() {
+            break;
+        }
+    }
+    x
+}
+
+/// The standard normal quantile `Φ⁻¹(p)` (TF's `Ndtri`): `-√2 erfc⁻¹(2p)` below 1/2 and
+/// `√2 erfc⁻¹(2(1 - p))` above, so that the lower tail keeps full relative precision down
+/// to the smallest `p`; `∓inf` at 0 and 1, NaN outside `[0, 1]`.
+pub fn ndtri(p: f64) -> f64 {
+    if p.is_nan() || !(0.0..=1.0).contains(&p) {
+        return f64::NAN;
+    }
+    let s2 = std::f64::consts::SQRT_2;
+    if p == 0.0 {
+        f64::NEG_INFINITY
+    } else if p == 1.0 {
+        f64::INFINITY
+    } else if p == 0.5 {
+        0.0
+    } else if p < 0.5 {
+        -s2 * erfc_inverse(2.0 * p)
+    } else {
+        s2 * erfc_inverse(2.0 * (1.0 - p))
+    }
+}
+
+fn kernel_erf(ctx: &KernelCtx) -> Result<Outputs> {
+    match ctx.node.op.name {
+        "Erf" => map_float(ctx, |x| libm::erf(f64::from(x)) as f32, libm::erf),
+        "Erfc" => map_float(ctx, |x| libm::erfc(f64::from(x)) as f32, libm::erfc),
+        "Ndtri" => map_float(ctx, |x| ndtri(f64::from(x)) as f32, ndtri),
+        _ => map_float(ctx, |x| erfinv(f64::from(x)) as f32, erfinv),
+    }
+}
+
+/// TF `_ErfGrad` and `_ErfcGrad`: `±dy 2/√π e^{-x²}`; `_ErfinvGrad`: `dy √π/2 e^{y²}` and
+/// `_NdtriGrad`: `dy √(2π) e^{y²/2}`, with `y` the op's output.
+fn grad_erf(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
+    let dy = need_dy!(grads, 1);
+    let x = node.inputs[0];
+    let (arg, sign, c) = match node.op.name {
+        "Erf" => (x, -1.0, std::f64::consts::FRAC_2_SQRT_PI),
+        "Erfc" => (x, -1.0, -std::f64::consts::FRAC_2_SQRT_PI),
+        "Erfinv" => (Output::new(node.id, 0), 1.0, 1.0 / std::f64::consts::FRAC_2_SQRT_PI),
+        _ => (Output::new(node.id, 0), 0.5, (2.0 * std::f64::consts::PI).sqrt()),
+    };
+    let sq = g.op("Square", &[arg])?;
+    let k = super::grad_util::scalar_of(g, x, sign)?;
+    let e = g.op("Mul", &[sq, k])?;
+    let e = g.op("Exp", &[e])?;
+    let c = super::grad_util::scalar_of(g, x, c)?;
+    let d = g.op("Mul", &[e, c])?;
+    Ok(vec![Some(g.op("Mul", &[dy, d])?)])
+}
+
 fn kernel_digamma(ctx: &KernelCtx) -> Result<Outputs> {
     map_float(ctx, |x| digamma(f64::from(x)) as f32, digamma)
 }
@@ -160,6 +279,9 @@ fn grad_polygamma(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resul
 pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     r.add(def("Lgamma", "Lgamma", one, infer_unary_float, kernel_lgamma, GpuSupport::None, Some(grad_lgamma)));
+    for name in ["Erf", "Erfc", "Erfinv", "Ndtri"] {
+        r.add(def(name, name, one, infer_unary_float, kernel_erf, GpuSupport::None, Some(grad_erf)));
+    }
     r.add(def("Digamma", "Digamma", one, infer_unary_float, kernel_digamma, GpuSupport::None, Some(grad_digamma)));
     // `Polygamma(a, x)`: the order `a` and `x` of one float dtype, broadcast (TF's cwise op)
     r.add(def("Polygamma", "Polygamma", Arity::Fixed(2), infer_binary_float, kernel_polygamma, GpuSupport::None, Some(grad_polygamma)));
