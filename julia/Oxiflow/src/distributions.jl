@@ -18,7 +18,10 @@ The supertype of Oxiflow's distributions, ADCME's `ADCMEDistribution`: `Normal(l
 `HalfNormal(scale)`, `HalfCauchy(loc, scale)`, `Kumaraswamy(concentration1=1,
 concentration0=1)`, `Pareto(concentration, scale=1)`, `Bernoulli(; logits or probs)`,
 `Gamma(concentration, rate)`, `Beta(concentration1, concentration0)`, `Chi2(df)`, `Chi(df)`,
-`InverseGamma(concentration, scale)`, `StudentT(df, loc, scale)`,
+`InverseGamma(concentration, scale)`, `StudentT(df, loc, scale)`, `TruncatedNormal(loc,
+scale, low, high)`, `InverseGaussian(loc, concentration)`, `SinhArcsinh(loc, scale,
+skewness=0, tailweight=1)`, `Horseshoe(scale)`, `Poisson(; rate or log_rate)`,
+`VonMises(loc, concentration)`,
 `MultivariateNormalDiag(; loc, scale_diag)` and `MultivariateNormalFullCovariance(; loc,
 covariance_matrix)`, all in `Oxiflow.` (not exported, as in ADCME).
 
@@ -30,9 +33,14 @@ if a Julia value is Float32). The keyword `name` sets the name scope of the ops;
 `validate_args=true` is not supported (an `OxiflowError`). A missing or unknown parameter
 or a non-float tensor raises an `OxiflowError` naming it.
 
-Use [`logpdf`](@ref)`(dist, x)` and `rand(dist, shape...)`. Not provided: TF Probability's
-Binomial, Poisson, VonMises, InverseGaussian, Horseshoe, SinhArcsinh, TruncatedNormal and
-Empirical, which ADCME also wraps.
+Use [`logpdf`](@ref)`(dist, x)` and `rand(dist, shape...)`. The parameterizations are TF
+Probability 0.8's (TF 1.15's): `SinhArcsinh` scales by `2 / sinh(asinh(2) tailweight)`, which
+later releases dropped; `Horseshoe`'s log density is TF Probability's approximation of the
+exact one (which needs the exponential integral); `Poisson`'s log density interpolates
+between whole numbers (`-Inf` below 0), its draws are whole numbers of the rate's dtype.
+`VonMises` draws lie in `[-π, π)`; their gradient reaches `loc` but not the concentration
+(an error, as for a gamma draw's). Not provided: TF Probability's Binomial and Empirical,
+which ADCME also wraps.
 """
 abstract type ADCMEDistribution end
 
@@ -54,6 +62,12 @@ const DISTRIBUTIONS = (
     (:Chi, (:df,), (nothing,)),
     (:InverseGamma, (:concentration, :scale), (nothing, nothing)),
     (:StudentT, (:df, :loc, :scale), (nothing, nothing, nothing)),
+    (:TruncatedNormal, (:loc, :scale, :low, :high), (nothing, nothing, nothing, nothing)),
+    (:InverseGaussian, (:loc, :concentration), (nothing, nothing)),
+    (:SinhArcsinh, (:loc, :scale, :skewness, :tailweight), (nothing, nothing, 0.0, 1.0)),
+    (:Horseshoe, (:scale,), (nothing,)),
+    (:Poisson, (:rate, :log_rate), (missing, missing)),
+    (:VonMises, (:loc, :concentration), (nothing, nothing)),
     (:MultivariateNormalDiag, (:loc, :scale_diag), (missing, missing)),
     (:MultivariateNormalFullCovariance, (:loc, :covariance_matrix), (missing, nothing)),
 )
@@ -188,7 +202,8 @@ vector of integers, or several integers. The draws are reparameterized, so gradi
 the parameters, except a gamma draw's (`Gamma`, `Beta`, `Chi2`, `Chi`, `InverseGamma`,
 `StudentT`) to its concentration or degrees of freedom: that gradient raises an error, as no
 gradient of `RandomGamma` is defined here; those distributions also sample on the CPU only
-(`RandomGamma` has no GPU kernel, as in TF). `Bernoulli` gives Int32 zeros and ones. `seed`
+(`RandomGamma` has no GPU kernel, as in TF). `Bernoulli` gives Int32 zeros and ones;
+`Poisson` whole numbers of its dtype (`RandomPoissonV2`, CPU only, no gradient). `seed`
 is TF's op-level seed (see [`set_random_seed`](@ref)).
 """
 Base.rand(d::ADCMEDistribution; seed=nothing) = sample_dist(d, Int[], seed)
@@ -219,6 +234,7 @@ end
 halflog2π(T) = T(0.5 * log(2π))
 
 include("distributions_defs.jl")
+include("distributions_more.jl")
 
 # ---------------------------------------------------------------- ADCME's samplers
 
@@ -275,7 +291,10 @@ end
 for (D, f) in ((:Exponential, :exponential), (:Cauchy, :cauchy), (:Gumbel, :gumbel),
                (:HalfNormal, :halfnormal), (:HalfCauchy, :halfcauchy), (:Kumaraswamy, :kumaraswamy),
                (:Pareto, :pareto), (:Bernoulli, :bernoulli), (:Gamma, :gamma), (:Beta, :beta),
-               (:Chi2, :chi2), (:Chi, :chi), (:InverseGamma, :inversegamma), (:StudentT, :studentt))
+               (:Chi2, :chi2), (:Chi, :chi), (:InverseGamma, :inversegamma), (:StudentT, :studentt),
+               (:TruncatedNormal, :truncatednormal), (:InverseGaussian, :inversegaussian),
+               (:SinhArcsinh, :sinharcsinh), (:Horseshoe, :horseshoe), (:Poisson, :poisson),
+               (:VonMises, :vonmises))
     doc = """
         $f(shape...; dtype=Float64, seed=nothing, params...)
 

@@ -194,3 +194,140 @@ end
     @test eltype(bs) == Float32 && all(v -> v == 0 || v == 1, bs)
     @test all(0 .< run(s, beta(50; concentration1=2.0, concentration0=3.0)) .< 1)
 end
+
+@testset "TruncatedNormal, InverseGaussian, SinhArcsinh, Horseshoe, Poisson" begin
+    reset_default_graph()
+    set_random_seed(5)
+    s = Session()
+    lp(d, x) = run(s, logpdf(d, x))
+    n = 40_000
+    draw(d) = run(s, rand(d, n))
+    φ(z) = exp(-z^2 / 2) / sqrt(2π)
+    # Φ(1) - Φ(-1) and 1 - Φ(3), the tabulated normal masses
+    m1, t3 = 0.6826894921370859, 0.0013498980316300946
+    @test lp(Oxiflow.TruncatedNormal(0.0, 1.0, -1.0, 1.0), [0.0, 0.5, 1.5]) ≈ [log(φ(0.0) / m1), log(φ(0.5) / m1), -Inf]
+    @test lp(Oxiflow.TruncatedNormal(0.0, 1.0, 3.0, 40.0), [3.5]) ≈ [log(φ(3.5) / t3)] rtol = 1e-12
+    @test lp(Oxiflow.InverseGaussian(1.5, 2.0), [0.7, -1.0]) ≈ [0.5 * log(2.0 / (2π * 0.7^3)) - 2.0 * (0.7 - 1.5)^2 / (2 * 1.5^2 * 0.7), -Inf]
+    # SinhArcsinh with no skew and tail weight 1 is the normal
+    xs = [-1.3, 0.2, 2.5]
+    @test lp(Oxiflow.SinhArcsinh(0.5, 2.0), xs) ≈ lp(Oxiflow.Normal(0.5, 2.0), xs) rtol = 1e-12
+    @test lp(Oxiflow.Poisson(3.0), [0.0, 2.0, 2.5, -1.0]) ≈ [-3.0, 2 * log(3.0) - 3.0 - log(2), 2.5 * log(3.0) - 3.0 - log(15 * sqrt(π) / 8), -Inf]
+    @test lp(Oxiflow.Poisson(log_rate=log(3.0)), [2.0]) ≈ lp(Oxiflow.Poisson(rate=3.0), [2.0])
+    @test lp(Oxiflow.Poisson(0.0), [0.0, 1.0]) == [0.0, -Inf]
+    # every density integrates to 1 (the trapezoidal rule)
+    for (d, lo, hi) in ((Oxiflow.TruncatedNormal(0.5, 2.0, -1.0, 3.0), -1.0, 3.0),
+                        (Oxiflow.InverseGaussian(1.5, 2.0), 0.0, 80.0),
+                        (Oxiflow.SinhArcsinh(0.5, 2.0, 0.7, 1.6), -400.0, 400.0),
+                        (Oxiflow.SinhArcsinh(-1.0, 0.5, -0.4, 0.6), -40.0, 40.0))
+        grid = collect(range(lo, hi; length=400_001))[2:end-1]
+        @test sum(exp.(lp(d, grid))) * (grid[2] - grid[1]) ≈ 1 rtol = 2e-3
+    end
+    # Horseshoe: TF Probability's approximation against the exact marginal, a quadrature over
+    # the half-Cauchy local scale λ of N(x; 0, (σλ)²)
+    hs(x, σ) = (t = range(0, π / 2; length=200_001)[2:end-1]; λ = tan.(t);
+                sum(@. exp(-x^2 / (2 * σ^2 * λ^2)) / (sqrt(2π) * σ * λ) * 2 / π) * step(t))
+    for x in (0.3, 1.0, 4.0)
+        @test exp(lp(Oxiflow.Horseshoe(1.5), [x])[1]) ≈ hs(x, 1.5) rtol = 1e-2
+    end
+    # samples: moments, bounds and the quantile SinhArcsinh's scale is chosen to keep
+    tn = draw(Oxiflow.TruncatedNormal(0.0, 1.0, -1.0, 1.0))
+    @test all(abs.(tn) .<= 1) && abs(mean(tn)) < 5 * sqrt(0.3 / n)
+    @test var(tn) ≈ 1 - 2 * φ(1.0) / m1 rtol = 0.03
+    tail = draw(Oxiflow.TruncatedNormal(0.0, 1.0, 3.0, 40.0))
+    λ3 = φ(3.0) / t3
+    @test all(tail .>= 3) && abs(mean(tail) - λ3) < 5 * sqrt((1 + 3λ3 - λ3^2) / n)
+    # far tails: draws inside the bounds, and a finite reparameterized gradient in loc
+    μt = Variable(0.0)
+    for (lo, hi) in ((10.0, 12.0), (-12.0, -10.0))
+        xt = rand(Oxiflow.TruncatedNormal(μt, 1.0, lo, hi), 50)
+        init(s)
+        xv, gv = run(s, [xt, gradients(sum(xt), μt)])
+        @test all(lo .<= xv .<= hi) && isfinite(gv)
+    end
+    ig = draw(Oxiflow.InverseGaussian(1.5, 2.0))
+    @test all(ig .> 0) && abs(mean(ig) - 1.5) < 5 * sqrt(1.5^3 / 2.0 / n)
+    @test var(ig) ≈ 1.5^3 / 2.0 rtol = 0.1
+    sa = draw(Oxiflow.SinhArcsinh(0.5, 2.0, 0.0, 1.7))
+    @test abs(mean(sa .- 0.5 .<= 4.0) - 0.9772498680518208) < 5 * sqrt(0.023 / n)
+    @test abs(median(draw(Oxiflow.SinhArcsinh(0.5, 2.0, 0.6, 1.7))) - (0.5 + 2 * 2 / sinh(asinh(2) * 1.7) * sinh(0.6 * 1.7))) < 0.05
+    h1 = run(s, rand(Oxiflow.Horseshoe(1.0), 1000; seed=9)); h2 = run(s, rand(Oxiflow.Horseshoe(2.5), 1000; seed=9))
+    @test h2 ≈ 2.5 .* h1 && abs(median(h1)) < 0.15
+    po = draw(Oxiflow.Poisson(3.5))
+    @test all(po .== round.(po)) && abs(mean(po) - 3.5) < 5 * sqrt(3.5 / n)
+    @test var(po) ≈ 3.5 rtol = 0.05
+    @test run(s, rand(Oxiflow.Poisson([0.0, 250.0]), 2))[:, 1] == [0.0, 0.0]
+    # gradients of the log densities in x and in the parameters
+    for (mk, θ0, x0) in (((θ) -> Oxiflow.TruncatedNormal(θ[1], θ[2], θ[3], θ[4]), [0.3, 1.7, -1.0, 2.0], [0.9, -0.4]),
+                         ((θ) -> Oxiflow.TruncatedNormal(θ[1], θ[2], θ[3], θ[4]), [0.3, 0.7, 1.5, 4.0], [1.9, 2.4]),
+                         ((θ) -> Oxiflow.InverseGaussian(θ[1], θ[2]), [1.5, 2.0], [0.7, 2.2]),
+                         ((θ) -> Oxiflow.SinhArcsinh(θ[1], θ[2], θ[3], θ[4]), [0.3, 1.7, 0.4, 1.3], [0.9, -2.4]),
+                         ((θ) -> Oxiflow.Horseshoe(θ[1]), [1.3], [0.9, -2.4]),
+                         ((θ) -> Oxiflow.Poisson(θ[1]), [2.5], [0.5, 3.0]))
+        θ = Variable(θ0); x = Variable(x0)
+        obj = sum(logpdf(mk(θ), x))
+        init(s)
+        gθ, gx = run(s, gradients(obj, [θ, x]))
+        val(t, y) = run(s, sum(logpdf(mk(constant(t)), constant(y))))
+        @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
+        @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+    end
+    # ADCME's lowercase samplers
+    @test all(abs.(run(s, truncatednormal(5, 3; loc=0.0, scale=1.0, low=-0.5, high=0.5))) .<= 0.5)
+    @test size(run(s, inversegaussian(4; loc=1.0, concentration=1.0))) == (4,)
+    @test size(run(s, sinharcsinh(2, 2; skewness=1.0, tailweight=1.0, loc=0.0, scale=1.0))) == (2, 2)
+    @test size(run(s, horseshoe(3; scale=1.0))) == (3,)
+    @test eltype(run(s, poisson(3; rate=1.0, dtype=Int64))) == Int64
+    @test_throws OxiflowError Oxiflow.Poisson(rate=1.0, log_rate=0.0)
+    @test_throws OxiflowError Oxiflow.TruncatedNormal(0.0, 1.0, -1.0)
+    e = try; run(s, rand(Oxiflow.Poisson(-1.0), 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("RandomPoissonV2", e.msg) && occursin("-1", e.msg)
+end
+
+@testset "VonMises and the scaled Bessel functions" begin
+    reset_default_graph()
+    set_random_seed(7)
+    s = Session()
+    # I₀(κ) = (1/π) ∫₀^π e^{κ cos t} dt (the midpoint rule is spectrally accurate here)
+    besseli0(κ) = (m = 20_000; sum(exp(κ * cos((k - 0.5) * π / m)) for k in 1:m) / m)
+    for κ in (0.3, 2.0, 12.0)
+        @test run(s, tf.math.bessel_i0e(κ)) ≈ exp(-κ) * besseli0(κ) rtol = 1e-12
+    end
+    # I₁ = I₀': a finite difference of the quadrature
+    @test run(s, tf.math.bessel_i1e(2.0)) ≈ exp(-2.0) * (besseli0(2.0 + 1e-5) - besseli0(2.0 - 1e-5)) / 2e-5 rtol = 1e-8
+    xs = [-2.0, 0.3, 1.0, 3.1]
+    d = Oxiflow.VonMises(0.5, 2.0)
+    @test run(s, logpdf(d, xs)) ≈ @. 2.0 * cos(xs - 0.5) - log(2π * besseli0(2.0))
+    # the density integrates to 1 over one period, and is periodic
+    grid = collect(range(-π, π; length=20_001))[1:end-1]
+    @test sum(exp.(run(s, logpdf(d, grid)))) * (2π / 20_000) ≈ 1 rtol = 1e-10
+    @test run(s, logpdf(d, [0.7 + 2π]))[1] ≈ run(s, logpdf(d, [0.7]))[1] rtol = 1e-12
+    # draws: in [-π, π), E[cos(x - μ)] = I₁(κ)/I₀(κ), and a KS test against the CDF
+    n = 40_000
+    for (μ, κ) in ((0.5, 2.0), (3.0, 0.4), (-2.0, 30.0), (1.0, 0.0))
+        x = run(s, rand(Oxiflow.VonMises(μ, κ), n))
+        @test all(-π .<= x .< π)
+        A = κ == 0 ? 0.0 : run(s, tf.math.bessel_i1e(κ) / tf.math.bessel_i0e(κ))
+        @test abs(mean(cos.(x .- μ)) - A) < 5 * sqrt(0.5 / n)
+        pdf = exp.(run(s, logpdf(Oxiflow.VonMises(μ, κ), grid)))
+        cdf = cumsum(pdf) .* (2π / 20_000)
+        @test ks(x, t -> cdf[clamp(round(Int, (t + π) / (2π) * 20_000), 1, 20_000)]) < KS_CRIT / sqrt(n) + 1e-3
+    end
+    # the gradient reaches loc, not the concentration (an error)
+    μ, κ = Variable(0.5), Variable(2.0)
+    x = rand(Oxiflow.VonMises(μ, 2.0), 10)
+    init(s)
+    @test run(s, gradients(sum(x), μ)) ≈ 10
+    @test_throws OxiflowError gradients(sum(rand(Oxiflow.VonMises(0.0, κ), 3)), κ)
+    # logpdf gradients against finite differences
+    θ0 = [0.5, 2.0]; x0 = [0.9, -2.4]
+    θ = Variable(θ0); xv = Variable(x0)
+    obj = sum(logpdf(Oxiflow.VonMises(θ[1], θ[2]), xv))
+    init(s)
+    gθ, gx = run(s, gradients(obj, [θ, xv]))
+    val(t, y) = run(s, sum(logpdf(Oxiflow.VonMises(t[1], t[2]), constant(y))))
+    @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
+    @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+    @test size(run(s, vonmises(3, 2; loc=1.0, concentration=1.0))) == (3, 2)
+    e = try; run(s, rand(Oxiflow.VonMises(0.0, -1.0), 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("_RandomVonMises", e.msg)
+end

@@ -1,6 +1,8 @@
 //! Random tensors: `RandomStandardNormal` and `RandomUniform` (TF's `tf.random.normal` /
-//! `tf.random.uniform` primitives, `gen_random_ops`), and `RandomGamma` (TF's
-//! `tf.random.gamma` primitive; described at its kernel).
+//! `tf.random.uniform` primitives, `gen_random_ops`), and `RandomGamma` and `RandomPoissonV2`
+//! (TF's `tf.random.gamma` and `tf.random.poisson` primitives), and `_RandomVonMises` (TF
+//! Probability samples the von Mises distribution with a loop of graph ops; here it is a
+//! kernel); each is described at its kernel.
 //!
 //! Both take no inputs; attrs `shape` (static), `dtype` (`Float32`/`Float64`, default
 //! `Float64`), and TF's `seed`/`seed2` ints (default 0). They are stateful: each session
@@ -15,7 +17,7 @@ use super::*;
 use rand::distr::{Distribution, StandardUniform};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Gamma, StandardNormal};
+use rand_distr::{Gamma, Poisson, StandardNormal};
 
 fn out_dtype(attrs: &Attrs, op: &str) -> Result<DType> {
     match attrs.get("dtype") {
@@ -98,7 +100,6 @@ fn kernel_uniform(ctx: &KernelCtx) -> Result<Outputs> {
 /// gradient here, so a gradient asked through it is an error; TF has no GPU kernel either,
 /// but defines `_RandomGammaGrad` (the implicit reparameterization gradient in `α`).
 fn kernel_gamma(ctx: &KernelCtx) -> Result<Outputs> {
-    let t = &ctx.node.outputs[0];
     let alpha = ctx.inputs[0].to_f64_vec();
     let dists = alpha
         .iter()
@@ -110,6 +111,118 @@ fn kernel_gamma(ctx: &KernelCtx) -> Result<Outputs> {
             }
         })
         .collect::<Result<Vec<_>>>()?;
+    draw_each(ctx, &dists)
+}
+
+/// One rate's draws: `Poisson(λ)`, or zeros for `λ = 0` (which `rand_distr` refuses).
+enum PoissonDraw {
+    Zero,
+    Rate(Poisson<f64>),
+}
+
+impl Distribution<f64> for PoissonDraw {
+    fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match self {
+            PoissonDraw::Zero => 0.0,
+            PoissonDraw::Rate(p) => p.sample(rng),
+        }
+    }
+}
+
+/// `RandomPoissonV2(rate)`: draws of Poisson(λ) (`P(k) = λ^k e^(-λ) / k!`) of shape
+/// `shape ++ rate.shape`, one distribution per element of `rate`, as whole numbers in the
+/// rate's float dtype (TF's op lets attr `dtype` choose; TF Probability's `Poisson` samples
+/// in the rate's dtype, which is what this serves). Shape, seeds and layout as
+/// `RandomGamma`. Draws by `rand_distr::Poisson` (inversion for small λ, Hörmann's
+/// transformed rejection otherwise); `λ = 0` gives zeros. A negative, infinite or NaN
+/// rate is an `InvalidArgument` error naming the op and the value. CPU only; no gradient
+/// (the draws are integers).
+fn kernel_poisson(ctx: &KernelCtx) -> Result<Outputs> {
+    let rate = ctx.inputs[0].to_f64_vec();
+    let dists = rate
+        .iter()
+        .map(|&l| {
+            if l == 0.0 {
+                Ok(PoissonDraw::Zero)
+            } else if l > 0.0 && l.is_finite() {
+                Poisson::new(l).map(PoissonDraw::Rate).map_err(|e| ctx.error(format!("rate {l}: {e}")))
+            } else {
+                Err(ctx.error(format!("rate must be non-negative and finite, got {l}")))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    draw_each(ctx, &dists)
+}
+
+/// One concentration's von Mises draws, centred on 0, by Best & Fisher's rejection sampler
+/// ("Efficient simulation of the von Mises distribution", Applied Statistics 28, 1979), with
+/// `r = (1 + ρ²) / (2ρ)`, `ρ = (τ - √(2τ)) / (2κ)`, `τ = 1 + √(1 + 4κ²)`. Below `κ = 1e-6`
+/// the distribution is uniform on `(-π, π)` to within `1e-6`, and the sampler's `ρ` would lose
+/// its digits, so the draw is uniform; `κ = ∞` gives 0.
+enum VonMisesDraw {
+    Uniform,
+    Point,
+    Rejection { kappa: f64, r: f64 },
+}
+
+impl VonMisesDraw {
+    fn new(kappa: f64) -> Option<VonMisesDraw> {
+        if kappa.is_nan() || kappa < 0.0 {
+            return None;
+        }
+        Some(if kappa < 1e-6 {
+            VonMisesDraw::Uniform
+        } else if kappa.is_infinite() {
+            VonMisesDraw::Point
+        } else {
+            let tau = 1.0 + (1.0 + 4.0 * kappa * kappa).sqrt();
+            let rho = (tau - (2.0 * tau).sqrt()) / (2.0 * kappa);
+            VonMisesDraw::Rejection { kappa, r: (1.0 + rho * rho) / (2.0 * rho) }
+        })
+    }
+}
+
+impl Distribution<f64> for VonMisesDraw {
+    fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        use std::f64::consts::PI;
+        let mut u = || -> f64 { Distribution::<f64>::sample(&StandardUniform, rng) };
+        match *self {
+            VonMisesDraw::Uniform => PI * (2.0 * u() - 1.0),
+            VonMisesDraw::Point => 0.0,
+            VonMisesDraw::Rejection { kappa, r } => loop {
+                let z = (PI * u()).cos();
+                let f = (1.0 + r * z) / (r + z);
+                let c = kappa * (r - f);
+                let u2 = u();
+                if c * (2.0 - c) > u2 || (u2 > 0.0 && (c / u2).ln() + 1.0 - c >= 0.0) {
+                    let theta = f.clamp(-1.0, 1.0).acos();
+                    return if u() < 0.5 { -theta } else { theta };
+                }
+            },
+        }
+    }
+}
+
+/// `_RandomVonMises(concentration)`: draws of the von Mises distribution with location 0
+/// (density `e^{κ cos x} / (2π I₀(κ))` on `(-π, π]`), of shape `shape ++
+/// concentration.shape`, one distribution per element of `concentration`, in its float dtype;
+/// shape, seeds and layout as `RandomGamma`. A negative or NaN concentration is an
+/// `InvalidArgument` error naming the op and the value. CPU only; no gradient (TF
+/// Probability's implicit reparameterization gradient in `κ` is not implemented: asking for
+/// it is an error, as for `RandomGamma`).
+fn kernel_von_mises(ctx: &KernelCtx) -> Result<Outputs> {
+    let kappa = ctx.inputs[0].to_f64_vec();
+    let dists = kappa
+        .iter()
+        .map(|&k| VonMisesDraw::new(k).ok_or_else(|| ctx.error(format!("concentration must be non-negative, got {k}"))))
+        .collect::<Result<Vec<_>>>()?;
+    draw_each(ctx, &dists)
+}
+
+/// The output of `RandomGamma`, `RandomPoissonV2` or `_RandomVonMises`: for each index of `shape`, one draw of
+/// each distribution in `dists` (the parameter tensor's elements, in order).
+fn draw_each<D: Distribution<f64>>(ctx: &KernelCtx, dists: &[D]) -> Result<Outputs> {
+    let t = &ctx.node.outputs[0];
     let dims = t.shape.dims().to_vec();
     let n: usize = dims.iter().product();
     let mut rng = next_rng(ctx)?;
@@ -168,6 +281,28 @@ pub(crate) fn register(r: &mut Registry) {
             launch: GpuLaunch::None,
             grad: Gradient::Undefined,
             ..random("RandomGamma", kernel_gamma)
+        }
+        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
+    );
+    r.add(
+        OpDef {
+            arity: Arity::Fixed(1),
+            infer: infer_gamma,
+            gpu: GpuSupport::None,
+            launch: GpuLaunch::None,
+            grad: Gradient::Undefined,
+            ..random("RandomPoissonV2", kernel_poisson)
+        }
+        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
+    );
+    r.add(
+        OpDef {
+            arity: Arity::Fixed(1),
+            infer: infer_gamma,
+            gpu: GpuSupport::None,
+            launch: GpuLaunch::None,
+            grad: Gradient::Undefined,
+            ..random("_RandomVonMises", kernel_von_mises)
         }
         .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
     );
