@@ -55,11 +55,11 @@ pub fn dtw(s: &[f64], t: &[f64]) -> Option<(f64, Vec<(usize, usize)>)> {
     // d[(i + 1) * w + (j + 1)] = D[i][j]; row 0 and column 0 are the boundary
     let mut d = vec![f64::INFINITY; (n + 1) * w];
     d[0] = 0.0;
-    for i in 0..n {
+    for (i, &si) in s.iter().enumerate() {
         let (prev, cur) = d[i * w..(i + 2) * w].split_at_mut(w);
-        for j in 0..m {
+        for (j, &tj) in t.iter().enumerate() {
             let best = prev[j].min(prev[j + 1]).min(cur[j]);
-            cur[j + 1] = (s[i] - t[j]).abs() + best;
+            cur[j + 1] = (si - tj).abs() + best;
         }
     }
     let mut path = Vec::with_capacity(n + m);
