@@ -13,6 +13,17 @@ function ks(xs, cdf)
 end
 const KS_CRIT = 1.95          # times 1/sqrt(n): the test's 0.1 % critical value
 
+# The gradients of sum(logpdf(mk(θ), x)) in θ and x at (θ0, x0) against central differences.
+function check_logpdf_grads(s, mk, θ0, x0)
+    θ = Variable(θ0); x = Variable(x0)
+    obj = sum(logpdf(mk(θ), x))
+    init(s)
+    gθ, gx = run(s, gradients(obj, [θ, x]))
+    val(t, y) = run(s, sum(logpdf(mk(constant(t)), constant(y))))
+    @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
+    @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+end
+
 @testset "distributions: closed-form log densities, normalization, gradients" begin
     reset_default_graph()
     s = Session()
@@ -70,13 +81,7 @@ const KS_CRIT = 1.95          # times 1/sqrt(n): the test's 0.1 % critical value
                          ((θ) -> Oxiflow.Gamma(θ[1], θ[2]), [2.5, 1.3], [0.9, 2.4]),
                          ((θ) -> Oxiflow.Beta(θ[1], θ[2]), [2.5, 1.3], [0.2, 0.7]),
                          ((θ) -> Oxiflow.MultivariateNormalFullCovariance(θ[1:2], θ[3] .* [1.0 0.0; 0.0 0.0] .+ θ[4] .* [0.0 0.0; 0.0 1.0] .+ [0.0 0.2; 0.2 0.0]), [0.3, -0.2, 1.5, 0.8], [0.9, -0.4]))
-        θ = Variable(θ0); x = Variable(x0)
-        obj = sum(logpdf(mk(θ), x))
-        init(s)
-        gθ, gx = run(s, gradients(obj, [θ, x]))
-        val(t, y) = run(s, sum(logpdf(mk(constant(t)), constant(y))))
-        @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
-        @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+        check_logpdf_grads(s, mk, θ0, x0)
     end
     # Float32 parameters keep Float32
     d32 = Oxiflow.Normal(constant(0.0f0), 1.0f0)
@@ -263,13 +268,7 @@ end
                          ((θ) -> Oxiflow.SinhArcsinh(θ[1], θ[2], θ[3], θ[4]), [0.3, 1.7, 0.4, 1.3], [0.9, -2.4]),
                          ((θ) -> Oxiflow.Horseshoe(θ[1]), [1.3], [0.9, -2.4]),
                          ((θ) -> Oxiflow.Poisson(θ[1]), [2.5], [0.5, 3.0]))
-        θ = Variable(θ0); x = Variable(x0)
-        obj = sum(logpdf(mk(θ), x))
-        init(s)
-        gθ, gx = run(s, gradients(obj, [θ, x]))
-        val(t, y) = run(s, sum(logpdf(mk(constant(t)), constant(y))))
-        @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
-        @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+        check_logpdf_grads(s, mk, θ0, x0)
     end
     # ADCME's lowercase samplers
     @test all(abs.(run(s, truncatednormal(5, 3; loc=0.0, scale=1.0, low=-0.5, high=0.5))) .<= 0.5)
@@ -319,14 +318,7 @@ end
     @test run(s, gradients(sum(x), μ)) ≈ 10
     @test_throws OxiflowError gradients(sum(rand(Oxiflow.VonMises(0.0, κ), 3)), κ)
     # logpdf gradients against finite differences
-    θ0 = [0.5, 2.0]; x0 = [0.9, -2.4]
-    θ = Variable(θ0); xv = Variable(x0)
-    obj = sum(logpdf(Oxiflow.VonMises(θ[1], θ[2]), xv))
-    init(s)
-    gθ, gx = run(s, gradients(obj, [θ, xv]))
-    val(t, y) = run(s, sum(logpdf(Oxiflow.VonMises(t[1], t[2]), constant(y))))
-    @test gθ ≈ fd_grad(t -> val(t, x0), θ0) rtol = 1e-6
-    @test gx ≈ fd_grad(y -> val(θ0, y), x0) rtol = 1e-6
+    check_logpdf_grads(s, θ -> Oxiflow.VonMises(θ[1], θ[2]), [0.5, 2.0], [0.9, -2.4])
     @test size(run(s, vonmises(3, 2; loc=1.0, concentration=1.0))) == (3, 2)
     e = try; run(s, rand(Oxiflow.VonMises(0.0, -1.0), 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("_RandomVonMises", e.msg)

@@ -273,37 +273,12 @@ pub(crate) fn register(r: &mut Registry) {
     const ATTRS: &[AttrDef] = attrs!["shape" => Shape, "dtype" => Type, "seed" => Int, "seed2" => Int];
     r.add(random("RandomStandardNormal", kernel_normal).with_attrs(ATTRS));
     r.add(random("RandomUniform", kernel_uniform).with_attrs(ATTRS));
-    r.add(
-        OpDef {
-            arity: Arity::Fixed(1),
-            infer: infer_gamma,
-            gpu: GpuSupport::None,
-            launch: GpuLaunch::None,
-            grad: Gradient::Undefined,
-            ..random("RandomGamma", kernel_gamma)
-        }
-        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
-    );
-    r.add(
-        OpDef {
-            arity: Arity::Fixed(1),
-            infer: infer_gamma,
-            gpu: GpuSupport::None,
-            launch: GpuLaunch::None,
-            grad: Gradient::Undefined,
-            ..random("RandomPoissonV2", kernel_poisson)
-        }
-        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
-    );
-    r.add(
-        OpDef {
-            arity: Arity::Fixed(1),
-            infer: infer_gamma,
-            gpu: GpuSupport::None,
-            launch: GpuLaunch::None,
-            grad: Gradient::Undefined,
-            ..random("_RandomVonMises", kernel_von_mises)
-        }
-        .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int]),
-    );
+    // one distribution per element of the parameter tensor: CPU only, no gradient
+    let per_element = |name, kernel| {
+        OpDef { arity: Arity::Fixed(1), infer: infer_gamma, gpu: GpuSupport::None, launch: GpuLaunch::None, grad: Gradient::Undefined, ..random(name, kernel) }
+            .with_attrs(attrs!["shape" => Shape, "seed" => Int, "seed2" => Int])
+    };
+    r.add(per_element("RandomGamma", kernel_gamma));
+    r.add(per_element("RandomPoissonV2", kernel_poisson));
+    r.add(per_element("_RandomVonMises", kernel_von_mises));
 }
