@@ -100,18 +100,13 @@ fn kernel_uniform(ctx: &KernelCtx) -> Result<Outputs> {
 /// gradient here, so a gradient asked through it is an error; TF has no GPU kernel either,
 /// but defines `_RandomGammaGrad` (the implicit reparameterization gradient in `α`).
 fn kernel_gamma(ctx: &KernelCtx) -> Result<Outputs> {
-    let alpha = ctx.inputs[0].to_f64_vec();
-    let dists = alpha
-        .iter()
-        .map(|&a| {
-            if a > 0.0 && a.is_finite() {
-                Gamma::new(a, 1.0).map_err(|e| ctx.error(format!("alpha {a}: {e}")))
-            } else {
-                Err(ctx.error(format!("alpha must be positive and finite, got {a}")))
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
-    draw_each(ctx, &dists)
+    draw_each(ctx, |a| {
+        if a > 0.0 && a.is_finite() {
+            Gamma::new(a, 1.0).map_err(|e| ctx.error(format!("alpha {a}: {e}")))
+        } else {
+            Err(ctx.error(format!("alpha must be positive and finite, got {a}")))
+        }
+    })
 }
 
 /// One rate's draws: `Poisson(λ)`, or zeros for `λ = 0` (which `rand_distr` refuses).
@@ -138,20 +133,15 @@ impl Distribution<f64> for PoissonDraw {
 /// rate is an `InvalidArgument` error naming the op and the value. CPU only; no gradient
 /// (the draws are integers).
 fn kernel_poisson(ctx: &KernelCtx) -> Result<Outputs> {
-    let rate = ctx.inputs[0].to_f64_vec();
-    let dists = rate
-        .iter()
-        .map(|&l| {
-            if l == 0.0 {
-                Ok(PoissonDraw::Zero)
-            } else if l > 0.0 && l.is_finite() {
-                Poisson::new(l).map(PoissonDraw::Rate).map_err(|e| ctx.error(format!("rate {l}: {e}")))
-            } else {
-                Err(ctx.error(format!("rate must be non-negative and finite, got {l}")))
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
-    draw_each(ctx, &dists)
+    draw_each(ctx, |l| {
+        if l == 0.0 {
+            Ok(PoissonDraw::Zero)
+        } else if l > 0.0 && l.is_finite() {
+            Poisson::new(l).map(PoissonDraw::Rate).map_err(|e| ctx.error(format!("rate {l}: {e}")))
+        } else {
+            Err(ctx.error(format!("rate must be non-negative and finite, got {l}")))
+        }
+    })
 }
 
 /// One concentration's von Mises draws, centred on 0, by Best & Fisher's rejection sampler
@@ -211,17 +201,14 @@ impl Distribution<f64> for VonMisesDraw {
 /// Probability's implicit reparameterization gradient in `κ` is not implemented: asking for
 /// it is an error, as for `RandomGamma`).
 fn kernel_von_mises(ctx: &KernelCtx) -> Result<Outputs> {
-    let kappa = ctx.inputs[0].to_f64_vec();
-    let dists = kappa
-        .iter()
-        .map(|&k| VonMisesDraw::new(k).ok_or_else(|| ctx.error(format!("concentration must be non-negative, got {k}"))))
-        .collect::<Result<Vec<_>>>()?;
-    draw_each(ctx, &dists)
+    draw_each(ctx, |k| VonMisesDraw::new(k).ok_or_else(|| ctx.error(format!("concentration must be non-negative, got {k}"))))
 }
 
-/// The output of `RandomGamma`, `RandomPoissonV2` or `_RandomVonMises`: for each index of `shape`, one draw of
-/// each distribution in `dists` (the parameter tensor's elements, in order).
-fn draw_each<D: Distribution<f64>>(ctx: &KernelCtx, dists: &[D]) -> Result<Outputs> {
+/// The output of `RandomGamma`, `RandomPoissonV2` or `_RandomVonMises`: `make` turns each
+/// element of input 0 (the parameter tensor, in order) into its distribution, or the error
+/// naming a bad value; then, for each index of `shape`, one draw of each distribution.
+fn draw_each<D: Distribution<f64>>(ctx: &KernelCtx, make: impl Fn(f64) -> Result<D>) -> Result<Outputs> {
+    let dists = ctx.inputs[0].to_f64_vec().into_iter().map(make).collect::<Result<Vec<_>>>()?;
     let t = &ctx.node.outputs[0];
     let dims = t.shape.dims().to_vec();
     let n: usize = dims.iter().product();
