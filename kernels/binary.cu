@@ -3,7 +3,8 @@
 // Header-free (NVRTC built-ins only). Entry points (launch::entry_name):
 //
 //   {add,sub,mul,real_div,pow,maximum,minimum,floor_div,floor_mod}_{f32,f64}(const T* a, const T* b, T* out, Bcast m)
-//   {equal,greater,greater_equal,less,less_equal}_{f32,f64}(const T* a, const T* b, bool* out, Bcast m)
+//   {add,sub,mul,maximum,minimum}_i64(const i64* a, const i64* b, i64* out, Bcast m)
+//   {equal,greater,greater_equal,less,less_equal}_{f32,f64,i64}(const T* a, const T* b, bool* out, Bcast m)
 //   select_v2_{f32,f64,bool}(const bool* c, const T* x, const T* y, T* out, Bcast m)
 //   broadcast_to_{f32,f64,i32,i64,bool}(const T* x, T* out, Bcast m)
 //   add_n_{f32,f64}(Ptrs8 in, int count, T* out, long long n)
@@ -55,9 +56,20 @@ __device__ __forceinline__ void offsets(const Bcast& m, i64 i, i64* off) {
 
 // ------------------------------------------------------------------ functors
 
-struct Add     { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
-struct Sub     { template <typename T> __device__ T operator()(T a, T b) const { return a - b; } };
-struct Mul     { template <typename T> __device__ T operator()(T a, T b) const { return a * b; } };
+// The i64 overloads compute in u64: wrapping on overflow is defined there (signed overflow
+// is not in C++), and it is what the CPU kernels do.
+struct Add {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+    __device__ i64 operator()(i64 a, i64 b) const { return (i64)((u64)a + (u64)b); }
+};
+struct Sub {
+    template <typename T> __device__ T operator()(T a, T b) const { return a - b; }
+    __device__ i64 operator()(i64 a, i64 b) const { return (i64)((u64)a - (u64)b); }
+};
+struct Mul {
+    template <typename T> __device__ T operator()(T a, T b) const { return a * b; }
+    __device__ i64 operator()(i64 a, i64 b) const { return (i64)((u64)a * (u64)b); }
+};
 struct RealDiv { template <typename T> __device__ T operator()(T a, T b) const { return a / b; } };
 __device__ __forceinline__ float  m_pow(float a, float b)   { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
@@ -131,12 +143,22 @@ __device__ __forceinline__ void binary(const T* a, const T* b, O* out, const Bca
         binary<double, double, F>(a, b, out, m);                                                         \
     }
 
+// Int64 entries of the ops TF registers an int64 GPU kernel for (Add, Sub, Mul, Maximum,
+// Minimum and the comparisons).
+#define BINARY_I64(name, F)                                                                              \
+    extern "C" __global__ void name##_i64(const i64* a, const i64* b, i64* out, Bcast m) {               \
+        binary<i64, i64, F>(a, b, out, m);                                                               \
+    }
+
 #define COMPARE(name, F)                                                                                 \
     extern "C" __global__ void name##_f32(const float* a, const float* b, bool* out, Bcast m) {          \
         binary<float, bool, F>(a, b, out, m);                                                            \
     }                                                                                                    \
     extern "C" __global__ void name##_f64(const double* a, const double* b, bool* out, Bcast m) {        \
         binary<double, bool, F>(a, b, out, m);                                                           \
+    }                                                                                                    \
+    extern "C" __global__ void name##_i64(const i64* a, const i64* b, bool* out, Bcast m) {              \
+        binary<i64, bool, F>(a, b, out, m);                                                              \
     }
 
 BINARY(add, Add)
@@ -146,6 +168,11 @@ BINARY(real_div, RealDiv)
 BINARY(pow, Pow)
 BINARY(maximum, Maximum)
 BINARY(minimum, Minimum)
+BINARY_I64(add, Add)
+BINARY_I64(sub, Sub)
+BINARY_I64(mul, Mul)
+BINARY_I64(maximum, Maximum)
+BINARY_I64(minimum, Minimum)
 BINARY(floor_div, FloorDiv)
 BINARY(floor_mod, FloorMod)
 BINARY(tanh_grad, TanhGrad)

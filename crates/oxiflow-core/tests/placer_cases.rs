@@ -185,6 +185,21 @@ fn kernel_availability() {
     );
     check("int Add on GPU, soft", int_add("/gpu:0"), G1S, &[("add", On("CPU:0"))]);
     check("int Add on CPU", int_add("/cpu:0"), G1, &[("add", On("CPU:0"))]);
+    // Int64 arithmetic has GPU kernels (TF registers int64 GPU kernels of Add, Sub, Mul,
+    // Maximum, Minimum and the comparisons): pinned to the GPU it stays there
+    let int64_ops = || {
+        let mut b = B::new();
+        for name in ["i", "j"] {
+            let o = b.g.op_spec(NodeSpec::new("Const", &[]).attr("value", Tensor::scalar(2i64)).attr("dtype", DType::Int64).name(name)).unwrap();
+            b.by.insert(name, o);
+        }
+        b.dev("/gpu:0");
+        b.op("add", "Add", &["i", "j"]);
+        b.op("max", "Maximum", &["add", "j"]);
+        b.op("lt", "Less", &["max", "i"]);
+        b
+    };
+    check("Int64 Add, Maximum, Less on GPU", int64_ops(), G1, &[("add", On("GPU:0")), ("max", On("GPU:0")), ("lt", On("GPU:0"))]);
 
     let mut b = B::new();
     b.c32i("i", 2);

@@ -26,9 +26,9 @@
 mod harness;
 
 use harness::{compare, first_unwritten, float_tensor, gpu, missing_pairs, record_case, run_cpu, run_gpu, values, Gpu, Rng, State};
-use oxiflow_core::ops::{AttrValue, GpuLaunch, StateAccess};
+use oxiflow_core::ops::{lookup, AttrValue, GpuLaunch, StateAccess};
 use oxiflow_core::{DType, Graph, Layout, NodeId, NodeSpec, Output, Tensor};
-use oxiflow_cuda::kernels::ops_launched_as;
+use oxiflow_cuda::kernels::{entry_dtypes, ops_launched_as};
 
 const TEST: &str = "every_launched_op_matches_the_cpu";
 
@@ -197,6 +197,22 @@ fn broadcasting_binary_ops_and_comparisons_match_the_cpu(g: Option<&Gpu>) -> Vec
         for d in FLOATS {
             check(g, &mut f, op, &[], &[float_tensor(d, &[9, 9], &rows), float_tensor(d, &[9, 9], &cols)]);
         }
+    }
+    // the ops with an Int64 kernel (TF's int64 GPU arithmetic and comparisons): small
+    // values (ties for the comparisons and extrema) on every shape pair, then every pair of
+    // edge values, where Add, Sub and Mul wrap around as the CPU kernels do
+    let int64_ops: Vec<&str> = ops_launched_as(GpuLaunch::Binary).into_iter().filter(|op| entry_dtypes(lookup(op).unwrap()).contains(&DType::Int64)).collect();
+    assert!(int64_ops.len() >= 10, "the binary ops with Int64 GPU kernels: {int64_ops:?}");
+    let edges = [i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1, 1 << 40, -(1 << 40), 3_037_000_500, 7, -7, 1, -1, 0];
+    let n = edges.len();
+    let rows: Vec<i64> = edges.iter().flat_map(|&a| vec![a; n]).collect();
+    let cols: Vec<i64> = edges.iter().copied().cycle().take(n * n).collect();
+    let int_tensor = |v: Vec<i64>| Tensor::from_vec(&[n, n], v, Layout::RowMajor).unwrap();
+    for op in int64_ops {
+        for &(a, b) in SHAPE_PAIRS {
+            check(g, &mut f, op, &[], &[rng.tensor(DType::Int64, a, -3.0, 4.0), rng.tensor(DType::Int64, b, -3.0, 4.0)]);
+        }
+        check(g, &mut f, op, &[], &[int_tensor(rows.clone()), int_tensor(cols.clone())]);
     }
     // the activation gradients: (y, dy) of one shape
     for op in same_shape {

@@ -84,7 +84,7 @@ gpu_lines(s) = [d.description for d in Oxiflow.oxf_session_devices(s) if d.type 
         @gpu begin
             global a = sin(x)
         end
-        k = constant([1, 2]) + constant([3, 4])
+        k = constant(Int32[1, 2]) + constant(Int32[3, 4])     # no Int32 GPU kernel
         b = colocate_with(() -> exp(a), a)
         s = Session()
         run(s, [a, k, b])

@@ -72,6 +72,14 @@ end
     d, e = placed(ii)
     @test d === nothing && occursin("no supported kernel for GPU devices", e)
     @test placed(ii, soft=true) == (CPU0, nothing)
+    # Int64 arithmetic and comparisons have GPU kernels (TF's int64 GPU kernels): ADCME's
+    # 1-based argmax (`ArgMax` then `+ 1`) stays on a GPU it is pinned to, no soft placement
+    @gpu begin
+        global am = argmax(constant([0.5 2.0; 3.0 1.0]); dims=2)
+        global lt = am < constant([2, 2])
+    end
+    @test placed(am) == (GPU0, nothing) && placed(lt) == (GPU0, nothing)
+    @test run(Session(emulated_gpus=1), am) == [2, 1]
 
     # colocation: outer scopes do not apply inside colocate_with; variables keep their readers
     @gpu 1 begin

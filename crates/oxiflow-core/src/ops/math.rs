@@ -708,11 +708,12 @@ pub(crate) fn def(
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    let binary =
-        |name, default_name, infer, kernel, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, GPU_FLOATS, grad).launched_as(GpuLaunch::Binary);
-    r.add(binary("Add", "add", infer_binary_numeric, kernel_add, Some(grad_add)));
-    r.add(binary("Sub", "sub", infer_binary_numeric, kernel_sub, Some(grad_sub)));
-    r.add(binary("Mul", "mul", infer_binary_numeric, kernel_mul, Some(grad_mul)));
+    let binary_on =
+        |name, default_name, infer, kernel, gpu, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
+    let binary = |name, default_name, infer, kernel, grad| binary_on(name, default_name, infer, kernel, GPU_FLOATS, grad);
+    r.add(binary_on("Add", "add", infer_binary_numeric, kernel_add, GPU_FLOATS_INT64, Some(grad_add)));
+    r.add(binary_on("Sub", "sub", infer_binary_numeric, kernel_sub, GPU_FLOATS_INT64, Some(grad_sub)));
+    r.add(binary_on("Mul", "mul", infer_binary_numeric, kernel_mul, GPU_FLOATS_INT64, Some(grad_mul)));
     r.add(binary("RealDiv", "truediv", infer_binary_float, kernel_realdiv, Some(grad_realdiv)));
     r.add(binary("Pow", "pow", infer_binary_numeric, kernel_pow, Some(grad_pow)));
 

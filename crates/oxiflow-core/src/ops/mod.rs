@@ -497,6 +497,15 @@ pub const GPU_FLOATS: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Fl
 /// values): TF registers float GPU kernels for them.
 pub const GPU_FLOATS_BOOL: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Bool]);
 
+/// Floats and `Int64`: the arithmetic TF registers an int64 GPU kernel for (`Add`, `Sub`,
+/// `Mul`, `Maximum`, `Minimum`; index arithmetic such as ADCME's `argmax(x) + 1` stays on
+/// the GPU). `Int32` is absent: TF's int32 GPU kernels compute in host memory.
+pub const GPU_FLOATS_INT64: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int64]);
+
+/// The comparisons' GPU kernels: float or `Int64` operands, `Bool` result (TF's int64 GPU
+/// kernels of `Equal`, `Less`, ...).
+pub const GPU_COMPARE: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int64, DType::Bool]);
+
 /// Shape function of unary elementwise float ops: output = input.
 pub fn infer_unary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     ctx.require_float(ctx.inputs[0].dtype)?;

@@ -432,14 +432,14 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Softmax", infer_softmax, super::softmax::kernel_softmax, grad_softmax).launched_as(GpuLaunch::Own)); // a row reduction and a map
 
     let binary = |name, infer, kernel, gpu, grad| def(name, name, two, infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
-    r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS, Some(grad_maximum)));
-    r.add(binary("Minimum", infer_binary_numeric, kernel_minimum, GPU_FLOATS, Some(grad_minimum)));
+    r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS_INT64, Some(grad_maximum)));
+    r.add(binary("Minimum", infer_binary_numeric, kernel_minimum, GPU_FLOATS_INT64, Some(grad_minimum)));
     // TF: comparisons are not differentiable (no registered gradient).
-    r.add(binary("Greater", infer_compare, kernel_greater, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(binary("Less", infer_compare, kernel_less, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_FLOATS_BOOL, None).not_differentiable());
-    r.add(binary("Equal", infer_compare, kernel_equal, GPU_FLOATS_BOOL, None).not_differentiable());
+    r.add(binary("Greater", infer_compare, kernel_greater, GPU_COMPARE, None).not_differentiable());
+    r.add(binary("Less", infer_compare, kernel_less, GPU_COMPARE, None).not_differentiable());
+    r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_COMPARE, None).not_differentiable());
+    r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_COMPARE, None).not_differentiable());
+    r.add(binary("Equal", infer_compare, kernel_equal, GPU_COMPARE, None).not_differentiable());
     // Bool outputs: no gradient reaches them. CPU kernels only (soft placement moves them)
     for name in ["IsNan", "IsInf", "IsFinite"] {
         r.add(def(name, name, one, infer_float_test, kernel_float_test, GpuSupport::None, None));

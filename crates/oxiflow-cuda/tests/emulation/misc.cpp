@@ -2,7 +2,7 @@
 // (scripts/emulate-kernels.sh): broadcasting offsets, AddN chaining, SelectV2, Cast edge
 // values (NaN, infinities, saturation, wrapping), unary special values (NaN through Relu,
 // Relu6, Elu, Selu, Softplus, LeakyRelu, Sigmoid, Sign, Maximum and Minimum, as on the
-// CPU), Floor/FloorDiv/FloorMod at mixed signs (Python's `//` and `%`), Philox4x32-10
+// CPU), Int64 arithmetic wrapping on overflow and Int64 comparisons, Floor/FloorDiv/FloorMod at mixed signs (Python's `//` and `%`), Philox4x32-10
 // known-answer vectors (Random123's kat_vectors) and moments, the formulas of ApplyAdam,
 // ApplyAdagrad and ApplyAdadelta.
 #include "shim.h"
@@ -46,6 +46,22 @@ int main() {
     // select
     bool cc[2]={true,false}; float sx[2]={1,2}, sy[2]={3,4}, so[2]; bin::Bcast h{}; h.n=2; h.strides[0][0]=1;h.strides[1][0]=1;h.strides[2][0]=1;
     launch(1,2,[&]{ bin::select_v2_f32(cc,sx,sy,so,h); }); CHECK(so[0]==1&&so[1]==4, "select");
+  }
+  // Int64 arithmetic wraps (computed in u64), extrema and comparisons on edge values
+  { long long a[4] = {9223372036854775807LL, -9223372036854775807LL - 1, 3037000500LL, -7};
+    long long b[4] = {1, -1, 3037000500LL, 7}, o[4]; bool c[4];
+    bin::Bcast m{}; m.n=4; m.rank=0; m.strides[0][0]=1; m.strides[1][0]=1;
+    launch(1, 2, [&]{ bin::add_i64(a, b, o, m); });
+    CHECK(o[0]==(-9223372036854775807LL - 1) && o[1]==9223372036854775807LL && o[2]==6074001000LL && o[3]==0, "add_i64 wraps: %lld %lld", o[0], o[1]);
+    launch(1, 2, [&]{ bin::sub_i64(a, b, o, m); });
+    CHECK(o[0]==9223372036854775806LL && o[1]==(-9223372036854775807LL) && o[2]==0 && o[3]==-14, "sub_i64: %lld %lld", o[0], o[1]);
+    launch(1, 2, [&]{ bin::mul_i64(a, b, o, m); });
+    CHECK(o[0]==9223372036854775807LL && o[1]==(-9223372036854775807LL - 1) && o[2]==(long long)(3037000500ULL*3037000500ULL) && o[3]==-49, "mul_i64 wraps: %lld", o[2]);
+    launch(1, 2, [&]{ bin::maximum_i64(a, b, o, m); }); CHECK(o[0]==a[0] && o[1]==-1 && o[2]==a[2] && o[3]==7, "maximum_i64");
+    launch(1, 2, [&]{ bin::minimum_i64(a, b, o, m); }); CHECK(o[0]==1 && o[1]==a[1] && o[3]==-7, "minimum_i64");
+    launch(1, 2, [&]{ bin::less_i64(a, b, c, m); }); CHECK(!c[0] && c[1] && !c[2] && c[3], "less_i64");
+    launch(1, 2, [&]{ bin::equal_i64(a, b, c, m); }); CHECK(!c[0] && !c[1] && c[2] && !c[3], "equal_i64");
+    launch(1, 2, [&]{ bin::greater_equal_i64(a, b, c, m); }); CHECK(c[0] && !c[1] && c[2] && !c[3], "greater_equal_i64");
   }
   // the unrolled loops (4 loads per thread, a grid stride apart) and their tails
   for (int n : {1, 7, 31, 32, 33, 100, 1003}) {
