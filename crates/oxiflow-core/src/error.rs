@@ -42,9 +42,11 @@ pub enum OxiflowError {
     #[error("Attempting to use uninitialized value {variable}\n\t [[{{{{node {node}}}}}]]")]
     Uninitialized { variable: String, node: String },
 
-    /// An allocation over a device's memory limit.
-    #[error("OOM when allocating {requested} bytes on {device}: {in_use} bytes in use, limit {limit} bytes")]
-    ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize },
+    /// An allocation over a device's memory limit. `what` names the tensor when the
+    /// executor knows it (` for BroadcastTo 'b' (shape[1099511627776], Float64)`), else is
+    /// empty.
+    #[error("OOM when allocating {requested} bytes on {device}{what}: {in_use} bytes in use, limit {limit} bytes")]
+    ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize, what: String },
 
     /// A device allocation within the limit that the device itself refused because it has
     /// no room left (other allocators or processes hold its memory; the CUDA driver's

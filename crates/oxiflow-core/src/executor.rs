@@ -189,6 +189,7 @@ fn check_outputs_fit(node: &Node, device: &dyn crate::device::Device) -> Result<
                             requested: b,
                             in_use: st.bytes_in_use as usize,
                             limit: st.bytes_limit as usize,
+                            what: format!(" for {} '{}' (shape{} and type {})", node.op.name, node.name, tt.shape, tt.dtype),
                         });
                     }
                 }

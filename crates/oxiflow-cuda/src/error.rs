@@ -75,7 +75,7 @@ impl From<CudaError> for OxiflowError {
     fn from(e: CudaError) -> OxiflowError {
         match e {
             CudaError::OutOfMemory { device, requested, in_use, limit } => {
-                OxiflowError::ResourceExhausted { device, requested: requested as usize, in_use: in_use as usize, limit: limit as usize }
+                OxiflowError::ResourceExhausted { device, requested: requested as usize, in_use: in_use as usize, limit: limit as usize, what: String::new() }
             }
             CudaError::DeviceFull { device, requested, msg } => OxiflowError::DeviceMemoryFull { device, requested: requested as usize, msg },
             CudaError::Unsupported(m) => OxiflowError::Unimplemented(m),

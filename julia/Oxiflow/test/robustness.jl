@@ -58,7 +58,7 @@ end
     for (name, parts) in (("normal", ["OOM when allocating tensor with shape[1048576,1048576] and type Float64", "device:CPU:0", "RandomStandardNormal"]),
                           ("diagm", ["OOM when allocating tensor with shape[65536,65536]", "device:CPU:0", "MatrixDiag"]),
                           ("repeat", ["OOM when allocating tensor with shape[2199023255552]", "device:CPU:0", "Tile"]),
-                          ("gpu", ["OOM when allocating 137438953472 bytes on /job:localhost/replica:0/task:0/device:GPU:0", "limit"]))
+                          ("gpu", ["OOM when allocating 137438953472 bytes on /job:localhost/replica:0/task:0/device:GPU:0 for RandomStandardNormal", "limit"]))
         m = match(Regex("PROBE $name: (.*)"), out)
         @test m !== nothing && occursin("ResourceExhaustedError", m.captures[1]) && all(x -> occursin(x, m.captures[1]), parts)
         @test occursin("AFTER $name: 3.0", out)

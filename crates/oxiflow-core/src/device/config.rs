@@ -212,6 +212,7 @@ impl MemoryAccount {
                     requested: bytes as usize,
                     in_use: cur as usize,
                     limit: self.limit as usize,
+                    what: String::new(),
                 });
             }
             match self.in_use.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
