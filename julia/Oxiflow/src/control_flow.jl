@@ -177,7 +177,9 @@ TensorArray(n::Int, dtype::Type, data::Union{Nothing,Tensor}) = TensorArray(n, d
 function TensorArray(n::Integer; dtype::Type=Float64, clear_after_read::Bool=true, element_shape=nothing)
     n >= 0 || invalid("TensorArray: size must be >= 0, got $n")
     element_shape === nothing && return TensorArray(Int(n), dtype, nothing)
-    return TensorArray(Int(n), dtype, constant(zeros(dtype, n, element_shape...)))
+    element_shape isa Union{AbstractVector,Tuple} && all(d -> d isa Integer && d >= 0, element_shape) ||
+        invalid("TensorArray: element_shape must be a vector of sizes >= 0, got $(repr(element_shape))")
+    return TensorArray(Int(n), dtype, filled_in(get_default_graph(), dtype, (n, element_shape...), 0))
 end
 TensorArray(n::Integer, dtype::Type; kwargs...) = TensorArray(n; dtype=dtype, kwargs...)
 
@@ -202,7 +204,7 @@ function Base.write(ta::TensorArray, i, v)
     val.dtype == ta.dtype || invalid("TensorArray write: a $(val.dtype) value into a $(ta.dtype) TensorArray")
     known_size(val, "TensorArray write")
     ta.probe !== nothing && ta.probe[] === nothing && (ta.probe[] = size(val))
-    data = ta.data === nothing ? constant_in(getfield(val, :graph), zeros(ta.dtype, ta.n, size(val)...)) : ta.data
+    data = ta.data === nothing ? filled_in(getfield(val, :graph), ta.dtype, (ta.n, size(val)...), 0) : ta.data
     size(data)[2:end] == size(val) ||
         invalid("TensorArray write: element of size $(size(val)) into a TensorArray of elements of size $(size(data)[2:end])")
     idx = reshape(ta_index(TensorArray(ta.n, ta.dtype, data), i, "write"), [1, 1])

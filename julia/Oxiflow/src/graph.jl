@@ -196,12 +196,23 @@ as_array(x::Array) = x
     value_of_dtype(value, dtype, fname)
 
 `value` (a number or an array) as an `Array` of element type `dtype` (`nothing`: its own
-eltype), as ADCME's `dtype` keyword converts values (`Variable(1.0; dtype=Float32)`). A value
-that does not convert exactly (1.5 to `Int64`) or an unsupported `dtype` raises an
-`OxiflowError` naming `fname`.
+eltype, or the promoted type of its entries for an array such as `Any[1, 2.5]`), as ADCME's
+`dtype` keyword converts values (`Variable(1.0; dtype=Float32)`). A value that is not a
+number or array of numbers (a string), an element type Oxiflow has no tensors of
+(`Float16`, `Complex`) without a `dtype` to convert it to, a value that does not convert
+exactly (1.5 to `Int64`) or an unsupported `dtype` raises an `OxiflowError` naming `fname`.
 """
 function value_of_dtype(value, dtype, fname)
+    value isa Union{Number,AbstractArray} ||
+        invalid("$fname: the value must be a number or an array of numbers, got $(repr(value)) ($(typeof(value)))")
     a = as_array(value)
+    if !isconcretetype(eltype(a)) && !isempty(a) && all(x -> x isa Real, a)
+        # an array of mixed numbers (`Any[1, 2.5]`) takes their promoted type, as NumPy's
+        # `asarray` does for TF
+        a = convert(Array{mapreduce(typeof, promote_type, a)}, a)
+    end
+    haskey(DTYPE_CODES, eltype(a)) || (dtype !== nothing && eltype(a) <: Real) ||
+        invalid("$fname: Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $(eltype(a)) (the value $(summary(value)))")
     dtype === nothing && return a
     dtype isa Type && haskey(DTYPE_CODES, dtype) ||
         invalid("$fname: dtype must be one of Float32, Float64, Int32, Int64, Bool, got $(repr(dtype))")
@@ -235,6 +246,16 @@ function constant_in(g::Graph, value; dtype=nothing, name=nothing)
     a = value_of_dtype(value, dtype, "constant")
     node = oxf_const(g, dtype_code(eltype(a)), Int64[size(a)...], a, name)
     return Tensor(g, node, 0)
+end
+
+# A tensor of size `dims` (Julia order) whose elements are all `value` as a `T`: a scalar
+# `Const` and a `BroadcastTo`, so the graph holds one element whatever the size (TF's
+# `tf.fill`), and a size too large to allocate fails when the graph runs, as an
+# OutOfMemory error naming the op, instead of while the graph is built.
+function filled_in(g::Graph, T::Type, dims, value; name=nothing)
+    isempty(dims) && return constant_in(g, convert(T, value); name=name)
+    c = constant_in(g, convert(T, value))
+    return add_op("BroadcastTo", [c]; shape=Int64[d for d in dims], name=name)
 end
 
 """

@@ -9,6 +9,17 @@
 """A TF1 optimizer: `minimize(opt, loss)` or `opt.minimize(loss)` returns the training op."""
 abstract type Optimizer end
 
+# A hyperparameter an optimizer may take as a number or a tensor (TF converts either with
+# `convert_to_tensor` and casts it to each variable's dtype): a real number or a scalar
+# tensor, else an `OxiflowError` naming the optimizer, raised where it is built rather than
+# at `minimize`.
+function hyper_value(x, opt::AbstractString, name::AbstractString)
+    x isa Real && !(x isa Bool) && return x
+    x isa Tensor && ndims(x) == 0 && return x
+    invalid("$opt: $name must be a number or a scalar tensor, got " *
+            (x isa Tensor ? "a tensor of shape $(size(x))" : "$(repr(x)) ($(typeof(x)))"))
+end
+
 """
     GradientDescentOptimizer(learning_rate=1e-3; name="GradientDescent")
 
@@ -21,7 +32,7 @@ mutable struct GradientDescentOptimizer <: Optimizer
     slots::Dict{Tensor,Vector{Tensor}}
 end
 GradientDescentOptimizer(learning_rate=1e-3; name::AbstractString="GradientDescent") =
-    GradientDescentOptimizer(learning_rate, String(name), Dict{Tensor,Vector{Tensor}}())
+    GradientDescentOptimizer(hyper_value(learning_rate, "GradientDescentOptimizer", "learning_rate"), String(name), Dict{Tensor,Vector{Tensor}}())
 
 """
     MomentumOptimizer(learning_rate, momentum; use_nesterov=false, name="Momentum")
@@ -37,7 +48,8 @@ mutable struct MomentumOptimizer <: Optimizer
     slots::Dict{Tensor,Vector{Tensor}}
 end
 MomentumOptimizer(learning_rate, momentum; use_nesterov::Bool=false, name::AbstractString="Momentum") =
-    MomentumOptimizer(learning_rate, momentum, use_nesterov, String(name), Dict{Tensor,Vector{Tensor}}())
+    MomentumOptimizer(hyper_value(learning_rate, "MomentumOptimizer", "learning_rate"),
+                      hyper_value(momentum, "MomentumOptimizer", "momentum"), use_nesterov, String(name), Dict{Tensor,Vector{Tensor}}())
 
 """
     AdamOptimizer(learning_rate=1e-3; beta1=0.9, beta2=0.999, epsilon=1e-8, name="Adam")
@@ -56,7 +68,7 @@ mutable struct AdamOptimizer <: Optimizer
     powers::Vector{Tensor}
 end
 AdamOptimizer(learning_rate=1e-3; beta1::Real=0.9, beta2::Real=0.999, epsilon::Real=1e-8, name::AbstractString="Adam") =
-    AdamOptimizer(learning_rate, beta1, beta2, epsilon, String(name), Dict{Tensor,Vector{Tensor}}(), Tensor[])
+    AdamOptimizer(hyper_value(learning_rate, "AdamOptimizer", "learning_rate"), beta1, beta2, epsilon, String(name), Dict{Tensor,Vector{Tensor}}(), Tensor[])
 
 """
     RMSPropOptimizer(learning_rate=1e-3; decay=0.9, momentum=0.0, epsilon=1e-10, name="RMSProp")
@@ -73,7 +85,7 @@ mutable struct RMSPropOptimizer <: Optimizer
     slots::Dict{Tensor,Vector{Tensor}}
 end
 RMSPropOptimizer(learning_rate=1e-3; decay::Real=0.9, momentum::Real=0.0, epsilon::Real=1e-10, name::AbstractString="RMSProp") =
-    RMSPropOptimizer(learning_rate, decay, momentum, epsilon, String(name), Dict{Tensor,Vector{Tensor}}())
+    RMSPropOptimizer(hyper_value(learning_rate, "RMSPropOptimizer", "learning_rate"), decay, momentum, epsilon, String(name), Dict{Tensor,Vector{Tensor}}())
 
 """
     AdagradOptimizer(learning_rate=1e-3; initial_accumulator_value=0.1, name="Adagrad")
@@ -91,7 +103,7 @@ mutable struct AdagradOptimizer <: Optimizer
 end
 function AdagradOptimizer(learning_rate=1e-3; initial_accumulator_value::Real=0.1, name::AbstractString="Adagrad")
     initial_accumulator_value > 0 || invalid("AdagradOptimizer: initial_accumulator_value must be positive, got $initial_accumulator_value")
-    return AdagradOptimizer(learning_rate, initial_accumulator_value, String(name), Dict{Tensor,Vector{Tensor}}())
+    return AdagradOptimizer(hyper_value(learning_rate, "AdagradOptimizer", "learning_rate"), initial_accumulator_value, String(name), Dict{Tensor,Vector{Tensor}}())
 end
 
 """
@@ -112,7 +124,7 @@ mutable struct AdadeltaOptimizer <: Optimizer
     slots::Dict{Tensor,Vector{Tensor}}
 end
 AdadeltaOptimizer(learning_rate=1e-3; rho::Real=0.95, epsilon::Real=1e-8, name::AbstractString="Adadelta") =
-    AdadeltaOptimizer(learning_rate, rho, epsilon, String(name), Dict{Tensor,Vector{Tensor}}())
+    AdadeltaOptimizer(hyper_value(learning_rate, "AdadeltaOptimizer", "learning_rate"), rho, epsilon, String(name), Dict{Tensor,Vector{Tensor}}())
 
 """
     AdagradDAOptimizer(learning_rate, global_step; initial_gradient_squared_accumulator_value=0.1,
@@ -143,7 +155,7 @@ function AdagradDAOptimizer(learning_rate, global_step; initial_gradient_squared
         invalid("AdagradDAOptimizer: global_step must be a scalar Int64 tensor (a Variable), got $(global_step isa Tensor ? "a $(global_step.dtype) tensor of shape $(size(global_step))" : repr(global_step))")
     initial_gradient_squared_accumulator_value > 0 ||
         invalid("AdagradDAOptimizer: initial_gradient_squared_accumulator_value must be positive, got $initial_gradient_squared_accumulator_value")
-    return AdagradDAOptimizer(learning_rate, global_step, initial_gradient_squared_accumulator_value, l1_regularization_strength,
+    return AdagradDAOptimizer(hyper_value(learning_rate, "AdagradDAOptimizer", "learning_rate"), global_step, initial_gradient_squared_accumulator_value, l1_regularization_strength,
                               l2_regularization_strength, String(name), Dict{Tensor,Vector{Tensor}}())
 end
 

@@ -31,7 +31,7 @@ end
 
 tf_fill(value, dtype) = (shape; dtype=dtype, name=nothing) -> begin
     all(d -> d isa Integer && d >= 0, shape) || invalid("tf.zeros/tf.ones: the shape must be non-negative integers, got $(repr(shape))")
-    constant(fill(convert(dtype, value), Tuple(Int[d for d in shape])...); name=name)
+    filled_in(get_default_graph(), dtype, Int[d for d in shape], value; name=name)
 end
 
 const TF_DTYPES = (float32=Float32, float64=Float64, int32=Int32, int64=Int64, bool=Bool)

@@ -108,9 +108,11 @@ ADCME's `tensor(name)` (TF's `get_tensor_by_name`). An `OxiflowError` if there i
 function tensor(name::AbstractString)
     g = get_default_graph()
     m = match(r"^(.*):(\d+)$", name)
-    node_name, idx = m === nothing ? (name, 0) : (m.captures[1], parse(Int, m.captures[2]))
+    node_name, idx_text = m === nothing ? (name, "0") : (m.captures[1], m.captures[2])
     node = oxf_node_by_name(g, node_name)
-    idx < max(oxf_node_num_outputs(g, node), 1) || invalid("tensor: the op '$node_name' has no output $idx")
+    # an index too large for an Int is past every op's outputs too
+    idx = something(tryparse(Int, idx_text), typemax(Int))
+    idx < max(oxf_node_num_outputs(g, node), 1) || invalid("tensor: the op '$node_name' has no output $idx_text")
     return Tensor(g, node, idx)
 end
 

@@ -140,6 +140,54 @@ end
     @test run(s2, x + 1.0) == 3.0                                # a new session works
 end
 
+@testset "values, names and hyperparameters of the wrong kind" begin
+    reset_default_graph()
+    err(f) = try; f(); nothing; catch e; e; end
+    # a string or nothing as a value was a MethodError from deep inside
+    for (f, part) in ((() -> constant("abc"), "constant: the value must be a number or an array of numbers, got \"abc\""),
+                      (() -> Variable("a"), "Variable: the value must be a number"),
+                      (() -> constant(nothing), "got nothing"),
+                      (() -> constant(1im), "not Complex{Int64}"),
+                      (() -> constant(Float16[1, 2]), "not Float16"))
+        e = err(f)
+        @test e isa OxiflowError && occursin(part, e.msg)
+    end
+    # mixed numbers take their promoted type; a dtype converts what has no tensor type
+    sess = Session()
+    @test run(sess, constant(Any[1, 2.5])) == [1.0, 2.5]
+    @test run(sess, constant(Float16[1, 2]; dtype=Float32)) == Float32[1, 2]
+    # an output index too large for an Int was an OverflowError
+    s = sin(constant(1.0; name="x"))
+    e = err(() -> tensor("x:99999999999999999999999"))
+    @test e isa OxiflowError && occursin("has no output 99999999999999999999999", e.msg)
+    @test tensor("x:0") isa Tensor
+    # a learning rate that is neither a number nor a scalar tensor was accepted and failed
+    # at minimize with a MethodError
+    for (f, part) in ((() -> GradientDescentOptimizer("a"), "GradientDescentOptimizer: learning_rate must be a number or a scalar tensor, got \"a\""),
+                      (() -> AdamOptimizer(constant([1.0, 2.0])), "AdamOptimizer: learning_rate must be a number or a scalar tensor, got a tensor of shape (2,)"),
+                      (() -> MomentumOptimizer(0.1, "m"), "MomentumOptimizer: momentum"))
+        e = err(f)
+        @test e isa OxiflowError && occursin(part, e.msg)
+    end
+    v = Variable(1.0)
+    lr = placeholder(Float64)
+    step = minimize(GradientDescentOptimizer(lr), v^2)
+    init(sess)
+    run(sess, step, lr => 0.25)
+    @test run(sess, v) ≈ 0.5                                    # v - 0.25 * 2v
+    # a TensorArray's zeros are a BroadcastTo, not a Julia array built at once: a size too
+    # large is the engine's OOM error when the graph runs (it was a Julia OutOfMemoryError,
+    # or an allocation of the whole array, at the first write)
+    ta = write(TensorArray(2^40), 1, constant(1.0))
+    e = err(() -> run(sess, stack(ta)))
+    @test e isa OxiflowError && occursin("ResourceExhaustedError", sprint(showerror, e)) && occursin("BroadcastTo", e.msg)
+    @test run(sess, stack(write(TensorArray(3; element_shape=[2]), 2, constant([1.0, 2.0])))) == [0 0; 1 2; 0 0]
+    e = err(() -> TensorArray(3; element_shape=[-2]))
+    @test e isa OxiflowError && occursin("element_shape must be a vector of sizes >= 0", e.msg)
+    @test run(sess, tf.zeros([2, 3])) == zeros(Float32, 2, 3)
+    @test run(sess, constant(2.0) + 1.0) == 3.0
+end
+
 @testset "lbfgsb: a gradient of the wrong length or a NaN is not a convergence" begin
     # a short gradient was read past its end, then reported CONVERGENCE
     e = try; lbfgsb(x -> (sum(abs2, x), 2 .* x[1:2]), [1.0, 2.0, 3.0]); nothing; catch err; err; end
