@@ -195,3 +195,44 @@ end
     @test occursin("Current Step Size = $(α)", out) || occursin("Current Step Size = $(Float64(α))", out)
     reset_default_options()
 end
+
+@testset "BFGS!(f, x0): the in-graph minimizer against closed forms" begin
+    reset_default_graph()
+    vg(v, x) = (v, gradients(v, x))
+    # a quadratic: the minimizer solves A x = b (Julia's backslash as the oracle)
+    A = [4.0 1 0; 1 3 1; 0 1 2]; b = [1.0, 2, 3]
+    xq = BFGS!(x -> vg(0.5 * sum(x .* (A * x)) - sum(b .* x), x), zeros(3))
+    # Rosenbrock's valley, minimum at (1, 1), from the classic start
+    xr = BFGS!(x -> vg((1 - x[1])^2 + 100 * (x[2] - x[1]^2)^2, x), [-1.2, 1.0], 200)
+    # Float32 keeps its dtype
+    x32 = BFGS!(x -> vg(sum((x - 3.0f0)^2), x), Float32[0, 1])
+    # an infinite value beyond x = 0.5 is a failed trial: the line search backs off
+    xinf = BFGS!(x -> vg(sum(x^2) + if_else(x[1] > 0.5, Inf, 0.0), x), [-2.0])
+    # one step: along -∇f(x0), downhill
+    x1 = BFGS!(x -> vg(0.5 * sum(x .* (A * x)) - sum(b .* x), x), [1.0, -1, 2], 1)
+    # no step
+    x0 = BFGS!(x -> vg(sum(x^2), x), [1.0, 2.0], 0)
+    sess = Session()
+    @test run(sess, xq) ≈ A \ b rtol = 1e-8
+    @test run(sess, xr) ≈ [1.0, 1.0] rtol = 1e-6
+    r32 = run(sess, x32)
+    @test eltype(r32) == Float32 && r32 ≈ [3, 3]
+    @test abs(run(sess, xinf)[1]) < 1e-8
+    v1, p0 = run(sess, x1), [1.0, -1, 2]
+    f(x) = 0.5 * x' * A * x - b' * x
+    d = v1 - p0; g = A * p0 - b
+    @test f(v1) < f(p0) && d' * g < 0
+    @test abs(d' * g) ≈ norm(d) * norm(g) rtol = 1e-12
+    @test run(sess, x0) == [1.0, 2.0]
+    # bad input: an OxiflowError naming BFGS!, and the graph still runs
+    err(f) = try; f(); nothing; catch e; e; end
+    for (f, part) in ((() -> BFGS!(x -> vg(sum(x^2), x), zeros(2, 2)), "float vector of known length"),
+                      (() -> BFGS!(x -> sum(x^2), zeros(2)), "must return (value, gradient)"),
+                      (() -> BFGS!(x -> (sum(x^2), x[1:1]), zeros(2)), "the gradient must have the position's size (2,)"),
+                      (() -> BFGS!(x -> (x, x), zeros(2)), "the value must be a scalar"),
+                      (() -> BFGS!(x -> vg(sum(x^2), x), zeros(2); tolerance=-1), "tolerances must be >= 0"))
+        e = err(f)
+        @test e isa OxiflowError && occursin("BFGS!", e.msg) && occursin(part, e.msg)
+    end
+    @test run(sess, xq) ≈ A \ b rtol = 1e-8
+end
