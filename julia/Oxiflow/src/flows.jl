@@ -18,9 +18,9 @@ rows) for `forward` and `log|det ∂x/∂z|` for `backward`. A flow of one's own
 with those two methods. Provided: [`LinearFlow`](@ref), [`AffineFlow`](@ref),
 [`AffineConstantFlow`](@ref), [`ActNorm`](@ref), [`AffineHalfFlow`](@ref), [`SlowMAF`](@ref),
 [`Invertible1x1Conv`](@ref), [`TanhFlow`](@ref), [`AffineScalarFlow`](@ref),
-[`InvertFlow`](@ref), [`MAF`](@ref), [`IAF`](@ref) and TF Probability's bijectors `Exp`,
-`Log`, `Sigmoid`, `Softplus`, `Square`, `PowerTransform`, `Permute` (each `T(dim, args...)`).
-Not provided: ADCME's `NeuralCouplingFlow`.
+[`InvertFlow`](@ref), [`MAF`](@ref), [`IAF`](@ref), [`NeuralCouplingFlow`](@ref) and TF
+Probability's bijectors `Exp`, `Log`, `Sigmoid`, `Softplus`, `Square`, `PowerTransform`,
+`Permute` (each `T(dim, args...)`).
 """
 abstract type FlowOp end
 

@@ -135,3 +135,65 @@ end
     @test Jv ≈ -iJv rtol = 1e-12
     @test_throws OxiflowError Oxiflow.forward(ActNorm(2), X1)
 end
+
+@testset "NeuralCouplingFlow: rational-quadratic splines against their knots and finite differences" begin
+    reset_default_graph()
+    Random.seed!(12)
+    dim, K, B = 4, 5, 3
+    W1 = Variable(0.5 .* randn(dim ÷ 2, (3K - 1) * dim ÷ 2)); W2 = constant(0.5 .* randn(dim ÷ 2, (3K - 1) * dim ÷ 2))
+    fo = NeuralCouplingFlow(dim, h -> 2.0 .* tanh(h * W1), h -> sin(h * W2), K, B)
+    # inside, outside and at the ends of [-B, B]
+    X = [1.5 .* randn(3, dim); 3.5 -4.0 0.2 1.0; -3.0 2.999 -2.5 0.0]
+    n = size(X, 1)
+    xp = placeholder(Float64; shape=[n, dim])
+    z, ld = Oxiflow.forward(fo, xp)
+    xb, ldb = Oxiflow.backward(fo, z)
+    s = Session(); init(s)
+    zv, ldv, xbv, ldbv = run(s, [z, ld, xb, ldb], xp => X)
+    @test size(ldv) == (n,)
+    @test xbv ≈ X rtol = 1e-12 atol = 1e-12
+    @test ldv .+ ldbv ≈ zeros(n) atol = 1e-12
+    for r in 1:n
+        rowmap(v) = (xx = copy(X); xx[r, :] = v; run(s, z, xp => xx)[r, :])
+        @test ldv[r] ≈ logabsdet(fd_jacobian(rowmap, X[r, :]))[1] rtol = 1e-6 atol = 1e-6
+    end
+    # outside [-B, B] each spline is the identity: a row entirely outside maps to itself
+    @test run(s, z, xp => [X[1:n-1, :]; 3.2 -5.0 4.0 -3.1])[n, :] == [3.2, -5.0, 4.0, -3.1]
+    # the flow trains: d(sum z + sum log_det)/dW1 against central differences
+    loss = sum(z) + sum(ld)
+    g = run(s, gradients(loss, W1), xp => X)
+    W0 = run(s, W1)
+    for idx in [(1, 1), (2, 7), (1, 3K - 1)]
+        Wp = copy(W0); Wp[idx...] += 1e-6; Wm = copy(W0); Wm[idx...] -= 1e-6
+        fd = (run(s, loss, xp => X, W1 => Wp) - run(s, loss, xp => X, W1 => Wm)) / 2e-6
+        @test g[idx...] ≈ fd rtol = 1e-5 atol = 1e-7
+    end
+
+    # the knots, from Julia: with a constant network, upper values at the x knots map to the
+    # y knots (-B + cumulative widths/heights, 2B·softmax) with slopes 1 at ±B and
+    # softplus(d) inside
+    reset_default_graph()
+    P = randn(1, 3K - 1)
+    softmax_j(v) = exp.(v) ./ sum(exp.(v))
+    xk = -B .+ cumsum([0; 2B .* softmax_j(P[1:K])])
+    yk = -B .+ cumsum([0; 2B .* softmax_j(P[K+1:2K])])
+    slopes = [1; log1p.(exp.(P[2K+1:end])); 1]
+    fk = NeuralCouplingFlow(2, h -> ones_like(h) * constant(P), h -> 0.1 .* h * ones(1, 3K - 1), K, B)
+    xq = placeholder(Float64; shape=[K + 1, 2])
+    zk, _ = Oxiflow.forward(fk, xq)
+    s = Session()
+    Xk = hcat(zeros(K + 1), xk)
+    @test run(s, zk, xq => Xk)[:, 2] ≈ yk rtol = 1e-12 atol = 1e-12
+    for k in 1:K+1
+        up(v) = (xx = copy(Xk); xx[k, 2] = v[1]; [run(s, zk, xq => xx)[k, 2]])
+        # one-sided second-order differences, inside the spline's range
+        hs = k == K + 1 ? -1e-6 : 1e-6
+        fd = (-3 * yk[k] + 4 * up([xk[k] + hs])[1] - up([xk[k] + 2hs])[1]) / (2hs)
+        @test fd ≈ slopes[k] rtol = 1e-6
+    end
+    # errors
+    @test_throws OxiflowError NeuralCouplingFlow(3, identity, identity)
+    @test_throws OxiflowError NeuralCouplingFlow(2, identity, identity, 1)
+    e = try; Oxiflow.forward(NeuralCouplingFlow(2, h -> h, h -> h, 4), ones(2, 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("f1 must return batch × 11", e.msg)
+end
