@@ -343,3 +343,30 @@ end
         @test run(s, relu(p), p => x) == max.(x, 0)
     end
 end
+
+@testset "cell: rows of different lengths as a RaggedTensor" begin
+    reset_default_graph()
+    sess = Session()
+    rows = [[1.0], [2.0, 3.0], Float64[], [4.0, 5.0, 6.0]]
+    r = cell(rows)
+    @test length(r) == 4 && eltype(r) == Float64
+    for i in 1:4
+        @test run(sess, r[i]) == rows[i]
+    end
+    @test run(sess, r) == rows
+    @test run(sess, r.row_splits) == [0, 1, 3, 3, 6]
+    @test run(sess, sum(r[4]) * r[2]) ≈ 15 .* [2.0, 3.0]         # rows are ordinary tensors
+    # rows that are matrices, ragged in the first dimension; dtype converts
+    m = [ones(2, 3), zeros(0, 3), [1 2 3.0]]
+    r2 = cell(m; dtype=Float32)
+    @test size(r2[1]) == (2, 3) && run(sess, r2) == [Float32.(a) for a in m]
+    @test eltype(run(sess, r2[3])) == Float32
+    err(f) = try; f(); nothing; catch e; e; end
+    for (f, part) in ((() -> cell([1, 2]), "expected a vector of arrays"),
+                      (() -> cell([ones(2, 3), ones(2, 2)]), "differ in their first dimension only"),
+                      (() -> r[5], "row 5 is out of bounds for a RaggedTensor of 4 rows"),
+                      (() -> cell([[1.5], [2.0]]; dtype=Int64), "cannot be converted to Int64"))
+        e = err(f)
+        @test e isa OxiflowError && occursin(part, e.msg)
+    end
+end
