@@ -63,7 +63,7 @@ end
     @test assigned_device(s, v) == CPU0 && assigned_device(s, sv) == GPU0
     @test run(s, sv) ≈ sin(2.0)
 
-    # integer math has no GPU kernel: CPU unconstrained, an error pinned, CPU with soft
+    # Int32 math has no GPU kernel: CPU unconstrained, an error pinned, CPU with soft
     i = constant(Int32(2))
     @test placed(i + i) == (CPU0, nothing)
     @gpu begin
