@@ -1,16 +1,33 @@
 # ADCME's optimal transport: `sinkhorn`, `empirical_sinkhorn` and `ot_dist` (ADCME's ot.jl,
 # whose Sinkhorn-Knopp iteration follows POT's `ot.bregman.sinkhorn_knopp`). ADCME runs the
-# iteration in a custom C++ op; here it is a `while_loop` of graph ops. And `dtw`, the
-# dynamic time warping distance, on the engine's `Dtw` op.
+# iteration in a custom C++ op; here it is a `while_loop` of graph ops. The exact transport
+# (`emd`, `empirical_emd`, `sinkhorn`'s "lp") is the engine's `OtNetwork` op, and `dtw`, the
+# dynamic time warping distance, its `Dtw` op.
 
-export sinkhorn, empirical_sinkhorn, ot_dist, dtw
+export sinkhorn, empirical_sinkhorn, ot_dist, dtw, emd, empirical_emd
 
 # a Julia weight vector must be a probability vector (ADCME asserts the same)
-function check_weights(w, what)
+function check_weights(w, what, fname="sinkhorn")
     w isa Tensor && return w
     all(x -> x >= 0, w) && isapprox(sum(w), 1.0) ||
-        invalid("sinkhorn: $what must be non-negative and sum to 1, got sum $(sum(w))")
+        invalid("$fname: $what must be non-negative and sum to 1, got sum $(sum(w))")
     return constant(Float64.(collect(w)))
+end
+
+# The weights and the cost matrix as tensors of one float dtype, their sizes checked.
+function ot_inputs(a, b, M, fname)
+    a, b = check_weights(a, "a", fname), check_weights(b, "b", fname)
+    Mt = M isa Tensor ? M : constant(Float64.(M))
+    T = Mt.dtype
+    T <: AbstractFloat || invalid("$fname: M must be a float matrix, got $T")
+    a, b = cast(a, T), cast(b, T)
+    ndims(Mt) == 2 && ndims(a) == 1 && ndims(b) == 1 ||
+        invalid("$fname: a and b must be vectors and M a matrix, got sizes $(size(a)), $(size(b)), $(size(Mt))")
+    m, n = size(Mt)
+    (m === nothing || n === nothing || size(a, 1) === nothing || size(b, 1) === nothing) &&
+        invalid("$fname: the sizes of a, b and M must be known, got $(size(a)), $(size(b)), $(size(Mt))")
+    (size(a, 1), size(b, 1)) == (m, n) || invalid("$fname: M is $(m)×$(n), but a has length $(size(a, 1)) and b $(size(b, 1))")
+    return a, b, Mt
 end
 
 """
@@ -28,25 +45,18 @@ Gradients follow ADCME's: `∂loss/∂M = P`, `P` held fixed (the envelope theor
 the regularized problem), scaled by the gradient reaching the loss; `P` itself is returned
 through `independent` (no gradient flows through it), and `a`, `b` and `reg` get none.
 Julia weight vectors must be non-negative and sum to 1 (an `OxiflowError` otherwise, where
-ADCME asserts). Only `method="sinkhorn"`: ADCME's `"greenkhorn"` and its network-simplex
-`"lp"` (the exact EMD) are not available (an `OxiflowError`). Small `reg` underflows `K`;
-as ADCME, the loop then stops at the last finite iterate.
+ADCME asserts). `method="lp"` is the exact transport of [`emd`](@ref) (with `iter` its
+limit of simplex pivots); ADCME's `"greenkhorn"` is not available (an `OxiflowError`).
+Small `reg` underflows `K`; as ADCME, the loop then stops at the last finite iterate.
 """
 function sinkhorn(a, b, M; reg=1.0, iter::Integer=1000, tol::Real=1e-9, method::AbstractString="sinkhorn", returnall::Bool=false)
+    method == "lp" && return emd(a, b, M; iter=iter, tol=tol, returnall=returnall)
     method == "sinkhorn" ||
-        invalid("sinkhorn: method \"$method\" is not available (only \"sinkhorn\"; ADCME's \"greenkhorn\" and the exact \"lp\" EMD are not)")
+        invalid("sinkhorn: method \"$method\" is not available (\"sinkhorn\" and the exact \"lp\"; ADCME's \"greenkhorn\" is not)")
     iter >= 0 || invalid("sinkhorn: iter must be non-negative, got $iter")
-    a, b = check_weights(a, "a"), check_weights(b, "b")
-    Mt = M isa Tensor ? M : constant(Float64.(M))
+    a, b, Mt = ot_inputs(a, b, M, "sinkhorn")
     T = Mt.dtype
-    T <: AbstractFloat || invalid("sinkhorn: M must be a float matrix, got $T")
-    a, b = cast(a, T), cast(b, T)
-    ndims(Mt) == 2 && ndims(a) == 1 && ndims(b) == 1 ||
-        invalid("sinkhorn: a and b must be vectors and M a matrix, got sizes $(size(a)), $(size(b)), $(size(Mt))")
     m, n = size(Mt)
-    (m === nothing || n === nothing || size(a, 1) === nothing || size(b, 1) === nothing) &&
-        invalid("sinkhorn: the sizes of a, b and M must be known, got $(size(a)), $(size(b)), $(size(Mt))")
-    (size(a, 1), size(b, 1)) == (m, n) || invalid("sinkhorn: M is $(m)×$(n), but a has length $(size(a, 1)) and b $(size(b, 1))")
     P = name_scope("sinkhorn") do
         K = exp(-independent(Mt) ./ cast(as_tensor(reg), T))
         a_, b_ = independent(a), independent(b)
@@ -114,6 +124,47 @@ function empirical_sinkhorn(x, y; reg=1.0, iter::Integer=1000, tol::Real=1e-9, m
     (n === nothing || m === nothing) && invalid("empirical_sinkhorn: the numbers of samples must be known, got sizes $(size(xt)) and $(size(yt))")
     return sinkhorn(fill(1 / n, n), fill(1 / m, m), M; reg=reg, iter=iter, tol=tol, method=method, returnall=returnall)
 end
+
+"""
+    emd(a, b, M; iter=100000, tol=1e-9, returnall=false)
+
+ADCME's `emd`: the exact optimal transport (earth mover's distance) between the weights `a`
+(length `m`) and `b` (length `n`) with the cost matrix `M` (`m×n`): the plan `P >= 0` with
+row sums `a` and column sums `b` that minimizes `loss = sum(P .* M)`, by the transportation
+simplex (op `OtNetwork`, CPU; ADCME's `ot_network` custom op runs a network simplex). Returns
+`loss`, or with `returnall=true` the pair `(P, loss)`. `iter` bounds the simplex pivots: a
+problem not solved within it fails the run naming the op ("raise iter"); ADCME's default of
+1000 stops problems from about 30×30 on, so the default here is 100,000. `tol` is accepted
+for ADCME's signature and unused (the simplex stops at an optimum).
+
+Gradients (LP duality, as POT's `emd2`): `∂loss/∂M = P`, `∂loss/∂a` and `∂loss/∂b` the dual
+potentials `u`, `v` (`u_i + v_j = M_ij` where `P_ij > 0`), each centered to mean zero.
+Through `P` (with `returnall`) gradients reach `a` and `b` (on the optimal basis `P` is
+linear in them) and not `M` (piecewise constant). Errors (`OxiflowError`): weights that are
+negative or do not sum to 1, sizes that do not match (when built); unequal sums of tensor
+weights, non-finite values, or the pivot limit (when run).
+"""
+function emd(a, b, M; iter::Integer=100_000, tol::Real=1e-9, returnall::Bool=false)
+    iter >= 0 || invalid("emd: iter must be non-negative, got $iter")
+    a, b, Mt = ot_inputs(a, b, M, "emd")
+    P = add_op("OtNetwork", Tensor[a, b, Mt]; max_iter=Int(iter))
+    loss = output_of(P, 1)
+    return returnall ? (P, loss) : loss
+end
+
+"""
+    empirical_emd(x, y; iter=100000, tol=1e-9, dist=2, returnall=false, normalized=false)
+
+ADCME's `empirical_emd`: [`emd`](@ref) between the samples `x` (`n×d`, or a vector of `n`)
+and `y` (`m×d`) with uniform weights and the cost `M = dist(x, y)` as in
+[`empirical_sinkhorn`](@ref) (an integer `dist` is [`ot_dist`](@ref)`(x, y, dist)`;
+`normalized=true` divides `M` by its maximum). ADCME's version drops `dist` and
+`normalized` (it always uses the Euclidean distance); here they apply. Gradients reach `x`
+and `y` through `M`.
+"""
+empirical_emd(x, y; iter::Integer=100_000, tol::Real=1e-9, dist::Union{Integer,Function}=2, returnall::Bool=false,
+              normalized::Bool=false) =
+    empirical_sinkhorn(x, y; iter=iter, tol=tol, method="lp", dist=dist, returnall=returnall, normalized=normalized)
 
 """
     dtw(s, t, use_fast=false) -> (cost, path)

@@ -47,7 +47,7 @@ regularized(P, M, reg) = sum(P .* M) + reg * sum(P .* (log.(P) .- 1))
     @test isfinite(run(s, sinkhorn(a, b, 100 .* M; reg=1e-3)))
     # errors
     @test_throws OxiflowError sinkhorn([0.5, 0.6, 0.1], b, M)
-    @test_throws OxiflowError sinkhorn(a, b, M; method="lp")
+    @test_throws OxiflowError sinkhorn(a, b, M; method="greenkhorn")
     @test_throws OxiflowError sinkhorn(a, b, M[:, 1:3])
 end
 
@@ -120,4 +120,79 @@ end
     e = try; run(s, dtw(big, big)[1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("Dtw", e.msg) && occursin("12000", e.msg)
     @test run(s, dtw([1.0, 2.0], [2.0])[1]) == 1.0
+end
+
+# The 1-D earth mover's distance between weighted points, ∫ |F - G| (the cost |x - y|)
+function w1_ref(xs, a, ys, b)
+    pts = sort(vcat(collect(zip(xs, a)), collect(zip(ys, -b))); by=first)
+    acc, w = 0.0, 0.0
+    for k in 1:length(pts)-1
+        acc += pts[k][2]
+        w += abs(acc) * (pts[k+1][1] - pts[k][1])
+    end
+    return w
+end
+
+@testset "emd: the exact transport against the 1-D closed form, and its dual gradients" begin
+    reset_default_graph()
+    Random.seed!(21)
+    xs, ys = 5 .* rand(7), 5 .* rand(9) .- 1
+    a, b = rand(7) .+ 0.1, rand(9) .+ 0.1
+    a, b = a / sum(a), b / sum(b)
+    M0 = abs.(xs .- ys')
+    Mv = placeholder(M0)
+    P, loss = emd(a, b, Mv; returnall=true)
+    s = Session()
+    Pv, lv = run(s, [P, loss])
+    @test lv ≈ w1_ref(xs, a, ys, b) rtol = 1e-12
+    @test vec(sum(Pv; dims=2)) ≈ a rtol = 1e-12
+    @test vec(sum(Pv; dims=1)) ≈ b rtol = 1e-12
+    @test all(Pv .>= 0) && sum(Pv .* M0) ≈ lv
+    # ∂loss/∂M = P, against central differences (random costs: a unique optimum)
+    M1 = rand(7, 9)
+    l1 = emd(a, b, Mv)
+    g = run(s, gradients(l1, Mv), Mv => M1)
+    for (i, j) in ((1, 1), (3, 4), (7, 9), (5, 2))
+        Mp = copy(M1); Mp[i, j] += 1e-7; Mm = copy(M1); Mm[i, j] -= 1e-7
+        @test g[i, j] ≈ (run(s, l1, Mv => Mp) - run(s, l1, Mv => Mm)) / 2e-7 atol = 1e-7
+    end
+    @test g ≈ run(s, emd(a, b, Mv; returnall=true)[1], Mv => M1)
+    # ∂loss/∂a, ∂loss/∂b along directions that keep the sums (e_i - e_k): differences of
+    # the potentials
+    av, bv = placeholder(a), placeholder(b)
+    l2 = emd(av, bv, M1)
+    ga, gb = run(s, gradients(l2, [av, bv]))
+    @test abs(sum(ga)) < 1e-12 && abs(sum(gb)) < 1e-12             # centered, as POT's
+    h = 1e-7
+    for (i, k) in ((1, 2), (4, 7))
+        e = zeros(7); e[i] = h; e[k] = -h
+        fd = (run(s, l2, av => a + e, bv => b) - run(s, l2, av => a - e, bv => b)) / 2h
+        @test fd ≈ ga[i] - ga[k] rtol = 1e-6
+    end
+    e = zeros(9); e[3] = h; e[8] = -h
+    @test (run(s, l2, av => a, bv => b + e) - run(s, l2, av => a, bv => b - e)) / 2h ≈ gb[3] - gb[8] rtol = 1e-6
+    # through P: d sum(P .* C)/da for a fixed C, against differences (P linear in a on the basis)
+    C = rand(7, 9)
+    P2, _ = emd(av, bv, M1; returnall=true)
+    gaP = run(s, gradients(sum(P2 .* C), av))
+    e = zeros(7); e[2] = h; e[6] = -h
+    fdP = (sum(run(s, P2, av => a + e, bv => b) .* C) - sum(run(s, P2, av => a - e, bv => b) .* C)) / 2h
+    @test fdP ≈ gaP[2] - gaP[6] rtol = 1e-6
+    # sinkhorn's "lp" is emd; empirical_emd is emd on the samples, differentiable in them
+    @test run(s, sinkhorn(a, b, M0; method="lp")) ≈ lv rtol = 1e-12
+    x = Variable(reshape(xs, :, 1))
+    le = empirical_emd(x, reshape(ys, :, 1); dist=1)
+    init(s)
+    @test run(s, le) ≈ w1_ref(xs, fill(1 / 7, 7), ys, fill(1 / 9, 9)) rtol = 1e-12
+    gx = run(s, gradients(le, x))
+    W(X) = w1_ref(vec(X), fill(1 / 7, 7), ys, fill(1 / 9, 9))
+    @test vec(gx) ≈ vec(fd_grad(W, reshape(xs, :, 1))) rtol = 1e-5
+    # errors: a method that does not exist, the pivot limit, unequal sums of fed weights
+    @test_throws OxiflowError sinkhorn(a, b, M0; method="greenkhorn")
+    @test_throws OxiflowError emd([0.5, 0.6], [0.5, 0.5], ones(2, 2))
+    e = try; run(s, emd(a, b, M1; iter=0)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("OtNetwork", e.msg) && occursin("raise iter", e.msg)
+    e = try; run(s, l2, av => 2 .* a, bv => b); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("equal sums", e.msg)
+    @test run(s, l2, av => a, bv => b) ≈ run(s, l1, Mv => M1)
 end

@@ -111,6 +111,8 @@ const PARTIAL_SHAPE_OPS: &[&str] = &[
     "Shape",
     "Dtw",
     "DtwGrad",
+    "OtNetwork",
+    "OtNetworkGrad",
 ];
 
 /// Whether nodes of `op` may have inputs with unknown dimensions.

@@ -22,6 +22,7 @@ pub mod collective;
 pub mod conv;
 pub mod dtw;
 pub mod dynamic_shape;
+pub mod emd;
 pub mod functional;
 pub mod fused;
 pub(crate) mod fused_apply;
@@ -464,6 +465,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     conv::register(&mut r);
     sort::register(&mut r);
     dtw::register(&mut r);
+    emd::register(&mut r);
     special::register(&mut r);
     bessel::register(&mut r);
     activation_grad::register(&mut r);
