@@ -233,13 +233,21 @@ impl<'a> Placer<'a> {
             m
         } else {
             let t = g.request.device_type.clone().unwrap_or_default();
-            format!(
+            let mut m = format!(
                 "Could not satisfy explicit device specification '{}' because no supported kernel for {} devices is available.\nOp: {}\nColocation group members supported on: [{}]",
                 req,
                 t,
                 node.op.name,
                 self.types.iter().enumerate().filter(|(i, _)| g.types & (1 << i) != 0).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(", ")
-            )
+            );
+            if t == "GPU" {
+                // what TF's text leaves to the reader: where Oxiflow differs from TF (a loop,
+                // Int32 arithmetic) the way out is soft placement
+                m.push_str(
+                    "\n(Oxiflow has no GPU kernel for this op with these dtypes; with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU.)",
+                );
+            }
+            m
         };
         OxiflowError::Placement { node: node.name.clone(), msg }
     }

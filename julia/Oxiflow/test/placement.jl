@@ -71,7 +71,18 @@ end
     end
     d, e = placed(ii)
     @test d === nothing && occursin("no supported kernel for GPU devices", e)
+    @test occursin("with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU", e)
     @test placed(ii, soft=true) == (CPU0, nothing)
+    # a while_loop (one While op, its loop run on the CPU) pinned to a GPU: the same error
+    # and way out; TF runs its control flow under a GPU scope, Oxiflow only with soft placement
+    xw = constant([1.0, 2.0])
+    @gpu begin
+        global wl = while_loop((k, v) -> k < 3, (k, v) -> (k + 1, 2 .* v), [constant(0), xw])[2]
+    end
+    d, e = placed(wl)
+    @test d === nothing && occursin("Op: While", e) && occursin("Session(soft=true)", e)
+    s = Session(soft=true, emulated_gpus=1)
+    @test run(s, wl) == [8.0, 16.0] && assigned_device(s, wl) == CPU0
     # Int64 arithmetic and comparisons have GPU kernels (TF's int64 GPU kernels): ADCME's
     # 1-based argmax (`ArgMax` then `+ 1`) stays on a GPU it is pinned to, no soft placement
     @gpu begin
