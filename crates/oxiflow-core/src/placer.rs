@@ -244,7 +244,7 @@ impl<'a> Placer<'a> {
                 // what TF's text leaves to the reader: where Oxiflow differs from TF (a loop,
                 // Int32 arithmetic) the way out is soft placement
                 m.push_str(
-                    "\n(Oxiflow has no GPU kernel for this op with these dtypes; with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU.)",
+                    "\n(Oxiflow has no GPU kernel for this op, or an op colocated with it, with these dtypes; with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU.)",
                 );
             }
             m
