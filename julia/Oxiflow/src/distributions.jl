@@ -21,7 +21,7 @@ concentration0=1)`, `Pareto(concentration, scale=1)`, `Bernoulli(; logits or pro
 `InverseGamma(concentration, scale)`, `StudentT(df, loc, scale)`, `TruncatedNormal(loc,
 scale, low, high)`, `InverseGaussian(loc, concentration)`, `SinhArcsinh(loc, scale,
 skewness=0, tailweight=1)`, `Horseshoe(scale)`, `Poisson(; rate or log_rate)`,
-`VonMises(loc, concentration)`,
+`VonMises(loc, concentration)`, `Binomial(total_count; logits or probs)`,
 `MultivariateNormalDiag(; loc, scale_diag)` and `MultivariateNormalFullCovariance(; loc,
 covariance_matrix)`, all in `Oxiflow.` (not exported, as in ADCME).
 
@@ -39,8 +39,10 @@ later releases dropped; `Horseshoe`'s log density is TF Probability's approximat
 exact one (which needs the exponential integral); `Poisson`'s log density interpolates
 between whole numbers (`-Inf` below 0), its draws are whole numbers of the rate's dtype.
 `VonMises` draws lie in `[-π, π)`; their gradient reaches `loc` but not the concentration
-(an error, as for a gamma draw's). Not provided: TF Probability's Binomial and Empirical,
-which ADCME also wraps.
+(an error, as for a gamma draw's). `Binomial`'s log probability is TF Probability's (through
+`lgamma`, so defined between whole numbers too; `-Inf` outside `[0, total_count]`), its draws
+whole numbers of its dtype (`RandomBinomial`, CPU only, no gradient). Not provided: TF
+Probability's Empirical, which ADCME also wraps.
 """
 abstract type ADCMEDistribution end
 
@@ -67,6 +69,7 @@ const DISTRIBUTIONS = (
     (:SinhArcsinh, (:loc, :scale, :skewness, :tailweight), (nothing, nothing, 0.0, 1.0)),
     (:Horseshoe, (:scale,), (nothing,)),
     (:Poisson, (:rate, :log_rate), (missing, missing)),
+    (:Binomial, (:total_count, :logits, :probs), (nothing, missing, missing)),
     (:VonMises, (:loc, :concentration), (nothing, nothing)),
     (:MultivariateNormalDiag, (:loc, :scale_diag), (missing, missing)),
     (:MultivariateNormalFullCovariance, (:loc, :covariance_matrix), (missing, nothing)),

@@ -140,3 +140,28 @@ function draw(d::VonMises, shape, batch, seed)
     x = loc .+ add_op("_RandomVonMises", Tensor[to_batch(κ, batch)]; shape=shape, seed=s1, seed2=s2)
     return x .- (2π) .* floor((x .+ π) ./ (2π))
 end
+
+# ---------------------------------------------------------------- Binomial
+
+function check_dist(d::Binomial)
+    _, l, p = d.params
+    (l === missing) == (p === missing) && invalid("Binomial: give exactly one of logits and probs")
+    return d
+end
+# log C(n, k) + k log p + (n - k) log(1 - p) for 0 <= k <= n (TF Probability's `log_prob`,
+# which extends it to non-whole k through lgamma), -Inf outside; with logits
+# k l - n softplus(l), exact for extreme probabilities
+logpdf(d::Binomial, x) = dist_logpdf(d, x) do x, _, _, _
+    n, l, p = d.params
+    masked_logp(x, (x >= 0) & (x <= n), 0.0) do xs
+        comb = lgamma(n .+ 1) .- lgamma(xs .+ 1) .- lgamma(n .- xs .+ 1)
+        l !== missing ? comb .+ xs .* l .- n .* softplus(l) :
+            comb .+ if_else(xs > 0, xs .* log(p), 0.0) .+ if_else(n .- xs > 0, (n .- xs) .* log(1 .- p), 0.0)
+    end
+end
+function draw(d::Binomial, shape, batch, seed)
+    n, l, p = d.params
+    prob = p !== missing ? f64(p) : sigmoid(f64(l))
+    s1, s2 = op_seeds(seed)
+    return add_op("RandomBinomial", Tensor[to_batch(f64(n), batch), to_batch(prob, batch)]; shape=shape, seed=s1, seed2=s2)
+end

@@ -323,3 +323,36 @@ end
     e = try; run(s, rand(Oxiflow.VonMises(0.0, -1.0), 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("_RandomVonMises", e.msg)
 end
+
+@testset "Binomial: log probabilities from Julia's binomial coefficients, draws' moments" begin
+    reset_default_graph()
+    set_random_seed(11)
+    s = Session()
+    lp(d, x) = run(s, logpdf(d, x))
+    pmf(n, p, k) = log(binomial(n, k) * p^k * (1 - p)^(n - k))
+    ks = [0.0, 3.0, 7.0, 10.0]
+    @test lp(Oxiflow.Binomial(10.0; probs=0.3), [ks; 11.0; -1.0]) ≈ [[pmf(10, 0.3, Int(k)) for k in ks]; -Inf; -Inf] rtol = 1e-12
+    σ(l) = 1 / (1 + exp(-l))
+    @test lp(Oxiflow.Binomial(10.0; logits=-0.4), ks) ≈ [pmf(10, σ(-0.4), Int(k)) for k in ks] rtol = 1e-12
+    # the masses over 0..n sum to 1; the ends with p = 0 and 1
+    @test sum(exp.(lp(Oxiflow.Binomial(25.0; probs=0.62), collect(0.0:25.0)))) ≈ 1 rtol = 1e-12
+    @test lp(Oxiflow.Binomial(4.0; probs=0.0), [0.0, 1.0]) == [0.0, -Inf]
+    @test lp(Oxiflow.Binomial(4.0; probs=1.0), [4.0, 3.0]) == [0.0, -Inf]
+    # draws: whole numbers in [0, n] with the mean n p and variance n p (1 - p), per batch entry
+    n = 40_000
+    x = run(s, rand(Oxiflow.Binomial([10.0, 300.0]; probs=[0.3, 0.9]), n))
+    @test size(x) == (n, 2) && all(x .== round.(x)) && all(0 .<= x[:, 1] .<= 10) && all(0 .<= x[:, 2] .<= 300)
+    for (j, (c, p)) in enumerate(((10, 0.3), (300, 0.9)))
+        v = c * p * (1 - p)
+        @test abs(mean(x[:, j]) - c * p) < 5 * sqrt(v / n)
+        @test var(x[:, j]) ≈ v rtol = 0.05
+    end
+    @test eltype(run(s, rand(Oxiflow.Binomial(Float32(5); probs=0.5f0), 3))) == Float32
+    # gradients of the log probability in the probabilities and in x
+    check_logpdf_grads(s, θ -> Oxiflow.Binomial(12.0; probs=θ[1]), [0.35], [2.0, 7.0])
+    check_logpdf_grads(s, θ -> Oxiflow.Binomial(12.0; logits=θ[1]), [0.8], [2.0, 7.0])
+    @test_throws OxiflowError Oxiflow.Binomial(3.0)
+    @test_throws OxiflowError Oxiflow.Binomial(3.0; probs=0.5, logits=0.0)
+    e = try; run(s, rand(Oxiflow.Binomial(2.5; probs=0.5), 2)); nothing; catch err; err; end
+    @test e isa OxiflowError && occursin("RandomBinomial", e.msg) && occursin("whole numbers", e.msg)
+end

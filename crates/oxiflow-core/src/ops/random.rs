@@ -17,7 +17,7 @@ use super::*;
 use rand::distr::{Distribution, StandardUniform};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Gamma, Poisson, StandardNormal};
+use rand_distr::{Binomial, Gamma, Poisson, StandardNormal};
 
 fn out_dtype(attrs: &Attrs, op: &str) -> Result<DType> {
     match attrs.get("dtype") {
@@ -208,7 +208,12 @@ fn kernel_von_mises(ctx: &KernelCtx) -> Result<Outputs> {
 /// element of input 0 (the parameter tensor, in order) into its distribution, or the error
 /// naming a bad value; then, for each index of `shape`, one draw of each distribution.
 fn draw_each<D: Distribution<f64>>(ctx: &KernelCtx, make: impl Fn(f64) -> Result<D>) -> Result<Outputs> {
-    let dists = ctx.inputs[0].to_f64_vec().into_iter().map(make).collect::<Result<Vec<_>>>()?;
+    draw_from(ctx, ctx.inputs[0].to_f64_vec().into_iter().map(make).collect::<Result<Vec<_>>>()?)
+}
+
+/// The op's output: for every index of the sample shape, one draw of each of `dists` (the
+/// parameter tensor's elements in row-major order), in the output's float dtype.
+fn draw_from<D: Distribution<f64>>(ctx: &KernelCtx, dists: Vec<D>) -> Result<Outputs> {
     let t = &ctx.node.outputs[0];
     let dims = t.shape.dims().to_vec();
     let n: usize = dims.iter().product();
@@ -225,6 +230,50 @@ fn draw_each<D: Distribution<f64>>(ctx: &KernelCtx, make: impl Fn(f64) -> Result
         DType::Float64 => Tensor::from_vec(&dims, draws, layout)?,
         d => return Err(ctx.error(format!("no kernel for dtype {d}"))),
     }])
+}
+
+/// One binomial draw as a float (`rand_distr::Binomial` counts in `u64`).
+struct BinomialDraw(Binomial);
+
+impl Distribution<f64> for BinomialDraw {
+    fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        self.0.sample(rng) as f64
+    }
+}
+
+/// `RandomBinomial(counts, probs)`: draws of Binomial(n, p) (the number of successes in `n`
+/// independent trials of probability `p`) of shape `shape ++ counts.shape`, one
+/// distribution per element pair of `counts` and `probs` (of one shape and float dtype, the
+/// output's; whole numbers of that dtype). TF's op takes `shape` as an input and an output
+/// dtype attr; here `shape` is an attr and seeds and layout are as `RandomGamma`. Draws by
+/// `rand_distr::Binomial` (inversion for small `n·p`, Kachitvichyanukul and Schmeiser's BTPE
+/// otherwise). A count that is not a whole number in `[0, 2^53]` or a probability outside
+/// `[0, 1]` is an `InvalidArgument` error naming the op and the value. CPU only; no
+/// gradient (the draws are integers).
+fn kernel_binomial(ctx: &KernelCtx) -> Result<Outputs> {
+    let (counts, probs) = (ctx.inputs[0].to_f64_vec(), ctx.inputs[1].to_f64_vec());
+    let dists = counts
+        .iter()
+        .zip(&probs)
+        .map(|(&n, &p)| {
+            if !((0.0..=9_007_199_254_740_992.0).contains(&n) && n.fract() == 0.0) {
+                return Err(ctx.error(format!("counts must be whole numbers >= 0, got {n}")));
+            }
+            if !(0.0..=1.0).contains(&p) {
+                return Err(ctx.error(format!("probs must be in [0, 1], got {p}")));
+            }
+            Binomial::new(n as u64, p).map(BinomialDraw).map_err(|e| ctx.error(format!("counts {n}, probs {p}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    draw_from(ctx, dists)
+}
+
+fn infer_binomial(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let (n, p) = (&ctx.inputs[0], &ctx.inputs[1]);
+    if n.dtype != p.dtype || n.shape != p.shape {
+        return Err(ctx.invalid(format!("counts ({} {}) and probs ({} {}) must have one dtype and shape", n.dtype, n.shape, p.dtype, p.shape)));
+    }
+    infer_gamma(ctx)
 }
 
 fn infer_gamma(ctx: &InferCtx) -> Result<Vec<TensorType>> {
@@ -268,4 +317,5 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(per_element("RandomGamma", kernel_gamma));
     r.add(per_element("RandomPoissonV2", kernel_poisson));
     r.add(per_element("_RandomVonMises", kernel_von_mises));
+    r.add(OpDef { arity: Arity::Fixed(2), infer: infer_binomial, ..per_element("RandomBinomial", kernel_binomial) });
 }
