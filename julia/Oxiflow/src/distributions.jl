@@ -21,7 +21,7 @@ concentration0=1)`, `Pareto(concentration, scale=1)`, `Bernoulli(; logits or pro
 `InverseGamma(concentration, scale)`, `StudentT(df, loc, scale)`, `TruncatedNormal(loc,
 scale, low, high)`, `InverseGaussian(loc, concentration)`, `SinhArcsinh(loc, scale,
 skewness=0, tailweight=1)`, `Horseshoe(scale)`, `Poisson(; rate or log_rate)`,
-`VonMises(loc, concentration)`, `Binomial(total_count; logits or probs)`,
+`VonMises(loc, concentration)`, `Binomial(total_count; logits or probs)`, `Empirical(samples)`,
 `MultivariateNormalDiag(; loc, scale_diag)` and `MultivariateNormalFullCovariance(; loc,
 covariance_matrix)`, all in `Oxiflow.` (not exported, as in ADCME).
 
@@ -41,8 +41,12 @@ between whole numbers (`-Inf` below 0), its draws are whole numbers of the rate'
 `VonMises` draws lie in `[-π, π)`; their gradient reaches `loc` but not the concentration
 (an error, as for a gamma draw's). `Binomial`'s log probability is TF Probability's (through
 `lgamma`, so defined between whole numbers too; `-Inf` outside `[0, total_count]`), its draws
-whole numbers of its dtype (`RandomBinomial`, CPU only, no gradient). Not provided: TF
-Probability's Empirical, which ADCME also wraps.
+whole numbers of its dtype (`RandomBinomial`, CPU only, no gradient). `Empirical(samples)`
+(TF Probability's, scalar events) is the uniform distribution over the entries of the last
+dimension of `samples` (the batch is the other dimensions): `logpdf` is the log of the
+fraction of samples equal to `x` (`-Inf` for a value not among them), draws pick samples
+uniformly (no gradient reaches `samples` through the choice; the picked values are the
+samples').
 """
 abstract type ADCMEDistribution end
 
@@ -70,6 +74,7 @@ const DISTRIBUTIONS = (
     (:Horseshoe, (:scale,), (nothing,)),
     (:Poisson, (:rate, :log_rate), (missing, missing)),
     (:Binomial, (:total_count, :logits, :probs), (nothing, missing, missing)),
+    (:Empirical, (:samples,), (nothing,)),
     (:VonMises, (:loc, :concentration), (nothing, nothing)),
     (:MultivariateNormalDiag, (:loc, :scale_diag), (missing, missing)),
     (:MultivariateNormalFullCovariance, (:loc, :covariance_matrix), (missing, nothing)),
@@ -225,6 +230,12 @@ function sample_dist(d::ADCMEDistribution, shape::Vector{Int}, seed)
     end
 end
 dist_batch(d::ADCMEDistribution) = batch_shape(d, string(nameof(typeof(d))))
+# TF Probability's Empirical: the last dimension of `samples` holds the samples
+function dist_batch(d::Empirical)
+    s = size(d.params[1])
+    all(x -> x !== nothing, s) || invalid("Empirical: sampling needs samples of known shape, got $(s)")
+    return collect(Int, s[1:end-1])
+end
 f64(p::Tensor) = cast(p, Float64)     # `cast` returns a Float64 tensor as it is
 f64s(d::ADCMEDistribution) = [p === missing ? missing : f64(p) for p in d.params]
 

@@ -165,3 +165,29 @@ function draw(d::Binomial, shape, batch, seed)
     s1, s2 = op_seeds(seed)
     return add_op("RandomBinomial", Tensor[to_batch(f64(n), batch), to_batch(prob, batch)]; shape=shape, seed=s1, seed2=s2)
 end
+
+# ---------------------------------------------------------------- Empirical
+
+function check_dist(d::Empirical)
+    s = size(d.params[1])
+    length(s) >= 1 || invalid("Empirical: samples must have at least one dimension (the samples), got a scalar")
+    s[end] === nothing || s[end] > 0 || invalid("Empirical: samples must not be empty, got size $(s)")
+    return d
+end
+# log(the fraction of the samples equal to x), per batch entry (TF Probability's `log_prob`
+# with event_ndims = 0): x gets a trailing axis against the samples' last one
+logpdf(d::Empirical, x) = dist_logpdf(d, x) do x, samples
+    hits = cast(add_op("Equal", Tensor[reshape(x, (size(x)..., 1)), samples]), x.dtype)
+    log(mean(hits; dims=ndims(hits)))
+end
+# draw k of entry b is samples[b, i] for a uniform i: the samples flattened to one vector,
+# indexed by b n + i
+function draw(d::Empirical, shape, batch, seed)
+    samples = f64(d.params[1])
+    n = size(samples)[end]
+    nb = prod(batch)
+    i = floor(open_uniform([shape; nb], seed) .* n)              # [0, n), as Float64
+    flat = cast(i, Int64) .+ constant(collect(Int64, 0:nb-1) .* n)
+    picked = add_op("GatherV2", Tensor[reshape(samples, (nb * n,)), flat])
+    return reshape(picked, ([shape; batch]...,))
+end

@@ -356,3 +356,28 @@ end
     e = try; run(s, rand(Oxiflow.Binomial(2.5; probs=0.5), 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("RandomBinomial", e.msg) && occursin("whole numbers", e.msg)
 end
+
+@testset "Empirical: fractions of the samples, uniform picks per batch entry" begin
+    reset_default_graph()
+    set_random_seed(13)
+    s = Session()
+    d = Oxiflow.Empirical([1.0, 2.0, 2.0, 5.0])
+    @test run(s, logpdf(d, [1.0, 2.0, 3.0, 5.0])) ≈ [log(1 / 4), log(2 / 4), -Inf, log(1 / 4)]
+    # a batch of two rows of samples: x broadcasts against the batch
+    S = [1.0 2.0 3.0; 10.0 10.0 20.0]
+    d2 = Oxiflow.Empirical(S)
+    @test run(s, logpdf(d2, [2.0, 10.0])) ≈ [log(1 / 3), log(2 / 3)]
+    @test run(s, logpdf(d2, [1.0 10.0; 3.0 20.0])) ≈ [log(1 / 3) log(2 / 3); log(1 / 3) log(1 / 3)]
+    n = 30_000
+    x = run(s, rand(d, n))
+    @test sort(unique(x)) == [1.0, 2.0, 5.0]
+    for (v, p) in ((1.0, 0.25), (2.0, 0.5), (5.0, 0.25))
+        @test abs(mean(x .== v) - p) < 5 * sqrt(p * (1 - p) / n)
+    end
+    y = run(s, rand(d2, n))
+    @test size(y) == (n, 2) && all(v -> v in S[1, :], y[:, 1]) && all(v -> v in S[2, :], y[:, 2])
+    @test abs(mean(y[:, 2] .== 10.0) - 2 / 3) < 5 * sqrt(2 / 9 / n)
+    @test size(run(s, rand(d2, (2, 3)))) == (2, 3, 2)
+    @test_throws OxiflowError Oxiflow.Empirical(2.0)
+    @test_throws OxiflowError Oxiflow.Empirical(zeros(0))
+end
