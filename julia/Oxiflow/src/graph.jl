@@ -248,12 +248,13 @@ function constant_in(g::Graph, value; dtype=nothing, name=nothing)
     return Tensor(g, node, 0)
 end
 
-# A tensor of size `dims` (Julia order) whose elements are all `value` as a `T`: a scalar
-# `Const` and a `BroadcastTo`, so the graph holds one element whatever the size (TF's
-# `tf.fill`), and a size too large to allocate fails when the graph runs, as an
-# OutOfMemory error naming the op, instead of while the graph is built.
+# A tensor of size `dims` (Julia order) whose elements are all `value` as a `T`: for a float
+# `T` a scalar `Const` and a `BroadcastTo`, so the graph holds one element whatever the size
+# (TF's `tf.fill`), and a size too large to allocate fails when the graph runs, as an
+# OutOfMemory error naming the op, instead of while the graph is built. Other dtypes get a
+# full `Const`: `BroadcastTo` has GPU kernels for floats only, and a `Const` goes anywhere.
 function filled_in(g::Graph, T::Type, dims, value; name=nothing)
-    isempty(dims) && return constant_in(g, convert(T, value); name=name)
+    (isempty(dims) || !(T <: AbstractFloat)) && return constant_in(g, fill(convert(T, value), Tuple(Int[d for d in dims])...); name=name)
     c = constant_in(g, convert(T, value))
     return add_op("BroadcastTo", [c]; shape=Int64[d for d in dims], name=name)
 end

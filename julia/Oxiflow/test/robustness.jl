@@ -185,6 +185,15 @@ end
     e = err(() -> TensorArray(3; element_shape=[-2]))
     @test e isa OxiflowError && occursin("element_shape must be a vector of sizes >= 0", e.msg)
     @test run(sess, tf.zeros([2, 3])) == zeros(Float32, 2, 3)
+    # integer and Bool fills stay Consts (BroadcastTo has float GPU kernels only), so they
+    # go where a device scope pins them
+    @gpu begin
+        global ones_i = tf.ones([2]; dtype=Int32)
+        global zeros_f = tf.zeros([2, 2])
+    end
+    sg = Session(emulated_gpus=1)
+    @test run(sg, ones_i) == Int32[1, 1] && run(sg, zeros_f) == zeros(Float32, 2, 2)
+    @test assigned_device(sg, ones_i) == assigned_device(sg, zeros_f) == "/job:localhost/replica:0/task:0/device:GPU:0"
     @test run(sess, constant(2.0) + 1.0) == 3.0
 end
 
