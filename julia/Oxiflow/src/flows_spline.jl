@@ -100,21 +100,23 @@ function spline_half(fo::NeuralCouplingFlow, h::Tensor, params, inverse::Bool)
     return reshape(y, (-1, half)), sum(reshape(logd, (-1, half)); dims=2)
 end
 
-function forward(fo::NeuralCouplingFlow, x)
+# The first and second halves of the columns of `x` (batch × dim).
+function coupling_halves(fo::NeuralCouplingFlow, x)
     x = flow_input(x)
     size(x, 2) == fo.dim || invalid("NeuralCouplingFlow: input of size $(size(x)) for dim = $(fo.dim)")
     half = fo.dim ÷ 2
-    lower, upper = x[:, 1:half], x[:, half+1:fo.dim]
+    return x[:, 1:half], x[:, half+1:fo.dim]
+end
+
+function forward(fo::NeuralCouplingFlow, x)
+    lower, upper = coupling_halves(fo, x)
     upper, ld1 = spline_half(fo, upper, spline_params(fo, fo.f1, lower, "f1"), false)
     lower, ld2 = spline_half(fo, lower, spline_params(fo, fo.f2, upper, "f2"), false)
     return hcat(lower, upper), ld1 + ld2
 end
 
 function backward(fo::NeuralCouplingFlow, z)
-    z = flow_input(z)
-    size(z, 2) == fo.dim || invalid("NeuralCouplingFlow: input of size $(size(z)) for dim = $(fo.dim)")
-    half = fo.dim ÷ 2
-    lower, upper = z[:, 1:half], z[:, half+1:fo.dim]
+    lower, upper = coupling_halves(fo, z)
     lower, ld1 = spline_half(fo, lower, spline_params(fo, fo.f2, upper, "f2"), true)
     upper, ld2 = spline_half(fo, upper, spline_params(fo, fo.f1, lower, "f1"), true)
     return hcat(lower, upper), ld1 + ld2
