@@ -211,6 +211,8 @@ function value_of_dtype(value, dtype, fname)
         # `asarray` does for TF
         a = convert(Array{mapreduce(typeof, promote_type, a)}, a)
     end
+    # π and ℯ are Float64 values, as PyCall hands them to TF
+    dtype === nothing && eltype(a) <: AbstractIrrational && (a = convert(Array{Float64}, a))
     haskey(DTYPE_CODES, eltype(a)) || (dtype !== nothing && eltype(a) <: Real) ||
         invalid("$fname: Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $(eltype(a)) (the value $(summary(value)))")
     dtype === nothing && return a

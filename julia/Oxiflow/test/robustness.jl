@@ -156,6 +156,7 @@ end
     sess = Session()
     @test run(sess, constant(Any[1, 2.5])) == [1.0, 2.5]
     @test run(sess, constant(Float16[1, 2]; dtype=Float32)) == Float32[1, 2]
+    @test run(sess, constant(π)) == Float64(π) && run(sess, constant(π; dtype=Float32)) == Float32(π)
     # an output index too large for an Int was an OverflowError
     s = sin(constant(1.0; name="x"))
     e = err(() -> tensor("x:99999999999999999999999"))
