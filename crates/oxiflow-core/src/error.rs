@@ -43,7 +43,7 @@ pub enum OxiflowError {
     Uninitialized { variable: String, node: String },
 
     /// An allocation over a device's memory limit. `what` names the tensor when the
-    /// executor knows it (` for BroadcastTo 'b' (shape[1099511627776], Float64)`), else is
+    /// executor knows it (` for BroadcastTo 'b' (shape[1099511627776] and type Float64)`), else is
     /// empty.
     #[error("OOM when allocating {requested} bytes on {device}{what}: {in_use} bytes in use, limit {limit} bytes")]
     ResourceExhausted { device: String, requested: usize, in_use: usize, limit: usize, what: String },
