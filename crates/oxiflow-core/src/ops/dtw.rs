@@ -91,21 +91,10 @@ fn too_large(ctx: &KernelCtx, n: usize, m: usize) -> OxiflowError {
     ))
 }
 
-fn float_out(like: &Tensor, v: Vec<f64>) -> Result<Tensor> {
-    let n = v.len();
-    match like {
-        Tensor::F32(_) => Tensor::from_vec(&[n], v.into_iter().map(|x| x as f32).collect(), crate::tensor::Layout::RowMajor),
-        _ => Tensor::from_vec(&[n], v, crate::tensor::Layout::RowMajor),
-    }
-}
-
 fn kernel_dtw(ctx: &KernelCtx) -> Result<Outputs> {
     let (s, t) = (ctx.inputs[0].to_f64_vec(), ctx.inputs[1].to_f64_vec());
     let (cost, path) = dtw(&s, &t).ok_or_else(|| too_large(ctx, s.len(), t.len()))?;
-    let cost = match &ctx.inputs[0] {
-        Tensor::F32(_) => Tensor::scalar(cost as f32),
-        _ => Tensor::scalar(cost),
-    };
+    let cost = float_like(&ctx.inputs[0], &[], vec![cost])?;
     let flat: Vec<i64> = path.iter().flat_map(|&(i, j)| [i as i64, j as i64]).collect();
     let path = Tensor::from_vec(&[path.len(), 2], flat, crate::tensor::Layout::RowMajor)?;
     Ok(smallvec![cost, path])
@@ -130,7 +119,8 @@ fn kernel_dtw_grad(ctx: &KernelCtx) -> Result<Outputs> {
         ds[i] += g;
         dt[j] -= g;
     }
-    Ok(smallvec![float_out(&ctx.inputs[1], ds)?, float_out(&ctx.inputs[2], dt)?])
+    let (n, m) = (ds.len(), dt.len());
+    Ok(smallvec![float_like(&ctx.inputs[1], &[n], ds)?, float_like(&ctx.inputs[2], &[m], dt)?])
 }
 
 fn grad_dtw(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {

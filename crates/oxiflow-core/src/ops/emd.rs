@@ -277,13 +277,6 @@ fn infer_ot(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![c.clone(), TensorType::new(c.dtype, Shape::scalar()), TensorType::new(DType::Int64, Shape(vec![crate::shape::UNKNOWN, 2]))])
 }
 
-fn out_like(like: &Tensor, dims: &[usize], v: Vec<f64>) -> Result<Tensor> {
-    match like {
-        Tensor::F32(_) => Tensor::from_vec(dims, v.into_iter().map(|x| x as f32).collect(), crate::tensor::Layout::RowMajor),
-        _ => Tensor::from_vec(dims, v, crate::tensor::Layout::RowMajor),
-    }
-}
-
 fn kernel_ot(ctx: &KernelCtx) -> Result<Outputs> {
     let max_iter = ctx.node.attrs.get_int("OtNetwork", "max_iter")?;
     let max_iter = usize::try_from(max_iter).map_err(|_| ctx.error(format!("max_iter must be >= 0, got {max_iter}")))?;
@@ -297,8 +290,8 @@ fn kernel_ot(ctx: &KernelCtx) -> Result<Outputs> {
     let like = &ctx.inputs[2];
     let basis: Vec<i64> = t.basis.iter().flat_map(|&(i, j)| [i as i64, j as i64]).collect();
     Ok(smallvec![
-        out_like(like, &m_dims, t.flow)?,
-        out_like(like, &[], vec![t.cost])?,
+        float_like(like, &m_dims, t.flow)?,
+        float_like(like, &[], vec![t.cost])?,
         Tensor::from_vec(&[t.basis.len(), 2], basis, crate::tensor::Layout::RowMajor)?
     ])
 }
@@ -333,7 +326,7 @@ fn kernel_ot_grad(ctx: &KernelCtx) -> Result<Outputs> {
     }
     let like = &ctx.inputs[2];
     let dm: Vec<f64> = p.iter().map(|x| gl * x).collect();
-    Ok(smallvec![out_like(like, &[m], u)?, out_like(like, &[n], v)?, out_like(like, &dims, dm)?])
+    Ok(smallvec![float_like(like, &[m], u)?, float_like(like, &[n], v)?, float_like(like, &dims, dm)?])
 }
 
 fn grad_ot(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {

@@ -514,6 +514,15 @@ pub fn infer_unary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![ctx.inputs[0].clone()])
 }
 
+/// Row-major `values` of shape `dims` as a tensor of `like`'s float dtype (Float32 when
+/// `like` is Float32, else Float64): the outputs of kernels that compute in f64.
+pub(crate) fn float_like(like: &Tensor, dims: &[usize], values: Vec<f64>) -> Result<Tensor> {
+    match like {
+        Tensor::F32(_) => Tensor::from_vec(dims, values.into_iter().map(|x| x as f32).collect(), crate::tensor::Layout::RowMajor),
+        _ => Tensor::from_vec(dims, values, crate::tensor::Layout::RowMajor),
+    }
+}
+
 /// Shape function of unary ops of any dtype: output = input.
 pub fn infer_same(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![ctx.inputs[0].clone()])
