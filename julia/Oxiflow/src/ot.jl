@@ -7,7 +7,7 @@
 export sinkhorn, empirical_sinkhorn, ot_dist, dtw, emd, empirical_emd
 
 # a Julia weight vector must be a probability vector (ADCME asserts the same)
-function check_weights(w, what, fname="sinkhorn")
+function check_weights(w, what, fname)
     w isa Tensor && return w
     all(x -> x >= 0, w) && isapprox(sum(w), 1.0) ||
         invalid("$fname: $what must be non-negative and sum to 1, got sum $(sum(w))")
