@@ -57,19 +57,23 @@ end
     val, out = capture(() -> run(tf.Session(config=tf.ConfigProto(log_device_placement=true, allow_soft_placement=true)), c))
     @test val == [2.0, 4.0, 6.0]
     @test occursin("add: (Add): $GPU0", out) && occursin("a: (Const): $CPU0", out)
-    # "some ops cannot go on a GPU": Int32 arithmetic has no GPU kernel here (TF computes
-    # its int32 GPU kernels in host memory; Int64 and float arithmetic have GPU kernels).
-    # Pinned to a GPU it fails; with soft placement it runs on the CPU
+    # "some ops cannot go on a GPU": Int32 `Pow` has no GPU kernel (nor in TF). Pinned to
+    # a GPU it fails; with soft placement it runs on the CPU. Int32 `Add` has one, computed
+    # in host memory as TF's int32 GPU kernels are; Int64 and float arithmetic have device
+    # kernels
     reset_default_graph()
     @gpu begin
-        global k = constant(Int32[1, 2]) + constant(Int32[3, 4])
+        global k = constant(Int32[1, 2]) .^ 2
+        global k32 = constant(Int32[1, 2]) + constant(Int32[3, 4])
         global k64 = constant([1, 2]) + constant([3, 4])
     end
     e = try; run(Session(), k); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("no supported kernel for GPU devices", e.msg)
     s = Session(soft=true)
-    @test run(s, k) == [4, 6]
+    @test run(s, k) == [1, 4]
     @test assigned_device(s, k) == CPU0
+    s = Session()
+    @test run(s, k32) == [4, 6] && assigned_device(s, k32) == GPU0
     @test run(s, k64) == [4, 6] && assigned_device(s, k64) == GPU0
 end
 

@@ -17,11 +17,11 @@
 //! rank-0 tensors such a successor has consumed are offered to the next kernel as its
 //! output buffer (`ops::offer_spare`), so a chain of scalar steps allocates nothing.
 
-use crate::device::DeviceSet;
+use crate::device::{DeviceSet, DeviceType};
 use crate::error::{OxiflowError, Result};
 use crate::function::InnerStep;
 use crate::graph::Node;
-use crate::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
+use crate::ops::{offer_spare, smallvec, GpuLaunch, KernelCtx, Outputs, StateAccess};
 use crate::profile::NodeExecStats;
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
@@ -545,12 +545,17 @@ impl RunCtx<'_> {
                     node
                 };
                 let ctx = KernelCtx { node, inputs, state: self.state };
+                // an op a GPU runs on the host (`While`, Int32 `Add`)
+                let on_host = (node.op.launch == GpuLaunch::Host || !node.op.host_memory.is_empty())
+                    && device.attributes().device_type == DeviceType::Gpu
+                    && node.op.runs_on_host(inputs.iter().map(Tensor::dtype).chain(node.outputs.iter().map(|t| t.dtype)));
+                let compute = || if on_host { crate::function::run_host_launched(device, &ctx) } else { device.compute(&ctx) };
                 let outs = if self.trace && crate::function::records_inside(node) {
-                    let (outs, inner) = crate::function::trace_calls(&node.name, self.clock.t0, || device.compute(&ctx));
+                    let (outs, inner) = crate::function::trace_calls(&node.name, self.clock.t0, compute);
                     self.inner.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.into_iter().map(|i| (s, i)));
                     outs?
                 } else {
-                    device.compute(&ctx)?
+                    compute()?
                 };
                 if outs.len() != node.outputs.len() || outs.iter().zip(&node.outputs).any(|(t, tt)| t.dtype() != tt.dtype || !tt.shape.matches(t.dims())) {
                     return Err(OxiflowError::Internal(format!(

@@ -15,14 +15,16 @@
 //! then recorded as an [`InnerStep`], which the session adds to the step's statistics (TF1's
 //! step stats list each iteration's ops of a `while_loop` the same way).
 
+use crate::device::{CpuDevice, Device, DeviceKind, DeviceType};
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output, TensorType};
 use crate::ops::scatter::UndoLog;
-use crate::ops::{smallvec, Outputs, StateAccess};
+use crate::ops::{smallvec, GpuLaunch, KernelCtx, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// One node run by a function that a functional op called in a traced run.
@@ -63,6 +65,81 @@ struct InnerTrace {
 
 thread_local! {
     static INNER: RefCell<Option<InnerTrace>> = const { RefCell::new(None) };
+    /// The GPU whose functional op runs on this thread ([`run_host_launched`]).
+    static CALL_DEVICE: RefCell<Option<Arc<dyn Device>>> = const { RefCell::new(None) };
+}
+
+/// Whether this thread is running the functions of a functional op placed on a GPU, whose
+/// ops then go to that GPU one by one: a device that times its kernels by node name leaves
+/// these out, as a function's node names may repeat the graph's.
+pub fn in_device_call() -> bool {
+    CALL_DEVICE.try_with(|d| d.borrow().is_some()).unwrap_or(false)
+}
+
+/// Runs `ctx`'s node, an op a GPU runs on the host ([`crate::ops::OpDef::runs_on_host`]:
+/// launched as [`GpuLaunch::Host`], or Int32 arithmetic), for GPU `device` (TF's GPU
+/// kernels whose arguments are all in host memory). A functional op (`If`,
+/// `While`, ...) gets its inputs where they are, and each op its functions run goes to
+/// `device` when the op has a GPU kernel for its dtypes, else to the host
+/// ([`Function::call`]); any other op gets its inputs copied to the host and runs its CPU
+/// kernel. The outputs count against `device`'s memory; on a real GPU those the host
+/// produced are copied to it, as the device's other tensors are. Errors: the kernel's, the
+/// copies', and `ResourceExhausted` when the outputs do not fit.
+pub fn run_host_launched(device: &Arc<dyn Device>, ctx: &KernelCtx) -> Result<Outputs> {
+    let outs = if calls_functions(ctx.node) {
+        /// Puts the enclosing call's device back, also when the kernel panics.
+        struct Restore(Option<Arc<dyn Device>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let prev = self.0.take();
+                let _ = CALL_DEVICE.try_with(|d| *d.borrow_mut() = prev);
+            }
+        }
+        let _restore = Restore(CALL_DEVICE.with(|d| d.borrow_mut().replace(device.clone())));
+        (ctx.node.op.kernel)(ctx)?
+    } else {
+        let inputs: Vec<Tensor> = ctx.inputs.iter().map(Tensor::to_host).collect::<Result<_>>()?;
+        crate::ops::dynamic_shape::run_kernel(ctx.node, &inputs, ctx.state)?
+    };
+    if device.attributes().kind == DeviceKind::ProvidedGpu {
+        let host = host_device();
+        let mut out = Outputs::new();
+        for t in outs {
+            out.push(if t.is_device_resident() {
+                if let Some(m) = device.memory() {
+                    m.allocate(std::slice::from_ref(&t))?;
+                }
+                t
+            } else {
+                device.copy_from(&t, host)?
+            });
+        }
+        return Ok(out);
+    }
+    if let Some(m) = device.memory() {
+        m.allocate(&outs)?;
+    }
+    Ok(outs)
+}
+
+/// The host CPU as a copy's source.
+fn host_device() -> &'static CpuDevice {
+    static HOST: std::sync::OnceLock<CpuDevice> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| CpuDevice::new(0))
+}
+
+/// Whether `n` (a node of a function graph) runs on a GPU that calls the function: it has
+/// a GPU kernel for its dtypes that the device launches. `Const` stays on the host (a
+/// device caches constants by node id, which a function's graph shares with the caller's),
+/// as do ops a GPU runs on the host ([`crate::ops::OpDef::runs_on_host`]: a nested `If` or `While`,
+/// Int32 arithmetic).
+fn device_kernel(g: &Graph, n: &crate::graph::Node) -> Result<bool> {
+    if n.op.launch == GpuLaunch::None || n.op.name == "Const" {
+        return Ok(false);
+    }
+    let ins = n.inputs.iter().map(|o| g.output_type(*o).map(|t| t.dtype)).collect::<Result<Vec<_>>>()?;
+    let outs: Vec<_> = n.outputs.iter().map(|t| t.dtype).collect();
+    Ok(n.op.has_kernel(DeviceType::Gpu, &ins, &outs) && !n.op.runs_on_host(ins.iter().chain(&outs).copied()))
 }
 
 /// Whether `node` calls functions (holds a function attr: `If`, `While`, `WhileGrad`).
@@ -171,6 +248,9 @@ pub struct Function {
     /// in place. Earlier readers have run; an output of theirs that still shares the buffer
     /// (a `Reshape`) makes the kernel copy.
     owned: Vec<Option<crate::ops::OwnedKernelFn>>,
+    /// For each node of `order`, whether it runs on a GPU that calls the function
+    /// ([`device_kernel`]); the others run on the host there.
+    device: Vec<bool>,
 }
 
 impl fmt::Debug for Function {
@@ -230,7 +310,8 @@ impl Function {
             }
         }
         let owned = Self::owned_kernels(&graph, &needed, &outputs)?;
-        Ok(Function { graph, inputs, outputs, order: needed, owned })
+        let device = needed.iter().map(|&id| device_kernel(&graph, graph.node(id)?)).collect::<Result<_>>()?;
+        Ok(Function { graph, inputs, outputs, order: needed, owned, device })
     }
 
     /// [`Function::owned`] of each node of `order`.
@@ -314,6 +395,30 @@ impl Function {
         if args.len() != self.inputs.len() {
             return Err(OxiflowError::Internal(format!("function called with {} arguments, it takes {}", args.len(), self.inputs.len())));
         }
+        let device = CALL_DEVICE.with(|d| d.borrow().clone());
+        // what the call put in the device's memory account, taken out again when it ends
+        // (the caller accounts for the outputs it keeps)
+        let mut held: Vec<Tensor> = Vec::new();
+        let r = self.run_nodes(args, state, traced, taps, undo, device.as_ref(), &mut held);
+        if let Some(m) = device.as_ref().and_then(|d| d.memory()) {
+            m.free(&held);
+        }
+        r
+    }
+
+    /// [`Function::run`]'s node loop; on a GPU `device`, the tensors put in its memory
+    /// account go to `held`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_nodes(
+        &self,
+        args: Vec<Tensor>,
+        state: &dyn StateAccess,
+        traced: bool,
+        taps: &[NodeId],
+        undo: &mut UndoLog,
+        device: Option<&Arc<dyn Device>>,
+        held: &mut Vec<Tensor>,
+    ) -> Result<Vec<Tensor>> {
         // each node's outputs, by node id (a function's graph is small)
         let mut vals: Vec<Option<Outputs>> = vec![None; self.graph.len()];
         for (i, a) in self.inputs.iter().zip(args) {
@@ -321,8 +426,11 @@ impl Function {
         }
         let missing = |o: &Output| OxiflowError::Internal(format!("function: input {o:?} missing"));
         let get = |vals: &[Option<Outputs>], o: &Output| vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| missing(o));
-        for (&id, &owned) in self.order.iter().zip(&self.owned) {
+        for ((&id, &owned), &gpu) in self.order.iter().zip(&self.owned).zip(&self.device) {
             let n = self.graph.node(id)?;
+            let on = device.filter(|_| gpu);
+            // a device kernel never updates an input in place
+            let owned = if on.is_some() { None } else { owned };
             let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
             for (i, o) in n.inputs.iter().enumerate().filter(|(i, _)| !n.op.ref_inputs.contains(i)) {
                 if i == 0 && owned.is_some() {
@@ -333,29 +441,60 @@ impl Function {
                     ins.push(get(&vals, o)?);
                 }
             }
+            match (on, device) {
+                // a real GPU's kernels read device memory: host tensors are copied in
+                (Some(d), _) if d.attributes().kind == DeviceKind::ProvidedGpu => {
+                    for t in ins.iter_mut().filter(|t| !t.is_device_resident()) {
+                        *t = d.copy_from(t, host_device())?;
+                        held.push(t.clone());
+                    }
+                }
+                // a host kernel reads host memory; a nested functional op takes its
+                // inputs where they are and sends its own functions' ops to the device
+                (None, Some(_)) if !calls_functions(n) => {
+                    for t in ins.iter_mut().filter(|t| t.is_device_resident()) {
+                        *t = t.to_host()?;
+                    }
+                }
+                _ => {}
+            }
             if taps.contains(&id) {
                 undo.push((id, crate::ops::scatter::scatter_undo(n, &ins, state)?));
             }
-            let kernel = |ins: &mut [Tensor]| match owned {
-                Some(k) => k(n, ins, state),
-                None => crate::ops::dynamic_shape::run_kernel(n, ins, state),
+            let kernel = |ins: &mut [Tensor]| match (on, owned) {
+                (Some(d), _) => {
+                    let special;
+                    let node = if n.partial {
+                        special = crate::ops::dynamic_shape::specialize(n, ins)?;
+                        &special
+                    } else {
+                        n
+                    };
+                    d.compute(&KernelCtx { node, inputs: ins, state })
+                }
+                (None, Some(k)) => k(n, ins, state),
+                (None, None) => crate::ops::dynamic_shape::run_kernel(n, ins, state),
             };
-            if !traced {
-                vals[id] = Some(kernel(&mut ins)?);
-                continue;
+            let outs = if traced {
+                let nested = records_inside(n);
+                if nested {
+                    enter(&n.name, None);
+                }
+                let start = now_ns().unwrap_or(0);
+                let outs = kernel(&mut ins);
+                let end = now_ns().unwrap_or(0).max(start + 1);
+                if nested {
+                    leave(false);
+                }
+                let outs = outs?;
+                self.record(n, &outs, start, end);
+                outs
+            } else {
+                kernel(&mut ins)?
+            };
+            if on.is_some() {
+                held.extend(outs.iter().cloned());
             }
-            let nested = records_inside(n);
-            if nested {
-                enter(&n.name, None);
-            }
-            let start = now_ns().unwrap_or(0);
-            let outs = kernel(&mut ins);
-            let end = now_ns().unwrap_or(0).max(start + 1);
-            if nested {
-                leave(false);
-            }
-            let outs = outs?;
-            self.record(n, &outs, start, end);
             vals[id] = Some(outs);
         }
         self.outputs.iter().map(|o| get(&vals, o)).collect()

@@ -279,6 +279,7 @@ pub(crate) fn register_probe(r: &mut crate::ops::Registry) {
         grad: crate::ops::Gradient::Undefined,
         stateful: true,
         inexpensive: false,
+        host_memory: &[],
     });
 }
 

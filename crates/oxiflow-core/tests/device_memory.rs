@@ -386,9 +386,9 @@ fn explain_placement_names_the_deciding_rule() {
     let x = g.constant(Tensor::scalar(0.5f64)).unwrap();
     let own = pinned(&mut g, "/gpu:0", |g| g.op("Sin", &[x]).unwrap());
     let soft = pinned(&mut g, "/gpu:7", |g| g.op("Cos", &[x]).unwrap());
-    // Int32 arithmetic has no GPU kernel (Int64's has, as TF's)
-    let i = g.constant(Tensor::full(&[2], 1i32)).unwrap();
-    let int_add = g.op("Add", &[i, i]).unwrap();
+    // IsFinite has no GPU kernel in Oxiflow (TF has one)
+    let i = g.constant(Tensor::full(&[2], 1.0f32)).unwrap();
+    let cpu_only = g.op("IsFinite", &[i]).unwrap();
     g.push_device(DeviceScope::Function(Arc::new(|n: &NodeDef| Ok::<String, String>(if n.op == "Exp" { "/cpu:0".into() } else { String::new() }))));
     let by_fn = g.op("Exp", &[x]).unwrap();
     g.pop_device().unwrap();
@@ -400,13 +400,13 @@ fn explain_placement_names_the_deciding_rule() {
     let mut o = opts(1);
     o.allow_soft_placement = true;
     let s = Session::new(g, o).unwrap();
-    s.run(&[], &[own, soft, int_add, by_fn, coloc, default], &[], false).unwrap();
+    s.run(&[], &[own, soft, cpu_only, by_fn, coloc, default], &[], false).unwrap();
     let e = explain(&s, own);
     assert!(e.starts_with(&format!("Sin (Sin) on {GPU0}")) && e.contains("rule: own request: a device scope asked for /device:GPU:0"), "{e}");
     let e = explain(&s, soft);
     assert!(e.contains("requested: /device:GPU:7 (device scope)") && e.contains("rule: soft placement"), "{e}");
-    let e = explain(&s, int_add);
-    assert!(e.contains(&format!("on {CPU0}")) && e.contains("rule: kernel availability") && e.contains("Int32"), "{e}");
+    let e = explain(&s, cpu_only);
+    assert!(e.contains(&format!("on {CPU0}")) && e.contains("rule: kernel availability") && e.contains("Float32"), "{e}");
     let e = explain(&s, i);
     assert!(e.contains("rule: generator") && e.contains(CPU0), "{e}");
     let e = explain(&s, by_fn);

@@ -8,6 +8,9 @@
 //!
 //! The provider is process-wide, so this file is its own test binary.
 
+#[path = "common/gpu_loop.rs"]
+mod gpu_loop;
+
 use oxiflow_core::autodiff::gradients;
 use oxiflow_core::device::provider::{gpu_provider, gpu_source, set_gpu_provider, GpuProvider, GpuSource, PhysicalGpu};
 use oxiflow_core::device::{Device, DeviceAttributes, DeviceKind, KernelTime};
@@ -16,12 +19,14 @@ use oxiflow_core::ops::{KernelCtx, Outputs};
 use oxiflow_core::tensor::{DeviceBuffer, DeviceTensor};
 use oxiflow_core::{DType, DeviceSpec, Graph, Output, Result, Session, SessionOptions, Tensor};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
 
 static DOWNLOADS: AtomicUsize = AtomicUsize::new(0);
+/// Names of the nodes the fake GPU computed, in order.
+static COMPUTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static UPLOADS: AtomicUsize = AtomicUsize::new(0);
 
 /// "Device memory": a host tensor only its device reads directly.
@@ -44,11 +49,8 @@ impl DeviceBuffer for FakeBuffer {
     fn to_host(&self, dtype: DType, dims: &[usize]) -> Result<Tensor> {
         DOWNLOADS.fetch_add(1, Ordering::Relaxed);
         assert_eq!(dtype, self.host.dtype());
-        let v = self.host.to_f64_vec();
-        Ok(match dtype {
-            DType::Float64 => Tensor::from_vec(dims, v, oxiflow_core::Layout::RowMajor)?,
-            other => panic!("test device holds Float64 only, got {other}"),
-        })
+        assert_eq!(dims, self.host.dims());
+        Ok(self.host.deep_copy())
     }
     fn as_any(&self) -> &dyn std::any::Any {
         self
@@ -98,6 +100,7 @@ impl Device for FakeGpu {
         if let Some(t) = self.timed.lock().unwrap().as_mut() {
             t.push(ctx.node.name.clone());
         }
+        COMPUTED.lock().unwrap().push(ctx.node.name.clone());
         Ok(outs.into_iter().map(|t| self.resident(t)).collect())
     }
     fn start_kernel_timing(&self) {
@@ -226,4 +229,41 @@ fn seed_000_runs_with_device_resident_tensors() {
     assert!((T0..T0 + 1_000_000).contains(&s) && e == s + 500, "Sin timed by the device: {s}..{e}");
     let (s, _) = times("Cos");
     assert!(s > T0 + 1_000_000_000, "Cos ran on the CPU and keeps the host's (wall-clock) time: {s}");
+}
+
+#[test]
+fn a_loop_runs_its_float_ops_on_the_device_and_its_int32_counter_on_the_host() {
+    install();
+    let x0 = [0.25, -0.75];
+    let mut g = Graph::new();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let x = g.constant(Tensor::from_vec(&[2], x0.to_vec(), oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let v = gpu_loop::sin_loop(&mut g, x, 2, 5);
+    let s = g.op("Sum", &[v]).unwrap();
+    // Int32 arithmetic outside the loop: TF's host-memory GPU kernel
+    let i = g.constant(Tensor::scalar(20i32)).unwrap();
+    let ii = Output::new(g.add_node(oxiflow_core::NodeSpec::new("Mul", &[i, i]).name("square_i")).unwrap(), 0);
+    g.pop_device().unwrap();
+    let dx = gradients(&mut g, &[s], &[x], None, true).unwrap()[0].unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    COMPUTED.lock().unwrap().clear();
+    // every kernel the device launches asserts that its inputs are resident; a host kernel
+    // given a resident tensor would panic on reading it
+    let out = sess.run(&[], &[v, dx, ii], &[], false).unwrap();
+    let (want_v, want_d) = gpu_loop::oracle(&x0, 5);
+    assert!(gpu_loop::close(&out.values[0].to_f64_vec(), &want_v));
+    assert!(gpu_loop::close(&out.values[1].to_f64_vec(), &want_d));
+    assert_eq!(out.values[2].to_f64_vec(), vec![400.0]);
+    for n in [v.node, ii.node] {
+        assert_eq!(sess.assigned_device(n).unwrap(), GPU0);
+    }
+    let computed = COMPUTED.lock().unwrap().clone();
+    let count = |name: &str| computed.iter().filter(|c| *c == name).count();
+    // the body's Sin went to the device every iteration, forward and in the gradient's
+    // rerun; the Int32 counter's Add and Less and the outer Int32 Mul never did
+    assert_eq!(count("body_sin"), 10, "{computed:?}");
+    assert_eq!(count("gradients/body_sin_grad/Cos"), 5, "the body's gradient ran on the device: {computed:?}");
+    for host in ["next_i", "Less", "square_i"] {
+        assert_eq!(count(host), 0, "{host} ran on the device: {computed:?}");
+    }
 }

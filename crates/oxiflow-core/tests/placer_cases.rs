@@ -161,30 +161,37 @@ fn requested_devices() {
     }
 }
 
-/// Kernel availability per dtype: integer math has no GPU kernel (docs/user-guide/devices.md lists
-/// the GPU kernels); such ops go to CPU unconstrained, fail when pinned to a GPU, move to CPU
-/// with soft placement (placer_test TestNoKernelsRegistered..., TestSoftPlacement...).
+/// Kernel availability per dtype: Int32 `Pow` has no GPU kernel (TF registers none either;
+/// docs/user-guide/devices.md lists the GPU kernels); such ops go to CPU unconstrained, fail
+/// when pinned to a GPU, move to CPU with soft placement (placer_test
+/// TestNoKernelsRegistered..., TestSoftPlacement...).
 #[test]
 fn kernel_availability() {
-    let int_add = |spec: &str| {
+    let int_op = |op: &str, spec: &str| {
         let mut b = B::new();
         b.c32i("i", 2);
         b.c32i("j", 3);
         if !spec.is_empty() {
             b.dev(spec);
         }
-        b.op("add", "Add", &["i", "j"]);
+        b.op("op", op, &["i", "j"]);
         b
     };
-    check("int Add unconstrained", int_add(""), G1, &[("add", On("CPU:0")), ("i", On("CPU:0"))]);
+    check("int Pow unconstrained", int_op("Pow", ""), G1, &[("op", On("CPU:0")), ("i", On("CPU:0"))]);
     check(
-        "int Add on GPU",
-        int_add("/gpu:0"),
+        "int Pow on GPU",
+        int_op("Pow", "/gpu:0"),
         G1,
-        &[("add", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))],
+        &[("op", Fails("Could not satisfy explicit device specification '/device:GPU:0' because no supported kernel for GPU devices is available"))],
     );
-    check("int Add on GPU, soft", int_add("/gpu:0"), G1S, &[("add", On("CPU:0"))]);
-    check("int Add on CPU", int_add("/cpu:0"), G1, &[("add", On("CPU:0"))]);
+    check("int Pow on GPU, soft", int_op("Pow", "/gpu:0"), G1S, &[("op", On("CPU:0"))]);
+    check("int Pow on CPU", int_op("Pow", "/cpu:0"), G1, &[("op", On("CPU:0"))]);
+    // Int32 arithmetic and comparisons have GPU kernels that compute in host memory (TF's
+    // int32 GPU kernels): placed on the GPU as TF places them, pinned or not; the
+    // constants follow their only consumer (the generator rule)
+    for (op, spec) in [("Add", ""), ("Add", "/gpu:0"), ("Less", "/gpu:0"), ("Maximum", "")] {
+        check(&format!("int {op} under '{spec}'"), int_op(op, spec), G1, &[("op", On("GPU:0")), ("i", On("GPU:0"))]);
+    }
     // Int64 arithmetic has GPU kernels (TF registers int64 GPU kernels of Add, Sub, Mul,
     // Maximum, Minimum and the comparisons): pinned to the GPU it stays there
     let int64_ops = || {
@@ -390,7 +397,7 @@ fn colocation() {
     // stays together (dnu.cc MergeDevNames, soft): all on the best device
     check("colocation conflict with soft placement", conflict(), G1S, &[("w", On("GPU:0")), ("t", On("GPU:0")), ("u", On("GPU:0")), ("s", On("GPU:0"))]);
 
-    // an Int32 op colocated with a GPU-pinned float op
+    // an Int32 op without a GPU kernel colocated with a GPU-pinned float op
     let types = || {
         let mut b = B::new();
         b.c64("x", 0.5);
@@ -400,7 +407,7 @@ fn colocation() {
         b.c32i("i", 1);
         b.c32i("j", 2);
         b.coloc("s", false);
-        b.op("add", "Add", &["i", "j"]);
+        b.op("add", "Pow", &["i", "j"]);
         b.uncoloc();
         b
     };

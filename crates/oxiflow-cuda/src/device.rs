@@ -485,7 +485,10 @@ impl CudaDevice {
                 scratch: &scratch,
             };
             let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
-            let start = timing.as_ref().and_then(|_| self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
+            // an op a functional op's function runs is traced on the host (its name may
+            // repeat one of the graph's, which the session matches these times by)
+            let timed = timing.as_ref().filter(|_| !oxiflow_core::function::in_device_call());
+            let start = timed.and_then(|_| self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).ok());
             f(&lctx, node, &args, &out_args)?;
             if let (Some(t), Some(start)) = (timing.as_mut(), start) {
                 if let Ok(end) = self.core.shared.compute.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) {

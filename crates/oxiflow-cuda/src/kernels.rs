@@ -275,14 +275,15 @@ pub fn entry_dtypes(def: &OpDef) -> Vec<DType> {
 }
 
 /// Every kernel entry the registry calls for: for each registered op with a GPU kernel
-/// flag that is launched (not [`GpuLaunch::DeviceHandled`]) and not computed by cuBLAS
-/// ([`GpuLaunch::CuBlas`]) or NCCL ([`GpuLaunch::Collective`]), `{op}_{dtype}` for each of its [`entry_dtypes`]; `Cast` has
+/// flag that is launched (not [`GpuLaunch::DeviceHandled`], nor run on the host,
+/// [`GpuLaunch::Host`]) and not computed by cuBLAS ([`GpuLaunch::CuBlas`]) or NCCL
+/// ([`GpuLaunch::Collective`]), `{op}_{dtype}` for each of its [`entry_dtypes`]; `Cast` has
 /// `cast_{src}_{dst}` for each pair of its dtypes. Sorted.
 pub fn required_entries() -> Vec<RequiredEntry> {
     let mut out = Vec::new();
     for op in registered() {
         let Ok(def) = lookup(op) else { continue };
-        if matches!(def.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::CuBlas | GpuLaunch::Collective) {
+        if matches!(def.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::CuBlas | GpuLaunch::Collective | GpuLaunch::Host) {
             continue;
         }
         let launch = def.launch;
@@ -309,12 +310,13 @@ pub fn ops_launched_as(launch: GpuLaunch) -> Vec<&'static str> {
 }
 
 /// Ops with a GPU kernel that need a launcher: every one the device does not run itself
-/// ([`GpuLaunch::DeviceHandled`], [`GpuLaunch::Collective`]).
+/// ([`GpuLaunch::DeviceHandled`], [`GpuLaunch::Collective`]) and the executor does not run
+/// on the host ([`GpuLaunch::Host`]).
 pub fn ops_needing_launchers() -> Vec<&'static OpDef> {
     registered()
         .into_iter()
         .filter_map(|op| lookup(op).ok())
-        .filter(|d| !matches!(d.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::Collective))
+        .filter(|d| !matches!(d.launch, GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::Collective | GpuLaunch::Host))
         .collect()
 }
 

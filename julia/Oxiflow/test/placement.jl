@@ -63,26 +63,32 @@ end
     @test assigned_device(s, v) == CPU0 && assigned_device(s, sv) == GPU0
     @test run(s, sv) ≈ sin(2.0)
 
-    # Int32 math has no GPU kernel: CPU unconstrained, an error pinned, CPU with soft
+    # Int32 Pow has no GPU kernel (nor in TF): CPU unconstrained, an error pinned, CPU with soft
     i = constant(Int32(2))
-    @test placed(i + i) == (CPU0, nothing)
+    @test placed(i ^ 3) == (CPU0, nothing)
     @gpu begin
-        global ii = i * i
+        global ii = i ^ 3
     end
     d, e = placed(ii)
     @test d === nothing && occursin("no supported kernel for GPU devices", e)
     @test occursin("with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU", e)
     @test placed(ii, soft=true) == (CPU0, nothing)
-    # a while_loop (one While op, its loop run on the CPU) pinned to a GPU: the same error
-    # and way out; TF runs its control flow under a GPU scope, Oxiflow only with soft placement
+    # Int32 arithmetic goes to the GPU, computed in host memory (TF's int32 GPU kernels)
+    @test placed(i * i) == (GPU0, nothing)
+    @test run(Session(emulated_gpus=1), i * i + i) == 6
+    # a while_loop (one While op) goes to the GPU it is pinned to, no soft placement: its
+    # loop runs on the host, the body's float ops on the GPU and its Int32 counter on the
+    # host (TF keeps loop control in host memory)
     xw = constant([1.0, 2.0])
     @gpu begin
-        global wl = while_loop((k, v) -> k < 3, (k, v) -> (k + 1, 2 .* v), [constant(0), xw])[2]
+        global wl = while_loop((k, v) -> k < 3, (k, v) -> (k + 1, 2 .* v), [constant(Int32(0)), xw])[2]
+        global dwl = gradients(sum(wl .^ 2), xw)
     end
-    d, e = placed(wl)
-    @test d === nothing && occursin("Op: While", e) && occursin("Session(soft=true)", e)
-    s = Session(soft=true, emulated_gpus=1)
-    @test run(s, wl) == [8.0, 16.0] && assigned_device(s, wl) == CPU0
+    @test placed(wl) == (GPU0, nothing) && placed(dwl) == (GPU0, nothing)
+    s = Session(emulated_gpus=1)
+    @test run(s, wl) == [8.0, 16.0] && assigned_device(s, wl) == GPU0
+    # d sum((8x)²)/dx = 128x
+    @test run(s, dwl) ≈ [128.0, 256.0]
     # Int64 arithmetic and comparisons have GPU kernels (TF's int64 GPU kernels): ADCME's
     # 1-based argmax (`ArgMax` then `+ 1`) stays on a GPU it is pinned to, no soft placement
     @gpu begin

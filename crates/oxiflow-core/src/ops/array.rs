@@ -264,6 +264,6 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(def("BroadcastTo", "BroadcastTo", one, infer_broadcast_to, kernel_broadcast_to, GPU_FLOATS, Some(grad_broadcast_to)).with_attrs(SHAPE));
     r.add(def("Cast", "Cast", one, infer_cast, kernel_cast, GPU_FLOATS, Some(grad_cast)).with_attrs(CAST_ATTRS));
     // TF: ops.NotDifferentiable("OnesLike"), ("ZerosLike").
-    r.add(def("OnesLike", "OnesLike", one, infer_same, kernel_ones_like, GPU_FLOATS, None).not_differentiable());
-    r.add(def("ZerosLike", "ZerosLike", one, infer_same, kernel_zeros_like, GPU_FLOATS, None).not_differentiable());
+    r.add(def("OnesLike", "OnesLike", one, infer_same, kernel_ones_like, GPU_FLOATS, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(def("ZerosLike", "ZerosLike", one, infer_same, kernel_zeros_like, GPU_FLOATS, None).not_differentiable().host_memory_for(HOST_INT32));
 }

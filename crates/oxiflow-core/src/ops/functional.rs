@@ -32,8 +32,12 @@
 //! [`kernel_while_grad_grad`]); it has no gradient itself, so third derivatives through a
 //! loop are an error naming it.
 //!
-//! CPU kernels only: the branch or body runs on the calling thread with the step's variable store
-//! ([`Function::call`]); on a GPU without soft placement the placer refuses the op. A traced
+//! The branch or body runs on the calling thread with the step's variable store
+//! ([`Function::call`]). On a GPU the op is launched on the host ([`GpuLaunch::Host`], as
+//! TF's `If` and `While` keep `cond` and loop control in host memory): each op a function
+//! runs goes to the GPU when it has a GPU kernel for its dtypes, else to the host (Int32
+//! loop counters, `TensorScatterUpdate`), so a loop under `@gpu` needs no soft placement.
+//! A traced
 //! run records every node a branch, `cond`, `body` or `body_grad` runs, per iteration, as
 //! `<node>/<attr>/<inner node>` ([`crate::function::trace_calls`]).
 
@@ -124,7 +128,8 @@ fn infer_if(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 fn kernel_if(ctx: &KernelCtx) -> Result<Outputs> {
-    let taken = match &ctx.inputs[0] {
+    // on a GPU, `cond` may be in device memory (TF's `If` reads it in host memory)
+    let taken = match &ctx.inputs[0].to_host()? {
         Tensor::Bool(b) => b.iter().next().copied().unwrap_or(false),
         t => return Err(ctx.error(format!("cond must be a Bool scalar, got {}", t.dtype()))),
     };
@@ -289,7 +294,7 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut tape: Option<&mut Tape>)
     let mut dims: Vec<Vec<usize>> = vec![Vec::new(); vars.len()];
     while max.map_or(true, |m| i < m) {
         let c = cond.call(&vars, ctx.state, "cond", Some(i)).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
-        match c.first() {
+        match c.first().map(Tensor::to_host).transpose()?.as_ref() {
             Some(Tensor::Bool(b)) if b.iter().next() == Some(&true) => {}
             Some(Tensor::Bool(_)) => break,
             _ => return Err(ctx.error("cond did not return a Bool scalar")),
@@ -488,19 +493,23 @@ fn grad_while(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Ve
 
 pub(crate) fn register(r: &mut Registry) {
     r.add(
-        super::math::def("If", "If", Arity::AtLeast(1), infer_if, kernel_if, GpuSupport::None, Some(grad_if))
+        super::math::def("If", "If", Arity::AtLeast(1), infer_if, kernel_if, GpuSupport::Any, Some(grad_if))
+            .launched_as(GpuLaunch::Host)
             .with_attrs(attrs!["then_branch" => Func, "else_branch" => Func]),
     );
     r.add(
-        super::math::def("While", "while", Arity::AtLeast(1), infer_while, kernel_while, GpuSupport::None, Some(grad_while))
+        super::math::def("While", "while", Arity::AtLeast(1), infer_while, kernel_while, GpuSupport::Any, Some(grad_while))
+            .launched_as(GpuLaunch::Host)
             .with_attrs(attrs!["cond" => Func, "body" => Func, "maximum_iterations" => Int]),
     );
     r.add(
-        super::math::def("WhileGrad", "WhileGrad", Arity::AtLeast(2), infer_while_grad, kernel_while_grad, GpuSupport::None, Some(grad_while_grad))
+        super::math::def("WhileGrad", "WhileGrad", Arity::AtLeast(2), infer_while_grad, kernel_while_grad, GpuSupport::Any, Some(grad_while_grad))
+            .launched_as(GpuLaunch::Host)
             .with_attrs(attrs!["cond" => Func, "body" => Func, "body_grad" => Func, "maximum_iterations" => Int]),
     );
     r.add(
-        super::math::def("WhileGradGrad", "WhileGradGrad", Arity::AtLeast(3), infer_while_grad_grad, kernel_while_grad_grad, GpuSupport::None, None)
+        super::math::def("WhileGradGrad", "WhileGradGrad", Arity::AtLeast(3), infer_while_grad_grad, kernel_while_grad_grad, GpuSupport::Any, None)
+            .launched_as(GpuLaunch::Host)
             .with_attrs(attrs![
                 "cond" => Func,
                 "body" => Func,

@@ -751,6 +751,7 @@ pub static FUSED_ELEMENTWISE: OpDef = OpDef {
     grad: Gradient::Undefined,
     stateful: false,
     inexpensive: false,
+    host_memory: &[],
 };
 
 /// Whether `op` is one the pass may fuse (float dtypes only; the caller checks those).

@@ -704,6 +704,7 @@ pub(crate) fn def(
         grad: grad.into(),
         stateful: false,
         inexpensive: false,
+        host_memory: &[],
     }
 }
 
@@ -711,15 +712,15 @@ pub(crate) fn register(r: &mut Registry) {
     let binary_on =
         |name, default_name, infer, kernel, gpu, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
     let binary = |name, default_name, infer, kernel, grad| binary_on(name, default_name, infer, kernel, GPU_FLOATS, grad);
-    r.add(binary_on("Add", "add", infer_binary_numeric, kernel_add, GPU_FLOATS_INT64, Some(grad_add)));
-    r.add(binary_on("Sub", "sub", infer_binary_numeric, kernel_sub, GPU_FLOATS_INT64, Some(grad_sub)));
-    r.add(binary_on("Mul", "mul", infer_binary_numeric, kernel_mul, GPU_FLOATS_INT64, Some(grad_mul)));
+    r.add(binary_on("Add", "add", infer_binary_numeric, kernel_add, GPU_FLOATS_INT64, Some(grad_add)).host_memory_for(HOST_INT32));
+    r.add(binary_on("Sub", "sub", infer_binary_numeric, kernel_sub, GPU_FLOATS_INT64, Some(grad_sub)).host_memory_for(HOST_INT32));
+    r.add(binary_on("Mul", "mul", infer_binary_numeric, kernel_mul, GPU_FLOATS_INT64, Some(grad_mul)).host_memory_for(HOST_INT32));
     r.add(binary("RealDiv", "truediv", infer_binary_float, kernel_realdiv, Some(grad_realdiv)));
     r.add(binary("Pow", "pow", infer_binary_numeric, kernel_pow, Some(grad_pow)));
 
     let unary = |name, infer, kernel, grad| def(name, name, Arity::Fixed(1), infer, kernel, GPU_FLOATS, Some(grad)).launched_as(GpuLaunch::Unary);
-    r.add(unary("Neg", infer_unary_numeric, kernel_neg, grad_neg));
-    r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square));
+    r.add(unary("Neg", infer_unary_numeric, kernel_neg, grad_neg).host_memory_for(HOST_INT32));
+    r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square).host_memory_for(HOST_INT32));
     r.add(unary("Sin", infer_unary_float, kernel_sin, grad_sin));
     r.add(unary("Cos", infer_unary_float, kernel_cos, grad_cos));
     r.add(unary("Exp", infer_unary_float, kernel_exp, grad_exp));
@@ -731,8 +732,8 @@ pub(crate) fn register(r: &mut Registry) {
     // Gradient::NotDifferentiable (no gradient flows, and none is an error). GPU kernels for
     // floats only, as TF's.
     r.add(def("Floor", "Floor", Arity::Fixed(1), infer_unary_float, kernel_floor, GPU_FLOATS, None).not_differentiable().launched_as(GpuLaunch::Unary));
-    r.add(binary("FloorDiv", "floordiv", infer_binary_numeric, kernel_floor_div, None).not_differentiable());
-    r.add(binary("FloorMod", "FloorMod", infer_binary_numeric, kernel_floor_mod, Some(grad_floor_mod)));
+    r.add(binary("FloorDiv", "floordiv", infer_binary_numeric, kernel_floor_div, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(binary("FloorMod", "FloorMod", infer_binary_numeric, kernel_floor_mod, Some(grad_floor_mod)).host_memory_for(HOST_INT32));
 
     r.add(def("AddN", "AddN", Arity::AtLeast(1), infer_addn, kernel_addn, GPU_FLOATS, Some(grad_addn)));
     r.add(def("SelectV2", "SelectV2", Arity::Fixed(3), infer_select, kernel_select, GPU_FLOATS_BOOL, Some(grad_select)));

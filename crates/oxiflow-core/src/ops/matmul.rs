@@ -336,6 +336,7 @@ pub static FUSED_MATMUL: OpDef = OpDef {
     grad: Gradient::Undefined,
     stateful: false,
     inexpensive: false,
+    host_memory: &[],
 };
 
 fn matmul(g: &mut Graph, a: Output, b: Output, ta: bool, tb: bool) -> Result<Output> {

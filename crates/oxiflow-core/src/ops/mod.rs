@@ -291,6 +291,12 @@ pub enum GpuLaunch {
     /// A collective across ranks (`MpiAllreduce`, ...): the device moves the data with its
     /// collective library (NCCL), after [`collective::negotiate`], or runs the CPU kernel.
     Collective,
+    /// No device kernel: on a GPU the executor runs the op's CPU kernel on the host, its
+    /// inputs and outputs in host memory (TF's GPU kernels whose arguments are all
+    /// `HostMemory`). Functional control flow (`If`, `While`) is launched so: the loop or
+    /// branch runs on the host thread, and each op its functions run goes to the GPU when
+    /// it has a GPU kernel for its dtypes, else to the host ([`crate::function`]).
+    Host,
 }
 
 /// One op: TF's `OpDef` + kernel registrations + gradient registration.
@@ -323,6 +329,11 @@ pub struct OpDef {
     /// false`. A plan in which at most one step is not inexpensive runs on the caller's
     /// thread ([`crate::executor::Plan::runs_inline`]).
     pub inexpensive: bool,
+    /// Dtypes for which a GPU runs the op's CPU kernel on the host, its inputs and outputs
+    /// in host memory (TF's int32 GPU kernels, registered with every argument in
+    /// `HostMemory`): a node whose dtypes are all GPU-kernel (`gpu`) or host-memory ones
+    /// may be placed on a GPU, and runs on the host there unless they are all `gpu` ones.
+    pub host_memory: &'static [DType],
 }
 
 impl OpDef {
@@ -416,17 +427,37 @@ impl OpDef {
         }
     }
 
-    /// Whether a kernel exists for `device_type` given the node's input
-    /// and output dtypes. CPU has every kernel.
+    /// Whether a kernel exists for `device_type` given the node's input and output dtypes:
+    /// a device kernel or, on a GPU, one run on the host ([`OpDef::host_memory`],
+    /// [`GpuLaunch::Host`]). CPU has every kernel.
     pub fn has_kernel(&self, device_type: DeviceType, input_dtypes: &[DType], output_dtypes: &[DType]) -> bool {
         match device_type {
             DeviceType::Cpu => true,
             DeviceType::Gpu => match self.gpu {
                 GpuSupport::None => false,
                 GpuSupport::Any => true,
-                GpuSupport::Types(ts) => input_dtypes.iter().chain(output_dtypes).all(|d| ts.contains(d)),
+                GpuSupport::Types(ts) => input_dtypes.iter().chain(output_dtypes).all(|d| ts.contains(d) || self.host_memory.contains(d)),
             },
         }
+    }
+
+    /// Whether a GPU runs a node of this op whose inputs and outputs have `dtypes` on the
+    /// host rather than launching a device kernel: ops launched as [`GpuLaunch::Host`], and
+    /// the [`OpDef::host_memory`] dtypes of the others.
+    pub fn runs_on_host(&self, dtypes: impl IntoIterator<Item = DType>) -> bool {
+        match self.launch {
+            GpuLaunch::Host => true,
+            _ if self.host_memory.is_empty() => false,
+            _ => match self.gpu {
+                GpuSupport::Types(ts) => !dtypes.into_iter().all(|d| ts.contains(&d)),
+                _ => false,
+            },
+        }
+    }
+
+    /// The same op run on the host for `dtypes` on GPUs (see [`OpDef::host_memory`]).
+    pub const fn host_memory_for(self, dtypes: &'static [DType]) -> Self {
+        OpDef { host_memory: dtypes, ..self }
     }
 }
 
@@ -507,6 +538,10 @@ pub const GPU_FLOATS_INT64: GpuSupport = GpuSupport::Types(&[DType::Float32, DTy
 /// The comparisons' GPU kernels: float or `Int64` operands, `Bool` result (TF's int64 GPU
 /// kernels of `Equal`, `Less`, ...).
 pub const GPU_COMPARE: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int64, DType::Bool]);
+
+/// [`OpDef::host_memory`] of TF's int32 GPU kernels (arithmetic, comparisons, `ZerosLike`),
+/// which compute on the host with every argument in `HostMemory`.
+pub const HOST_INT32: &[DType] = &[DType::Int32];
 
 /// Shape function of unary elementwise float ops: output = input.
 pub fn infer_unary_float(ctx: &InferCtx) -> Result<Vec<TensorType>> {

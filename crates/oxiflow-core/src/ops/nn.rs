@@ -418,8 +418,8 @@ pub(crate) fn register(r: &mut Registry) {
     let one = Arity::Fixed(1);
     let two = Arity::Fixed(2);
     let unary = |name, infer, kernel, grad| def(name, name, one, infer, kernel, GPU_FLOATS, Some(grad)).launched_as(GpuLaunch::Unary);
-    r.add(unary("Abs", infer_unary_numeric, kernel_abs, grad_abs));
-    r.add(unary("Sign", infer_unary_numeric, kernel_sign, grad_sign));
+    r.add(unary("Abs", infer_unary_numeric, kernel_abs, grad_abs).host_memory_for(HOST_INT32));
+    r.add(unary("Sign", infer_unary_numeric, kernel_sign, grad_sign).host_memory_for(HOST_INT32));
     r.add(unary("Tan", infer_unary_float, kernel_tan, grad_tan));
     r.add(unary("Sigmoid", infer_unary_float, kernel_sigmoid, grad_sigmoid));
     r.add(unary("Relu", infer_unary_float, kernel_relu, grad_relu));
@@ -432,14 +432,14 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Softmax", infer_softmax, super::softmax::kernel_softmax, grad_softmax).launched_as(GpuLaunch::Own)); // a row reduction and a map
 
     let binary = |name, infer, kernel, gpu, grad| def(name, name, two, infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
-    r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS_INT64, Some(grad_maximum)));
-    r.add(binary("Minimum", infer_binary_numeric, kernel_minimum, GPU_FLOATS_INT64, Some(grad_minimum)));
+    r.add(binary("Maximum", infer_binary_numeric, kernel_maximum, GPU_FLOATS_INT64, Some(grad_maximum)).host_memory_for(HOST_INT32));
+    r.add(binary("Minimum", infer_binary_numeric, kernel_minimum, GPU_FLOATS_INT64, Some(grad_minimum)).host_memory_for(HOST_INT32));
     // TF: comparisons are not differentiable (no registered gradient).
-    r.add(binary("Greater", infer_compare, kernel_greater, GPU_COMPARE, None).not_differentiable());
-    r.add(binary("Less", infer_compare, kernel_less, GPU_COMPARE, None).not_differentiable());
-    r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_COMPARE, None).not_differentiable());
-    r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_COMPARE, None).not_differentiable());
-    r.add(binary("Equal", infer_compare, kernel_equal, GPU_COMPARE, None).not_differentiable());
+    r.add(binary("Greater", infer_compare, kernel_greater, GPU_COMPARE, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(binary("Less", infer_compare, kernel_less, GPU_COMPARE, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(binary("LessEqual", infer_compare, kernel_less_equal, GPU_COMPARE, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(binary("GreaterEqual", infer_compare, kernel_greater_equal, GPU_COMPARE, None).not_differentiable().host_memory_for(HOST_INT32));
+    r.add(binary("Equal", infer_compare, kernel_equal, GPU_COMPARE, None).not_differentiable().host_memory_for(HOST_INT32));
     // Bool outputs: no gradient reaches them. CPU kernels only (soft placement moves them)
     for name in ["IsNan", "IsInf", "IsFinite"] {
         r.add(def(name, name, one, infer_float_test, kernel_float_test, GpuSupport::None, None));

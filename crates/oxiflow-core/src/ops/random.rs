@@ -305,6 +305,7 @@ pub(crate) fn register(r: &mut Registry) {
         grad: Gradient::NotDifferentiable,
         stateful: true,
         inexpensive: false,
+        host_memory: &[],
     };
     const ATTRS: &[AttrDef] = attrs!["shape" => Shape, "dtype" => Type, "seed" => Int, "seed2" => Int];
     r.add(random("RandomStandardNormal", kernel_normal).with_attrs(ATTRS));

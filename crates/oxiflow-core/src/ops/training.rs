@@ -412,6 +412,7 @@ pub(crate) fn register(r: &mut Registry) {
         grad: Gradient::Undefined,
         stateful: true,
         inexpensive: false,
+        host_memory: &[],
     };
     const LOCKING: &[AttrDef] = attrs!["use_locking" => Bool];
     const NESTEROV: &[AttrDef] = attrs!["use_locking" => Bool, "use_nesterov" => Bool];

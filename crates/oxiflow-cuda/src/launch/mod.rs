@@ -97,11 +97,11 @@ pub type Launcher = fn(&LaunchCtx, &Node, &[DevArg], &[DevArg]) -> CudaResult<()
 /// unary, binary, reduction, random and training families; the op's own for cuBLAS
 /// products, data movement and [`GpuLaunch::Own`]. `None` when the op has no GPU
 /// kernel, is run by the device itself ([`GpuLaunch::DeviceHandled`], and the collectives,
-/// [`GpuLaunch::Collective`]), or declares a
-/// family whose table lacks it (a test checks that every registered GPU op has one).
+/// [`GpuLaunch::Collective`]), is run on the host by the executor ([`GpuLaunch::Host`]), or
+/// declares a family whose table lacks it (a test checks that every registered GPU op has one).
 pub fn launcher(op: &OpDef) -> Option<Launcher> {
     match op.launch {
-        GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::Collective => None,
+        GpuLaunch::None | GpuLaunch::DeviceHandled | GpuLaunch::Collective | GpuLaunch::Host => None,
         GpuLaunch::Unary => Some(compute::unary),
         GpuLaunch::Binary => Some(compute::binary),
         GpuLaunch::Reduce => Some(reduction::reduce),
