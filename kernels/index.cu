@@ -1,8 +1,9 @@
-// Indexing kernels (crates/oxiflow-core/src/ops/index.rs and the diagonal ops of
-// ops/linalg.rs): GatherV2, GatherNd, ScatterNd, MatrixDiag, MatrixDiagPart.
+// Indexing kernels (crates/oxiflow-core/src/ops/index.rs, ops/scatter.rs and the diagonal
+// ops of ops/linalg.rs): GatherV2, GatherNd, ScatterNd, TensorScatterUpdate/Add/Sub,
+// MatrixDiag, MatrixDiagPart.
 //
 // Header-free (compiled at run time by NVRTC). Entry points are `extern "C"` and named
-// `{op}_{dtype}`: GatherV2/GatherNd/ScatterNd for f32 f64 i32 i64, MatrixDiag and
+// `{op}_{dtype}`: GatherV2/GatherNd/ScatterNd/TensorScatter* for f32 f64 i32 i64, MatrixDiag and
 // MatrixDiagPart for f32 f64. The launchers are in crates/oxiflow-cuda/src/launch/movement/index.rs;
 // the metadata structs below are mirrored there field for field (`#[repr(C)]`).
 //
@@ -11,10 +12,10 @@
 //   - GatherV2 / GatherNd write zeros for the output slice of a bad index
 //     (tf.gather / tf.gather_nd: "on GPU, if an out of bound index is found, a 0 is stored
 //     in the corresponding output value");
-//   - ScatterNd skips the update of a bad index ("on GPU, if an out of bound index is
-//     found, the index is ignored").
+//   - ScatterNd and TensorScatter* skip the update of a bad index ("on GPU, if an out of
+//     bound index is found, the index is ignored").
 // In addition, when `bad` is not null the kernel records the lowest flat position of a bad
-// index (GatherV2: position in `indices`; GatherNd/ScatterNd: the row of `indices`, i.e.
+// index (GatherV2: position in `indices`; the others: the row of `indices`, i.e.
 // its position in indices viewed as [rows, k]) with atomicMin into that 64-bit word, which
 // the caller initialises to 0xFFFFFFFFFFFFFFFF. The launcher never synchronizes; a device
 // that wants the CPU's error reads the word after the stream has run (see the launchers).
@@ -145,6 +146,34 @@ __device__ void scatter_nd_body(const NdMeta& m, const void* __restrict__ idx, c
     }
 }
 
+// TensorScatterUpdate / Add / Sub: the output holds a copy of the tensor (the launcher
+// enqueues a device-to-device copy first); `op` 0 replaces each index row's slice (of rows
+// repeated, one write wins, unspecified which, as in TF), 1 adds to it, 2 subtracts.
+__device__ __forceinline__ float neg_elem(float v) { return -v; }
+__device__ __forceinline__ double neg_elem(double v) { return -v; }
+// Two's-complement negation, wrapping as the CPU kernels' wrapping_sub.
+__device__ __forceinline__ int neg_elem(int v) { return (int)(0u - (unsigned)v); }
+__device__ __forceinline__ long long neg_elem(long long v) { return (long long)(0ull - (u64)v); }
+
+template <typename T, typename I>
+__device__ void tensor_scatter_body(const NdMeta& m, const void* __restrict__ idx, const T* __restrict__ upd,
+                                    T* __restrict__ out, u64* bad, int op) {
+    I total = (I)m.total, inner = (I)m.inner;
+    for (I t = (I)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
+        I j = t % inner;
+        I r = t / inner;
+        i64 off = nd_row_offset(m, idx, (i64)r);
+        if (off >= 0) {
+            T* p = &out[(I)off * inner + j];
+            if (op == 0) *p = upd[t];
+            else if (op == 1) atomic_add_elem(p, upd[t]);
+            else atomic_add_elem(p, neg_elem(upd[t]));
+        } else if (j == 0) {
+            flag_bad(bad, (i64)r);
+        }
+    }
+}
+
 template <typename T, typename I>
 __device__ void matrix_diag_body(const DiagMeta& m, const T* __restrict__ x, T* __restrict__ y) {
     I total = (I)m.total, n = (I)m.n;
@@ -168,6 +197,13 @@ __device__ void matrix_diag_part_body(const DiagMeta& m, const T* __restrict__ x
 
 // ------------------------------------------------------------------ entry points
 
+#define OXI_TENSOR_SCATTER_ENTRY(NAME, T, OP)                                                          \
+    extern "C" __global__ void NAME(NdMeta m, const void* __restrict__ idx, const T* __restrict__ upd,    \
+                                    T* __restrict__ out, u64* bad) {                                   \
+        if (m.wide) tensor_scatter_body<T, u64>(m, idx, upd, out, bad, OP);                            \
+        else tensor_scatter_body<T, u32>(m, idx, upd, out, bad, OP);                                   \
+    }
+
 #define OXI_INDEX_ENTRIES(SUF, T)                                                                      \
     extern "C" __global__ void gather_v2_##SUF(GatherMeta m, const T* __restrict__ params,             \
                                                const void* __restrict__ idx, T* __restrict__ out,      \
@@ -186,7 +222,10 @@ __device__ void matrix_diag_part_body(const DiagMeta& m, const T* __restrict__ x
                                                 u64* bad) {                                            \
         if (m.wide) scatter_nd_body<T, u64>(m, idx, upd, out, bad);                                    \
         else scatter_nd_body<T, u32>(m, idx, upd, out, bad);                                           \
-    }
+    }                                                                                                  \
+    OXI_TENSOR_SCATTER_ENTRY(tensor_scatter_update_##SUF, T, 0)                                        \
+    OXI_TENSOR_SCATTER_ENTRY(tensor_scatter_add_##SUF, T, 1)                                           \
+    OXI_TENSOR_SCATTER_ENTRY(tensor_scatter_sub_##SUF, T, 2)
 
 #define OXI_DIAG_ENTRIES(SUF, T)                                                                       \
     extern "C" __global__ void matrix_diag_##SUF(DiagMeta m, const T* __restrict__ x, T* __restrict__ y) { \

@@ -428,7 +428,9 @@ impl Function {
         let get = |vals: &[Option<Outputs>], o: &Output| vals[o.node].as_ref().and_then(|v| v.get(o.index)).cloned().ok_or_else(|| missing(o));
         for ((&id, &owned), &gpu) in self.order.iter().zip(&self.owned).zip(&self.device) {
             let n = self.graph.node(id)?;
-            let on = device.filter(|_| gpu);
+            // a scatter whose overwritten slices a loop gradient keeps runs on the host,
+            // where they are read
+            let on = device.filter(|_| gpu && !taps.contains(&id));
             // a device kernel never updates an input in place
             let owned = if on.is_some() { None } else { owned };
             let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();

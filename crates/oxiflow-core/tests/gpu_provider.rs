@@ -267,3 +267,28 @@ fn a_loop_runs_its_float_ops_on_the_device_and_its_int32_counter_on_the_host() {
         assert_eq!(count(host), 0, "{host} ran on the device: {computed:?}");
     }
 }
+
+#[test]
+fn a_loop_writes_its_rows_on_the_device_and_its_gradient_rebuilds_them_on_the_host() {
+    install();
+    let n = 6;
+    let mut g = Graph::new();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let rows0 = g.constant(Tensor::filled(DType::Float64, &[n, 3], 0.0)).unwrap();
+    let x = g.constant(Tensor::from_vec(&[3], vec![1.0, -2.0, 0.5], oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let rows = gpu_loop::rows_loop(&mut g, rows0, x, n);
+    let s = g.op("Sum", &[rows]).unwrap();
+    g.pop_device().unwrap();
+    let dx = gradients(&mut g, &[s], &[x], None, true).unwrap()[0].unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    COMPUTED.lock().unwrap().clear();
+    let out = sess.run(&[], &[rows, dx], &[], false).unwrap();
+    let want: Vec<f64> = (1..=n).flat_map(|k| [k as f64, -2.0 * k as f64, 0.5 * k as f64]).collect();
+    assert_eq!(out.values[0].to_f64_vec(), want);
+    // d sum(rows) / dx_j = 1 + 2 + ... + n
+    assert_eq!(out.values[1].to_f64_vec(), vec![(n * (n + 1) / 2) as f64; 3]);
+    let computed = COMPUTED.lock().unwrap().clone();
+    // the forward loop's writes went to the device; the gradient's rerun keeps the slices
+    // each write overwrites, so its writes ran on the host
+    assert_eq!(computed.iter().filter(|c| *c == "write").count(), n, "{computed:?}");
+}

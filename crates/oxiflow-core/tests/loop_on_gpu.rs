@@ -9,7 +9,7 @@
 #[path = "common/gpu_loop.rs"]
 mod gpu_loop;
 
-use gpu_loop::{close, oracle, sin_loop};
+use gpu_loop::{close, oracle, rows_loop, sin_loop};
 use oxiflow_core::autodiff::gradients;
 use oxiflow_core::graph::DeviceScope;
 use oxiflow_core::{DType, DeviceSpec, Graph, Layout, OxiflowError, Session, SessionOptions, Tensor};
@@ -96,4 +96,31 @@ fn each_iteration_gives_back_the_gpu_memory_it_took() {
     let e = sess2.run(&[(y, Tensor::filled(DType::Float64, &[big], 0.0))], &[w], &[], false).unwrap_err();
     assert!(matches!(e, OxiflowError::ResourceExhausted { .. }), "{e}");
     assert!(sess.run(&[(x, feed)], &[v], &[], false).is_ok());
+}
+
+#[test]
+fn a_loop_writing_rows_on_a_gpu_gives_the_cpu_values_and_gradient() {
+    let n = 5;
+    let build = |dev: &str| {
+        let mut g = Graph::new();
+        g.push_device(DeviceScope::Spec(DeviceSpec::parse(dev).unwrap()));
+        let rows0 = g.constant(Tensor::filled(DType::Float64, &[n, 3], 0.0)).unwrap();
+        let x = g.constant(Tensor::from_vec(&[3], vec![0.5, 1.5, -1.0], Layout::RowMajor).unwrap()).unwrap();
+        let rows = rows_loop(&mut g, rows0, x, n);
+        let s = g.op("Sum", &[rows]).unwrap();
+        g.pop_device().unwrap();
+        let dx = gradients(&mut g, &[s], &[x], None, true).unwrap()[0].unwrap();
+        let sess = Session::new(Arc::new(RwLock::new(g)), opts(1, None)).unwrap();
+        let v = sess.run(&[], &[rows, dx], &[], false).unwrap().values;
+        assert_eq!(
+            sess.assigned_device(rows.node).unwrap(),
+            format!("/job:localhost/replica:0/task:0{}", if dev.contains("GPU") { "/device:GPU:0" } else { "/device:CPU:0" })
+        );
+        (v[0].to_f64_vec(), v[1].to_f64_vec())
+    };
+    let want: Vec<f64> = (1..=n).flat_map(|k| [0.5 * k as f64, 1.5 * k as f64, -(k as f64)]).collect();
+    let (rows, dx) = build("/device:GPU:0");
+    assert_eq!(rows, want);
+    assert_eq!(dx, vec![15.0; 3]);
+    assert_eq!(build("/device:CPU:0"), (rows, dx));
 }

@@ -650,7 +650,7 @@ fn grad_scatter_nd(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Resu
 }
 
 /// Gather/scatter kernels on GPUs: numeric data with Int32/Int64 indices.
-const GPU_NUMERIC: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
+pub(crate) const GPU_NUMERIC: GpuSupport = GpuSupport::Types(&[DType::Float32, DType::Float64, DType::Int32, DType::Int64]);
 
 pub(crate) fn register(r: &mut Registry) {
     // TF's StridedSlice attrs; StridedSliceGrad adds the forward input's `shape`

@@ -12,8 +12,10 @@
 //! An index out of range is an `InvalidArgument` error naming the node and the index,
 //! raised when the kernel runs.
 //!
-//! CPU kernels only: on a GPU without soft placement the placer refuses these ops, with it
-//! they run on the CPU.
+//! GPU kernels (`kernels/index.cu`) for Float32/Float64/Int32/Int64: the tensor copied,
+//! then each row's slice written; of repeated rows `Update` keeps one write, unspecified
+//! which, and an index out of range is skipped, as TF's GPU kernels do (the CPU kernel
+//! keeps the last write and raises the error).
 
 use super::math::{def, require_numeric, Arith};
 use super::*;
@@ -227,6 +229,9 @@ pub(crate) fn register(r: &mut Registry) {
     for (name, default_name) in
         [("TensorScatterUpdate", "TensorScatterUpdate"), ("TensorScatterAdd", "TensorScatterAdd"), ("TensorScatterSub", "TensorScatterSub")]
     {
-        r.add(def(name, default_name, three, infer_tensor_scatter, kernel_tensor_scatter, GpuSupport::None, Some(grad_tensor_scatter)));
+        r.add(
+            def(name, default_name, three, infer_tensor_scatter, kernel_tensor_scatter, super::index::GPU_NUMERIC, Some(grad_tensor_scatter))
+                .launched_as(GpuLaunch::Movement),
+        );
     }
 }

@@ -226,6 +226,29 @@ pub fn cases() -> Vec<Case> {
                 vec![indices(id, &[2, 2, 1], &[0, 2, 2, 1]), t(&[2, 2, 2, 2], 2)],
                 vec![shape(&[3, 2, 2])],
             ));
+            // rows written once (Update: of repeated rows the GPU keeps one, unspecified
+            // which); Add and Sub sum repeated rows
+            v.push(case(
+                format!("TensorScatterUpdate {gi} rows"),
+                "TensorScatterUpdate",
+                vec![t(&[5, 3], 0), indices(id, &[2, 1], &[3, 0]), t(&[2, 3], 1)],
+                vec![],
+            ));
+            v.push(case(
+                format!("TensorScatterUpdate {gi} elements"),
+                "TensorScatterUpdate",
+                vec![t(&[3, 4], 0), indices(id, &[3, 2], &[2, 3, 0, 0, 1, 2]), t(&[3], 2)],
+                vec![],
+            ));
+            for op in ["TensorScatterAdd", "TensorScatterSub"] {
+                v.push(case(format!("{op} {gi} duplicates"), op, vec![t(&[5, 3], 0), indices(id, &[4, 1], &[1, 3, 1, 1]), t(&[4, 3], 1)], vec![]));
+                v.push(case(
+                    format!("{op} {gi} batch of rows"),
+                    op,
+                    vec![t(&[3, 2, 2], 2), indices(id, &[2, 2, 1], &[0, 2, 2, 1]), t(&[2, 2, 2, 2], 3)],
+                    vec![],
+                ));
+            }
         }
     }
     for &d in FLOATS {
@@ -239,7 +262,7 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// Gather/scatter cases with one index out of range, the position of the first bad index
-/// (element of indices for GatherV2, row for GatherNd/ScatterNd), and the CPU kernel's
+/// (element of indices for GatherV2, row for the others), and the CPU kernel's
 /// error text.
 pub fn bad_index_cases() -> Vec<(Case, u64, String)> {
     let d = DType::Float32;
@@ -252,6 +275,15 @@ pub fn bad_index_cases() -> Vec<(Case, u64, String)> {
                 "ScatterNd",
                 vec![indices(DType::Int32, &[3, 1], &[0, -2, 5]), ramp(d, &[3, 2], 0)],
                 vec![("shape", AttrValue::Shape(vec![4, 2]))],
+            ),
+            1,
+        ),
+        (
+            case(
+                "TensorScatterAdd bad",
+                "TensorScatterAdd",
+                vec![ramp(d, &[4, 2], 0), indices(DType::Int32, &[3, 1], &[0, -2, 5]), ramp(d, &[3, 2], 0)],
+                vec![],
             ),
             1,
         ),

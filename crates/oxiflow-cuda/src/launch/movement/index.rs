@@ -1,5 +1,6 @@
 //! Planners of the indexing kernels in `kernels/index.cu` (launched through
-//! [`super::launcher`]): `GatherV2`, `GatherNd`, `ScatterNd` (data `f32 f64 i32 i64`,
+//! [`super::launcher`]): `GatherV2`, `GatherNd`, `ScatterNd`, `TensorScatterUpdate`,
+//! `TensorScatterAdd`, `TensorScatterSub` (data `f32 f64 i32 i64`,
 //! indices `Int32` or `Int64`) and `MatrixDiag`, `MatrixDiagPart` (`f32 f64`). A submodule
 //! of [`super`] (`launch::movement::index`).
 //!
@@ -12,7 +13,8 @@
 //! - `GatherV2`, `GatherNd`: the output slice of a bad index is zeros
 //!   (`tf.gather`: "on GPU, if an out of bound index is found, a 0 is stored in the
 //!   corresponding output value");
-//! - `ScatterNd`: the update of a bad index is skipped ("on GPU ... the index is ignored").
+//! - `ScatterNd`, `TensorScatter*`: the update of a bad index is skipped ("on GPU ... the
+//!   index is ignored").
 //!
 //! A device that wants the CPU's error as well uses [`launch_checked`], which takes the
 //! device pointer of one 64-bit word that the device has set to [`NO_BAD_INDEX`]; the
@@ -38,7 +40,7 @@ pub const FLOAT_DTYPES: &[DType] = &[DType::Float32, DType::Float64];
 /// Value of the bad-index word before a checked launch: no bad index seen.
 pub const NO_BAD_INDEX: u64 = u64::MAX;
 
-/// Enqueues `node` (`GatherV2`, `GatherNd` or `ScatterNd`) recording the position of its
+/// Enqueues `node` (`GatherV2`, `GatherNd`, `ScatterNd` or a `TensorScatter*`) recording the position of its
 /// first bad index into the 64-bit device word at `bad`, which the caller has set to
 /// [`NO_BAD_INDEX`] (module docs). Never synchronizes.
 pub fn launch_checked(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) -> CudaResult<()> {
@@ -46,6 +48,7 @@ pub fn launch_checked(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: 
         "GatherV2" => gather_v2,
         "GatherNd" => gather_nd,
         "ScatterNd" => scatter_nd,
+        "TensorScatterUpdate" | "TensorScatterAdd" | "TensorScatterSub" => tensor_scatter,
         op => return Err(CudaError::Unsupported(format!("{op} '{}' records no bad indices", node.name))),
     };
     execute(ctx, node, &plan(node, inputs, outputs, bad)?)
@@ -208,6 +211,32 @@ pub fn scatter_nd(node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) 
         steps.push(Step::Zero { ptr: y.ptr, bytes: y.num_bytes() });
     }
     let m = nd_meta(&y.dims[..k], rows, inner, i64_idx, y.len());
+    steps.extend(kernel(node, dtype, rows * inner, Meta::Nd(m), &[idx.ptr, upd.ptr, y.ptr, bad]));
+    Ok(steps)
+}
+
+/// `TensorScatterUpdate`, `TensorScatterAdd` or `TensorScatterSub(tensor, indices [..., k],
+/// updates)`: `tensor` copied to the output (`cuMemcpyDtoDAsync`), then the slice at each
+/// index row replaced by (`Update`), increased by (`Add`, `atomicAdd`) or decreased by
+/// (`Sub`) the matching slice of `updates` (the CPU kernel's `scatter_into`; TF's
+/// `tensor_scatter_nd_*`). Of repeated rows, `Update` keeps one write, unspecified which (TF
+/// leaves the order unspecified; the CPU kernel keeps the last); `Add`/`Sub` sum them in an
+/// unspecified order. Bad rows are skipped and recorded at `bad` when not 0.
+pub fn tensor_scatter(node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) -> CudaResult<Vec<Step>> {
+    arity(node, inputs, outputs, 3, 1)?;
+    let (t, idx, upd, y) = (&inputs[0], &inputs[1], &inputs[2], &outputs[0]);
+    let dtype = dtype_in(node, t, GATHER_DTYPES)?;
+    let i64_idx = idx64(node, idx)?;
+    let (rows, k) = nd_rows(node, idx, t.dims.len())?;
+    let inner: usize = t.dims[k..].iter().product();
+    if rows * inner != upd.len() || y.dims != t.dims {
+        return Err(invalid(node, format!("updates of shape {:?} and indices {:?} do not fit a tensor of shape {:?}", upd.dims, idx.dims, t.dims)));
+    }
+    let mut steps = Vec::new();
+    if y.num_bytes() > 0 && y.ptr != t.ptr {
+        steps.push(Step::Copy { src: t.ptr, dst: y.ptr, bytes: y.num_bytes() });
+    }
+    let m = nd_meta(&t.dims[..k], rows, inner, i64_idx, t.len());
     steps.extend(kernel(node, dtype, rows * inner, Meta::Nd(m), &[idx.ptr, upd.ptr, y.ptr, bad]));
     Ok(steps)
 }

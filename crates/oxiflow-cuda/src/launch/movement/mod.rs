@@ -2,7 +2,7 @@
 //! `Pack`, `Unpack`, `SplitV`, `Tile`, `ReverseV2`, `Pad`, `StridedSlice`,
 //! `StridedSliceGrad` (every dtype: `f32 f64 i32 i64 bool`), and, through [`index`], the
 //! indexing kernels of `kernels/index.cu` (`GatherV2`, `GatherNd`, `ScatterNd`,
-//! `MatrixDiag`, `MatrixDiagPart`).
+//! `TensorScatterUpdate`/`Add`/`Sub`, `MatrixDiag`, `MatrixDiagPart`).
 //!
 //! Each launcher reads its parameters exactly as the op's CPU kernel does
 //! (`crates/oxiflow-core/src/ops/shape_ops.rs`, `ops/index.rs`): in Oxiflow `perm`, `axis`,
@@ -90,6 +90,9 @@ family! {
     "GatherV2" => index::gather_v2,
     "GatherNd" => index::gather_nd,
     "ScatterNd" => index::scatter_nd,
+    "TensorScatterUpdate" => index::tensor_scatter,
+    "TensorScatterAdd" => index::tensor_scatter,
+    "TensorScatterSub" => index::tensor_scatter,
     "MatrixDiag" => index::matrix_diag,
     "MatrixDiagPart" => index::matrix_diag_part,
 }

@@ -52,6 +52,8 @@ pub enum Step {
     Kernel { entry: String, total: usize, meta: Meta, ptrs: Vec<u64> },
     /// Zero `bytes` bytes at `ptr` (`cuMemsetD8Async`).
     Zero { ptr: u64, bytes: usize },
+    /// Copy `bytes` bytes from device address `src` to `dst` (`cuMemcpyDtoDAsync`).
+    Copy { src: u64, dst: u64, bytes: usize },
 }
 
 /// Enqueues `steps` on `ctx.stream` in order; never synchronizes.
@@ -72,6 +74,13 @@ pub fn execute_with_grid(ctx: &LaunchCtx, node: &Node, steps: &[Step], max_grid:
                 // ordered on the stream before the kernels that follow.
                 unsafe { cudarc::driver::result::memset_d8_async(*ptr, 0, *bytes, ctx.stream.cu_stream()) }
                     .map_err(|e| driver_error(ctx, node, "cuMemsetD8Async", e))?;
+            }
+            Step::Copy { src, dst, bytes } => {
+                // SAFETY: the plan copies an input buffer into an output buffer of the
+                // device, both `bytes` long and distinct; ordered on the stream before the
+                // kernels that follow.
+                unsafe { cudarc::driver::result::memcpy_dtod_async(*dst, *src, *bytes, ctx.stream.cu_stream()) }
+                    .map_err(|e| driver_error(ctx, node, "cuMemcpyDtoDAsync", e))?;
             }
             Step::Kernel { entry, total, meta, ptrs } => match meta {
                 Meta::Map(m) => launch_raw(ctx, node, entry, grid(*total), m, ptrs)?,

@@ -55,12 +55,12 @@ fn required_entries() -> Vec<String> {
 #[test]
 fn every_op_has_a_launcher_and_a_planner() {
     let ops = crate::kernels::ops_launched_as(GpuLaunch::Movement);
-    assert_eq!(ops.len(), 15, "{ops:?}");
+    assert_eq!(ops.len(), 18, "{ops:?}");
     for op in &ops {
         assert!(crate::launch::launcher(lookup(op).unwrap()).is_some(), "{op} has no launcher");
         assert!(planner(op).is_some(), "{op} has no planner");
     }
-    assert_eq!(required_entries().len(), 10 * 5 + 5 + 3 * 4 + 2 * 2);
+    assert_eq!(required_entries().len(), 10 * 5 + 5 + 6 * 4 + 2 * 2);
 }
 
 /// Bytes of the metadata parameter of `entry` in `ptx` (`.param .align 8 .b8 NAME_param_0[N]`).
@@ -78,7 +78,7 @@ fn meta_size(entry: &str) -> usize {
     match op {
         "concat_v2" | "pack" | "split_v" | "unpack" => std::mem::size_of::<PiecesMeta>(),
         "gather_v2" => std::mem::size_of::<GatherMeta>(),
-        "gather_nd" | "scatter_nd" => std::mem::size_of::<NdMeta>(),
+        "gather_nd" | "scatter_nd" | "tensor_scatter_update" | "tensor_scatter_add" | "tensor_scatter_sub" => std::mem::size_of::<NdMeta>(),
         "matrix_diag" | "matrix_diag_part" => std::mem::size_of::<DiagMeta>(),
         _ => std::mem::size_of::<MapMeta>(),
     }
@@ -155,42 +155,58 @@ unsafe fn flag_bad(bad: u64, pos: i64) {
     }
 }
 
-/// The kernels' `atomic_add_elem`: float addition, wrapping integer addition.
+/// The kernels' `atomic_add_elem` and `neg_elem`: float addition and negation, wrapping
+/// integer ones.
 trait AddElem: Copy {
     fn add(self, o: Self) -> Self;
+    fn neg(self) -> Self;
 }
 impl AddElem for f32 {
     fn add(self, o: f32) -> f32 {
         self + o
+    }
+    fn neg(self) -> f32 {
+        -self
     }
 }
 impl AddElem for f64 {
     fn add(self, o: f64) -> f64 {
         self + o
     }
+    fn neg(self) -> f64 {
+        -self
+    }
 }
 impl AddElem for i32 {
     fn add(self, o: i32) -> i32 {
         self.wrapping_add(o)
+    }
+    fn neg(self) -> i32 {
+        self.wrapping_neg()
     }
 }
 impl AddElem for i64 {
     fn add(self, o: i64) -> i64 {
         self.wrapping_add(o)
     }
+    fn neg(self) -> i64 {
+        self.wrapping_neg()
+    }
 }
 
-unsafe fn add_at<T: AddElem>(dst: u64, di: i64, src: u64, si: i64) {
+unsafe fn add_at<T: AddElem>(dst: u64, di: i64, src: u64, si: i64, negate: bool) {
     let d = (dst as *mut T).offset(di as isize);
-    *d = (*d).add(*(src as *const T).offset(si as isize));
+    let u = *(src as *const T).offset(si as isize);
+    *d = (*d).add(if negate { u.neg() } else { u });
 }
 
-unsafe fn add_elem(suf: &str, dst: u64, di: i64, src: u64, si: i64) {
+/// `dst[di] += src[si]` (`-=` with `negate`) in the dtype of suffix `suf`.
+unsafe fn add_elem(suf: &str, dst: u64, di: i64, src: u64, si: i64, negate: bool) {
     match suf {
-        "f32" => add_at::<f32>(dst, di, src, si),
-        "f64" => add_at::<f64>(dst, di, src, si),
-        "i32" => add_at::<i32>(dst, di, src, si),
-        "i64" => add_at::<i64>(dst, di, src, si),
+        "f32" => add_at::<f32>(dst, di, src, si, negate),
+        "f64" => add_at::<f64>(dst, di, src, si, negate),
+        "i32" => add_at::<i32>(dst, di, src, si, negate),
+        "i64" => add_at::<i64>(dst, di, src, si, negate),
         _ => panic!("no atomicAdd for {suf}"),
     }
 }
@@ -300,7 +316,8 @@ unsafe fn emulate(entry: &str, total: usize, meta: &Meta, p: &[u64]) {
                 match (op, off >= 0) {
                     ("gather_nd", true) => copy(p[0], off * m.inner + j, p[2], t, es),
                     ("gather_nd", false) => zero(p[2], t, es),
-                    (_, true) => add_elem(suf, p[2], off * m.inner + j, p[1], t),
+                    ("tensor_scatter_update", true) => copy(p[1], t, p[2], off * m.inner + j, es),
+                    (_, true) => add_elem(suf, p[2], off * m.inner + j, p[1], t, op == "tensor_scatter_sub"),
                     (_, false) => {}
                 }
                 if off < 0 && j == 0 {
@@ -339,6 +356,8 @@ fn run_on_host(case: &Case, bad: u64) -> Vec<Vec<u8>> {
     for step in &plan {
         match step {
             Step::Zero { ptr, bytes } => unsafe { std::ptr::write_bytes(*ptr as *mut u8, 0, *bytes) },
+            // SAFETY: the plan copies between two of the buffers of `ins`/`outs`.
+            Step::Copy { src, dst, bytes } => unsafe { std::ptr::copy_nonoverlapping(*src as *const u8, *dst as *mut u8, *bytes) },
             Step::Kernel { entry, total, meta, ptrs } => {
                 assert_eq!(entry.trim_end_matches("_tiled"), entry_name(node.op.name, node.outputs[0].dtype), "{}", case.name);
                 // SAFETY: the plan points into `ins`/`outs`, alive here.
@@ -382,6 +401,8 @@ fn bad_indices_give_zeros_and_are_recorded() {
         match node.op.name {
             "GatherV2" => assert_eq!(out, [1.0, 2.5, 4.0, 0.0, 0.0, 0.0, -3.5, -2.0, -0.5, 0.0, 0.0, 0.0], "{}", case.name),
             "GatherNd" => assert_eq!(out, [-3.5, 0.0, 0.0], "{}", case.name),
+            // row 0 increased by updates' row 0, the rest of the tensor as it was
+            "TensorScatterAdd" => assert_eq!(out, [-7.0, -4.0, -0.5, 1.0, 2.5, 4.0, 5.5, 7.0], "{}", case.name),
             _ => assert_eq!(out, [-3.5, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "{}", case.name),
         }
     }
