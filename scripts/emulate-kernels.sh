@@ -10,7 +10,7 @@ SRC="$ROOT/crates/oxiflow-cuda/tests/emulation"
 CXX="${CXX:-g++}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-for t in reduce misc; do
+for t in reduce misc index; do
   "$CXX" -std=c++20 -O1 -pthread -w "$SRC/$t.cpp" -o "$out/$t"
   "$out/$t"
 done

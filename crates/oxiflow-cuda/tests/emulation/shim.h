@@ -9,7 +9,9 @@
 #include <cstring>
 #include <cstdio>
 #include <barrier>
+#include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 inline thread_local dim3 threadIdx, blockIdx;
@@ -24,6 +26,16 @@ inline void __syncthreads() { g_bar->arrive_and_wait(); }
 inline float __int_as_float(int i){ float f; memcpy(&f,&i,4); return f; }
 inline double __longlong_as_double(long long i){ double d; memcpy(&d,&i,8); return d; }
 inline unsigned __umulhi(unsigned a, unsigned b){ return (unsigned)(((unsigned long long)a*b)>>32); }
+// Atomics under one lock; integer addition wraps as the GPU's does.
+inline std::mutex g_atomic;
+template<class T> T atomicAdd(T* p, T v) {
+  std::lock_guard<std::mutex> l(g_atomic); T o = *p;
+  if constexpr (std::is_integral_v<T>) *p = (T)((std::make_unsigned_t<T>)o + (std::make_unsigned_t<T>)v); else *p = o + v;
+  return o;
+}
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+  std::lock_guard<std::mutex> l(g_atomic); unsigned long long o = *p; if (v < o) *p = v; return o;
+}
 template<class F> void launch(unsigned grid, unsigned block, F f) {
   gridDim = {grid,1,1}; blockDim = {block,1,1};
   for (unsigned b = 0; b < grid; b++) {
