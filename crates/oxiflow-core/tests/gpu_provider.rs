@@ -292,3 +292,29 @@ fn a_loop_writes_its_rows_on_the_device_and_its_gradient_rebuilds_them_on_the_ho
     // each write overwrites, so its writes ran on the host
     assert_eq!(computed.iter().filter(|c| *c == "write").count(), n, "{computed:?}");
 }
+
+#[test]
+fn a_branch_on_the_device_reads_its_condition_on_the_host() {
+    install();
+    let x0 = [0.5f64, -1.0];
+    let mut g = Graph::new();
+    g.push_device(DeviceScope::Spec(DeviceSpec::parse("/device:GPU:0").unwrap()));
+    let x = g.constant(Tensor::from_vec(&[2], x0.to_vec(), oxiflow_core::Layout::RowMajor).unwrap()).unwrap();
+    let zero = g.constant(Tensor::scalar(0.0f64)).unwrap();
+    // the condition is computed on the device (a Float64 comparison)
+    let s = g.op("Sum", &[x]).unwrap();
+    let c = g.op("Less", &[s, zero]).unwrap();
+    let y = gpu_loop::sin_or_double(&mut g, c, x, 2);
+    let total = g.op("Sum", &[y]).unwrap();
+    g.pop_device().unwrap();
+    let dx = gradients(&mut g, &[total], &[x], None, true).unwrap()[0].unwrap();
+    let sess = Session::new(Arc::new(RwLock::new(g)), SessionOptions { emulated_gpus: Some(0), ..Default::default() }).unwrap();
+    COMPUTED.lock().unwrap().clear();
+    let out = sess.run(&[], &[y, dx], &[], false).unwrap();
+    // sum(x) = -0.5 < 0: the then branch, sin(x), and its gradient cos(x)
+    assert_eq!(out.values[0].to_f64_vec(), x0.iter().map(|v| v.sin()).collect::<Vec<_>>());
+    assert_eq!(out.values[1].to_f64_vec(), x0.iter().map(|v| v.cos()).collect::<Vec<_>>());
+    assert_eq!(sess.assigned_device(y.node).unwrap(), GPU0);
+    let computed = COMPUTED.lock().unwrap().clone();
+    assert!(computed.iter().any(|c| c == "Less") && computed.iter().any(|c| c == "then_sin"), "{computed:?}");
+}

@@ -80,3 +80,25 @@ pub fn rows_loop(g: &mut Graph, rows0: Output, x: Output, n: usize) -> Output {
         .unwrap();
     Output::new(w, 1)
 }
+
+/// `If(c, x)` for `x` of `n` Float64: `sin(x)` (node `then_sin`) when the Bool scalar `c`
+/// is true, else `2 x`.
+pub fn sin_or_double(g: &mut Graph, c: Output, x: Output, n: usize) -> Output {
+    let branch = |then: bool| {
+        let mut b = Graph::new();
+        let v = b.placeholder(DType::Float64, &[n], Some("x")).unwrap();
+        let out = if then {
+            Output::new(b.add_node(NodeSpec::new("Sin", &[v]).name("then_sin")).unwrap(), 0)
+        } else {
+            let two = b.constant(Tensor::scalar(2.0f64)).unwrap();
+            b.op("Mul", &[v, two]).unwrap()
+        };
+        Arc::new(Function::new(b, vec![v], vec![out]).unwrap())
+    };
+    let node = g
+        .add_node(
+            NodeSpec::new("If", &[c, x]).name("branch").attr("then_branch", AttrValue::Func(branch(true))).attr("else_branch", AttrValue::Func(branch(false))),
+        )
+        .unwrap();
+    Output::new(node, 0)
+}
