@@ -89,6 +89,12 @@ end
     @test run(s, wl) == [8.0, 16.0] && assigned_device(s, wl) == GPU0
     # d sum((8x)²)/dx = 128x
     @test run(s, dwl) ≈ [128.0, 256.0]
+    # so does a cond: its condition read on the host, its branch's ops on the GPU
+    @gpu begin
+        global cb = cond(sum(xw) > 0.0, () -> sin(xw), () -> 2 .* xw)
+    end
+    @test placed(cb) == (GPU0, nothing)
+    @test run(s, cb) ≈ sin.([1.0, 2.0])
     # Int64 arithmetic and comparisons have GPU kernels (TF's int64 GPU kernels): ADCME's
     # 1-based argmax (`ArgMax` then `+ 1`) stays on a GPU it is pinned to, no soft placement
     @gpu begin
