@@ -241,8 +241,8 @@ impl<'a> Placer<'a> {
                 self.types.iter().enumerate().filter(|(i, _)| g.types & (1 << i) != 0).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(", ")
             );
             if t == "GPU" {
-                // what TF's text leaves to the reader: where Oxiflow differs from TF (a loop,
-                // Int32 arithmetic) the way out is soft placement
+                // what TF's text leaves to the reader: where Oxiflow lacks a GPU kernel TF
+                // has (`Conv2D`, the special functions) the way out is soft placement
                 m.push_str(
                     "\n(Oxiflow has no GPU kernel for this op, or an op colocated with it, with these dtypes; with soft placement, Session(soft=true) or allow_soft_placement=true, it runs on the CPU.)",
                 );

@@ -111,8 +111,9 @@ of them; both must return the same number of values with the same dtypes and sha
 branch uses (placeholders, variables, any result) are passed into it. Differentiable: the
 gradient is another `If` running the gradient of the taken branch (TF's `cond_v2`), and
 gradients of gradients work. With a Julia `Bool` as `pred` the chosen function is simply
-called. The branches run on the CPU, as one step (`If` has no GPU kernel: on a GPU it needs
-soft placement). Tensors with an unknown dimension (a batch fed at run time) may be used in
+called. The branch runs as one step on its device; on a GPU (TF places `cond` there too) the
+`If` reads `pred` on the host and runs each op of the branch on the GPU when it has a GPU
+kernel for its dtypes, else on the host. Tensors with an unknown dimension (a batch fed at run time) may be used in
 the branches; such a dimension stays unknown in them.
 """
 cond(pred::Bool, true_fn::Function, false_fn::Function; name=nothing) = pred ? true_fn() : false_fn()
@@ -299,8 +300,10 @@ gradient runs the loop again, keeping each iteration's values, then the body's g
 backwards (`WhileGrad`). Second derivatives work (`WhileGradGrad`, the reverse of the
 gradient's two sweeps); a third derivative is an error naming `WhileGradGrad`.
 `back_prop=false` stops gradients at the outputs; `parallel_iterations` is accepted and
-ignored (iterations run one after another). The loop runs on the CPU as one step (`While`
-has no GPU kernel); `run_profile` records each iteration's ops inside it
+ignored (iterations run one after another). The loop runs as one step on its device; on a
+GPU (TF places the loop there, under `@gpu` or with no device asked for) its control runs on
+the host and each op of `condition` and `body` on the GPU when it has a GPU kernel for its
+dtypes (Int32 counters stay on the host); `run_profile` records each iteration's ops inside it
 (`<loop>/body/<op>`, with the iteration). Loop variables and used tensors may
 have unknown dimensions (a batch fed at run time); a loop variable whose size changes from
 one iteration to the next is an error naming it when the loop runs.
