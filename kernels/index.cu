@@ -129,26 +129,10 @@ __device__ void gather_nd_body(const NdMeta& m, const T* __restrict__ params, co
     }
 }
 
-// The output must be zero-filled before this runs (the launcher enqueues a memset).
-template <typename T, typename I>
-__device__ void scatter_nd_body(const NdMeta& m, const void* __restrict__ idx, const T* __restrict__ upd,
-                                T* __restrict__ out, u64* bad) {
-    I total = (I)m.total, inner = (I)m.inner;
-    for (I t = (I)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
-        I j = t % inner;
-        I r = t / inner;
-        i64 off = nd_row_offset(m, idx, (i64)r);
-        if (off >= 0) {
-            atomic_add_elem(&out[(I)off * inner + j], upd[t]);
-        } else if (j == 0) {
-            flag_bad(bad, (i64)r);
-        }
-    }
-}
-
 // TensorScatterUpdate / Add / Sub: the output holds a copy of the tensor (the launcher
 // enqueues a device-to-device copy first); `op` 0 replaces each index row's slice (of rows
 // repeated, one write wins, unspecified which, as in TF), 1 adds to it, 2 subtracts.
+// ScatterNd is `op` 1 on an output the launcher has zero-filled (a memset).
 __device__ __forceinline__ float neg_elem(float v) { return -v; }
 __device__ __forceinline__ double neg_elem(double v) { return -v; }
 // Two's-complement negation, wrapping as the CPU kernels' wrapping_sub.
@@ -220,8 +204,8 @@ __device__ void matrix_diag_part_body(const DiagMeta& m, const T* __restrict__ x
     extern "C" __global__ void scatter_nd_##SUF(NdMeta m, const void* __restrict__ idx,                \
                                                 const T* __restrict__ upd, T* __restrict__ out,        \
                                                 u64* bad) {                                            \
-        if (m.wide) scatter_nd_body<T, u64>(m, idx, upd, out, bad);                                    \
-        else scatter_nd_body<T, u32>(m, idx, upd, out, bad);                                           \
+        if (m.wide) tensor_scatter_body<T, u64>(m, idx, upd, out, bad, 1);                             \
+        else tensor_scatter_body<T, u32>(m, idx, upd, out, bad, 1);                                    \
     }                                                                                                  \
     OXI_TENSOR_SCATTER_ENTRY(tensor_scatter_update_##SUF, T, 0)                                        \
     OXI_TENSOR_SCATTER_ENTRY(tensor_scatter_add_##SUF, T, 1)                                           \

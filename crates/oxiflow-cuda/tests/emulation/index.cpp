@@ -1,5 +1,6 @@
 // Emulated runs of kernels/index.cu (scripts/emulate-kernels.sh): TensorScatterUpdate, Add
-// and Sub on a tensor the launcher has copied to the output, against naive loops: slices of
+// and Sub on a tensor the launcher has copied to the output, and ScatterNd (the same body
+// on a zero-filled output), against naive loops: slices of
 // k = 1 and k = 2 index rows, Int32 and Int64 indices, both index widths of the body
 // (`wide`), Int32 subtraction wrapping at INT_MIN, and a bad row skipped with the lowest
 // bad position recorded (TF's GPU behaviour; the caller turns it into the CPU's error).
@@ -69,6 +70,14 @@ int main() {
     double want[8] = {0, 1, 2 + 100, 3 + 101, 4, 5, 6 + 104, 7 + 105};
     for (int i = 0; i < 8; i++) CHECK(out[i] == want[i], "f64 add with bad rows: out[%d] = %f, want %f", i, out[i], want[i]);
     CHECK(bad == 1, "lowest bad row recorded: %llu", bad); }
+  // ScatterNd: the same body adding into a zero-filled output; repeated rows sum
+  { const long long dims[1] = {3};
+    float upd[6] = {1, 2, 3, 4, 5, 6}; int idx[3] = {2, 0, 2};
+    ix::NdMeta m = meta(1, dims, 3, 2, 0, 0);
+    float out[6] = {0, 0, 0, 0, 0, 0};   // the launcher's memset
+    launch(2, 2, [&]{ ix::scatter_nd_f32(m, idx, upd, out, nullptr); });
+    float want[6] = {3, 4, 0, 0, 1 + 5, 2 + 6};
+    for (int i = 0; i < 6; i++) CHECK(out[i] == want[i], "scatter_nd: out[%d] = %f, want %f", i, out[i], want[i]); }
   printf("index emulation: %d failures\n", fails);
   return fails != 0;
 }
