@@ -64,7 +64,9 @@ fn traced_step_has_cuda_event_times(s: &Session, feeds: &[(Output, Tensor)], fet
             continue;
         }
         let def = lookup(&l.op).unwrap_or_else(|e| panic!("{} ({}) ran on the GPU but is no registered op: {e}", l.node_name, l.op));
-        if def.launch == GpuLaunch::DeviceHandled {
+        // no launch: run by the device itself, or on the host for the GPU (`While`, and
+        // Int32 arithmetic, which the host's clock times)
+        if def.launch == GpuLaunch::DeviceHandled || def.launch == GpuLaunch::Host || (!def.host_memory.is_empty() && !n.device_clock) {
             continue;
         }
         launched += 1;

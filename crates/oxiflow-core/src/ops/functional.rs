@@ -36,10 +36,10 @@
 //! ([`Function::call`]). On a GPU the op is launched on the host ([`GpuLaunch::Host`], as
 //! TF's `If` and `While` keep `cond` and loop control in host memory): each op a function
 //! runs goes to the GPU when it has a GPU kernel for its dtypes, else to the host (Int32
-//! loop counters, `TensorScatterUpdate`), so a loop under `@gpu` needs no soft placement.
-//! A traced
-//! run records every node a branch, `cond`, `body` or `body_grad` runs, per iteration, as
-//! `<node>/<attr>/<inner node>` ([`crate::function::trace_calls`]).
+//! loop counters; in `WhileGrad`, the scatters whose overwritten slices it keeps), so a
+//! loop under `@gpu` needs no soft placement. A traced run records every node a branch,
+//! `cond`, `body` or `body_grad` runs, per iteration, as `<node>/<attr>/<inner node>`
+//! ([`crate::function::trace_calls`]).
 
 use super::*;
 use crate::autodiff::gradients;
