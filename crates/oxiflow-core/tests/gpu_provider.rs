@@ -27,6 +27,8 @@ const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
 static DOWNLOADS: AtomicUsize = AtomicUsize::new(0);
 /// Names of the nodes the fake GPU computed, in order.
 static COMPUTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Held by the tests that read [`COMPUTED`], so that another's nodes do not mix in.
+static SERIAL: Mutex<()> = Mutex::new(());
 static UPLOADS: AtomicUsize = AtomicUsize::new(0);
 
 /// "Device memory": a host tensor only its device reads directly.
@@ -233,6 +235,7 @@ fn seed_000_runs_with_device_resident_tensors() {
 
 #[test]
 fn a_loop_runs_its_float_ops_on_the_device_and_its_int32_counter_on_the_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     install();
     let x0 = [0.25, -0.75];
     let mut g = Graph::new();
@@ -270,6 +273,7 @@ fn a_loop_runs_its_float_ops_on_the_device_and_its_int32_counter_on_the_host() {
 
 #[test]
 fn a_loop_writes_its_rows_on_the_device_and_its_gradient_rebuilds_them_on_the_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     install();
     let n = 6;
     let mut g = Graph::new();
@@ -295,6 +299,7 @@ fn a_loop_writes_its_rows_on_the_device_and_its_gradient_rebuilds_them_on_the_ho
 
 #[test]
 fn a_branch_on_the_device_reads_its_condition_on_the_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     install();
     let x0 = [0.5f64, -1.0];
     let mut g = Graph::new();
