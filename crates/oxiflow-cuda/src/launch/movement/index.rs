@@ -40,9 +40,9 @@ pub const FLOAT_DTYPES: &[DType] = &[DType::Float32, DType::Float64];
 /// Value of the bad-index word before a checked launch: no bad index seen.
 pub const NO_BAD_INDEX: u64 = u64::MAX;
 
-/// Enqueues `node` (`GatherV2`, `GatherNd`, `ScatterNd` or a `TensorScatter*`) recording the position of its
-/// first bad index into the 64-bit device word at `bad`, which the caller has set to
-/// [`NO_BAD_INDEX`] (module docs). Never synchronizes.
+/// Enqueues `node` (`GatherV2`, `GatherNd`, `ScatterNd` or a `TensorScatter*`) recording
+/// the position of its first bad index into the 64-bit device word at `bad`, which the
+/// caller has set to [`NO_BAD_INDEX`] (module docs). Never synchronizes.
 pub fn launch_checked(ctx: &LaunchCtx, node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u64) -> CudaResult<()> {
     let plan = match node.op.name {
         "GatherV2" => gather_v2,
@@ -242,7 +242,8 @@ pub fn tensor_scatter(node: &Node, inputs: &[DevArg], outputs: &[DevArg], bad: u
 }
 
 /// Where the indices of a recorded bad position lie: `(first element, count)` in the
-/// indices tensor (`inputs[1]` for gathers, `inputs[0]` for `ScatterNd`).
+/// indices tensor (`inputs[0]` for `ScatterNd`, `inputs[1]` for the gathers and the
+/// `TensorScatter*` ops).
 pub fn bad_index_row(node: &Node, inputs: &[DevArg], pos: u64) -> (usize, usize) {
     let idx = if node.op.name == "ScatterNd" { &inputs[0] } else { &inputs[1] };
     let k = if node.op.name == "GatherV2" { 1 } else { idx.dims.last().copied().unwrap_or(1).max(1) };
