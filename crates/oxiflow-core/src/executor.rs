@@ -17,11 +17,11 @@
 //! rank-0 tensors such a successor has consumed are offered to the next kernel as its
 //! output buffer (`ops::offer_spare`), so a chain of scalar steps allocates nothing.
 
-use crate::device::{DeviceSet, DeviceType};
+use crate::device::DeviceSet;
 use crate::error::{OxiflowError, Result};
 use crate::function::InnerStep;
 use crate::graph::Node;
-use crate::ops::{offer_spare, smallvec, GpuLaunch, KernelCtx, Outputs, StateAccess};
+use crate::ops::{offer_spare, smallvec, KernelCtx, Outputs, StateAccess};
 use crate::profile::NodeExecStats;
 use crate::tensor::Tensor;
 use std::cell::{Cell, UnsafeCell};
@@ -44,6 +44,10 @@ pub enum StepKind {
 pub struct Step {
     pub kind: StepKind,
     pub device: usize,
+    /// An op step on a GPU that runs its CPU kernel on the host
+    /// ([`crate::ops::OpDef::runs_on_host`], [`crate::function::run_host_launched`]): decided
+    /// when the plan is built, from the op, the device type and the static dtypes.
+    pub on_host: bool,
     /// Slots read (data inputs, in order; reference inputs excluded).
     pub inputs: Vec<usize>,
     /// First slot written; outputs go to `outputs..outputs + num_outputs`.
@@ -546,10 +550,7 @@ impl RunCtx<'_> {
                 };
                 let ctx = KernelCtx { node, inputs, state: self.state };
                 // an op a GPU runs on the host (`While`, Int32 `Add`)
-                let on_host = (node.op.launch == GpuLaunch::Host || !node.op.host_memory.is_empty())
-                    && device.attributes().device_type == DeviceType::Gpu
-                    && node.op.runs_on_host(inputs.iter().map(Tensor::dtype).chain(node.outputs.iter().map(|t| t.dtype)));
-                let compute = || if on_host { crate::function::run_host_launched(device, &ctx) } else { device.compute(&ctx) };
+                let compute = || if step.on_host { crate::function::run_host_launched(device, &ctx) } else { device.compute(&ctx) };
                 let outs = if self.trace && crate::function::records_inside(node) {
                     let (outs, inner) = crate::function::trace_calls(&node.name, self.clock.t0, compute);
                     self.inner.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.into_iter().map(|i| (s, i)));

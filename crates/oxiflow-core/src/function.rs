@@ -19,7 +19,7 @@ use crate::device::{CpuDevice, Device, DeviceKind, DeviceType};
 use crate::error::{OxiflowError, Result};
 use crate::graph::{Graph, NodeId, Output, TensorType};
 use crate::ops::scatter::UndoLog;
-use crate::ops::{smallvec, GpuLaunch, KernelCtx, Outputs, StateAccess};
+use crate::ops::{smallvec, KernelCtx, Outputs, StateAccess};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -77,7 +77,7 @@ pub fn in_device_call() -> bool {
 }
 
 /// Runs `ctx`'s node, an op a GPU runs on the host ([`crate::ops::OpDef::runs_on_host`]:
-/// launched as [`GpuLaunch::Host`], or Int32 arithmetic), for GPU `device` (TF's GPU
+/// launched as [`crate::ops::GpuLaunch::Host`], or Int32 arithmetic), for GPU `device` (TF's GPU
 /// kernels whose arguments are all in host memory). A functional op (`If`,
 /// `While`, ...) gets its inputs where they are, and each op its functions run goes to
 /// `device` when the op has a GPU kernel for its dtypes, else to the host
@@ -134,7 +134,7 @@ fn host_device() -> &'static CpuDevice {
 /// as do ops a GPU runs on the host ([`crate::ops::OpDef::runs_on_host`]: a nested `If` or `While`,
 /// Int32 arithmetic).
 fn device_kernel(g: &Graph, n: &crate::graph::Node) -> Result<bool> {
-    if n.op.launch == GpuLaunch::None || n.op.name == "Const" {
+    if n.op.name == "Const" {
         return Ok(false);
     }
     let ins = n.inputs.iter().map(|o| g.output_type(*o).map(|t| t.dtype)).collect::<Result<Vec<_>>>()?;
@@ -430,7 +430,8 @@ impl Function {
             let n = self.graph.node(id)?;
             // a scatter whose overwritten slices a loop gradient keeps runs on the host,
             // where they are read
-            let on = device.filter(|_| gpu && !taps.contains(&id));
+            let tapped = taps.contains(&id);
+            let on = device.filter(|_| gpu && !tapped);
             // a device kernel never updates an input in place
             let owned = if on.is_some() { None } else { owned };
             let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
@@ -460,7 +461,7 @@ impl Function {
                 }
                 _ => {}
             }
-            if taps.contains(&id) {
+            if tapped {
                 undo.push((id, crate::ops::scatter::scatter_undo(n, &ins, state)?));
             }
             let kernel = |ins: &mut [Tensor]| match (on, owned) {

@@ -436,9 +436,15 @@ impl Session {
                 fused: members.iter().map(|&m| (graph.nodes()[m].name.clone(), graph.nodes()[m].op.name.to_string())).collect(),
                 frame: None,
             });
+            let on_gpu = self.devices.devices[dev].attributes().device_type == crate::device::DeviceType::Gpu;
+            let on_host = on_gpu && {
+                let ins = node.inputs.iter().map(|&o| graph.output_type(o).map(|t| t.dtype)).collect::<Result<Vec<_>>>()?;
+                node.op.runs_on_host(ins.into_iter().chain(node.outputs.iter().map(|t| t.dtype)))
+            };
             plan.steps.push(Step {
                 kind: StepKind::Op(node.clone()),
                 device: dev,
+                on_host,
                 inputs: Vec::new(),
                 outputs: plan.num_slots,
                 num_outputs: outputs.len(),
@@ -480,6 +486,7 @@ impl Session {
                             plan.steps.push(Step {
                                 kind: StepKind::Copy { from: src_dev, tensor },
                                 device: dev,
+                                on_host: false,
                                 inputs: vec![src_slot],
                                 outputs: plan.num_slots,
                                 num_outputs: 1,
