@@ -219,6 +219,24 @@ int32_t oxf_gradients_begin(struct OxGraph *g,
                             int32_t colocate,
                             struct OxGradientRun **out_run);
 
+// [`oxf_gradients_begin`] for a pass that recomputes forward tensors from checkpoints
+// instead of keeping them (ADCME's `gradient_checkpointing(type)`): `checkpointing` is
+// `"speed"`, `"memory"` or `"collection"` (see `oxiflow_core::checkpointing`), or null or
+// empty for an ordinary pass. Errors: those of [`oxf_gradients_begin`], an unknown type
+// (InvalidArgument).
+int32_t oxf_gradients_begin_checkpointed(struct OxGraph *g,
+                                         const int64_t *y_nodes,
+                                         const int32_t *y_indices,
+                                         int32_t n_ys,
+                                         const int64_t *x_nodes,
+                                         const int32_t *x_indices,
+                                         int32_t n_xs,
+                                         const int64_t *grad_y_nodes,
+                                         const int32_t *grad_y_indices,
+                                         int32_t colocate,
+                                         const char *checkpointing,
+                                         struct OxGradientRun **out_run);
+
 // Goes on with pass `run` until it completes or stops at a custom-gradient node
 // (`IdentityN` with `_gradient_op_type`). `n_supplied` is `-1` on the first call; after a
 // stop it is the node's input count and `dx_nodes`/`dx_indices` hold the gradient of each
@@ -226,8 +244,9 @@ int32_t oxf_gradients_begin(struct OxGraph *g,
 //
 // Writes into `*out_node` the custom node's id, or `-1` when the pass is complete, and into
 // `*out_count` the length of the list [`oxf_gradients_take`] then gives: the gradient
-// reaching each of the node's outputs, or the gradient of each x. Any error aborts the
-// pass (its nodes are removed, the caller's too) and later calls fail (FailedPrecondition).
+// reaching each of the node's outputs, or the gradient of each x. Any error (bad arguments
+// too, except a stale `run` handle) aborts the pass (its nodes are removed, the caller's
+// too) and later calls fail (FailedPrecondition).
 int32_t oxf_gradients_resume(struct OxGradientRun *run,
                              const int64_t *dx_nodes,
                              const int32_t *dx_indices,

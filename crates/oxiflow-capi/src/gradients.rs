@@ -9,7 +9,9 @@ use crate::graph::{graph, outputs, OxGraph};
 use crate::handles::{Registry, GRADIENT_RUN_KIND};
 use crate::{guard, put};
 use oxiflow_core::autodiff::{GradientRun, GradientStep};
+use oxiflow_core::checkpointing::Checkpointing;
 use oxiflow_core::{Output, OxiflowError, Result};
+use std::ffi::c_char;
 use std::sync::{Arc, Mutex};
 
 /// `tf.gradients(ys, xs; grad_ys, colocate_gradients_with_ops)`. `grad_ys` arrays may be
@@ -107,15 +109,42 @@ pub extern "C" fn oxf_gradients_begin(
     colocate: i32,
     out_run: *mut *mut OxGradientRun,
 ) -> i32 {
+    oxf_gradients_begin_checkpointed(g, y_nodes, y_indices, n_ys, x_nodes, x_indices, n_xs, grad_y_nodes, grad_y_indices, colocate, std::ptr::null(), out_run)
+}
+
+/// [`oxf_gradients_begin`] for a pass that recomputes forward tensors from checkpoints
+/// instead of keeping them (ADCME's `gradient_checkpointing(type)`): `checkpointing` is
+/// `"speed"`, `"memory"` or `"collection"` (see `oxiflow_core::checkpointing`), or null or
+/// empty for an ordinary pass. Errors: those of [`oxf_gradients_begin`], an unknown type
+/// (InvalidArgument).
+#[no_mangle]
+pub extern "C" fn oxf_gradients_begin_checkpointed(
+    g: *mut OxGraph,
+    y_nodes: *const i64,
+    y_indices: *const i32,
+    n_ys: i32,
+    x_nodes: *const i64,
+    x_indices: *const i32,
+    n_xs: i32,
+    grad_y_nodes: *const i64,
+    grad_y_indices: *const i32,
+    colocate: i32,
+    checkpointing: *const c_char,
+    out_run: *mut *mut OxGradientRun,
+) -> i32 {
     guard(|| {
         let (ys, xs, gys) = pass_args(y_nodes, y_indices, n_ys, x_nodes, x_indices, n_xs, grad_y_nodes, grad_y_indices)?;
         if out_run.is_null() {
             return Err(OxiflowError::InvalidArgument("null output pointer".into()));
         }
+        let mode = match crate::opt_str(checkpointing, "checkpointing")? {
+            None | Some("") => None,
+            Some(s) => Some(Checkpointing::parse(s)?),
+        };
         let gh = graph(g)?;
         let run = {
             let mut gr = gh.write()?;
-            GradientRun::start(&mut gr, &ys, &xs, gys.as_deref(), colocate != 0)?
+            GradientRun::start_checkpointed(&mut gr, &ys, &xs, gys.as_deref(), colocate != 0, mode)?
         };
         put(out_run, RUNS.insert(OxGradientRun { graph: gh, run: Mutex::new(run), last: Mutex::new(Vec::new()) }))
     })

@@ -7,8 +7,9 @@
 //! (`gradients/Cos_grad/Sin`, `gradients_1/AddN`) and TF's placement: with `colocate`,
 //! each gradient op is colocated with its forward op (`colocate_gradients_with_ops`).
 
+use crate::checkpointing::{Checkpointing, Recompute};
 use crate::error::{OxiflowError, Result};
-use crate::graph::{Graph, Node, NodeSpec, Output};
+use crate::graph::{Graph, Node, NodeId, NodeSpec, Output};
 use crate::ops::Gradient;
 use rustc_hash::FxHashMap;
 
@@ -95,12 +96,30 @@ pub struct GradientRun {
     /// The custom node whose input gradients the caller owes.
     stopped: Option<Node>,
     finished: bool,
+    /// Set for a checkpointed pass that found checkpoints ([`GradientRun::start_checkpointed`]).
+    recompute: Option<Recompute>,
 }
 
 impl GradientRun {
     /// Validates `ys`, `xs` and `grad_ys` (as [`gradients`] does), opens the `gradients`
     /// name scope and seeds the pass; nothing is differentiated until [`GradientRun::resume`].
     pub fn start(g: &mut Graph, ys: &[Output], xs: &[Output], grad_ys: Option<&[Output]>, colocate: bool) -> Result<GradientRun> {
+        GradientRun::start_checkpointed(g, ys, xs, grad_ys, colocate, None)
+    }
+
+    /// [`GradientRun::start`] for a pass that recomputes forward tensors from checkpoints
+    /// chosen by `checkpointing` instead of keeping them (ADCME's `gradient_checkpointing`;
+    /// [`crate::checkpointing`] says what is kept and where copies run). `None`, or a mode
+    /// that finds no checkpoint between the xs and the ys: an ordinary pass. The gradients
+    /// have the ordinary pass's values.
+    pub fn start_checkpointed(
+        g: &mut Graph,
+        ys: &[Output],
+        xs: &[Output],
+        grad_ys: Option<&[Output]>,
+        colocate: bool,
+        checkpointing: Option<Checkpointing>,
+    ) -> Result<GradientRun> {
         for &o in ys.iter().chain(xs) {
             g.output_type(o)?;
         }
@@ -109,8 +128,18 @@ impl GradientRun {
         }
         let start_len = g.len();
         let between = between_nodes(g, ys, xs);
-        let mut run =
-            GradientRun { colocate, grads: FxHashMap::default(), between, xs: xs.to_vec(), start_len, next: start_len, stopped: None, finished: false };
+        let recompute = checkpointing.and_then(|mode| Recompute::plan(g, mode, &between, xs, ys));
+        let mut run = GradientRun {
+            colocate,
+            grads: FxHashMap::default(),
+            between,
+            xs: xs.to_vec(),
+            start_len,
+            next: start_len,
+            stopped: None,
+            finished: false,
+            recompute,
+        };
         g.push_name_scope("gradients");
         for (i, &y) in ys.iter().enumerate() {
             let gy = match grad_ys {
@@ -313,8 +342,18 @@ impl GradientRun {
                 return Ok(Some(out_grads));
             }
             let grad_fn = grad_fn.expect("checked above");
+            // a checkpointed pass hands the gradient function recomputed forward tensors
+            let substituted;
+            let fwd = match self.recompute.as_mut() {
+                Some(r) => {
+                    let after: Vec<NodeId> = out_grads.iter().flatten().map(|o| o.node).collect();
+                    substituted = r.substitute(g, node, &after)?;
+                    &substituted
+                }
+                None => node,
+            };
             g.push_name_scope(&crate::graph::concat(&[&node.name, "_grad"]));
-            let in_grads = grad_fn(g, node, &out_grads);
+            let in_grads = grad_fn(g, fwd, &out_grads);
             g.pop_name_scope();
             let in_grads = in_grads?;
             if in_grads.len() != node.inputs.len() {

@@ -9,6 +9,7 @@
 
 pub mod autodiff;
 pub mod builder;
+pub mod checkpointing;
 pub mod collective;
 pub mod device;
 pub mod dtype;

@@ -26,7 +26,7 @@ using Statistics
 export Tensor, Operation, NodeDef, OxiflowError,
        constant, placeholder, Variable, cast, get_dtype,
        @cpu, @gpu, @pywith, tf, pybuiltin, colocate_with, name_scope, control_dependencies,
-       gradients, Session, init, global_variables_initializer, run_profile, save_profile, profile_events, profile_copies,
+       gradients, gradient_checkpointing, Session, init, global_variables_initializer, run_profile, save_profile, profile_events, profile_copies,
        reset_default_graph, list_physical_devices, has_gpu, assigned_device, use_emulated_gpus,
        get_collection, add_to_collection, GLOBAL_VARIABLES, TRAINABLE_VARIABLES, UPDATE_OPS, save, load
 export rvec, cvec, squeeze, concat, stack, unstack, pad, ones_like, zeros_like, convert_to_tensor, set_shape

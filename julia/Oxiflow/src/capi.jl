@@ -265,19 +265,20 @@ end
 
 pairs_arrays(ps) = (Int64[p === nothing ? -1 : p[1] for p in ps], Int32[p === nothing ? 0 : p[2] for p in ps])
 
-"""Starts a backward pass the caller drives (`oxf_gradients_begin`); returns its handle,
-to free with `oxf_gradients_free` on every path."""
+"""Starts a backward pass the caller drives (`oxf_gradients_begin_checkpointed`); returns
+its handle, to free with `oxf_gradients_free` on every path. `checkpointing`: `""` for an
+ordinary pass, else `"speed"`, `"memory"` or `"collection"` ([`gradient_checkpointing`](@ref))."""
 function oxf_gradients_begin(g, ys::Vector{Tuple{Int64,Int32}}, xs::Vector{Tuple{Int64,Int32}},
-                             gys::Union{Nothing,Vector{Tuple{Int64,Int32}}}, colocate::Bool)
+                             gys::Union{Nothing,Vector{Tuple{Int64,Int32}}}, colocate::Bool, checkpointing::AbstractString="")
     (yn, yi), (xn, xi) = pairs_arrays(ys), pairs_arrays(xs)
     gyn, gyi = gys === nothing ? (Int64[], Int32[]) : pairs_arrays(gys)
     r = Ref{Ptr{Cvoid}}(C_NULL)
     GC.@preserve gyn gyi begin
-        check(ccall(sym(:oxf_gradients_begin), Int32,
-                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ref{Ptr{Cvoid}}),
+        check(ccall(sym(:oxf_gradients_begin_checkpointed), Int32,
+                    (Ptr{Cvoid}, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Ptr{Int64}, Ptr{Int32}, Int32, Cstring, Ref{Ptr{Cvoid}}),
                     g, yn, yi, length(ys), xn, xi, length(xs),
                     gys === nothing ? Ptr{Int64}(C_NULL) : pointer(gyn), gys === nothing ? Ptr{Int32}(C_NULL) : pointer(gyi),
-                    Int32(colocate), r))
+                    Int32(colocate), checkpointing, r))
     end
     return r[]
 end

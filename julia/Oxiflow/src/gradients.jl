@@ -1,5 +1,5 @@
-# Reverse-mode differentiation: gradients (ADCME's shape cases), jacobian, hessian,
-# hessian_vector, gradient_magnitude, gradients_colocate.
+# Reverse-mode differentiation: gradients (ADCME's shape cases), gradient_checkpointing,
+# jacobian, hessian, hessian_vector, gradient_magnitude, gradients_colocate.
 
 pair(t::Tensor) = (Int64(getfield(t, :node)), Int32(getfield(t, :index)))
 
@@ -42,6 +42,44 @@ function gradients(ys::Tensor, xs::AbstractVector; colocate::Bool=false, grad_ys
     return raw_gradients(ys, xs, gy, colocate)
 end
 
+const GRADIENT_CHECKPOINTING = Ref{Union{Nothing,String}}(nothing)
+
+"""
+    gradient_checkpointing(type="speed")
+    gradient_checkpointing(nothing)
+
+From now on every backward pass in this process ([`gradients`](@ref), `minimize`,
+`compute_gradients`, [`jacobian`](@ref), [`hessian`](@ref), ...) recomputes forward
+activations from checkpoints instead of keeping them until the backward pass needs them,
+trading compute for memory, as ADCME's `gradient_checkpointing` (which swaps `tf.gradients`
+for the gradient-checkpointing package's `gradients_speed`, `gradients_memory` or
+`gradients_collection`; Chen et al. 2016, "Training deep nets with sublinear memory cost"):
+
+- `"speed"`: the outputs of `MatMul`, `BatchMatMul`, `Conv2D` and `SparseTensorDenseMatMul`
+  are kept; only the cheap ops between them (activations, bias adds, ...) are recomputed.
+- `"memory"`: about `√n` of the `n` recomputable tensors are kept, chosen among the
+  bottlenecks of the forward graph; memory `O(√n)` activations, one extra forward pass.
+- `"collection"`: the tensors added with `add_to_collection("checkpoints", t)` are kept.
+
+Gradients keep their values (the same kernels rerun on the same inputs). Recomputed ops are
+named `gradients/recompute/<forward name>` in profiles and placed on their forward op's
+device. Never recomputed: the xs and ys, tensors that do not depend on the xs, and stateful
+ops (random numbers, variables, `Print`, MPI collectives), which are kept. A backward pass
+that finds no checkpoint (say `"speed"` on a graph without matrix products) is an ordinary
+one (the package raises an error there). `gradient_checkpointing(nothing)` turns it off
+(Oxiflow's addition; ADCME has no way back). Unlike ADCME, whose switch reaches only
+`tf.gradients`, the optimizers' passes are checkpointed too. An unknown `type` raises an
+`OxiflowError` (InvalidArgumentError), as ADCME's `"ADCME: <type> not defined"`.
+"""
+function gradient_checkpointing(type::AbstractString="speed")
+    type in ("speed", "memory", "collection") ||
+        invalid("gradient_checkpointing: type '$type' not defined; use \"speed\", \"memory\" or \"collection\"")
+    GRADIENT_CHECKPOINTING[] = String(type)
+    @info "Loaded: $type"
+    return nothing
+end
+gradient_checkpointing(::Nothing) = (GRADIENT_CHECKPOINTING[] = nothing; nothing)
+
 # One backward pass of the core (`oxf_gradients_begin`/`_resume`); `gy` is `ys`'s seed
 # tensor or `nothing`. The pass stops at each custom-gradient node (`register`,
 # `tf.custom_gradient`) that gradients reach, and this builds the node's input gradients with
@@ -57,7 +95,8 @@ function raw_gradients(ys::Tensor, xs::AbstractVector, gy, colocate::Bool)
     end
     gy === nothing || getfield(gy, :graph) === g || invalid("gradients: grad_ys $(gy.name) belongs to another graph than $(ys.name)")
     tensors(list) = Union{Tensor,Nothing}[n < 0 ? nothing : Tensor(g, n, i) for (n, i) in list]
-    run = oxf_gradients_begin(g, [pair(ys)], [pair(x) for x in xs], gy === nothing ? nothing : [pair(gy)], colocate)
+    run = oxf_gradients_begin(g, [pair(ys)], [pair(x) for x in xs], gy === nothing ? nothing : [pair(gy)], colocate,
+                              something(GRADIENT_CHECKPOINTING[], ""))
     try
         supplied = nothing
         while true
