@@ -38,28 +38,32 @@ ADCME's `sinkhorn`: the entropy-regularized optimal transport between the weight
 diag(v)`, `K = exp.(-M / reg)`, from the Sinkhorn-Knopp iteration of POT and ADCME (`v = b ./
 (K'u)`, `u = a ./ (K v)`, from `u = 1/m`, `v = 1/n`; the marginal error `‖sum(P, dims=1) - b‖`
 checked every 10 iterations against `tol`, at most `iter` iterations; a zero in `K'u` or a
-non-finite `u` or `v` keeps the previous iterate and stops). Returns the loss `sum(P .* M)`,
-or with `returnall=true` the pair `(P, loss)`.
+non-finite `u` or `v` keeps the previous iterate and stops). `method="greenkhorn"` reaches
+the same plan by rescaling, per iteration, only the row or column whose sum is furthest from
+its target (Altschuler et al. 2017, POT's and ADCME's `greenkhorn`: stops once that largest
+violation is at most `tol`, after at most `iter` single-row or single-column updates).
+Returns the loss `sum(P .* M)`, or with `returnall=true` the pair `(P, loss)`.
 
 Gradients follow ADCME's: `∂loss/∂M = P`, `P` held fixed (the envelope theorem's gradient of
 the regularized problem), scaled by the gradient reaching the loss; `P` itself is returned
 through `independent` (no gradient flows through it), and `a`, `b` and `reg` get none.
 Julia weight vectors must be non-negative and sum to 1 (an `OxiflowError` otherwise, where
 ADCME asserts). `method="lp"` is the exact transport of [`emd`](@ref) (with `iter` its
-limit of simplex pivots); ADCME's `"greenkhorn"` is not available (an `OxiflowError`).
+limit of simplex pivots); any other method is an `OxiflowError`.
 Small `reg` underflows `K`; as ADCME, the loop then stops at the last finite iterate.
 """
 function sinkhorn(a, b, M; reg=1.0, iter::Integer=1000, tol::Real=1e-9, method::AbstractString="sinkhorn", returnall::Bool=false)
     method == "lp" && return emd(a, b, M; iter=iter, tol=tol, returnall=returnall)
-    method == "sinkhorn" ||
-        invalid("sinkhorn: method \"$method\" is not available (\"sinkhorn\" and the exact \"lp\"; ADCME's \"greenkhorn\" is not)")
+    method in ("sinkhorn", "greenkhorn") ||
+        invalid("sinkhorn: method \"$method\" not implemented (\"sinkhorn\", \"greenkhorn\" or the exact \"lp\")")
     iter >= 0 || invalid("sinkhorn: iter must be non-negative, got $iter")
     a, b, Mt = ot_inputs(a, b, M, "sinkhorn")
     T = Mt.dtype
     m, n = size(Mt)
-    P = name_scope("sinkhorn") do
+    P = name_scope(method) do
         K = exp(-independent(Mt) ./ cast(as_tensor(reg), T))
         a_, b_ = independent(a), independent(b)
+        method == "greenkhorn" && return greenkhorn_plan(a_, b_, K, iter, tol)
         Kp = K ./ reshape(a_, m, 1)
         marginal_error(u, v) = norm(sum(reshape(u, m, 1) .* K .* reshape(v, 1, n); dims=1) .- b_)
         finite(x) = (s = sum(abs(x)); (s - s) <= 0)          # false for NaN and Inf
@@ -79,6 +83,37 @@ function sinkhorn(a, b, M; reg=1.0, iter::Integer=1000, tol::Real=1e-9, method::
     P = independent(P)
     loss = sum(P .* Mt)
     return returnall ? (P, loss) : loss
+end
+
+# Greenkhorn (Altschuler, Weed and Rigollet 2017; ADCME's `greenkhorn`, after POT's
+# `ot.bregman.greenkhorn`): from `u = 1/m`, `v = 1/n`, each iteration finds the largest
+# violation of the plan's row sums `u .* (K v) - a` and column sums `v .* (K'u) - b` and
+# rescales that one row (`u[i] = a[i] / (K v)[i]`, when the row violation is strictly the
+# larger) or column (`v[j] = b[j] / (K'u)[j]`); it stops after the update where the largest
+# violation was at most `tol`, or after `iter` iterations. Ties go to the first index.
+function greenkhorn_plan(a, b, K, iter, tol)
+    T = K.dtype
+    m, n = size(K)
+    rows, cols = constant(collect(Int64, 0:m-1)), constant(collect(Int64, 0:n-1))
+    # the one-hot vector of the largest |x| (ArgMax's first index on ties), and that |x|
+    function largest(x, positions)
+        i = add_op("ArgMax", [abs(x)]; axis=0)
+        return cast(add_op("Equal", [positions, i]), T), maximum(abs(x))
+    end
+    rescale(x, e, target, Kx) = x .* (1 - e) + e .* (sum(e .* target) / sum(e .* Kx))
+    function body(cpt, u, v, stop)
+        Kv = reshape(K * reshape(v, n, 1), m)
+        Ktu = reshape(reshape(u, 1, m) * K, n)
+        e1, viol1 = largest(u .* Kv - a, rows)
+        e2, viol2 = largest(v .* Ktu - b, cols)
+        row = viol1 > viol2
+        u2 = if_else(row, rescale(u, e1, a, Kv), u)
+        v2 = if_else(row, v, rescale(v, e2, b, Ktu))
+        return cpt + 1, u2, v2, max(viol1, viol2) <= tol
+    end
+    vars0 = (constant(0), constant(fill(T(1 / m), m)), constant(fill(T(1 / n), n)), constant(false))
+    _, u, v, _ = while_loop((cpt, u, v, stop) -> !stop & (cpt < iter), body, vars0; back_prop=false)
+    return reshape(u, m, 1) .* K .* reshape(v, 1, n)
 end
 
 """

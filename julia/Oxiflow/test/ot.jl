@@ -1,6 +1,7 @@
-# ADCME's sinkhorn, empirical_sinkhorn and ot_dist. Oracles: the conditions that define the
-# entropic transport plan (its marginals are a and b, and log P + M/reg splits into a row
-# term plus a column term), POT's iteration written out here for the stopping point, and
+# ADCME's sinkhorn (and its greenkhorn method), empirical_sinkhorn and ot_dist. Oracles: the
+# conditions that define the entropic transport plan (its marginals are a and b, and
+# log P + M/reg splits into a row term plus a column term), POT's iterations written out
+# here for the stopping point, and
 # finite differences of the regularized objective <P, M> + reg Σ P (log P - 1), whose
 # derivative in M is P (the gradient sinkhorn gives, as ADCME's).
 
@@ -16,6 +17,24 @@ function sinkhorn_ref(a, b, M, reg; iter=1000, tol=1e-9)
     return u .* K .* v', cpt
 end
 regularized(P, M, reg) = sum(P .* M) + reg * sum(P .* (log.(P) .- 1))
+
+# POT's greenkhorn in plain Julia, with the plan kept as a matrix and updated in place:
+# the plan and the number of updates
+function greenkhorn_ref(a, b, M, reg; iter=1000, tol=1e-9)
+    m, n = size(M); K = exp.(-M / reg)
+    u = fill(1 / m, m); v = fill(1 / n, n); G = u .* K .* v'
+    for k in 1:iter
+        r = vec(sum(G; dims=2)) - a; c = vec(sum(G; dims=1)) - b
+        (v1, i1), (v2, i2) = findmax(abs.(r)), findmax(abs.(c))
+        if v1 > v2
+            u[i1] = a[i1] / sum(K[i1, :] .* v); G[i1, :] = u[i1] .* K[i1, :] .* v
+        else
+            v[i2] = b[i2] / sum(K[:, i2] .* u); G[:, i2] = u .* K[:, i2] .* v[i2]
+        end
+        max(v1, v2) <= tol && return G, k
+    end
+    return G, iter
+end
 
 @testset "sinkhorn: the entropic plan, its loss and ADCME's gradient" begin
     reset_default_graph()
@@ -47,7 +66,29 @@ regularized(P, M, reg) = sum(P .* M) + reg * sum(P .* (log.(P) .- 1))
     @test isfinite(run(s, sinkhorn(a, b, 100 .* M; reg=1e-3)))
     # errors
     @test_throws OxiflowError sinkhorn([0.5, 0.6, 0.1], b, M)
-    @test_throws OxiflowError sinkhorn(a, b, M; method="greenkhorn")
+    @test_throws OxiflowError sinkhorn(a, b, M; method="greenhorn")
+end
+
+@testset "sinkhorn's greenkhorn: one row or column per iteration, the same entropic plan" begin
+    reset_default_graph()
+    a = [0.2, 0.5, 0.3]; b = [0.4, 0.1, 0.25, 0.25]
+    M = [abs(i - j) + 0.1 * i for i in 1:3, j in 1:4]
+    s = Session()
+    # the iterates of the reference after 1, 2 and 9 updates (rows and columns both taken)
+    for k in (1, 2, 9)
+        @test run(s, sinkhorn(a, b, M; reg=0.5, iter=k, method="greenkhorn", returnall=true)[1]) ≈ greenkhorn_ref(a, b, M, 0.5; iter=k)[1] rtol = 1e-12
+    end
+    # converged, it is Sinkhorn's plan (the entropic plan is unique)
+    P, l = run(s, collect(sinkhorn(a, b, M; reg=0.5, tol=1e-13, iter=100_000, method="greenkhorn", returnall=true)))
+    @test greenkhorn_ref(a, b, M, 0.5; tol=1e-13, iter=100_000)[2] < 100_000
+    @test P ≈ sinkhorn_ref(a, b, M, 0.5; tol=1e-14)[1] rtol = 1e-9
+    @test vec(sum(P; dims=2)) ≈ a rtol = 1e-11
+    @test l ≈ sum(P .* M) rtol = 1e-14
+    # ∂loss/∂M = P, as sinkhorn's
+    Mv = Variable(M); init(s)
+    @test run(s, gradients(2 * sinkhorn(a, b, Mv; reg=0.5, tol=1e-13, iter=100_000, method="greenkhorn"), Mv)) ≈ 2 .* P rtol = 1e-12
+    @test run(s, empirical_sinkhorn([0.0, 1.0, 2.5], [0.5, 2.0]; method="greenkhorn", tol=1e-12, iter=10_000)) ≈
+          run(s, empirical_sinkhorn([0.0, 1.0, 2.5], [0.5, 2.0]; tol=1e-12)) rtol = 1e-8
     @test_throws OxiflowError sinkhorn(a, b, M[:, 1:3])
 end
 
@@ -188,7 +229,7 @@ end
     W(X) = w1_ref(vec(X), fill(1 / 7, 7), ys, fill(1 / 9, 9))
     @test vec(gx) ≈ vec(fd_grad(W, reshape(xs, :, 1))) rtol = 1e-5
     # errors: a method that does not exist, the pivot limit, unequal sums of fed weights
-    @test_throws OxiflowError sinkhorn(a, b, M0; method="greenkhorn")
+    @test_throws OxiflowError sinkhorn(a, b, M0; method="nearest")
     @test_throws OxiflowError emd([0.5, 0.6], [0.5, 0.5], ones(2, 2))
     e = try; run(s, emd(a, b, M1; iter=0)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("OtNetwork", e.msg) && occursin("raise iter", e.msg)
