@@ -44,6 +44,11 @@ for (A, B) in ((:Tensor, :Tensor), (:Tensor, :TensorLike), (:TensorLike, :Tensor
     end
 end
 Base.broadcasted(::typeof(Base.literal_pow), ::typeof(^), a::Tensor, ::Val{p}) where {p} = binary("Pow", a, p)
+# A fused dot expression mixing a tensor with Julia values (`t .* (2 .* k)`): Julia hands the
+# part without tensors over unevaluated (parts with tensors are tensors already); it is
+# evaluated first, as Base would.
+Base.broadcasted(f::Function, a::Tensor, b::Broadcast.Broadcasted) = Base.broadcasted(f, a, Broadcast.materialize(b))
+Base.broadcasted(f::Function, a::Broadcast.Broadcasted, b::Tensor) = Base.broadcasted(f, Broadcast.materialize(a), b)
 # dotted unary calls such as sin.(x) are the op itself (ADCME refuses them; they are harmless)
 Base.broadcasted(f::Function, a::Tensor) = f(a)
 

@@ -34,6 +34,9 @@ jl_softmax(X) = exp.(X) ./ sum(exp.(X); dims=2)
         @test run(s, f(a, constant(B))) == jf.(A, B)
     end
     @test run(s, a .>= 0.7) == (A .>= 0.7)
+    # fused dot expressions whose Julia part Base hands over unevaluated
+    @test run(s, a .* (2 .* B)) ≈ A .* (2 .* B)
+    @test run(s, (B .+ 1) ./ a .- 1.0) ≈ (B .+ 1) ./ A .- 1.0
     @test run(s, clip(a, -1.0, 2.0)) ≈ clamp.(A, -1.0, 2.0)
     @test run(s, clamp(a, -1.0, 2.0)) ≈ clamp.(A, -1.0, 2.0)
     @test run(s, if_else(a > 0.0, a, 0.0)) ≈ ifelse.(A .> 0, A, 0.0)
