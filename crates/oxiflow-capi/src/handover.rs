@@ -49,6 +49,8 @@ pub(crate) fn into_malloc_buffer(t: Tensor, column_major: bool) -> Result<*mut c
         Tensor::I32(a) => Ok(hand_over(a, column_major)),
         Tensor::I64(a) => Ok(hand_over(a, column_major)),
         Tensor::Bool(a) => Ok(hand_over(a, column_major)),
+        Tensor::C64(a) => Ok(hand_over(a, column_major)),
+        Tensor::C128(a) => Ok(hand_over(a, column_major)),
         Tensor::Device(_) => Err(OxiflowError::Internal("a fetched value is still on its device".into())),
     }
 }

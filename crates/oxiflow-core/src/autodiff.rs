@@ -324,12 +324,12 @@ impl GradientRun {
             };
             // an op with any float output is differentiable (TF's `_IsBackpropagatable` per
             // tensor): a loop's Int64 counter beside its float loop variables does not stop it
-            let differentiable = grad_fn.is_some() && node.outputs.iter().any(|t| t.dtype.is_float());
+            let differentiable = grad_fn.is_some() && node.outputs.iter().any(|t| t.dtype.is_differentiable());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
             let is_x = self.xs.iter().any(|x| x.node == node.id);
             let stop = is_x && !node.inputs.iter().any(|i| self.between[i.node]);
             if out_grads.iter().all(Option::is_none) || !differentiable || stop {
-                let float_out = node.outputs.iter().any(|t| t.dtype.is_float());
+                let float_out = node.outputs.iter().any(|t| t.dtype.is_differentiable());
                 // TF: an op with no registered gradient on a float path is an error, one
                 // marked ops.NotDifferentiable is not (Gradient::NotDifferentiable)
                 let undefined = matches!(node.op.grad, Gradient::Undefined);
@@ -376,7 +376,7 @@ impl GradientRun {
         for (i, (&inp, dx)) in node.inputs.iter().zip(in_grads).enumerate() {
             let Some(dx) = dx else { continue };
             let want = g.output_type(inp)?;
-            if node.op.ref_inputs.contains(&i) || !want.dtype.is_float() {
+            if node.op.ref_inputs.contains(&i) || !want.dtype.is_differentiable() {
                 continue;
             }
             let got = g.output_type(dx)?;
@@ -412,7 +412,7 @@ fn between_nodes(g: &Graph, ys: &[Output], xs: &[Output]) -> Vec<bool> {
             .inputs
             .iter()
             .enumerate()
-            .any(|(i, inp)| !n.op.ref_inputs.contains(&i) && reached[inp.node] && nodes[inp.node].outputs[inp.index].dtype.is_float());
+            .any(|(i, inp)| !n.op.ref_inputs.contains(&i) && reached[inp.node] && nodes[inp.node].outputs[inp.index].dtype.is_differentiable());
     }
     let mut between = vec![false; nodes.len()];
     let mut stack: Vec<usize> = ys.iter().map(|y| y.node).filter(|&n| reached[n]).collect();

@@ -5,6 +5,7 @@ use crate::error::{OxiflowError, Result};
 use crate::shape::Shape;
 use crate::strided::{convert_strided, copy_strided, dense_strides, element_count, standard_copy, try_buffer_for};
 use ndarray::{ArcArray, IxDyn, ShapeBuilder};
+pub use num_complex::Complex;
 
 /// A dense tensor, row-major (TensorFlow order). Cloning shares the buffer.
 /// Host tensors hold an ndarray; emulated GPUs keep their tensors in host memory too, and a
@@ -24,6 +25,10 @@ pub enum Tensor {
     I64(ArcArray<i64, IxDyn>),
     /// TF `DT_BOOL`.
     Bool(ArcArray<bool, IxDyn>),
+    /// TF `DT_COMPLEX64`: two `f32`s.
+    C64(ArcArray<Complex<f32>, IxDyn>),
+    /// TF `DT_COMPLEX128`: two `f64`s.
+    C128(ArcArray<Complex<f64>, IxDyn>),
     /// Resident in a device's own memory (a CUDA GPU, `oxiflow-cuda`).
     Device(DeviceTensor),
 }
@@ -96,6 +101,8 @@ macro_rules! with_array {
             $crate::tensor::Tensor::I32($a) => $body,
             $crate::tensor::Tensor::I64($a) => $body,
             $crate::tensor::Tensor::Bool($a) => $body,
+            $crate::tensor::Tensor::C64($a) => $body,
+            $crate::tensor::Tensor::C128($a) => $body,
             $crate::tensor::Tensor::Device(d) => $crate::tensor::device_resident(d),
         }
     };
@@ -142,6 +149,8 @@ element!(f64, F64, Float64, 0.0);
 element!(i32, I32, Int32, 0);
 element!(i64, I64, Int64, 0);
 element!(bool, Bool, Bool, false);
+element!(Complex<f32>, C64, Complex64, Complex::new(0.0, 0.0));
+element!(Complex<f64>, C128, Complex128, Complex::new(0.0, 0.0));
 
 impl Tensor {
     /// Element type.
@@ -152,6 +161,8 @@ impl Tensor {
             Tensor::I32(_) => DType::Int32,
             Tensor::I64(_) => DType::Int64,
             Tensor::Bool(_) => DType::Bool,
+            Tensor::C64(_) => DType::Complex64,
+            Tensor::C128(_) => DType::Complex128,
             Tensor::Device(d) => d.dtype,
         }
     }
@@ -217,7 +228,7 @@ impl Tensor {
     }
 
     /// A tensor of `dims` and `dtype` filled with the value `v` converted to `dtype`
-    /// (`v != 0` for Bool), row-major. Used for scalar constants in gradients.
+    /// (`v != 0` for Bool, `v + 0i` for the complex types), row-major. Used for scalar constants in gradients.
     pub fn filled(dtype: DType, dims: &[usize], v: f64) -> Tensor {
         Tensor::filled_in(dtype, dims, v, Layout::RowMajor)
     }
@@ -234,6 +245,8 @@ impl Tensor {
             DType::Int32 => fill(dims, layout, v as i32),
             DType::Int64 => fill(dims, layout, v as i64),
             DType::Bool => fill(dims, layout, v != 0.0),
+            DType::Complex64 => fill(dims, layout, Complex::new(v as f32, 0.0)),
+            DType::Complex128 => fill(dims, layout, Complex::new(v, 0.0)),
         }
     }
 
@@ -317,6 +330,8 @@ impl Tensor {
             DType::Int32 => gather(dims, n, data as *const i32, strides, row_major, |x: i32| x),
             DType::Int64 => gather(dims, n, data as *const i64, strides, row_major, |x: i64| x),
             DType::Bool => gather(dims, n, data, strides, row_major, |b: u8| b != 0),
+            DType::Complex64 => gather(dims, n, data as *const Complex<f32>, strides, row_major, |x: Complex<f32>| x),
+            DType::Complex128 => gather(dims, n, data as *const Complex<f64>, strides, row_major, |x: Complex<f64>| x),
         }
     }
 
@@ -339,6 +354,8 @@ impl Tensor {
             Tensor::I64(a) => write(a, out as *mut i64, layout),
             // a `bool` is one byte, 0 or 1: what C reads
             Tensor::Bool(a) => write(a, out as *mut bool, layout),
+            Tensor::C64(a) => write(a, out as *mut Complex<f32>, layout),
+            Tensor::C128(a) => write(a, out as *mut Complex<f64>, layout),
             Tensor::Device(d) => device_resident(d),
         }
     }
@@ -349,7 +366,8 @@ impl Tensor {
         with_array!(self, a => Element::wrap(standard_copy(&a.view()).into_shared()))
     }
 
-    /// Values converted to `f64`, row-major (for tests and finite differences).
+    /// Values converted to `f64`, row-major (for tests and finite differences); of a
+    /// complex tensor, the real parts ([`Tensor::to_complex_vec`] has both).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             Tensor::F32(a) => a.iter().map(|&x| x as f64).collect(),
@@ -357,7 +375,18 @@ impl Tensor {
             Tensor::I32(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+            Tensor::C64(a) => a.iter().map(|x| x.re as f64).collect(),
+            Tensor::C128(a) => a.iter().map(|x| x.re).collect(),
             Tensor::Device(d) => d.to_host().map(|t| t.to_f64_vec()).unwrap_or_else(|e| panic!("{e}")),
+        }
+    }
+
+    /// Values as `Complex<f64>`, row-major (imaginary parts 0 for real types; tests).
+    pub fn to_complex_vec(&self) -> Vec<Complex<f64>> {
+        match self {
+            Tensor::C64(a) => a.iter().map(|x| Complex::new(x.re as f64, x.im as f64)).collect(),
+            Tensor::C128(a) => a.iter().copied().collect(),
+            _ => self.to_f64_vec().into_iter().map(|x| Complex::new(x, 0.0)).collect(),
         }
     }
 
@@ -368,7 +397,7 @@ impl Tensor {
 
     /// Element-wise equality of dtype, shape and values (tests).
     pub fn same_as(&self, other: &Tensor) -> bool {
-        self.dtype() == other.dtype() && self.dims() == other.dims() && self.to_f64_vec() == other.to_f64_vec()
+        self.dtype() == other.dtype() && self.dims() == other.dims() && self.to_complex_vec() == other.to_complex_vec()
     }
 }
 

@@ -279,7 +279,9 @@ fn nccl_type(d: DType) -> CudaResult<ncclDataType_t> {
         DType::Float64 => ncclDataType_t::ncclFloat64,
         DType::Int32 => ncclDataType_t::ncclInt32,
         DType::Int64 => ncclDataType_t::ncclInt64,
-        DType::Bool => return Err(CudaError::Unsupported("NCCL collectives carry Float32, Float64, Int32 or Int64, not Bool".into())),
+        DType::Bool | DType::Complex64 | DType::Complex128 => {
+            return Err(CudaError::Unsupported(format!("NCCL collectives carry Float32, Float64, Int32 or Int64, not {d}")))
+        }
     })
 }
 

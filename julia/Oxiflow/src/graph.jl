@@ -128,12 +128,13 @@ Base.propertynames(::Tensor) = (:name, :device, :op, :node_def, :dtype, :shape, 
 Base.:(==)(a::Tensor, b::Tensor) = getfield(a, :graph) === getfield(b, :graph) && getfield(a, :node) == getfield(b, :node) && getfield(a, :index) == getfield(b, :index)
 Base.hash(t::Tensor, h::UInt) = hash((getfield(t, :node), getfield(t, :index)), hash(getfield(t, :graph), h))
 
-const DTYPE_CODES = Dict{DataType,Int32}(Float32 => 1, Float64 => 2, Int32 => 3, Int64 => 9, Bool => 10)
+const DTYPE_CODES = Dict{DataType,Int32}(Float32 => 1, Float64 => 2, Int32 => 3, Int64 => 9, Bool => 10,
+                                         ComplexF32 => 8, ComplexF64 => 18)
 const CODE_TYPES = Dict{Int32,DataType}(v => k for (k, v) in DTYPE_CODES)
 
 """TF `DataType` code of a Julia element type; an `OxiflowError` for unsupported types."""
 function dtype_code(T::Type)
-    haskey(DTYPE_CODES, T) || invalid("Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $T")
+    haskey(DTYPE_CODES, T) || invalid("Oxiflow tensors hold Float32, Float64, Int32, Int64, Bool, ComplexF32 or ComplexF64, not $T")
     return DTYPE_CODES[T]
 end
 julia_type(code::Integer) = CODE_TYPES[Int32(code)]
@@ -199,7 +200,7 @@ as_array(x::Array) = x
 eltype, or the promoted type of its entries for an array such as `Any[1, 2.5]`), as ADCME's
 `dtype` keyword converts values (`Variable(1.0; dtype=Float32)`). A value that is not a
 number or array of numbers (a string), an element type Oxiflow has no tensors of
-(`Float16`, `Complex`) without a `dtype` to convert it to, a value that does not convert
+(`Float16`, `Complex{Int64}`) without a `dtype` to convert it to, a value that does not convert
 exactly (1.5 to `Int64`) or an unsupported `dtype` raises an `OxiflowError` naming `fname`.
 """
 function value_of_dtype(value, dtype, fname)
@@ -213,11 +214,11 @@ function value_of_dtype(value, dtype, fname)
     end
     # π and ℯ are Float64 values, as PyCall hands them to TF
     dtype === nothing && eltype(a) <: AbstractIrrational && (a = convert(Array{Float64}, a))
-    haskey(DTYPE_CODES, eltype(a)) || (dtype !== nothing && eltype(a) <: Real) ||
-        invalid("$fname: Oxiflow tensors hold Float32, Float64, Int32, Int64 or Bool, not $(eltype(a)) (the value $(summary(value)))")
+    haskey(DTYPE_CODES, eltype(a)) || (dtype !== nothing && eltype(a) <: Number) ||
+        invalid("$fname: Oxiflow tensors hold Float32, Float64, Int32, Int64, Bool, ComplexF32 or ComplexF64, not $(eltype(a)) (the value $(summary(value)))")
     dtype === nothing && return a
     dtype isa Type && haskey(DTYPE_CODES, dtype) ||
-        invalid("$fname: dtype must be one of Float32, Float64, Int32, Int64, Bool, got $(repr(dtype))")
+        invalid("$fname: dtype must be one of Float32, Float64, Int32, Int64, Bool, ComplexF32, ComplexF64, got $(repr(dtype))")
     eltype(a) === dtype && return a
     try
         return convert(Array{dtype}, a)

@@ -154,7 +154,7 @@ What `run` hands the engine for a fed value `x`: a number as a 0-dimensional arr
 `memcpy` when dense, contiguous runs or cache-sized tiles otherwise); any other
 `AbstractArray` (a `BitArray`, a range, an indexed view) through `collect`. Errors
 (`OxiflowError`, InvalidArgumentError): neither a number nor an array, or an element type
-without a TF dtype (Float32, Float64, Int32, Int64, Bool).
+without a TF dtype (Float32, Float64, Int32, Int64, Bool, ComplexF32, ComplexF64).
 """
 function feed_value(x)
     a = x isa Number ? fill(x) : x isa AbstractArray ? (readable_in_place(x) ? x : collect(x)) :

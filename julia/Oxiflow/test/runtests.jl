@@ -45,7 +45,7 @@ const TEST_FILES = [
     "scatter.jl" => 7, "sparse.jl" => 33, "sparse_extra.jl" => 11, "mpi_api.jl" => 3,
     "control_flow.jl" => 14, "ode.jl" => 3, "ode_alpha.jl" => 5, "pcl.jl" => 3, "distributions.jl" => 17, "ot.jl" => 3, "uq.jl" => 1, "gan.jl" => 3, "flows.jl" => 5, "examples.jl" => 4,
     "robustness.jl" => 21, "unknown_dims.jl" => 11, "unknown_dims_ops.jl" => 20, "unknown_end.jl" => 10,
-    "matfile.jl" => 10, "kit_views.jl" => 6, "checkpointing.jl" => 3,
+    "matfile.jl" => 10, "kit_views.jl" => 6, "checkpointing.jl" => 3, "complex.jl" => 3,
 ]
 
 """

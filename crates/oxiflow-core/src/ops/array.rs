@@ -10,6 +10,7 @@ use super::math::def;
 use super::reduce::reduce_sum;
 use super::*;
 use crate::graph::NodeSpec;
+use crate::tensor::Complex;
 use crate::tensor::Element;
 use crate::with_array;
 use ndarray::{ArcArray, Dimension, IxDyn};
@@ -155,7 +156,10 @@ fn infer_cast(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 /// `t` converted to `dst`: Rust `as` between numbers (float to int truncates toward zero,
-/// saturating; NaN becomes 0), `x != 0` to Bool, 0/1 from Bool.
+/// saturating; NaN becomes 0), `x != 0` to Bool, 0/1 from Bool; a real number `x` becomes
+/// `x + 0i`, and a complex one its real part (TF's `Cast`: "only the real part of x is
+/// returned"), but `x != 0` to Bool (both parts) and the complex number itself between the
+/// two complex types.
 #[allow(clippy::unnecessary_cast)]
 pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
     macro_rules! from_num {
@@ -166,6 +170,21 @@ pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
                 DType::Int32 => Tensor::I32($a.mapv(|x| x as i32).into_shared()),
                 DType::Int64 => Tensor::I64($a.mapv(|x| x as i64).into_shared()),
                 DType::Bool => Tensor::Bool($a.mapv(|x| x != $zero).into_shared()),
+                DType::Complex64 => Tensor::C64($a.mapv(|x| Complex::new(x as f32, 0.0)).into_shared()),
+                DType::Complex128 => Tensor::C128($a.mapv(|x| Complex::new(x as f64, 0.0)).into_shared()),
+            }
+        };
+    }
+    macro_rules! from_complex {
+        ($a:expr) => {
+            match dst {
+                DType::Complex64 => Tensor::C64($a.mapv(|x| Complex::new(x.re as f32, x.im as f32)).into_shared()),
+                DType::Complex128 => Tensor::C128($a.mapv(|x| Complex::new(x.re as f64, x.im as f64)).into_shared()),
+                DType::Bool => Tensor::Bool($a.mapv(|x| x.re != 0.0 || x.im != 0.0).into_shared()),
+                _ => {
+                    let re = $a.mapv(|x| x.re);
+                    from_num!(re, 0.0)
+                }
             }
         };
     }
@@ -179,6 +198,8 @@ pub fn cast_tensor(t: &Tensor, dst: DType) -> Tensor {
         Tensor::F64(a) => from_num!(a, 0.0f64),
         Tensor::I32(a) => from_num!(a, 0i32),
         Tensor::I64(a) => from_num!(a, 0i64),
+        Tensor::C64(a) => from_complex!(a),
+        Tensor::C128(a) => from_complex!(a),
         Tensor::Device(d) => crate::tensor::device_resident(d),
     }
 }
@@ -189,12 +210,12 @@ fn kernel_cast(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![if t.dtype() == dst { t.clone() } else { cast_tensor(t, dst) }])
 }
 
-/// TF `_CastGrad`: `dy` cast back to the source dtype when both dtypes are floats; no
-/// gradient otherwise.
+/// TF `_CastGrad`: `dy` cast back to the source dtype when both dtypes are float or
+/// complex (from a complex `dy` to a real source: its real part); no gradient otherwise.
 fn grad_cast(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let Some(dy) = grads[0] else { return Ok(vec![None]) };
     let src = g.dtype_of(node.inputs[0])?;
-    if !(src.is_float() && node.outputs[0].dtype.is_float()) {
+    if !(src.is_differentiable() && node.outputs[0].dtype.is_differentiable()) {
         return Ok(vec![None]);
     }
     Ok(vec![Some(g.op_spec(NodeSpec::new("Cast", &[dy]).attr("DstT", src))?)])

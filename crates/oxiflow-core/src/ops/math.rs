@@ -9,6 +9,7 @@
 //! `Int32`/`Int64` (wrapping arithmetic, as TF's CPU kernels; an integer division by zero is
 //! an error). Gradients are built only from differentiable ops.
 
+use super::complex::{map_complex, zip_complex};
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::vmath;
 pub(crate) use super::zip::{broadcast_view, zip2, zip2_par};
@@ -136,7 +137,7 @@ floor_float!(f64);
 floor_int!(i32);
 floor_int!(i64);
 
-fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
+pub(crate) fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     let types: Vec<String> = ctx.inputs.iter().map(|t| t.dtype().to_string()).collect();
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
 }
@@ -285,13 +286,46 @@ macro_rules! zip_numeric {
 
 // ---------------------------------------------------------------- shape functions
 
-/// Errors unless `d` is a numeric dtype (not Bool).
+/// Errors unless `d` is a real numeric dtype (not Bool, not complex).
 pub(crate) fn require_numeric(ctx: &InferCtx, d: DType) -> Result<()> {
-    if d == DType::Bool {
-        Err(ctx.invalid("needs a numeric operand (Float32, Float64, Int32, Int64), got Bool"))
+    if d == DType::Bool || d.is_complex() {
+        Err(ctx.invalid(format!("needs a real numeric operand (Float32, Float64, Int32, Int64), got {d}")))
     } else {
         Ok(())
     }
+}
+
+/// Errors unless `d` is numeric or complex: the arithmetic ops with complex kernels (`Add`,
+/// `Sub`, `Mul`, `RealDiv`, `Neg`, `AddN`, `Sum`; TF registers them for complex64 and
+/// complex128 too).
+pub(crate) fn require_arith(ctx: &InferCtx, d: DType) -> Result<()> {
+    if d == DType::Bool {
+        Err(ctx.invalid("needs a numeric operand (Float32, Float64, Int32, Int64, ComplexF32, ComplexF64), got Bool"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Shape function of `Add`, `Sub`, `Mul`: broadcasting, numeric or complex.
+pub(crate) fn infer_binary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    require_arith(ctx, out[0].dtype)?;
+    Ok(out)
+}
+
+/// Shape function of `Neg`: numeric or complex, output = input.
+fn infer_unary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    require_arith(ctx, ctx.inputs[0].dtype)?;
+    infer_same(ctx)
+}
+
+/// Shape function of `RealDiv`: broadcasting, float or complex.
+fn infer_binary_div(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    if !out[0].dtype.is_complex() {
+        ctx.require_float(out[0].dtype)?;
+    }
+    Ok(out)
 }
 
 /// Shape function of unary ops on any numeric dtype (not Bool): output = input.
@@ -331,7 +365,7 @@ fn infer_select(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 /// `AddN(x_1, ..., x_n)`: every input of one numeric dtype and one shape.
 fn infer_addn(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let first = &ctx.inputs[0];
-    require_numeric(ctx, first.dtype)?;
+    require_arith(ctx, first.dtype)?;
     let mut shape = first.shape.clone();
     for (i, t) in ctx.inputs.iter().enumerate().skip(1) {
         if t.dtype != first.dtype {
@@ -362,18 +396,33 @@ fn square<T: Arith>(a: T) -> T {
 }
 
 fn kernel_add(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = zip_complex!(ctx, |x, y| x + y) {
+        return r;
+    }
     zip_numeric!(ctx, add, numeric)
 }
 fn kernel_sub(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = zip_complex!(ctx, |x, y| x - y) {
+        return r;
+    }
     zip_numeric!(ctx, sub, numeric)
 }
 fn kernel_mul(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = zip_complex!(ctx, |x, y| x * y) {
+        return r;
+    }
     zip_numeric!(ctx, mul, numeric)
 }
 fn kernel_realdiv(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = zip_complex!(ctx, |x, y| x / y) {
+        return r;
+    }
     zip_numeric!(ctx, |a, b| a / b, float)
 }
 fn kernel_neg(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = map_complex!(ctx, |x| -x) {
+        return r;
+    }
     map_numeric!(ctx, neg)
 }
 fn kernel_square(ctx: &KernelCtx) -> Result<Outputs> {
@@ -469,6 +518,7 @@ fn kernel_addn(ctx: &KernelCtx) -> Result<Outputs> {
         DType::Float64 => go::<f64>(ctx)?,
         DType::Int32 => go::<i32>(ctx)?,
         DType::Int64 => go::<i64>(ctx)?,
+        DType::Complex64 | DType::Complex128 => super::complex::add_n(ctx)?,
         DType::Bool => return Err(no_kernel(ctx)),
     }])
 }
@@ -547,17 +597,27 @@ fn grad_sub(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
 /// TF `_MulGrad`: `dy*y` and `x*dy`.
 fn grad_mul(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 2);
-    let (x, y) = (node.inputs[0], node.inputs[1]);
+    let (x, y) = conj_inputs(g, node)?;
     let gx = g.op("Mul", &[dy, y])?;
     let gx = to_input_shape(g, node, gx, 0)?;
     let gy = g.op("Mul", &[x, dy])?;
     Ok(vec![Some(gx), Some(to_input_shape(g, node, gy, 1)?)])
 }
 
-/// TF `_RealDivGrad`: `dy/y` and `dy * ((-x)/y)/y`.
+/// The two inputs of a binary node, conjugated when complex (TF's `_MulGrad` and
+/// `_RealDivGrad` take the conjugates: the gradient of a complex product is the adjoint).
+fn conj_inputs(g: &mut Graph, node: &Node) -> Result<(Output, Output)> {
+    let (x, y) = (node.inputs[0], node.inputs[1]);
+    if !g.dtype_of(x)?.is_complex() {
+        return Ok((x, y));
+    }
+    Ok((g.op("Conj", &[x])?, g.op("Conj", &[y])?))
+}
+
+/// TF `_RealDivGrad`: `dy/y` and `dy * ((-x)/y)/y` (`x`, `y` conjugated when complex).
 fn grad_realdiv(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 2);
-    let (x, y) = (node.inputs[0], node.inputs[1]);
+    let (x, y) = conj_inputs(g, node)?;
     let gx = g.op("RealDiv", &[dy, y])?;
     let gx = to_input_shape(g, node, gx, 0)?;
     let nx = g.op("Neg", &[x])?;
@@ -712,14 +772,14 @@ pub(crate) fn register(r: &mut Registry) {
     let binary_on =
         |name, default_name, infer, kernel, gpu, grad| def(name, default_name, Arity::Fixed(2), infer, kernel, gpu, grad).launched_as(GpuLaunch::Binary);
     let binary = |name, default_name, infer, kernel, grad| binary_on(name, default_name, infer, kernel, GPU_FLOATS, grad);
-    r.add(binary_on("Add", "add", infer_binary_numeric, kernel_add, GPU_FLOATS_INT64, Some(grad_add)).host_memory_for(HOST_INT32));
-    r.add(binary_on("Sub", "sub", infer_binary_numeric, kernel_sub, GPU_FLOATS_INT64, Some(grad_sub)).host_memory_for(HOST_INT32));
-    r.add(binary_on("Mul", "mul", infer_binary_numeric, kernel_mul, GPU_FLOATS_INT64, Some(grad_mul)).host_memory_for(HOST_INT32));
-    r.add(binary("RealDiv", "truediv", infer_binary_float, kernel_realdiv, Some(grad_realdiv)));
+    r.add(binary_on("Add", "add", infer_binary_arith, kernel_add, GPU_FLOATS_INT64, Some(grad_add)).host_memory_for(HOST_INT32));
+    r.add(binary_on("Sub", "sub", infer_binary_arith, kernel_sub, GPU_FLOATS_INT64, Some(grad_sub)).host_memory_for(HOST_INT32));
+    r.add(binary_on("Mul", "mul", infer_binary_arith, kernel_mul, GPU_FLOATS_INT64, Some(grad_mul)).host_memory_for(HOST_INT32));
+    r.add(binary("RealDiv", "truediv", infer_binary_div, kernel_realdiv, Some(grad_realdiv)));
     r.add(binary("Pow", "pow", infer_binary_numeric, kernel_pow, Some(grad_pow)));
 
     let unary = |name, infer, kernel, grad| def(name, name, Arity::Fixed(1), infer, kernel, GPU_FLOATS, Some(grad)).launched_as(GpuLaunch::Unary);
-    r.add(unary("Neg", infer_unary_numeric, kernel_neg, grad_neg).host_memory_for(HOST_INT32));
+    r.add(unary("Neg", infer_unary_arith, kernel_neg, grad_neg).host_memory_for(HOST_INT32));
     r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square).host_memory_for(HOST_INT32));
     r.add(unary("Sin", infer_unary_float, kernel_sin, grad_sin));
     r.add(unary("Cos", infer_unary_float, kernel_cos, grad_cos));

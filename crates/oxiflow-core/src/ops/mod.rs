@@ -19,6 +19,7 @@ mod attr;
 pub mod bessel;
 pub mod blas;
 pub mod collective;
+pub mod complex;
 pub mod conv;
 pub mod dtw;
 pub mod dynamic_shape;
@@ -179,6 +180,8 @@ macro_rules! for_numeric {
             Tensor::I32($a) => $body,
             Tensor::I64($a) => $body,
             Tensor::Bool(_) => return Err($ctx.error("no kernel for dtype Bool")),
+            Tensor::C64(_) => return Err($ctx.error("no kernel for dtype ComplexF32")),
+            Tensor::C128(_) => return Err($ctx.error("no kernel for dtype ComplexF64")),
             Tensor::Device(d) => crate::tensor::device_resident(d),
         }
     };
@@ -433,6 +436,8 @@ impl OpDef {
     pub fn has_kernel(&self, device_type: DeviceType, input_dtypes: &[DType], output_dtypes: &[DType]) -> bool {
         match device_type {
             DeviceType::Cpu => true,
+            // complex tensors have no GPU kernels, not even the data movers'
+            DeviceType::Gpu if input_dtypes.iter().chain(output_dtypes).any(|d| d.is_complex()) => false,
             DeviceType::Gpu => match self.gpu {
                 GpuSupport::None => false,
                 GpuSupport::Any => true,
@@ -480,6 +485,7 @@ static REGISTRY: LazyLock<HashMap<&'static str, OpDef>> = LazyLock::new(|| {
     let mut r = Registry(HashMap::new());
     state::register(&mut r);
     math::register(&mut r);
+    complex::register(&mut r);
     matmul::register(&mut r);
     array::register(&mut r);
     shape_ops::register(&mut r);

@@ -72,6 +72,8 @@ pub fn format_tensor(t: &Tensor, summarize: i64) -> String {
         Tensor::I32(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::I64(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::Bool(a) => a.iter().map(|v| v.to_string()).collect(),
+        Tensor::C64(a) => a.iter().map(|v| format!("({}+{}j)", float_text(v.re), float_text(v.im))).collect(),
+        Tensor::C128(a) => a.iter().map(|v| format!("({}+{}j)", float_text(v.re), float_text(v.im))).collect(),
         Tensor::Device(_) => return "<tensor in device memory>".to_string(),
     };
     if values.is_empty() {

@@ -12,6 +12,7 @@ use super::grad_util::{need_dy, y0};
 use super::math::{def, require_numeric, Arith};
 use super::*;
 use crate::graph::NodeSpec;
+use crate::tensor::Complex;
 use ndarray::{ArcArray, ArrayD, Axis, IxDyn, ShapeBuilder};
 
 /// Adds `Sum(x)` over `axes` (0-based, negatives count from the end; empty = all axes),
@@ -43,7 +44,7 @@ pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::
 
 fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
-    require_numeric(ctx, x.dtype)?;
+    super::math::require_arith(ctx, x.dtype)?;
     let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
     let keep = ctx.attrs.get_bool_or("Sum", "keep_dims", false)?;
     let dims = x
@@ -122,7 +123,7 @@ bounded!(i64, i64::MIN, i64::MAX);
 /// Folds `a` over the node's axes with `init`/`f`, shaped as the node's output: by
 /// [`reduce_blocked`] where the layout allows a loop over memory, else axis by axis.
 /// `f` is a generic function (not a `fn` pointer), so the loops are compiled for it.
-fn fold<T: Bounded, F: Fn(T, T) -> T + Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, init: T, f: F) -> Result<ArcArray<T, IxDyn>> {
+fn fold<T: Element, F: Fn(T, T) -> T + Copy>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>, init: T, f: F) -> Result<ArcArray<T, IxDyn>> {
     let axes = reduce_axes(ctx.node.op.name, &ctx.node.attrs, a.ndim()).map_err(|m| ctx.error(m))?;
     let dims = ctx.node.outputs[0].shape.dims();
     if let Some((v, layout)) = reduce_blocked(a, &axes, init, f) {
@@ -227,6 +228,11 @@ macro_rules! reduce_kernel {
 fn kernel_sum(ctx: &KernelCtx) -> Result<Outputs> {
     fn go<T: Bounded>(ctx: &KernelCtx, a: &ArcArray<T, IxDyn>) -> Result<ArcArray<T, IxDyn>> {
         fold(ctx, a, T::zero(), T::add)
+    }
+    match &ctx.inputs[0] {
+        Tensor::C64(a) => return Ok(smallvec![Tensor::C64(fold(ctx, a, Complex::new(0.0, 0.0), |x, y| x + y)?)]),
+        Tensor::C128(a) => return Ok(smallvec![Tensor::C128(fold(ctx, a, Complex::new(0.0, 0.0), |x, y| x + y)?)]),
+        _ => {}
     }
     reduce_kernel!(ctx, go)
 }

@@ -12,6 +12,7 @@ use super::math::def;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::shape::UNKNOWN;
+use crate::tensor::Complex;
 use crate::tensor::Element;
 use crate::with_array;
 use ndarray::{ArcArray, Axis, IxDyn, ShapeBuilder, Slice};
@@ -218,6 +219,8 @@ fn kernel_concat(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(_) => join::<i32>(ctx, axis, false)?,
         Tensor::I64(_) => join::<i64>(ctx, axis, false)?,
         Tensor::Bool(_) => join::<bool>(ctx, axis, false)?,
+        Tensor::C64(_) => join::<Complex<f32>>(ctx, axis, false)?,
+        Tensor::C128(_) => join::<Complex<f64>>(ctx, axis, false)?,
         Tensor::Device(ref d) => crate::tensor::device_resident(d),
     }])
 }
@@ -273,6 +276,8 @@ fn kernel_pack(ctx: &KernelCtx) -> Result<Outputs> {
         Tensor::I32(_) => join::<i32>(ctx, axis, true)?,
         Tensor::I64(_) => join::<i64>(ctx, axis, true)?,
         Tensor::Bool(_) => join::<bool>(ctx, axis, true)?,
+        Tensor::C64(_) => join::<Complex<f32>>(ctx, axis, true)?,
+        Tensor::C128(_) => join::<Complex<f64>>(ctx, axis, true)?,
         Tensor::Device(ref d) => crate::tensor::device_resident(d),
     }])
 }

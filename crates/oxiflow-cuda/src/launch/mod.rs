@@ -138,7 +138,8 @@ pub fn entry_name(op: &str, dtype: DType) -> String {
     s
 }
 
-/// Kernel-name suffix of a dtype: `f32 f64 i32 i64 bool`.
+/// Kernel-name suffix of a dtype: `f32 f64 i32 i64 bool` (`c64 c128` for the complex
+/// types, which have no kernels: the placer keeps them off GPUs).
 pub fn dtype_suffix(d: DType) -> &'static str {
     match d {
         DType::Float32 => "f32",
@@ -146,6 +147,8 @@ pub fn dtype_suffix(d: DType) -> &'static str {
         DType::Int32 => "i32",
         DType::Int64 => "i64",
         DType::Bool => "bool",
+        DType::Complex64 => "c64",
+        DType::Complex128 => "c128",
     }
 }
 

@@ -96,6 +96,7 @@ pub fn to_bytes(t: &Tensor) -> Vec<u8> {
         Tensor::I32(a) => a.iter().flat_map(|v| v.to_ne_bytes()).collect(),
         Tensor::I64(a) => a.iter().flat_map(|v| v.to_ne_bytes()).collect(),
         Tensor::Bool(a) => a.iter().map(|&v| v as u8).collect(),
+        Tensor::C64(_) | Tensor::C128(_) => panic!("no GPU kernel reads complex tensors"),
         Tensor::Device(_) => panic!("the test's tensors are host tensors"),
     }
 }
@@ -108,6 +109,7 @@ fn from_bytes(dtype: DType, dims: &[usize], b: &[u8]) -> Tensor {
         DType::Int32 => Tensor::from_vec(dims, b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect(), l),
         DType::Int64 => Tensor::from_vec(dims, b.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect(), l),
         DType::Bool => Tensor::from_vec(dims, b.iter().map(|&v| v != 0).collect::<Vec<bool>>(), l),
+        DType::Complex64 | DType::Complex128 => panic!("no GPU kernel writes complex tensors"),
     }
     .expect("tensor from device bytes")
 }
@@ -207,6 +209,7 @@ impl Rng {
             DType::Int32 => Tensor::from_vec(dims, v.iter().map(|&x| x.floor() as i32).collect(), l),
             DType::Int64 => Tensor::from_vec(dims, v.iter().map(|&x| x.floor() as i64).collect(), l),
             DType::Bool => Tensor::from_vec(dims, v.iter().map(|&x| x > (lo + hi) / 2.0).collect::<Vec<bool>>(), l),
+            DType::Complex64 | DType::Complex128 => panic!("no GPU kernel takes complex tensors"),
         }
         .unwrap()
     }

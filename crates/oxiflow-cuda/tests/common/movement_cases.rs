@@ -62,6 +62,7 @@ pub fn ramp(dtype: DType, dims: &[usize], seed: i64) -> Tensor {
         DType::Int32 => Tensor::from_vec(dims, (0..n).map(|i| v(i) as i32).collect(), Layout::RowMajor),
         DType::Int64 => Tensor::from_vec(dims, (0..n).map(|i| v(i) * 1_000_000_007).collect(), Layout::RowMajor),
         DType::Bool => Tensor::from_vec(dims, (0..n).map(|i| (i as i64 + seed) % 3 == 0).collect(), Layout::RowMajor),
+        DType::Complex64 | DType::Complex128 => panic!("no GPU kernel moves complex tensors"),
     }
     .expect("ramp tensor")
 }
