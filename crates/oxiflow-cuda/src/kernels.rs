@@ -262,14 +262,15 @@ pub struct RequiredEntry {
     pub entry: String,
 }
 
-/// The dtypes an op's kernel entries are named by, from its GPU flag: every dtype for
-/// `GpuSupport::Any`, the listed ones for `Types`, except `Bool` for the binary family,
+/// The dtypes an op's kernel entries are named by, from its GPU flag: every real dtype for
+/// `GpuSupport::Any` (complex tensors have none), the listed ones for `Types`, except `Bool` for the binary family,
 /// whose entries are named by the operands' dtype (a comparison's `Bool` is its result).
 /// Empty for ops without a GPU kernel.
 pub fn entry_dtypes(def: &OpDef) -> Vec<DType> {
     match def.gpu {
         GpuSupport::None => vec![],
-        GpuSupport::Any => DType::ALL.to_vec(),
+        // complex tensors have no GPU kernels (`OpDef::has_kernel`)
+        GpuSupport::Any => DType::ALL.iter().copied().filter(|d| !d.is_complex()).collect(),
         GpuSupport::Types(ts) => ts.iter().copied().filter(|&d| !(d == DType::Bool && def.launch == GpuLaunch::Binary)).collect(),
     }
 }

@@ -64,6 +64,12 @@ fn float_text<T: std::fmt::Display + std::fmt::LowerExp + Into<f64> + Copy>(v: T
     }
 }
 
+/// A complex value as NumPy shows it: `(1+2j)`, `(2-1j)`.
+fn complex_text<T: std::fmt::Display + std::fmt::LowerExp + Into<f64> + Copy>(re: T, im: T) -> String {
+    let sign = if im.into().is_sign_negative() { "" } else { "+" };
+    format!("({}{sign}{}j)", float_text(re), float_text(im))
+}
+
 /// A tensor as `tf.print` shows it (a scalar as its value).
 pub fn format_tensor(t: &Tensor, summarize: i64) -> String {
     let values: Vec<String> = match t {
@@ -72,8 +78,8 @@ pub fn format_tensor(t: &Tensor, summarize: i64) -> String {
         Tensor::I32(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::I64(a) => a.iter().map(|v| v.to_string()).collect(),
         Tensor::Bool(a) => a.iter().map(|v| v.to_string()).collect(),
-        Tensor::C64(a) => a.iter().map(|v| format!("({}+{}j)", float_text(v.re), float_text(v.im))).collect(),
-        Tensor::C128(a) => a.iter().map(|v| format!("({}+{}j)", float_text(v.re), float_text(v.im))).collect(),
+        Tensor::C64(a) => a.iter().map(|v| complex_text(v.re, v.im)).collect(),
+        Tensor::C128(a) => a.iter().map(|v| complex_text(v.re, v.im)).collect(),
         Tensor::Device(_) => return "<tensor in device memory>".to_string(),
     };
     if values.is_empty() {
@@ -134,5 +140,7 @@ mod tests {
         assert_eq!(format_tensor(&Tensor::scalar(1e-5f32), 3), "1e-5");
         let e = Tensor::from_vec(&[0], Vec::<f32>::new(), Layout::RowMajor).unwrap();
         assert_eq!(format_tensor(&e, 3), "[]");
+        let z = Tensor::from_vec(&[2], vec![crate::tensor::Complex::new(1.0f64, 2.0), crate::tensor::Complex::new(2.0, -0.5)], Layout::RowMajor).unwrap();
+        assert_eq!(format_tensor(&z, 3), "[(1+2j) (2-0.5j)]");
     }
 }
