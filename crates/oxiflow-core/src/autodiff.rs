@@ -28,10 +28,10 @@ use rustc_hash::FxHashMap;
 ///   take whatever device scope is active.
 ///
 /// Returns one entry per `x`: its summed gradient (same dtype and shape as `x`), or `None`
-/// when no `y` depends on `x` through float tensors (ADCME returns `nothing`).
+/// when no `y` depends on `x` through float or complex tensors (ADCME returns `nothing`).
 ///
 /// Only ops on a path from some `x` to some `y` are differentiated. Ops without a gradient
-/// function, non-float tensors and reference inputs (`Assign`'s variable) pass no
+/// function, integer and Bool tensors and reference inputs (`Assign`'s variable) pass no
 /// gradient (TF's `NotDifferentiable`). Several gradients reaching one tensor are summed
 /// with one `AddN` in the `gradients` scope.
 ///
@@ -163,7 +163,7 @@ impl GradientRun {
 
     /// Goes on with the pass until it is complete or reaches a custom-gradient node.
     /// `supplied`: after a [`GradientStep::Custom`], the gradient of each of that node's
-    /// inputs (`None` for none; non-float inputs are ignored); `None` otherwise.
+    /// inputs (`None` for none; integer and Bool inputs are ignored); `None` otherwise.
     ///
     /// Errors: `supplied` missing, of the wrong length, or a gradient whose dtype or shape
     /// differs from its input's (`InvalidArgument` naming the node and input); the errors
@@ -322,7 +322,7 @@ impl GradientRun {
                 Gradient::Fn(f) => Some(f),
                 Gradient::Undefined | Gradient::NotDifferentiable => None,
             };
-            // an op with any float output is differentiable (TF's `_IsBackpropagatable` per
+            // an op with any float or complex output is differentiable (TF's `_IsBackpropagatable` per
             // tensor): a loop's Int64 counter beside its float loop variables does not stop it
             let differentiable = grad_fn.is_some() && node.outputs.iter().any(|t| t.dtype.is_differentiable());
             // TF's stop ops: an x whose inputs do not depend on any x gets no gradient fn call.
@@ -369,7 +369,7 @@ impl GradientRun {
         })
     }
 
-    /// Records the gradient `in_grads[i]` of each float, non-reference input of `node`,
+    /// Records the gradient `in_grads[i]` of each float or complex, non-reference input of `node`,
     /// after checking its dtype and shape (a mismatch is the gradient function's bug,
     /// `Internal`, or the custom gradient's caller's, `InvalidArgument`).
     fn record(&mut self, g: &Graph, node: &Node, in_grads: Vec<Option<Output>>, custom: bool) -> Result<()> {
@@ -395,7 +395,7 @@ impl GradientRun {
 }
 
 /// Marks the nodes on a path from some `x` to some `y` (TF's `_PendingCount`
-/// `between_ops`): reached forward from the xs' nodes through float tensors and
+/// `between_ops`): reached forward from the xs' nodes through float or complex tensors and
 /// non-reference inputs, and reaching some y backwards through such nodes.
 fn between_nodes(g: &Graph, ys: &[Output], xs: &[Output]) -> Vec<bool> {
     let nodes = g.nodes();

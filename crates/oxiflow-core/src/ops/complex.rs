@@ -5,8 +5,8 @@
 //! of points, as TF's and NumPy's inverse transforms. CPU only: the placer finds no GPU
 //! kernel for a complex tensor.
 //!
-//! The complex helpers of the arithmetic ops (`Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `AddN`,
-//! `Sum`) are here too; their gradients follow TF's convention for a real loss `L` of a
+//! The complex helpers of the arithmetic ops (`Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Exp`,
+//! `AddN`, `Sum`) are here too; their gradients follow TF's convention for a real loss `L` of a
 //! complex `z`: the gradient is `∂L/∂Re z + i ∂L/∂Im z`, so a linear map's gradient is its
 //! adjoint (`Mul`'s is `dy * conj(y)`, `FFT`'s `N * IFFT(dy)`).
 

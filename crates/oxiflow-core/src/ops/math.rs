@@ -319,6 +319,14 @@ fn infer_unary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     infer_same(ctx)
 }
 
+/// Shape function of `Exp`: float or complex, output = input.
+fn infer_unary_float_or_complex(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    if !ctx.inputs[0].dtype.is_complex() {
+        ctx.require_float(ctx.inputs[0].dtype)?;
+    }
+    infer_same(ctx)
+}
+
 /// Shape function of `RealDiv`: broadcasting, float or complex.
 fn infer_binary_div(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let out = infer_binary_broadcast(ctx)?;
@@ -566,6 +574,9 @@ fn kernel_cos(ctx: &KernelCtx) -> Result<Outputs> {
     map_vfun(ctx, vmath::Fun::Cos, f32::cos, f64::cos)
 }
 fn kernel_exp(ctx: &KernelCtx) -> Result<Outputs> {
+    if let Some(r) = map_complex!(ctx, |x| x.exp()) {
+        return r;
+    }
     map_vfun(ctx, vmath::Fun::Exp, f32::exp, f64::exp)
 }
 fn kernel_log(ctx: &KernelCtx) -> Result<Outputs> {
@@ -699,7 +710,10 @@ fn grad_cos(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<
 /// TF `_ExpGrad`: `dy * y`.
 fn grad_exp(g: &mut Graph, node: &Node, grads: &[Option<Output>]) -> Result<Vec<Option<Output>>> {
     let dy = need_dy!(grads, 1);
-    Ok(vec![Some(g.op("Mul", &[dy, y0(node)])?)])
+    let y = y0(node);
+    // TF's `_ExpGrad` multiplies by `conj(y)` (the adjoint, for a complex `x`)
+    let y = if g.dtype_of(y)?.is_complex() { g.op("Conj", &[y])? } else { y };
+    Ok(vec![Some(g.op("Mul", &[dy, y])?)])
 }
 
 /// TF `_LogGrad`: `dy / x`.
@@ -783,7 +797,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(unary("Square", infer_unary_numeric, kernel_square, grad_square).host_memory_for(HOST_INT32));
     r.add(unary("Sin", infer_unary_float, kernel_sin, grad_sin));
     r.add(unary("Cos", infer_unary_float, kernel_cos, grad_cos));
-    r.add(unary("Exp", infer_unary_float, kernel_exp, grad_exp));
+    r.add(unary("Exp", infer_unary_float_or_complex, kernel_exp, grad_exp));
     r.add(unary("Log", infer_unary_float, kernel_log, grad_log));
     r.add(unary("Tanh", infer_unary_float, kernel_tanh, grad_tanh));
     r.add(unary("Sqrt", infer_unary_float, kernel_sqrt, grad_sqrt));
