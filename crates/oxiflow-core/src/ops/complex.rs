@@ -16,7 +16,10 @@ use super::zip::zip2_par;
 use super::*;
 use crate::tensor::Complex;
 use ndarray::{ArcArray, Axis, IxDyn};
-use rustfft::{FftDirection, FftNum, FftPlanner};
+use rustfft::{Fft, FftDirection, FftNum, FftPlanner};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// Broadcasting binary map over two complex inputs of one dtype: `Some(result)` when input 0
 /// is complex, else `None` (the caller's real kernels apply).
@@ -153,12 +156,33 @@ fn kernel_conj(ctx: &KernelCtx) -> Result<Outputs> {
     map_complex!(ctx, |x| x.conj()).unwrap_or_else(|| Err(super::math::no_kernel(ctx)))
 }
 
+/// Most FFT plans kept: sizes beyond it clear the cache (a program uses a handful).
+const MAX_PLANS: usize = 64;
+
+/// `rustfft`'s plan for `n` points (planning a size that is not a power of two costs more
+/// than a small transform), made once per element type, size and direction.
+fn plan<T: FftNum>(n: usize, direction: FftDirection) -> Arc<dyn Fft<T>> {
+    type Plans = HashMap<(TypeId, usize, bool), Box<dyn Any + Send + Sync>>;
+    static PLANS: LazyLock<Mutex<Plans>> = LazyLock::new(Default::default);
+    let key = (TypeId::of::<T>(), n, direction == FftDirection::Inverse);
+    let mut plans = PLANS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = plans.get(&key).and_then(|b| b.downcast_ref::<Arc<dyn Fft<T>>>()) {
+        return p.clone();
+    }
+    let p = FftPlanner::<T>::new().plan_fft(n, direction);
+    if plans.len() >= MAX_PLANS {
+        plans.clear();
+    }
+    plans.insert(key, Box::new(p.clone()));
+    p
+}
+
 /// The transform of `a` over its innermost `k` axes, one axis after another (the DFT is
-/// separable), each lane copied out, transformed in place and written back.
+/// separable), on a row-major copy: the last axis's rows are contiguous and transformed in
+/// place, the other axes' lanes are copied out, transformed and written back.
 fn fft_axes<T: FftNum>(a: &ArcArray<Complex<T>, IxDyn>, k: usize, direction: FftDirection) -> ArcArray<Complex<T>, IxDyn> {
-    let mut out = a.to_owned();
+    let mut out = a.as_standard_layout().into_owned();
     let rank = out.ndim();
-    let mut planner = FftPlanner::<T>::new();
     let mut points = 1usize;
     for ax in rank - k..rank {
         let n = out.shape()[ax];
@@ -166,9 +190,14 @@ fn fft_axes<T: FftNum>(a: &ArcArray<Complex<T>, IxDyn>, k: usize, direction: Fft
         if n <= 1 || out.is_empty() {
             continue;
         }
-        let fft = planner.plan_fft(n, direction);
-        let mut buf = vec![Complex::new(T::zero(), T::zero()); n];
+        let fft = plan::<T>(n, direction);
         let mut scratch = vec![Complex::new(T::zero(), T::zero()); fft.get_inplace_scratch_len()];
+        if ax == rank - 1 {
+            let rows = out.as_slice_mut().expect("a standard-layout array is one slice");
+            fft.process_with_scratch(rows, &mut scratch);
+            continue;
+        }
+        let mut buf = vec![Complex::new(T::zero(), T::zero()); n];
         for mut lane in out.lanes_mut(Axis(ax)) {
             buf.iter_mut().zip(lane.iter()).for_each(|(b, &x)| *b = x);
             fft.process_with_scratch(&mut buf, &mut scratch);
