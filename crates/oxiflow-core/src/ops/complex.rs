@@ -68,6 +68,47 @@ pub(crate) fn add_n(ctx: &KernelCtx) -> Result<Tensor> {
 
 // ---------------------------------------------------------------- shape functions
 
+/// Errors unless `d` is numeric or complex: the arithmetic ops with complex kernels (`Add`,
+/// `Sub`, `Mul`, `RealDiv`, `Neg`, `AddN`, `Sum`; TF registers them for complex64 and
+/// complex128 too).
+pub(crate) fn require_arith(ctx: &InferCtx, d: DType) -> Result<()> {
+    if d == DType::Bool {
+        Err(ctx.invalid("needs a numeric operand (Float32, Float64, Int32, Int64, ComplexF32, ComplexF64), got Bool"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Shape function of `Add`, `Sub`, `Mul`: broadcasting, numeric or complex.
+pub(crate) fn infer_binary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    require_arith(ctx, out[0].dtype)?;
+    Ok(out)
+}
+
+/// Shape function of `Neg`: numeric or complex, output = input.
+pub(crate) fn infer_unary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    require_arith(ctx, ctx.inputs[0].dtype)?;
+    infer_same(ctx)
+}
+
+/// Shape function of `Exp`: float or complex, output = input.
+pub(crate) fn infer_unary_float_or_complex(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    if !ctx.inputs[0].dtype.is_complex() {
+        ctx.require_float(ctx.inputs[0].dtype)?;
+    }
+    infer_same(ctx)
+}
+
+/// Shape function of `RealDiv`: broadcasting, float or complex.
+pub(crate) fn infer_binary_div(ctx: &InferCtx) -> Result<Vec<TensorType>> {
+    let out = infer_binary_broadcast(ctx)?;
+    if !out[0].dtype.is_complex() {
+        ctx.require_float(out[0].dtype)?;
+    }
+    Ok(out)
+}
+
 fn require_complex(ctx: &InferCtx, d: DType) -> Result<()> {
     if d.is_complex() {
         Ok(())

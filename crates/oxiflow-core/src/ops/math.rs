@@ -9,7 +9,7 @@
 //! `Int32`/`Int64` (wrapping arithmetic, as TF's CPU kernels; an integer division by zero is
 //! an error). Gradients are built only from differentiable ops.
 
-use super::complex::{map_complex, zip_complex};
+use super::complex::{infer_binary_arith, infer_binary_div, infer_unary_arith, infer_unary_float_or_complex, map_complex, require_arith, zip_complex};
 use super::grad_util::{need_dy, scalar_of, to_input_shape, y0};
 use super::vmath;
 pub(crate) use super::zip::{broadcast_view, zip2, zip2_par};
@@ -293,47 +293,6 @@ pub(crate) fn require_numeric(ctx: &InferCtx, d: DType) -> Result<()> {
     } else {
         Ok(())
     }
-}
-
-/// Errors unless `d` is numeric or complex: the arithmetic ops with complex kernels (`Add`,
-/// `Sub`, `Mul`, `RealDiv`, `Neg`, `AddN`, `Sum`; TF registers them for complex64 and
-/// complex128 too).
-pub(crate) fn require_arith(ctx: &InferCtx, d: DType) -> Result<()> {
-    if d == DType::Bool {
-        Err(ctx.invalid("needs a numeric operand (Float32, Float64, Int32, Int64, ComplexF32, ComplexF64), got Bool"))
-    } else {
-        Ok(())
-    }
-}
-
-/// Shape function of `Add`, `Sub`, `Mul`: broadcasting, numeric or complex.
-pub(crate) fn infer_binary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let out = infer_binary_broadcast(ctx)?;
-    require_arith(ctx, out[0].dtype)?;
-    Ok(out)
-}
-
-/// Shape function of `Neg`: numeric or complex, output = input.
-fn infer_unary_arith(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    require_arith(ctx, ctx.inputs[0].dtype)?;
-    infer_same(ctx)
-}
-
-/// Shape function of `Exp`: float or complex, output = input.
-fn infer_unary_float_or_complex(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    if !ctx.inputs[0].dtype.is_complex() {
-        ctx.require_float(ctx.inputs[0].dtype)?;
-    }
-    infer_same(ctx)
-}
-
-/// Shape function of `RealDiv`: broadcasting, float or complex.
-fn infer_binary_div(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    let out = infer_binary_broadcast(ctx)?;
-    if !out[0].dtype.is_complex() {
-        ctx.require_float(out[0].dtype)?;
-    }
-    Ok(out)
 }
 
 /// Shape function of unary ops on any numeric dtype (not Bool): output = input.

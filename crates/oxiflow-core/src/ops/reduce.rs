@@ -44,7 +44,7 @@ pub(crate) fn reduce_axes(op: &str, attrs: &Attrs, rank: usize) -> std::result::
 
 fn infer_sum(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let x = &ctx.inputs[0];
-    super::math::require_arith(ctx, x.dtype)?;
+    super::complex::require_arith(ctx, x.dtype)?;
     let axes = reduce_axes("Sum", ctx.attrs, x.shape.rank()).map_err(|m| ctx.invalid(m))?;
     let keep = ctx.attrs.get_bool_or("Sum", "keep_dims", false)?;
     let dims = x
