@@ -124,7 +124,7 @@ fn infer_complex(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     Ok(vec![TensorType::new(c, out[0].shape.clone())])
 }
 
-/// `Real`, `Imag`, `ComplexAbs`: a complex input, its real type out.
+/// `Real`, `Imag`, `ComplexAbs`, `Angle`: a complex input, its real type out.
 fn infer_part(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     require_complex(ctx, ctx.inputs[0].dtype)?;
     Ok(vec![TensorType::new(ctx.inputs[0].dtype.real_part(), ctx.inputs[0].shape.clone())])
