@@ -5,7 +5,7 @@
 //! of points, as TF's and NumPy's inverse transforms. CPU only: the placer finds no GPU
 //! kernel for a complex tensor.
 //!
-//! The complex helpers of the arithmetic ops (`Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Exp`,
+//! The complex kernels' helpers and shape functions of the arithmetic ops (`Add`, `Sub`, `Mul`, `RealDiv`, `Neg`, `Exp`,
 //! `AddN`, `Sum`) are here too; their gradients follow TF's convention for a real loss `L` of a
 //! complex `z`: the gradient is `∂L/∂Re z + i ∂L/∂Im z`, so a linear map's gradient is its
 //! adjoint (`Mul`'s is `dy * conj(y)`, `FFT`'s `N * IFFT(dy)`).
@@ -49,22 +49,6 @@ macro_rules! map_complex {
     };
 }
 pub(crate) use map_complex;
-
-/// `AddN` of complex inputs (one dtype, one shape), summed left to right.
-pub(crate) fn add_n(ctx: &KernelCtx) -> Result<Tensor> {
-    fn go<T: Element + std::ops::Add<Output = T>>(ctx: &KernelCtx) -> Result<Tensor> {
-        let xs = ctx.inputs.iter().map(|t| t.array::<T>()).collect::<Result<Vec<_>>>()?;
-        let mut acc = xs[0].to_owned().into_shared();
-        for x in &xs[1..] {
-            acc = zip2_par(ctx, &acc, x, |a, b| a + b)?;
-        }
-        Ok(T::wrap(acc))
-    }
-    match ctx.inputs[0].dtype() {
-        DType::Complex64 => go::<Complex<f32>>(ctx),
-        _ => go::<Complex<f64>>(ctx),
-    }
-}
 
 // ---------------------------------------------------------------- shape functions
 

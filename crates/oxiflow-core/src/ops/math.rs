@@ -137,6 +137,8 @@ floor_float!(f64);
 floor_int!(i32);
 floor_int!(i64);
 
+/// The error of a kernel given input dtypes it has no code for: the node (through
+/// `KernelCtx::error`) and the dtypes, `no kernel for dtypes (ComplexF64, ComplexF64)`.
 pub(crate) fn no_kernel(ctx: &KernelCtx) -> OxiflowError {
     let types: Vec<String> = ctx.inputs.iter().map(|t| t.dtype().to_string()).collect();
     ctx.error(format!("no kernel for dtypes ({})", types.join(", ")))
@@ -464,28 +466,30 @@ fn kernel_select(ctx: &KernelCtx) -> Result<Outputs> {
 }
 
 fn kernel_addn(ctx: &KernelCtx) -> Result<Outputs> {
-    fn go<T: Arith>(ctx: &KernelCtx) -> Result<Tensor> {
+    fn go<T: Element>(ctx: &KernelCtx, add: impl Fn(T, T) -> T + Sync + Copy) -> Result<Tensor> {
         let xs = ctx.inputs.iter().map(|t| t.array::<T>()).collect::<Result<Vec<_>>>()?;
         if xs.len() == 1 {
             return Ok(T::wrap(xs[0].to_owned().into_shared()));
         }
         let dims = ctx.node.outputs[0].shape.dims();
-        if let Some(out) = super::zip::sum_in_order(&xs, dims, T::add) {
+        if let Some(out) = super::zip::sum_in_order(&xs, dims, add) {
             return Ok(T::wrap(out));
         }
         // inputs in different memory orders: pairwise, left to right (the same sums)
-        let mut acc = zip2_par(ctx, xs[0], xs[1], T::add)?;
+        let mut acc = zip2_par(ctx, xs[0], xs[1], add)?;
         for x in &xs[2..] {
-            acc = zip2_par(ctx, &acc, x, T::add)?;
+            acc = zip2_par(ctx, &acc, x, add)?;
         }
         Ok(T::wrap(acc))
     }
+    use crate::tensor::Complex;
     Ok(smallvec![match ctx.inputs[0].dtype() {
-        DType::Float32 => go::<f32>(ctx)?,
-        DType::Float64 => go::<f64>(ctx)?,
-        DType::Int32 => go::<i32>(ctx)?,
-        DType::Int64 => go::<i64>(ctx)?,
-        DType::Complex64 | DType::Complex128 => super::complex::add_n(ctx)?,
+        DType::Float32 => go::<f32>(ctx, <f32 as Arith>::add)?,
+        DType::Float64 => go::<f64>(ctx, <f64 as Arith>::add)?,
+        DType::Int32 => go::<i32>(ctx, <i32 as Arith>::add)?,
+        DType::Int64 => go::<i64>(ctx, <i64 as Arith>::add)?,
+        DType::Complex64 => go::<Complex<f32>>(ctx, |a, b| a + b)?,
+        DType::Complex128 => go::<Complex<f64>>(ctx, |a, b| a + b)?,
         DType::Bool => return Err(no_kernel(ctx)),
     }])
 }
