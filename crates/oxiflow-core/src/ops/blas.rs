@@ -127,12 +127,22 @@ pub(crate) trait BlasFloat: Copy + Send + Sync {
     /// aliases neither.
     #[allow(clippy::too_many_arguments)] // cblas_?gemm's own parameters
     unsafe fn gemm(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<Self>, b: Operand<Self>, c: *mut Self, ldc: usize);
+
+    /// `c = a @ b + beta c` (BLAS's `beta`; `c` is not read when `beta` is 0), as [`BlasFloat::gemm`].
+    ///
+    /// # Safety
+    /// As [`BlasFloat::gemm`]; with a non-zero `beta`, `c`'s elements are initialized.
+    #[allow(clippy::too_many_arguments)] // cblas_?gemm's own parameters
+    unsafe fn gemm_beta(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<Self>, b: Operand<Self>, c: *mut Self, ldc: usize, beta: Self);
 }
 
 macro_rules! blas_float {
     ($t:ty, $f:ident) => {
         impl BlasFloat for $t {
             unsafe fn gemm(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<$t>, b: Operand<$t>, c: *mut $t, ldc: usize) {
+                Self::gemm_beta(blas, m, n, k, a, b, c, ldc, 0.0)
+            }
+            unsafe fn gemm_beta(blas: &Blas, m: usize, n: usize, k: usize, a: Operand<$t>, b: Operand<$t>, c: *mut $t, ldc: usize, beta: $t) {
                 let t = |x: bool| if x { TRANS } else { NO_TRANS };
                 (blas.$f)(
                     ROW_MAJOR,
@@ -146,7 +156,7 @@ macro_rules! blas_float {
                     a.ld as c_int,
                     b.ptr,
                     b.ld as c_int,
-                    0.0,
+                    beta,
                     c,
                     ldc as c_int,
                 );

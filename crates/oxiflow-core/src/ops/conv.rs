@@ -8,25 +8,25 @@
 //! and `dilations` (only ones). `SAME` pads `max((out - 1) s + k - in, 0)` in total, the
 //! smaller half before (TF's `GetWindowedOutputSize`).
 //!
-//! CPU kernels, f32 and f64: the input's patches as the rows of a matrix (im2col), times the
-//! filter as a `[kh kw c, oc]` matrix with the MatMul kernel's GEMM (system BLAS or the
-//! `gemm` crate); the input gradient scatters the product with the filter's transpose back
-//! (col2im), the filter gradient is the patches' transpose times the output gradient. The
-//! batch dimension may be unknown until the graph runs. No GPU kernels: on a GPU the ops
-//! need soft placement, which puts them on the CPU.
+//! CPU kernels, f32 and f64 (`conv_cpu.rs`): im2col and GEMM a tile of output pixels at a
+//! time, on the intra-op threads; the input gradient with unit strides as the transposed
+//! convolution, else by col2im. They work in the input's memory order: a Julia
+//! (column-major) batch of at least [`COLS_MIN_BATCH`] is read as it is stored and gives a
+//! column-major output, which a fetch hands to Julia without a transpose; other layouts
+//! are made row-major first. The batch dimension may be unknown until the graph runs. No
+//! GPU kernels: on a GPU the ops need soft placement, which puts them on the CPU.
 //!
 //! The backprop ops take the tensor whose shape TF passes as `input_sizes` or
 //! `filter_sizes` itself (input 0 of `Conv2DBackpropInput`, input 1 of
 //! `Conv2DBackpropFilter`), as the run-time shape ops of this engine do; its values are not
 //! read.
 
-use super::matmul::gemm_product;
 use super::*;
 use crate::graph::NodeSpec;
 use crate::shape::UNKNOWN;
 use crate::strided::row_major;
 use crate::tensor::Element;
-use ndarray::{Array2, ArrayView2, ArrayView4, IxDyn};
+use ndarray::{ArrayView4, IxDyn};
 
 /// Strides and padding of a convolution node, checked.
 #[derive(Clone, Copy)]
@@ -191,70 +191,6 @@ fn run_geometry(ctx: &KernelCtx) -> Result<Geometry> {
     geometry(ctx.node.op.name, &ctx.node.name, &t(0), &t(1), conv_attrs(ctx.node.op.name, &ctx.node.attrs)?)
 }
 
-/// Patch matrices below this many elements are built on the calling thread.
-const PARALLEL_MIN: usize = 1 << 16;
-
-/// `f(b, chunk)` for each batch item's chunk of `buf` (`per` elements each): over the
-/// intra-op threads when `buf` is large, else on the calling thread.
-fn per_batch<T: ConvFloat>(buf: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    if per == 0 {
-        return;
-    }
-    if buf.len() >= PARALLEL_MIN {
-        crate::intra_op::parallel_for_each(buf.chunks_mut(per).enumerate().collect(), |(b, c)| f(b, c));
-    } else {
-        buf.chunks_mut(per).enumerate().for_each(|(b, c)| f(b, c));
-    }
-}
-
-/// The patch matrix: row `(b, oy, ox)` holds the input pixels under the filter, tap by tap,
-/// channels innermost (zeros where the filter hangs over the padding).
-fn im2col<T: ConvFloat>(g: &Geometry, x: ArrayView4<T>) -> Array2<T> {
-    let (m, k) = g.patches();
-    let x = row_major(x.into_dyn());
-    let xs = x.as_slice().expect("standard layout");
-    let mut cols = vec![T::ZERO; m * k];
-    per_batch(&mut cols, g.oh * g.ow * k, |b, out| {
-        for (r, row) in out.chunks_mut(k).enumerate() {
-            let (oy, ox) = (r / g.ow, r % g.ow);
-            for ky in 0..g.kh {
-                for kx in 0..g.kw {
-                    if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
-                        let src = ((b * g.h + iy) * g.w + ix) * g.c;
-                        let dst = (ky * g.kw + kx) * g.c;
-                        row[dst..dst + g.c].copy_from_slice(&xs[src..src + g.c]);
-                    }
-                }
-            }
-        }
-    });
-    Array2::from_shape_vec((m, k), cols).expect("m * k elements")
-}
-
-/// Adds each row of `cols` back onto the input pixels its patch came from (im2col's adjoint).
-fn col2im<T: ConvFloat>(g: &Geometry, cols: ArrayView2<T>) -> Vec<T> {
-    let k = g.patches().1;
-    let cols = row_major(cols.into_dyn());
-    let cs = cols.as_slice().expect("standard layout");
-    let mut dx = vec![T::ZERO; g.n * g.h * g.w * g.c];
-    per_batch(&mut dx, g.h * g.w * g.c, |b, dxb| {
-        for r in 0..g.oh * g.ow {
-            let (oy, ox) = (r / g.ow, r % g.ow);
-            let row = &cs[(b * g.oh * g.ow + r) * k..][..k];
-            for ky in 0..g.kh {
-                for kx in 0..g.kw {
-                    if let Some((iy, ix)) = g.tap(oy, ox, ky, kx) {
-                        let dst = (iy * g.w + ix) * g.c;
-                        let src = (ky * g.kw + kx) * g.c;
-                        dxb[dst..dst + g.c].iter_mut().zip(&row[src..src + g.c]).for_each(|(d, &s)| *d += s);
-                    }
-                }
-            }
-        }
-    });
-    dx
-}
-
 fn view4<'a, T: ConvFloat>(ctx: &KernelCtx, t: &'a Tensor) -> Result<ArrayView4<'a, T>> {
     t.array::<T>()?.view().into_dimensionality().map_err(|e| ctx.error(e))
 }
@@ -265,36 +201,82 @@ fn as_matrix<T: ConvFloat>(a: ArrayView4<'_, T>) -> ndarray::CowArray<'_, T, nda
     row_major(a.into_dyn()).into_shape_with_order((d0 * d1 * d2, d3)).expect("standard layout")
 }
 
-fn wrap<T: ConvFloat>(ctx: &KernelCtx, p: Array2<T>, dims: &[usize]) -> Result<Outputs> {
-    let p = if p.is_standard_layout() { p } else { crate::strided::standard_copy(&p.view().into_dyn()).into_dimensionality().map_err(|e| ctx.error(e))? };
-    let a = p.into_shared().into_shape_with_order(IxDyn(dims)).map_err(|e| ctx.error(e))?;
+/// The smallest batch the kernels take in Julia's column-major order: their patches are
+/// copied in runs of one pixel's batch, too short below this (a smaller batch is made
+/// row-major first).
+const COLS_MIN_BATCH: usize = 8;
+
+/// The order a kernel works in for a 4-D operand: Julia's column-major one when `a` is a
+/// column-major array with a batch of at least [`COLS_MIN_BATCH`] (and `cols_ok`), else
+/// row-major.
+fn order_of<T>(a: &ArrayView4<'_, T>, cols_ok: bool) -> cpu::Order {
+    if cols_ok && !a.is_standard_layout() && crate::strided::is_column_major(a) && a.dim().0 >= COLS_MIN_BATCH {
+        cpu::Order::Cols
+    } else {
+        cpu::Order::Rows
+    }
+}
+
+/// A 4-D operand's elements in `order`: a view when they are already, else a copy.
+fn in_order<'a, T: ConvFloat>(a: ArrayView4<'a, T>, order: cpu::Order) -> ndarray::CowArray<'a, T, IxDyn> {
+    match order {
+        cpu::Order::Rows => row_major(a.into_dyn()),
+        cpu::Order::Cols if a.t().is_standard_layout() => a.into_dyn().into(),
+        cpu::Order::Cols => crate::strided::dense_copy(&a.into_dyn(), true).into(),
+    }
+}
+
+/// The elements of an operand made by [`in_order`].
+fn elements<'a, T>(a: &'a ndarray::CowArray<'_, T, IxDyn>) -> &'a [T] {
+    a.as_slice_memory_order().expect("dense in one order")
+}
+
+fn output<T: ConvFloat>(ctx: &KernelCtx, v: Vec<T>, dims: &[usize], order: cpu::Order) -> Result<Outputs> {
+    use ndarray::ShapeBuilder;
+    let shape = IxDyn(dims).set_f(order == cpu::Order::Cols);
+    let a = ndarray::ArcArray::from_shape_vec(shape, v).map_err(|e| ctx.error(e))?;
     Ok(smallvec![T::wrap(a)])
+}
+
+/// The output gradient of a convolution of geometry `g` as the `[n oh ow, oc]` matrix over
+/// the elements `dy` (in `order`).
+fn dy_matrix<T>(g: &Geometry, dy: &[T], order: cpu::Order) -> cpu::Mat<T> {
+    match order {
+        cpu::Order::Rows => cpu::Mat::rows(dy.as_ptr(), g.oc),
+        cpu::Order::Cols => cpu::Mat { ptr: dy.as_ptr(), rs: 1, cs: (g.n * g.oh * g.ow) as isize },
+    }
 }
 
 fn conv2d_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let g = run_geometry(ctx)?;
-    let cols = im2col(&g, view4::<T>(ctx, &ctx.inputs[0])?);
+    let x4 = view4::<T>(ctx, &ctx.inputs[0])?;
+    let order = order_of(&x4, true);
+    let x = in_order(x4, order);
     let f = as_matrix(view4::<T>(ctx, &ctx.inputs[1])?);
-    let y = gemm_product(super::blas::blas(), cols.view(), f.view(), T::ZERO, T::ONE, None);
-    wrap(ctx, y, &[g.n, g.oh, g.ow, g.oc])
+    let y = cpu::forward(&g, elements(&x), order, cpu::Mat::rows(f.as_ptr(), g.oc));
+    output(ctx, y, &[g.n, g.oh, g.ow, g.oc], order)
 }
 
 fn backprop_input_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let g = run_geometry(ctx)?;
-    let f = as_matrix(view4::<T>(ctx, &ctx.inputs[1])?);
-    let dy = as_matrix(view4::<T>(ctx, &ctx.inputs[2])?);
-    let dcols = gemm_product(super::blas::blas(), dy.view(), f.t(), T::ZERO, T::ONE, None);
-    let dx = col2im(&g, dcols.view());
-    let a = ndarray::ArcArray::from_shape_vec(IxDyn(&[g.n, g.h, g.w, g.c]), dx).map_err(|e| ctx.error(e))?;
-    Ok(smallvec![T::wrap(a)])
+    let f4 = view4::<T>(ctx, &ctx.inputs[1])?;
+    let f = as_matrix(f4);
+    let dy4 = view4::<T>(ctx, &ctx.inputs[2])?;
+    // the column-major path is the transposed convolution, which needs unit strides
+    let order = order_of(&dy4, g.sh == 1 && g.sw == 1);
+    let dy = in_order(dy4, order);
+    let dx = cpu::backprop_input(&g, elements(&dy), order, |a, b, c, d| f4[[a, b, c, d]], cpu::Mat::rows(f.as_ptr(), g.oc));
+    output(ctx, dx, &[g.n, g.h, g.w, g.c], order)
 }
 
 fn backprop_filter_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let g = run_geometry(ctx)?;
-    let cols = im2col(&g, view4::<T>(ctx, &ctx.inputs[0])?);
-    let dy = as_matrix(view4::<T>(ctx, &ctx.inputs[2])?);
-    let df = gemm_product(super::blas::blas(), cols.t(), dy.view(), T::ZERO, T::ONE, None);
-    wrap(ctx, df, &[g.kh, g.kw, g.c, g.oc])
+    let x4 = view4::<T>(ctx, &ctx.inputs[0])?;
+    let order = order_of(&x4, true);
+    let x = in_order(x4, order);
+    let dy = in_order(view4::<T>(ctx, &ctx.inputs[2])?, order);
+    let df = cpu::backprop_filter(&g, elements(&x), order, dy_matrix(&g, elements(&dy), order));
+    output(ctx, df, &[g.kh, g.kw, g.c, g.oc], cpu::Order::Rows)
 }
 
 fn by_dtype(ctx: &KernelCtx, f32k: fn(&KernelCtx) -> Result<Outputs>, f64k: fn(&KernelCtx) -> Result<Outputs>) -> Result<Outputs> {
@@ -351,6 +333,9 @@ fn grad_backprop_filter(g: &mut Graph, node: &Node, grads: &[Option<Output>]) ->
     let ddy = conv_like(g, node, "Conv2D", &[x, gr])?;
     Ok(vec![Some(dx), None, Some(ddy)])
 }
+
+#[path = "conv_cpu.rs"]
+mod cpu;
 
 pub(crate) fn register(r: &mut Registry) {
     const CONV_ATTRS: &[AttrDef] = attrs!["strides" => Ints, "padding" => Str, "data_format" => Str, "dilations" => Ints, "use_cudnn_on_gpu" => Bool];
