@@ -13,21 +13,7 @@ use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Tensor};
 fn stored(dims: &[usize], v: &[f64], layout: Layout) -> Tensor {
     let data = match layout {
         Layout::RowMajor => v.to_vec(),
-        Layout::ColumnMajor => {
-            // element at logical index ix goes to column-major position sum(ix[d] * prod(dims[..d]))
-            let rs = strides(dims);
-            let n = v.len();
-            let mut out = vec![0.0; n];
-            for (flat, &x) in v.iter().enumerate() {
-                let (mut pos, mut step) = (0, 1);
-                for d in 0..dims.len() {
-                    pos += (flat / rs[d]) % dims[d] * step;
-                    step *= dims[d];
-                }
-                out[pos] = x;
-            }
-            out
-        }
+        Layout::ColumnMajor => column_major_order(dims, v),
     };
     Tensor::from_vec(dims, data, layout).unwrap()
 }

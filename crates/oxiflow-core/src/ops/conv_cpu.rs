@@ -199,7 +199,7 @@ pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat
     }
     let rows = tile_rows::<T>(k).min(m);
     let tiles = m.div_ceil(rows);
-    let chunks = chunk_count(tiles, len * k, 4);
+    let chunks = chunk_count(tiles, len.saturating_mul(k), 4);
     let mut y: Vec<T> = crate::strided::buffer_for(len);
     let out = SharedOut(y.as_mut_ptr());
     intra_op::parallel_for(chunks, |i| {
@@ -235,7 +235,7 @@ pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order
     }
     let rows = tile_rows::<T>(k).min(m);
     let tiles = m.div_ceil(rows);
-    let chunks = chunk_count(tiles, m * len, 1);
+    let chunks = chunk_count(tiles, m.saturating_mul(len), 1);
     let mut parts: Vec<Vec<T>> = (0..chunks).map(|_| vec![T::ZERO; len]).collect();
     intra_op::parallel_for_each(parts.iter_mut().enumerate().collect(), |(i, part)| {
         let mut buf = vec![T::ZERO; rows * k];
@@ -283,7 +283,7 @@ pub(super) fn backprop_input<T: ConvFloat>(g: &Geometry, dys: &[T], order: Order
     }
     let plane = g.oh * g.ow;
     let rows = tile_rows::<T>(k).min(plane);
-    let serial = m * k * g.oc < PARALLEL_MIN_MACS;
+    let serial = m.saturating_mul(k).saturating_mul(g.oc) < PARALLEL_MIN_MACS;
     let per_image = |b: usize, dxb: &mut [T]| {
         let mut buf = vec![T::ZERO; rows * k];
         for r0 in (0..plane).step_by(rows) {

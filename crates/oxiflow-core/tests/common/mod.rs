@@ -30,6 +30,22 @@ pub fn t32(dims: &[usize], v: Vec<f64>) -> Tensor {
     Tensor::from_vec(dims, v.into_iter().map(|x| x as f32).collect(), Layout::RowMajor).unwrap()
 }
 
+/// Logical (row-major) values `v` of shape `dims` in column-major storage order (Julia's):
+/// the element at logical index `ix` goes to position `sum(ix[d] * prod(dims[..d]))`.
+pub fn column_major_order(dims: &[usize], v: &[f64]) -> Vec<f64> {
+    let rs = strides(dims);
+    let mut out = vec![0.0; v.len()];
+    for (flat, &x) in v.iter().enumerate() {
+        let (mut pos, mut step) = (0, 1);
+        for d in 0..dims.len() {
+            pos += (flat / rs[d]) % dims[d] * step;
+            step *= dims[d];
+        }
+        out[pos] = x;
+    }
+    out
+}
+
 /// A random Float64 tensor.
 pub fn rand_t(dims: &[usize], seed: u64, lo: f64, hi: f64) -> Tensor {
     t64(dims, rand_vec(dims.iter().product(), seed, lo, hi))

@@ -11,19 +11,7 @@ use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Tensor};
 pub fn stored(dims: &[usize], v: &[f64], layout: Layout, dtype: DType) -> Tensor {
     let data = match layout {
         Layout::RowMajor => v.to_vec(),
-        Layout::ColumnMajor => {
-            let rs = strides(dims);
-            let mut out = vec![0.0; v.len()];
-            for (flat, &x) in v.iter().enumerate() {
-                let (mut pos, mut step) = (0, 1);
-                for d in 0..dims.len() {
-                    pos += (flat / rs[d]) % dims[d] * step;
-                    step *= dims[d];
-                }
-                out[pos] = x;
-            }
-            out
-        }
+        Layout::ColumnMajor => column_major_order(dims, v),
     };
     match dtype {
         DType::Float32 => Tensor::from_vec(dims, data.iter().map(|&x| x as f32).collect(), layout).unwrap(),
