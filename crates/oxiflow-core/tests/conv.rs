@@ -126,3 +126,23 @@ fn bad_convolutions_are_named_errors() {
     // the graph still builds a good one
     assert!(conv(&mut g, x, f3, (1, 1), "SAME").is_ok());
 }
+
+#[test]
+fn an_output_gradient_of_another_batch_is_a_named_error() {
+    let mut g = Graph::new();
+    let u = oxiflow_core::shape::UNKNOWN;
+    let x = g.placeholder(DType::Float64, &[u, 4, 4, 1], Some("x")).unwrap();
+    let dy = g.placeholder(DType::Float64, &[u, 4, 4, 2], Some("dy")).unwrap();
+    let f = g.constant(rand_t(&[3, 3, 1, 2], 5, -1.0, 1.0)).unwrap();
+    let spec = |op: &str, ins: &[Output]| NodeSpec::new(op, ins).attr("strides", vec![1i64, 1, 1, 1]).attr("padding", "SAME");
+    let dx = g.op_spec(spec("Conv2DBackpropInput", &[x, f, dy])).unwrap();
+    let df = g.op_spec(spec("Conv2DBackpropFilter", &[x, f, dy])).unwrap();
+    for o in [dx, df] {
+        let feeds = [(x, rand_t(&[2, 4, 4, 1], 6, -1.0, 1.0)), (dy, rand_t(&[3, 4, 4, 2], 7, -1.0, 1.0))];
+        let e = eval(&g, &feeds, &[o]).unwrap_err().to_string();
+        assert!(e.contains("incompatible shapes [2,4,4,2] and [3,4,4,2] (out_backprop must have the convolution's output shape)"), "{e}");
+        // matching batches still run
+        let feeds = [(x, rand_t(&[3, 4, 4, 1], 6, -1.0, 1.0)), (dy, rand_t(&[3, 4, 4, 2], 7, -1.0, 1.0))];
+        assert!(eval(&g, &feeds, &[o]).is_ok());
+    }
+}
