@@ -57,10 +57,11 @@ function tf_conv2d(input, filter_=nothing, strides_=nothing, padding_=nothing; f
 end
 
 # Glorot-uniform values for a convolution kernel (Keras' and `xavier_initializer`'s fans:
-# receptive field times the channels in and out).
+# receptive field times the channels in and out), drawn as TF's initializers are: from the
+# graph seed of `set_random_seed` when one is set, else from Julia's global RNG.
 function conv_kernel_init(T, kh, kw, c, oc)
     limit = sqrt(6 / (kh * kw * (c + oc)))
-    return T.(limit .* (2 .* rand(kh, kw, c, oc) .- 1))
+    return T.(limit .* (2 .* rand(initializer_rng(nothing), Float64, (kh, kw, c, oc)) .- 1))
 end
 
 # The input as a 4-D float tensor with known channels: `(x, T, channels)`.
