@@ -189,6 +189,38 @@ fn chunk_tiles(i: usize, chunks: usize, tiles: usize) -> std::ops::Range<usize> 
     (i * per).min(tiles)..((i + 1) * per).min(tiles)
 }
 
+/// How a convolution's patch matrix is cut: tiles of `rows` pixels, run in `chunks` chunks.
+#[derive(Clone, Copy)]
+struct Tiling {
+    rows: usize,
+    tiles: usize,
+    chunks: usize,
+}
+
+impl Tiling {
+    /// The tiling of `g`'s patch matrix for a kernel of `macs` multiply-adds and up to
+    /// `per_thread` chunks per intra-op thread.
+    fn of<T>(g: &Geometry, macs: usize, per_thread: usize) -> Self {
+        let (m, k) = g.patches();
+        let rows = tile_rows::<T>(k).min(m).max(1);
+        let tiles = m.div_ceil(rows);
+        Tiling { rows, tiles, chunks: chunk_count(tiles, macs, per_thread) }
+    }
+
+    /// Runs `f(p0, r, patches)` for each tile of chunk `i` of `xs`'s patch matrix:
+    /// `patches` is the tile's `k x r` transposed patch matrix in a scratch buffer the
+    /// chunk reuses from tile to tile.
+    fn each<T: ConvFloat>(self, g: &Geometry, xs: &[T], order: Order, i: usize, mut f: impl FnMut(usize, usize, Mat<T>)) {
+        let (m, k) = g.patches();
+        let mut buf = vec![T::ZERO; self.rows * k];
+        for t in chunk_tiles(i, self.chunks, self.tiles) {
+            let p0 = t * self.rows;
+            let r = self.rows.min(m - p0);
+            f(p0, r, tile_patches(g, xs, order, p0, r, &mut buf));
+        }
+    }
+}
+
 /// The convolution of `xs` (`[n, h, w, c]` in `order`) with the filter matrix `f`
 /// (`[kh kw c, oc]`): the `[n, oh, ow, oc]` output's elements in the same order.
 pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat<T>) -> Vec<T> {
@@ -197,19 +229,13 @@ pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat
     if k == 0 || len == 0 {
         return vec![T::ZERO; len];
     }
-    let rows = tile_rows::<T>(k).min(m);
-    let tiles = m.div_ceil(rows);
-    let chunks = chunk_count(tiles, len.saturating_mul(k), 4);
+    let tiling = Tiling::of::<T>(g, len.saturating_mul(k), 4);
     let mut y: Vec<T> = crate::strided::buffer_for(len);
     let out = SharedOut(y.as_mut_ptr());
-    intra_op::parallel_for(chunks, |i| {
-        let mut buf = vec![T::ZERO; rows * k];
-        for t in chunk_tiles(i, chunks, tiles) {
-            let p0 = t * rows;
-            let r = rows.min(m - p0);
-            let pt = tile_patches(g, xs, order, p0, r, &mut buf);
-            // SAFETY: pt is the tile's k x r transposed patches in buf; pixels p0 .. p0 + r
-            // of y (rows of the row-major m x oc matrix, or columns of the column-major one's
+    intra_op::parallel_for(tiling.chunks, |i| {
+        tiling.each(g, xs, order, i, |p0, r, pt| {
+            // SAFETY: pt is the tile's k x r transposed patches; pixels p0 .. p0 + r of y
+            // (rows of the row-major m x oc matrix, or columns of the column-major one's
             // oc x m transpose) are written by this tile alone.
             unsafe {
                 match order {
@@ -217,7 +243,7 @@ pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat
                     Order::Cols => tile_gemm(g.oc, r, k, f.t(), pt, out.at(p0), m, false),
                 }
             }
-        }
+        })
     });
     // SAFETY: the tiles cover rows 0 .. m, and each product (beta = 0) wrote its rows in full.
     unsafe { y.set_len(len) };
@@ -233,20 +259,14 @@ pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order
     if m == 0 || len == 0 {
         return vec![T::ZERO; len];
     }
-    let rows = tile_rows::<T>(k).min(m);
-    let tiles = m.div_ceil(rows);
-    let chunks = chunk_count(tiles, m.saturating_mul(len), 1);
-    let mut parts: Vec<Vec<T>> = (0..chunks).map(|_| vec![T::ZERO; len]).collect();
+    let tiling = Tiling::of::<T>(g, m.saturating_mul(len), 1);
+    let mut parts: Vec<Vec<T>> = (0..tiling.chunks).map(|_| vec![T::ZERO; len]).collect();
     intra_op::parallel_for_each(parts.iter_mut().enumerate().collect(), |(i, part)| {
-        let mut buf = vec![T::ZERO; rows * k];
-        for t in chunk_tiles(i, chunks, tiles) {
-            let p0 = t * rows;
-            let r = rows.min(m - p0);
-            let pt = tile_patches(g, xs, order, p0, r, &mut buf);
-            // SAFETY: pt is the tile's k x r transposed patches in buf; dy's rows p0 .. p0 + r
-            // exist; part is this chunk's own k x oc sum.
+        tiling.each(g, xs, order, i, |p0, r, pt| {
+            // SAFETY: pt is the tile's k x r transposed patches; dy's rows p0 .. p0 + r exist;
+            // part is this chunk's own k x oc sum.
             unsafe { tile_gemm(k, g.oc, r, pt, dy.offset_rows(p0), part.as_mut_ptr(), g.oc, true) };
-        }
+        })
     });
     let mut parts = parts.into_iter();
     let mut df = parts.next().expect("at least one chunk");
