@@ -265,7 +265,7 @@ impl Derived {
                 // a node with partial shapes takes this path too (its specialisation)
                 StepKind::Op(node) => {
                     node.partial
-                        || node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).map_or(true, |t| t >= CHECK_MIN_BYTES)
+                        || node.outputs.iter().try_fold(0usize, |t, tt| static_bytes(tt).and_then(|b| t.checked_add(b))).is_none_or(|t| t >= CHECK_MIN_BYTES)
                 }
                 StepKind::Copy { .. } => false,
             })

@@ -67,7 +67,7 @@ fn infer_reshape(ctx: &InferCtx) -> Result<Vec<TensorType>> {
             return Ok(vec![TensorType::new(x.dtype, target)]);
         }
         let n = x.shape.num_elements();
-        if known == 0 || n % known != 0 {
+        if known == 0 || !n.is_multiple_of(known) {
             return Err(ctx.shape_error(
                 &x.shape,
                 &target,

@@ -201,7 +201,7 @@ pub(crate) unsafe fn matmul<T: BlasFloat>(
     epilogue: Option<Epilogue<T>>,
 ) -> bool {
     let max = c_int::MAX as usize;
-    if m > max || n > max || k > max || m.checked_mul(n).map_or(true, |mn| mn > isize::MAX as usize) {
+    if m > max || n > max || k > max || m.checked_mul(n).is_none_or(|mn| mn > isize::MAX as usize) {
         return false;
     }
     let by_rows = m >= n;

@@ -292,7 +292,7 @@ fn run_loop(ctx: &KernelCtx, mut vars: Vec<Tensor>, mut tape: Option<&mut Tape>)
     let mut i = 0u64;
     // the loop variables' dimensions before each body call (they move into it), one buffer
     let mut dims: Vec<Vec<usize>> = vec![Vec::new(); vars.len()];
-    while max.map_or(true, |m| i < m) {
+    while max.is_none_or(|m| i < m) {
         let c = cond.call(&vars, ctx.state, "cond", Some(i)).map_err(|e| ctx.error(format!("in cond, iteration {i}: {e}")))?;
         match c.first().map(Tensor::to_host).transpose()?.as_ref() {
             Some(Tensor::Bool(b)) if b.iter().next() == Some(&true) => {}

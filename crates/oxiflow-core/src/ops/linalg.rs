@@ -329,9 +329,9 @@ fn kernel_svd(ctx: &KernelCtx) -> Result<Outputs> {
         }
         let finite = (0..m).all(|i| (0..n).all(|j| mat[(i, j)].is_finite()));
         if !finite {
-            s_all.extend(std::iter::repeat(f64::NAN).take(p));
-            u_all.extend(std::iter::repeat(f64::NAN).take(m * p));
-            v_all.extend(std::iter::repeat(f64::NAN).take(n * p));
+            s_all.extend(std::iter::repeat_n(f64::NAN, p));
+            u_all.extend(std::iter::repeat_n(f64::NAN, m * p));
+            v_all.extend(std::iter::repeat_n(f64::NAN, n * p));
             continue;
         }
         let svd = mat.thin_svd().map_err(|e| ctx.error(format!("the SVD did not converge ({e:?}; input shape {})", ctx.inputs[0].shape())))?;

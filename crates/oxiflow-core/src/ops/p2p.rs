@@ -179,7 +179,7 @@ fn infer_gather(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     }
     if ctx.op == "MpiGather" {
         dims[0] = dims[0].saturating_mul(ranks);
-    } else if dims[0] % ranks != 0 {
+    } else if !dims[0].is_multiple_of(ranks) {
         return Err(ctx.invalid(format!("the first dimension of {} does not split into {ranks} equal slices", x.shape)));
     } else {
         dims[0] /= ranks;

@@ -246,7 +246,7 @@ fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usiz
             });
         }
         Pairing::Rows => {
-            debug_assert!(start % small.len() == 0 && dst.len() % small.len() == 0);
+            debug_assert!(start.is_multiple_of(small.len()) && dst.len().is_multiple_of(small.len()));
             for (drow, row) in dst.chunks_exact_mut(small.len()).zip(full.chunks_exact(small.len())) {
                 drow.iter_mut().zip(row).zip(small).for_each(|((d, &x), &y)| {
                     d.write(f(x, y));
@@ -254,7 +254,7 @@ fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usiz
             }
         }
         Pairing::Transposed { rows, cols } => {
-            debug_assert!(start % cols == 0 && dst.len() % cols == 0);
+            debug_assert!(start.is_multiple_of(cols) && dst.len().is_multiple_of(cols));
             let (r0, nrows) = (start / cols, dst.len() / cols);
             // one tile of `small`, transposed (tile row r at r * TILE_COLS) in register
             // blocks, then zipped row by row with `full` as the other pairings are
@@ -279,7 +279,7 @@ fn body<A: Copy, B: Copy, O>(full: &[A], small: &[B], kind: Pairing, start: usiz
             }
         }
         Pairing::Cols { run } => {
-            debug_assert!(start % run == 0);
+            debug_assert!(start.is_multiple_of(run));
             for ((dblk, blk), &y) in dst.chunks_mut(run).zip(full.chunks(run)).zip(&small[start / run..]) {
                 dblk.iter_mut().zip(blk).for_each(|(d, &x)| {
                     d.write(f(x, y));
