@@ -1,11 +1,26 @@
-//! The tiled convolution kernels with the system BLAS (the `gemm` crate where none is
-//! installed): values in every storage order against the defining sums
-//! (`conv_cases/mod.rs`).
+//! The convolution kernels this CPU gets by default (the direct kernel for column-major
+//! batches where the CPU has FMA, its AVX-512 build where it has that; the tiled im2col
+//! kernels with the system BLAS, or the `gemm` crate where none is installed, for the
+//! rest): values in every storage order against the defining sums (`conv_cases/mod.rs`).
 
 mod common;
 #[path = "conv_cases/mod.rs"]
 mod conv_cases;
 use oxiflow_core::DType;
+
+#[test]
+fn column_major_batches_take_the_best_kernel_the_cpu_has() {
+    #[cfg(target_arch = "x86_64")]
+    let want = match (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"), is_x86_feature_detected!("avx512f")) {
+        _ if std::env::var_os("OXIFLOW_NO_FMA").is_some() || std::env::var_os("OXIFLOW_CONV").is_some() => return,
+        (true, true) => "direct AVX-512",
+        (true, false) => "direct AVX2",
+        (false, _) => "im2col",
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let want = "im2col";
+    assert_eq!(oxiflow_core::ops::conv::kernel_name(), want);
+}
 
 #[test]
 fn tiled_convolutions_match_the_defining_sums_in_f64() {

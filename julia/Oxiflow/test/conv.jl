@@ -18,7 +18,23 @@ function conv_direct(X, F, s, same)
     return Y
 end
 
-# The repository's 8×8 digits as an NHWC batch (pixels / 16) and their labels.
+# The gradients of sum(conv(X, F) .* U) for X and F by the same definition: each product
+# X[b, iy, ix, c] F[ky, kx, c, o] of the sum contributes U[b, oy, ox, o] times the other.
+function conv_direct_grads(X, F, U, s, same)
+    n, h, w, c = size(X); kh, kw, _, oc = size(F); _, oh, ow, _ = size(U)
+    pt = same ? div(max((oh - 1) * s[1] + kh - h, 0), 2) : 0
+    pl = same ? div(max((ow - 1) * s[2] + kw - w, 0), 2) : 0
+    GX = zeros(size(X)); GF = zeros(size(F))
+    for b in 1:n, oy in 1:oh, ox in 1:ow, o in 1:oc, ky in 1:kh, kx in 1:kw
+        iy = (oy - 1) * s[1] + ky - pt; ix = (ox - 1) * s[2] + kx - pl
+        (1 <= iy <= h && 1 <= ix <= w) || continue
+        GX[b, iy, ix, :] .+= U[b, oy, ox, o] .* F[ky, kx, :, o]
+        GF[ky, kx, :, o] .+= U[b, oy, ox, o] .* X[b, iy, ix, :]
+    end
+    return GX, GF
+end
+
+
 function read_digits_for_conv()
     path = normpath(joinpath(@__DIR__, "..", "..", "..", "data", "digits.csv.gz"))
     rows = [parse.(Int, split(l, ',')) for l in eachline(IOBuffer(read(`gzip -dc $path`)))]
@@ -27,6 +43,30 @@ function read_digits_for_conv()
         X[b, i, j, 1] = r[(i-1)*8+j] / 16
     end
     return X, [r[65] for r in rows]
+end
+
+# A Julia batch of 8 or more stays column-major in the engine, where its convolution and
+# input gradient run the direct kernel (vectors of 16 Float32 or 8 Float64 images, blocks
+# of 8 output channels): 19 images and 10 channels end both in a part.
+@testset "tf.nn.conv2d of a column-major batch: values and gradients against Julia" begin
+    reset_default_graph()
+    s = Session()
+    X = randn(19, 6, 5, 3); F = randn(3, 3, 3, 10)
+    for T in (Float64, Float32), (st, pad) in (((1, 1), "SAME"), ((2, 1), "VALID"))
+        tol = T == Float64 ? 1e-12 : 1e-5
+        same = pad == "SAME"
+        want = conv_direct(X, F, st, same)
+        U = randn(size(want)...)
+        x = constant(T.(X)); f = constant(T.(F))
+        y = tf.nn.conv2d(x, f, [1, st..., 1], pad)
+        gx, gf = gradients(sum(y .* T.(U)), [x, f])
+        got, gxv, gfv = run(s, [y, gx, gf])
+        wgx, wgf = conv_direct_grads(T.(X), T.(F), T.(U), st, same)
+        @test eltype(got) == T
+        @test got ≈ conv_direct(T.(X), T.(F), st, same) rtol = tol
+        @test gxv ≈ wgx rtol = tol
+        @test gfv ≈ wgf rtol = tol
+    end
 end
 
 @testset "tf.nn.conv2d: values and gradients against Julia" begin

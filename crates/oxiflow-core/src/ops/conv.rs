@@ -13,7 +13,9 @@
 //! convolution, else by col2im. They work in the input's memory order: a Julia
 //! (column-major) batch of at least [`COLS_MIN_BATCH`] is read as it is stored and gives a
 //! column-major output, which a fetch hands to Julia without a transpose; other layouts
-//! are made row-major first. The batch dimension may be unknown until the graph runs. No
+//! are made row-major first. A column-major batch's forward convolution (and so its
+//! unit-stride input gradient) runs the direct kernel of `conv_direct.rs` where the CPU
+//! has FMA: the batch in SIMD lanes, no patch matrix ([`kernel_name`] says which). The batch dimension may be unknown until the graph runs. No
 //! GPU kernels: on a GPU the ops need soft placement, which puts them on the CPU.
 //!
 //! The backprop ops take the tensor whose shape TF passes as `input_sizes` or
@@ -336,6 +338,9 @@ fn grad_backprop_filter(g: &mut Graph, node: &Node, grads: &[Option<Output>]) ->
 
 #[path = "conv_cpu.rs"]
 mod cpu;
+#[path = "conv_direct.rs"]
+mod direct;
+pub use direct::kernel_name;
 
 pub(crate) fn register(r: &mut Registry) {
     const CONV_ATTRS: &[AttrDef] = attrs!["strides" => Ints, "padding" => Str, "data_format" => Str, "dilations" => Ints, "use_cudnn_on_gpu" => Bool];

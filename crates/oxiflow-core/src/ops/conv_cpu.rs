@@ -229,6 +229,11 @@ pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat
     if k == 0 || len == 0 {
         return vec![T::ZERO; len];
     }
+    if order == Order::Cols {
+        if let Some(y) = super::direct::forward_cols(g, xs, f) {
+            return y;
+        }
+    }
     let tiling = Tiling::of::<T>(g, len.saturating_mul(k), 4);
     let mut y: Vec<T> = crate::strided::buffer_for(len);
     let out = SharedOut(y.as_mut_ptr());

@@ -90,6 +90,8 @@ pub fn check_all(dtype: DType, tol: f64) {
         ([10, 12, 10, 5], [3, 3, 5, 6], (2, 2), true),
         ([8, 14, 9, 3], [3, 2, 3, 8], (2, 1), false),
         ([3, 20, 18, 6], [3, 3, 6, 8], (1, 1), true),
+        // whole vectors of images and a remainder, a block of output channels and a part
+        ([18, 7, 6, 3], [3, 3, 3, 10], (1, 1), true),
     ];
     for (i, &(xd, fd, s, same)) in cases.iter().enumerate() {
         let z = sizes(xd, fd, s, same);
