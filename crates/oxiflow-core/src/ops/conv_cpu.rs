@@ -222,7 +222,9 @@ impl Tiling {
 }
 
 /// The convolution of `xs` (`[n, h, w, c]` in `order`) with the filter matrix `f`
-/// (`[kh kw c, oc]`): the `[n, oh, ow, oc]` output's elements in the same order.
+/// (`[kh kw c, oc]`): the `[n, oh, ow, oc]` output's elements in the same order. In
+/// [`Order::Cols`] the direct kernel (`conv_direct.rs`) computes it where the CPU has it,
+/// else the tiles below.
 pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat<T>) -> Vec<T> {
     let (m, k) = g.patches();
     let len = m * g.oc;
