@@ -175,7 +175,7 @@ fn tile_patches<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, p0: usize, r
 }
 
 /// How many chunks `tiles` tiles of a convolution of `macs` multiply-adds are run in.
-fn chunk_count(tiles: usize, macs: usize, per_thread: usize) -> usize {
+pub(super) fn chunk_count(tiles: usize, macs: usize, per_thread: usize) -> usize {
     if macs < PARALLEL_MIN_MACS {
         1
     } else {
@@ -184,7 +184,7 @@ fn chunk_count(tiles: usize, macs: usize, per_thread: usize) -> usize {
 }
 
 /// The tiles of chunk `i` of `chunks` over `tiles` tiles.
-fn chunk_tiles(i: usize, chunks: usize, tiles: usize) -> std::ops::Range<usize> {
+pub(super) fn chunk_tiles(i: usize, chunks: usize, tiles: usize) -> std::ops::Range<usize> {
     let per = tiles.div_ceil(chunks);
     (i * per).min(tiles)..((i + 1) * per).min(tiles)
 }

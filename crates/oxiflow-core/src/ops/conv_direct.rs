@@ -75,9 +75,6 @@ pub fn kernel_name() -> &'static str {
     }
 }
 
-/// Convolutions of fewer multiply-adds run on the calling thread alone.
-const PARALLEL_MIN_MACS: usize = 1 << 18;
-
 /// The convolution of `xs` (column-major `[n, h, w, c]`) with the filter matrix `f`
 /// (`[kh kw c, oc]`): the column-major `[n, oh, ow, oc]` output, or `None` where the direct
 /// kernel is not available (then the caller runs the tiled path).
@@ -89,32 +86,31 @@ pub(super) fn forward_cols<T: ConvFloat>(g: &Geometry, xs: &[T], f: Mat<T>) -> O
     };
     let (m, k) = g.patches();
     let len = m * g.oc;
-    let fp = pack_filter(g, f, OB);
+    let fp = pack_filter(g, f);
     let pixels = g.oh * g.ow;
-    let chunks = if m.saturating_mul(k).saturating_mul(g.oc) < PARALLEL_MIN_MACS { 1 } else { pixels.min(4 * intra_op::intra_op_threads()).max(1) };
+    // chunks of whole pixels, cut as the tiled path cuts its tiles
+    let chunks = super::cpu::chunk_count(pixels, m.saturating_mul(k).saturating_mul(g.oc), 4);
     let mut y: Vec<T> = crate::strided::buffer_for(len);
     let out = SharedOut(y.as_mut_ptr());
     intra_op::parallel_for(chunks, |i| {
-        let per = pixels.div_ceil(chunks);
-        let (q0, q1) = ((i * per).min(pixels), ((i + 1) * per).min(pixels));
         // SAFETY: the build was detected on this CPU; xs holds the n h w c input and fp the
-        // packed filter; this chunk writes only the outputs of pixels q0 .. q1.
-        unsafe { run_chunk(g, xs, &fp, out, q0..q1, wide) };
+        // packed filter; this chunk writes only the outputs of its own pixels.
+        unsafe { run_chunk(g, xs, &fp, out, super::cpu::chunk_tiles(i, chunks, pixels), wide) };
     });
     // SAFETY: the chunks cover every pixel, each writing all n oc values of its pixels.
     unsafe { y.set_len(len) };
     Some(y)
 }
 
-/// `f` (`[kh kw c, oc]`) as `ceil(oc / ob)` blocks of `[kh kw c, ob]` (row-major, zeros in
-/// the columns past `oc`), so that one tap and channel's `ob` weights are adjacent.
-fn pack_filter<T: ConvFloat>(g: &Geometry, f: Mat<T>, ob: usize) -> Vec<T> {
+/// `f` (`[kh kw c, oc]`) as `ceil(oc / OB)` blocks of `[kh kw c, OB]` (row-major, zeros in
+/// the columns past `oc`), so that one tap and channel's [`OB`] weights are adjacent.
+fn pack_filter<T: ConvFloat>(g: &Geometry, f: Mat<T>) -> Vec<T> {
     let k = g.kh * g.kw * g.c;
-    let blocks = g.oc.div_ceil(ob);
-    let mut fp = vec![T::ZERO; blocks * k * ob];
+    let blocks = g.oc.div_ceil(OB);
+    let mut fp = vec![T::ZERO; blocks * k * OB];
     for (i, v) in fp.iter_mut().enumerate() {
-        let (blk, kk, j) = (i / (k * ob), i / ob % k, i % ob);
-        let o = blk * ob + j;
+        let (blk, kk, j) = (i / (k * OB), i / OB % k, i % OB);
+        let o = blk * OB + j;
         if o < g.oc {
             // SAFETY: kk < k and o < oc index the k x oc matrix f describes.
             *v = unsafe { *f.ptr.offset(kk as isize * f.rs + o as isize * f.cs) };
@@ -123,7 +119,7 @@ fn pack_filter<T: ConvFloat>(g: &Geometry, f: Mat<T>, ob: usize) -> Vec<T> {
     fp
 }
 
-/// Runs pixels `qs` with the build's vectors: 512-bit with `ob` 8 (AVX-512), else 256-bit.
+/// Runs pixels `qs` with the build's vectors: 512-bit where `wide` (AVX-512), else 256-bit.
 ///
 /// # Safety
 /// The CPU has the build's features; see [`forward_cols`] for the buffers.
