@@ -14,10 +14,11 @@
 //! (column-major) batch of at least [`COLS_MIN_BATCH`] is read as it is stored and gives a
 //! column-major output, which a fetch hands to Julia without a transpose; other layouts
 //! are made row-major first. A column-major batch's forward convolution (and so its
-//! unit-stride input gradient) runs the direct kernel of `conv_direct.rs` where the CPU
-//! has FMA: the batch in SIMD lanes, no patch matrix ([`kernel_name`] says which). The
-//! batch dimension may be unknown until the graph runs. No
-//! GPU kernels: on a GPU the ops need soft placement, which puts them on the CPU.
+//! unit-stride input gradient) and its filter gradient run the direct kernels of
+//! `conv_direct.rs` and `conv_direct_filter.rs` where the CPU has FMA: the batch in SIMD
+//! lanes, no patch matrix ([`kernel_name`] says which). The batch dimension may be unknown
+//! until the graph runs. No GPU kernels: on a GPU the ops need soft placement, which puts
+//! them on the CPU.
 //!
 //! The backprop ops take the tensor whose shape TF passes as `input_sizes` or
 //! `filter_sizes` itself (input 0 of `Conv2DBackpropInput`, input 1 of

@@ -14,7 +14,8 @@
 //! - Forward: `y[tile] = patches[tile] @ F`, `F` the filter as a `[kh kw c, oc]` matrix.
 //! - Filter gradient: `dF = sum over tiles of patches[tile]^T @ dy[tile]`, each chunk of
 //!   tiles summing into its own `[kh kw c, oc]` buffer, the buffers added in chunk order (the
-//!   result does not depend on which thread ran a chunk).
+//!   result does not depend on which thread ran a chunk). A column-major batch takes the
+//!   direct kernel of `conv_direct_filter.rs` instead where the CPU has it.
 //! - Input gradient with unit strides: the convolution of `dy` with the filter turned by
 //!   180° and its channel axes swapped, padded `kh - 1 - pad_top` above and `kw - 1 -
 //!   pad_left` on the left (the transposed convolution), through the forward kernel: no
@@ -266,6 +267,14 @@ pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order
     if m == 0 || len == 0 {
         return vec![T::ZERO; len];
     }
+    if order == Order::Cols {
+        debug_assert!(dy.rs == 1 && dy.cs == m as isize, "a column-major dy is dense");
+        // SAFETY: a column-major dy matrix is the dense m x oc array at its pointer.
+        let dys = unsafe { std::slice::from_raw_parts(dy.ptr, m * g.oc) };
+        if let Some(df) = super::direct::backprop_filter_cols(g, xs, dys) {
+            return df;
+        }
+    }
     let tiling = Tiling::of::<T>(g, m.saturating_mul(len), 1);
     let mut parts: Vec<Vec<T>> = (0..tiling.chunks).map(|_| vec![T::ZERO; len]).collect();
     intra_op::parallel_for_each(parts.iter_mut().enumerate().collect(), |(i, part)| {
@@ -275,12 +284,17 @@ pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order
             unsafe { tile_gemm(k, g.oc, r, pt, dy.offset_rows(p0), part.as_mut_ptr(), g.oc, true) };
         })
     });
+    sum_parts(parts)
+}
+
+/// The sum of the chunks' `parts` (at least one), added in chunk order.
+pub(super) fn sum_parts<T: ConvFloat>(parts: Vec<Vec<T>>) -> Vec<T> {
     let mut parts = parts.into_iter();
-    let mut df = parts.next().expect("at least one chunk");
+    let mut sum = parts.next().expect("at least one chunk");
     for p in parts {
-        df.iter_mut().zip(&p).for_each(|(d, &v)| *d += v);
+        sum.iter_mut().zip(&p).for_each(|(d, &v)| *d += v);
     }
-    df
+    sum
 }
 
 /// The gradient of the convolution with respect to its input (`[n, h, w, c]` in `order`):

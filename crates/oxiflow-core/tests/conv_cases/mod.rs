@@ -92,6 +92,10 @@ pub fn check_all(dtype: DType, tol: f64) {
         ([3, 20, 18, 6], [3, 3, 6, 8], (1, 1), true),
         // whole vectors of images and a remainder, a block of output channels and a part
         ([18, 7, 6, 3], [3, 3, 3, 10], (1, 1), true),
+        // one input channel (the direct filter gradient's one-channel blocks)
+        ([17, 9, 8, 1], [3, 3, 1, 9], (1, 1), true),
+        // chunks of 75 pixels over 3 threads: two of the direct filter gradient's sub-tiles
+        ([24, 16, 14, 4], [3, 3, 4, 8], (1, 1), true),
     ];
     for (i, &(xd, fd, s, same)) in cases.iter().enumerate() {
         let z = sizes(xd, fd, s, same);
