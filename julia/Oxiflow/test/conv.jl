@@ -46,8 +46,8 @@ function read_digits_for_conv()
 end
 
 # A Julia batch of 8 or more stays column-major in the engine, where its convolution and
-# input gradient run the direct kernel (vectors of 16 Float32 or 8 Float64 images, blocks
-# of 8 output channels): 19 images and 10 channels end both in a part.
+# both gradients, strided ones too, run the direct kernels (vectors of 16 Float32 or 8
+# Float64 images, blocks of 8 output channels): 19 images and 10 channels end both in a part.
 @testset "tf.nn.conv2d of a column-major batch: values and gradients against Julia" begin
     reset_default_graph()
     s = Session()

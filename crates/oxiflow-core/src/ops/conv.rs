@@ -9,12 +9,12 @@
 //! smaller half before (TF's `GetWindowedOutputSize`).
 //!
 //! CPU kernels, f32 and f64 (`conv_cpu.rs`): im2col and GEMM a tile of output pixels at a
-//! time, on the intra-op threads; the input gradient with unit strides as the transposed
-//! convolution, else by col2im. They work in the input's memory order: a Julia
+//! time, on the intra-op threads; the input gradient as the transposed convolution, by
+//! col2im for a strided row-major one. They work in the input's memory order: a Julia
 //! (column-major) batch of at least [`COLS_MIN_BATCH`] is read as it is stored and gives a
 //! column-major output, which a fetch hands to Julia without a transpose; other layouts
 //! are made row-major first. A column-major batch's forward convolution (and so its
-//! unit-stride input gradient) and its filter gradient run the direct kernels of
+//! input gradient) and its filter gradient run the direct kernels of
 //! `conv_direct.rs` and `conv_direct_filter.rs` where the CPU has FMA: the batch in SIMD
 //! lanes, no patch matrix ([`kernel_name`] says which). The batch dimension may be unknown
 //! until the graph runs. No GPU kernels: on a GPU the ops need soft placement, which puts
@@ -94,6 +94,11 @@ struct Geometry {
     sw: usize,
     pt: usize,
     pl: usize,
+    /// The input's dilation (XLA's `lhs_dilation`): its pixels sit `dh` rows and `dw`
+    /// columns apart in the padded plane the filter slides over, zeros between them. One,
+    /// except in the transposed convolution that computes a strided input gradient.
+    dh: usize,
+    dw: usize,
 }
 
 /// The geometry of input shape `x` and filter shape `f`; the batch may be [`UNKNOWN`].
@@ -120,7 +125,7 @@ fn geometry(ctx_op: &str, node: &str, x: &TensorType, f: &TensorType, a: ConvAtt
     }
     let (oh, pt) = window(ctx_op, "height", xd[1], fd[0], a.sh, a.same)?;
     let (ow, pl) = window(ctx_op, "width", xd[2], fd[1], a.sw, a.same)?;
-    Ok(Geometry { n: xd[0], h: xd[1], w: xd[2], c: xd[3], kh: fd[0], kw: fd[1], oc: fd[3], oh, ow, sh: a.sh, sw: a.sw, pt, pl })
+    Ok(Geometry { n: xd[0], h: xd[1], w: xd[2], c: xd[3], kh: fd[0], kw: fd[1], oc: fd[3], oh, ow, sh: a.sh, sw: a.sw, pt, pl, dh: 1, dw: 1 })
 }
 
 impl Geometry {
@@ -131,11 +136,16 @@ impl Geometry {
     fn patches(&self) -> (usize, usize) {
         (self.n * self.oh * self.ow, self.kh * self.kw * self.c)
     }
-    /// For output pixel `(oy, ox)` and filter tap `(ky, kx)`, the input pixel, if inside.
+    /// For output pixel `(oy, ox)` and filter tap `(ky, kx)`, the input pixel, if the tap
+    /// falls on one (not in the padding, nor between the pixels of a dilated input).
     fn tap(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<(usize, usize)> {
-        let iy = (oy * self.sh + ky).checked_sub(self.pt).filter(|&v| v < self.h)?;
-        let ix = (ox * self.sw + kx).checked_sub(self.pl).filter(|&v| v < self.w)?;
-        Some((iy, ix))
+        let py = (oy * self.sh + ky).checked_sub(self.pt)?;
+        let px = (ox * self.sw + kx).checked_sub(self.pl)?;
+        if py % self.dh != 0 || px % self.dw != 0 {
+            return None;
+        }
+        let (iy, ix) = (py / self.dh, px / self.dw);
+        (iy < self.h && ix < self.w).then_some((iy, ix))
     }
 }
 
@@ -266,8 +276,7 @@ fn backprop_input_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let f4 = view4::<T>(ctx, &ctx.inputs[1])?;
     let f = as_matrix(f4);
     let dy4 = view4::<T>(ctx, &ctx.inputs[2])?;
-    // the column-major path is the transposed convolution, which needs unit strides
-    let order = order_of(&dy4, g.sh == 1 && g.sw == 1);
+    let order = order_of(&dy4, true);
     let dy = in_order(dy4, order);
     let dx = cpu::backprop_input(&g, elements(&dy), order, |a, b, c, d| f4[[a, b, c, d]], cpu::Mat::rows(f.as_ptr(), g.oc));
     output(ctx, dx, &[g.n, g.h, g.w, g.c], order)

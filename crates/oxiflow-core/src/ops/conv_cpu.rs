@@ -16,12 +16,14 @@
 //!   tiles summing into its own `[kh kw c, oc]` buffer, the buffers added in chunk order (the
 //!   result does not depend on which thread ran a chunk). A column-major batch takes the
 //!   direct kernel of `conv_direct_filter.rs` instead where the CPU has it.
-//! - Input gradient with unit strides: the convolution of `dy` with the filter turned by
-//!   180° and its channel axes swapped, padded `kh - 1 - pad_top` above and `kw - 1 -
-//!   pad_left` on the left (the transposed convolution), through the forward kernel: no
-//!   scatter. With larger strides: `dy[tile] @ F^T`, added back onto the input pixels each
-//!   patch row came from (col2im), one image per chunk so that no two threads add onto the
-//!   same pixel.
+//! - Input gradient: the convolution of `dy` with the filter turned by 180° and its channel
+//!   axes swapped, padded `kh - 1 - pad_top` above and `kw - 1 - pad_left` on the left (the
+//!   transposed convolution), through the forward kernel: no scatter. With strides `s > 1`
+//!   the transposed convolution reads `dy` dilated by `s` (`s - 1` zeros between its pixels,
+//!   [`Geometry`]'s `dh`, `dw`), which the column-major kernels do by skipping the taps that
+//!   fall between pixels; in row-major order it is `dy[tile] @ F^T` instead, added back onto
+//!   the input pixels each patch row came from (col2im), one image per chunk so that no two
+//!   threads add onto the same pixel.
 
 use super::{ConvFloat, Geometry};
 use crate::intra_op::{self, SharedOut};
@@ -103,6 +105,7 @@ fn tile_rows<T>(k: usize) -> usize {
 /// into `buf`: row `(b, oy, ox)` holds the pixels under the filter, tap by tap, channels
 /// innermost, zeros where a tap falls in the padding.
 fn fill_patches<T: ConvFloat>(g: &Geometry, xs: &[T], p0: usize, buf: &mut [T]) {
+    debug_assert!(g.dh == 1 && g.dw == 1, "row-major patches of a dilated input");
     let k = g.kh * g.kw * g.c;
     let span = g.kw * g.c;
     let plane = g.oh * g.ow;
@@ -299,13 +302,13 @@ pub(super) fn sum_parts<T: ConvFloat>(parts: Vec<Vec<T>>) -> Vec<T> {
 
 /// The gradient of the convolution with respect to its input (`[n, h, w, c]` in `order`):
 /// `dys` is the `[n, oh, ow, oc]` output gradient in `order`, `f` the filter as a
-/// `[kh, kw, c, oc]` element function, `fm` as a `[kh kw c, oc]` matrix. [`Order::Cols`]
-/// needs unit strides.
+/// `[kh, kw, c, oc]` element function, `fm` as a `[kh kw c, oc]` matrix.
 pub(super) fn backprop_input<T: ConvFloat>(g: &Geometry, dys: &[T], order: Order, f: impl Fn(usize, usize, usize, usize) -> T, fm: Mat<T>) -> Vec<T> {
-    debug_assert!(order == Order::Rows || (g.sh == 1 && g.sw == 1));
-    if g.sh == 1 && g.sw == 1 {
-        // the transposed convolution: dy padded kh - 1 - pt above, the filter turned
-        let gt = Geometry { h: g.oh, w: g.ow, c: g.oc, oc: g.c, oh: g.h, ow: g.w, pt: g.kh - 1 - g.pt, pl: g.kw - 1 - g.pl, ..*g };
+    if order == Order::Cols || (g.sh == 1 && g.sw == 1) {
+        // the transposed convolution: dy dilated by the strides, padded kh - 1 - pt above,
+        // the filter turned (the row-major patches take undilated inputs only)
+        let (dh, dw) = (g.sh, g.sw);
+        let gt = Geometry { h: g.oh, w: g.ow, c: g.oc, oc: g.c, oh: g.h, ow: g.w, sh: 1, sw: 1, pt: g.kh - 1 - g.pt, pl: g.kw - 1 - g.pl, dh, dw, ..*g };
         let mut ft = Vec::with_capacity(g.kh * g.kw * g.oc * g.c);
         for ky in 0..g.kh {
             for kx in 0..g.kw {

@@ -125,6 +125,8 @@ pub fn check_all(dtype: DType, tol: f64) {
             }
             // a column-major input of a batch of 8 or more gives a column-major output
             assert_eq!(column_major(&got[0]), xl == C && xd[0] >= 8, "Conv2D output order, {what}");
+            // and a column-major output gradient a column-major input gradient, strided too
+            assert_eq!(column_major(&got[1]), dyl == C && xd[0] >= 8, "Conv2DBackpropInput output order, {what}");
         }
     }
 }
