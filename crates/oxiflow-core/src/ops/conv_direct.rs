@@ -70,6 +70,16 @@ fn build() -> Build {
     })
 }
 
+/// Whether the direct kernels run with 512-bit vectors (else 256-bit); `None` where they
+/// are not available.
+fn wide() -> Option<bool> {
+    match build() {
+        Build::None => None,
+        Build::Avx2 => Some(false),
+        Build::Avx512 => Some(true),
+    }
+}
+
 /// What a column-major convolution runs on in this process: `"direct AVX-512"`,
 /// `"direct AVX2"` or `"im2col"` (see the module's documentation).
 pub fn kernel_name() -> &'static str {
@@ -84,11 +94,7 @@ pub fn kernel_name() -> &'static str {
 /// (`[kh kw c, oc]`): the column-major `[n, oh, ow, oc]` output, or `None` where the direct
 /// kernel is not available (then the caller runs the tiled path).
 pub(super) fn forward_cols<T: ConvFloat>(g: &Geometry, xs: &[T], f: Mat<T>) -> Option<Vec<T>> {
-    let wide = match build() {
-        Build::None => return None,
-        Build::Avx2 => false,
-        Build::Avx512 => true,
-    };
+    let wide = wide()?;
     let (m, k) = g.patches();
     let len = m * g.oc;
     let fp = pack_filter(g, f);

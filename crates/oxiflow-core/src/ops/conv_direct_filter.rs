@@ -22,18 +22,13 @@
 use super::super::cpu;
 use super::super::{ConvFloat, Geometry};
 use super::simd::Lanes;
-use super::{build, Build};
 use crate::intra_op;
 
 /// The filter gradient (row-major `[kh kw c, oc]`) of the convolution of `xs` (column-major
 /// `[n, h, w, c]`), `dys` its output gradient (column-major `[n, oh, ow, oc]`); `None` where
 /// the direct kernel is not available (then the caller runs the tiled path).
 pub(in crate::ops::conv) fn backprop_filter_cols<T: ConvFloat>(g: &Geometry, xs: &[T], dys: &[T]) -> Option<Vec<T>> {
-    let wide = match build() {
-        Build::None => return None,
-        Build::Avx2 => false,
-        Build::Avx512 => true,
-    };
+    let wide = super::wide()?;
     let (m, k) = g.patches();
     let len = k * g.oc;
     assert!(xs.len() >= g.n * g.h * g.w * g.c && dys.len() >= m * g.oc, "conv filter gradient: operands smaller than the geometry");
@@ -75,33 +70,31 @@ unsafe fn run_chunk<T: ConvFloat>(g: &Geometry, xs: &[T], dys: &[T], df: &mut [T
     let _ = (g, xs, dys, df, qs, wide);
 }
 
+/// The kernel's builds: `name(g, xs, dys, df, qs)` runs [`pixels`] with vectors `V` and
+/// blocks of `CI x CO` channels, compiled for the CPU features `feat`.
 #[cfg(target_arch = "x86_64")]
-macro_rules! build_fn {
-    ($name:ident, $t:ty, $v:ty, $ci:literal, $co:literal, $feat:literal) => {
-        #[target_feature(enable = $feat)]
-        unsafe fn $name(g: &Geometry, xs: *const $t, dys: *const $t, df: *mut $t, qs: std::ops::Range<usize>) {
-            pixels::<$v, $ci, $co>(g, xs, dys, df, qs)
-        }
+macro_rules! build_fns {
+    ($(($name:ident, $t:ty, $v:ty, $ci:literal, $co:literal, $feat:literal)),* $(,)?) => {
+        use super::simd::{F32x16, F32x8, F64x4, F64x8};
+        $(
+            #[target_feature(enable = $feat)]
+            unsafe fn $name(g: &Geometry, xs: *const $t, dys: *const $t, df: *mut $t, qs: std::ops::Range<usize>) {
+                pixels::<$v, $ci, $co>(g, xs, dys, df, qs)
+            }
+        )*
     };
 }
 #[cfg(target_arch = "x86_64")]
-use super::simd::{F32x16, F32x8, F64x4, F64x8};
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx512_f32, f32, F32x16, 2, 8, "avx512f,avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx512_f32_1, f32, F32x16, 1, 8, "avx512f,avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx512_f64, f64, F64x8, 2, 8, "avx512f,avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx512_f64_1, f64, F64x8, 1, 8, "avx512f,avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx2_f32, f32, F32x8, 2, 4, "avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx2_f32_1, f32, F32x8, 1, 4, "avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx2_f64, f64, F64x4, 2, 4, "avx2,fma");
-#[cfg(target_arch = "x86_64")]
-build_fn!(avx2_f64_1, f64, F64x4, 1, 4, "avx2,fma");
+build_fns!(
+    (avx512_f32, f32, F32x16, 2, 8, "avx512f,avx2,fma"),
+    (avx512_f32_1, f32, F32x16, 1, 8, "avx512f,avx2,fma"),
+    (avx512_f64, f64, F64x8, 2, 8, "avx512f,avx2,fma"),
+    (avx512_f64_1, f64, F64x8, 1, 8, "avx512f,avx2,fma"),
+    (avx2_f32, f32, F32x8, 2, 4, "avx2,fma"),
+    (avx2_f32_1, f32, F32x8, 1, 4, "avx2,fma"),
+    (avx2_f64, f64, F64x4, 2, 4, "avx2,fma"),
+    (avx2_f64_1, f64, F64x4, 1, 4, "avx2,fma"),
+);
 
 /// Bytes of input and output gradient a sub-tile of pixels aims at (within a core's L2).
 const SUB_BYTES: usize = 128 * 1024;
