@@ -252,15 +252,6 @@ fn output<T: ConvFloat>(ctx: &KernelCtx, v: Vec<T>, dims: &[usize], order: cpu::
     Ok(smallvec![T::wrap(a)])
 }
 
-/// The output gradient of a convolution of geometry `g` as the `[n oh ow, oc]` matrix over
-/// the elements `dy` (in `order`).
-fn dy_matrix<T>(g: &Geometry, dy: &[T], order: cpu::Order) -> cpu::Mat<T> {
-    match order {
-        cpu::Order::Rows => cpu::Mat::rows(dy.as_ptr(), g.oc),
-        cpu::Order::Cols => cpu::Mat { ptr: dy.as_ptr(), rs: 1, cs: (g.n * g.oh * g.ow) as isize },
-    }
-}
-
 fn conv2d_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let g = run_geometry(ctx)?;
     let x4 = view4::<T>(ctx, &ctx.inputs[0])?;
@@ -288,7 +279,7 @@ fn backprop_filter_typed<T: ConvFloat>(ctx: &KernelCtx) -> Result<Outputs> {
     let order = order_of(&x4, true);
     let x = in_order(x4, order);
     let dy = in_order(view4::<T>(ctx, &ctx.inputs[2])?, order);
-    let df = cpu::backprop_filter(&g, elements(&x), order, dy_matrix(&g, elements(&dy), order));
+    let df = cpu::backprop_filter(&g, elements(&x), order, elements(&dy));
     output(ctx, df, &[g.kh, g.kw, g.c, g.oc], cpu::Order::Rows)
 }
 

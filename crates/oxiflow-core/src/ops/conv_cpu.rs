@@ -262,22 +262,24 @@ pub(super) fn forward<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, f: Mat
 }
 
 /// The gradient of the convolution with respect to its filter: the row-major
-/// `[kh kw c, oc]` matrix `patches^T @ dy`, `xs` the input in `order`, `dy` the output
-/// gradient as an `[n oh ow, oc]` matrix with its pixels in `order`'s order.
-pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, dy: Mat<T>) -> Vec<T> {
+/// `[kh kw c, oc]` matrix `patches^T @ dy`, `xs` the input and `dys` the `[n, oh, ow, oc]`
+/// output gradient, both in `order`.
+pub(super) fn backprop_filter<T: ConvFloat>(g: &Geometry, xs: &[T], order: Order, dys: &[T]) -> Vec<T> {
     let (m, k) = g.patches();
     let len = k * g.oc;
     if m == 0 || len == 0 {
         return vec![T::ZERO; len];
     }
     if order == Order::Cols {
-        debug_assert!(dy.rs == 1 && dy.cs == m as isize, "a column-major dy is dense");
-        // SAFETY: a column-major dy matrix is the dense m x oc array at its pointer.
-        let dys = unsafe { std::slice::from_raw_parts(dy.ptr, m * g.oc) };
         if let Some(df) = super::direct::backprop_filter_cols(g, xs, dys) {
             return df;
         }
     }
+    // dy as the [n oh ow, oc] matrix, its pixels in order's order
+    let dy = match order {
+        Order::Rows => Mat::rows(dys.as_ptr(), g.oc),
+        Order::Cols => Mat { ptr: dys.as_ptr(), rs: 1, cs: m as isize },
+    };
     let tiling = Tiling::of::<T>(g, m.saturating_mul(len), 1);
     let mut parts: Vec<Vec<T>> = (0..tiling.chunks).map(|_| vec![T::ZERO; len]).collect();
     intra_op::parallel_for_each(parts.iter_mut().enumerate().collect(), |(i, part)| {
