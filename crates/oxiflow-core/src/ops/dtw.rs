@@ -35,7 +35,7 @@ fn infer_dtw(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     series_len(ctx, 1, "t")?;
     let (s, t) = (&ctx.inputs[0], &ctx.inputs[1]);
     if s.dtype != t.dtype {
-        return Err(ctx.dtype_error(s.dtype, t.dtype, "s and t must have one dtype"));
+        return Err(ctx.dtype_error(s.dtype, t.dtype, " (s and t must have one dtype)"));
     }
     Ok(vec![TensorType::new(s.dtype, Shape::scalar()), TensorType::new(DType::Int64, Shape(vec![crate::shape::UNKNOWN, 2]))])
 }
@@ -70,7 +70,12 @@ pub fn dtw(s: &[f64], t: &[f64]) -> Option<(f64, Vec<(usize, usize)>)> {
             break;
         }
         let (diag, up, left) = (d[(i - 1) * w + j - 1], d[(i - 1) * w + j], d[i * w + j - 1]);
-        if diag <= up && diag <= left {
+        // on the first row or column one way is left (NaN costs compare false everywhere)
+        if i == 1 {
+            j -= 1;
+        } else if j == 1 {
+            i -= 1;
+        } else if diag <= up && diag <= left {
             i -= 1;
             j -= 1;
         } else if up <= left {
@@ -100,9 +105,22 @@ fn kernel_dtw(ctx: &KernelCtx) -> Result<Outputs> {
     Ok(smallvec![cost, path])
 }
 
-/// `DtwGrad(dcost, s, t, path) -> (ds, dt)`: the gradient of `Dtw` along its path.
+/// `DtwGrad(dcost, s, t, path) -> (ds, dt)`: the gradient of `Dtw` along its path;
+/// `dcost` a scalar of the series' dtype, `path` `Int64 [k, 2]` pairs of indices.
 fn infer_dtw_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
-    Ok(vec![ctx.inputs[1].clone(), ctx.inputs[2].clone()])
+    series_len(ctx, 1, "s")?;
+    series_len(ctx, 2, "t")?;
+    let (dc, s, t, path) = (&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2], &ctx.inputs[3]);
+    if s.dtype != t.dtype || dc.dtype != s.dtype {
+        return Err(ctx.dtype_error(s.dtype, if s.dtype != t.dtype { t.dtype } else { dc.dtype }, " (dcost, s and t must have one dtype)"));
+    }
+    if dc.shape.rank() != 0 {
+        return Err(ctx.invalid(format!("dcost must be a scalar, got shape {}", dc.shape)));
+    }
+    if path.dtype != DType::Int64 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&path.shape).is_none() || path.shape.rank() != 2 {
+        return Err(ctx.invalid(format!("path must be Int64 [k, 2], got {} {}", path.dtype, path.shape)));
+    }
+    Ok(vec![s.clone(), t.clone()])
 }
 
 fn kernel_dtw_grad(ctx: &KernelCtx) -> Result<Outputs> {
@@ -111,10 +129,10 @@ fn kernel_dtw_grad(ctx: &KernelCtx) -> Result<Outputs> {
     let path = ctx.inputs[3].to_f64_vec();
     let (mut ds, mut dt) = (vec![0.0; s.len()], vec![0.0; t.len()]);
     for p in path.chunks_exact(2) {
-        let (i, j) = (p[0] as usize, p[1] as usize);
-        if i >= s.len() || j >= t.len() {
-            return Err(ctx.error(format!("path pair ({i}, {j}) is outside series of lengths {} and {}", s.len(), t.len())));
+        if !(0.0..s.len() as f64).contains(&p[0]) || !(0.0..t.len() as f64).contains(&p[1]) {
+            return Err(ctx.error(format!("path pair ({}, {}) is outside series of lengths {} and {}", p[0], p[1], s.len(), t.len())));
         }
+        let (i, j) = (p[0] as usize, p[1] as usize);
         let g = dy * (s[i] - t[j]).signum() * f64::from(s[i] != t[j]);
         ds[i] += g;
         dt[j] -= g;
@@ -182,5 +200,20 @@ mod tests {
         assert_eq!(dtw(&[], &[]).unwrap(), (0.0, vec![]));
         assert!(dtw(&[1.0], &[]).unwrap().0.is_infinite());
         assert!(dtw(&vec![0.0; 20_000], &vec![0.0; 20_000]).is_none());
+    }
+
+    /// A NaN or an infinity in a series (missing data) gives a NaN or infinite cost and still
+    /// a warping path; the traceback used to step past the table's edge on NaN costs.
+    #[test]
+    fn nan_and_infinite_values_give_a_path() {
+        for (s, t) in [
+            (vec![1.0, f64::NAN, 3.0, 4.0], vec![1.0, 2.0, 3.0]),
+            (vec![f64::NAN; 3], vec![f64::NAN; 5]),
+            (vec![0.0, 1.0], vec![f64::INFINITY, 2.0, f64::NEG_INFINITY]),
+        ] {
+            let (cost, path) = dtw(&s, &t).unwrap();
+            assert!(cost.is_nan() || cost.is_infinite(), "{s:?} {t:?}: cost {cost}");
+            assert!(all_paths(s.len(), t.len()).contains(&path), "{path:?} is a warping path");
+        }
     }
 }

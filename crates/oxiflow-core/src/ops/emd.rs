@@ -296,27 +296,53 @@ fn kernel_ot(ctx: &KernelCtx) -> Result<Outputs> {
     ])
 }
 
-/// `OtNetworkGrad(dP, dloss, M, P, basis) -> (da, db, dM)`.
+/// `OtNetworkGrad(dP, dloss, M, P, basis) -> (da, db, dM)`: `M` a float `[m, n]` cost
+/// matrix, `dP` and `P` of its dtype and shape, `dloss` a scalar of its dtype, `basis` the
+/// `Int64 [k, 2]` cells of the forward op's spanning tree.
 fn infer_ot_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let c = &ctx.inputs[2];
+    ctx.require_float(c.dtype)?;
+    if c.shape.rank() != 2 {
+        return Err(ctx.invalid(format!("M must be a matrix, got shape {}", c.shape)));
+    }
+    for (k, what) in [(0, "dP"), (3, "P")] {
+        let t = &ctx.inputs[k];
+        if t.dtype != c.dtype {
+            return Err(ctx.dtype_error(c.dtype, t.dtype, format!(" ({what} and M must have one dtype)")));
+        }
+        if t.shape.merge(&c.shape).is_none() {
+            return Err(ctx.shape_error(&c.shape, &t.shape, format!(" ({what} must have M's shape)")));
+        }
+    }
+    let dl = &ctx.inputs[1];
+    if dl.dtype != c.dtype || dl.shape.rank() != 0 {
+        return Err(ctx.invalid(format!("dloss must be a {} scalar, got {} {}", c.dtype, dl.dtype, dl.shape)));
+    }
+    let basis = &ctx.inputs[4];
+    if basis.dtype != DType::Int64 || basis.shape.rank() != 2 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&basis.shape).is_none() {
+        return Err(ctx.invalid(format!("basis must be Int64 [k, 2], got {} {}", basis.dtype, basis.shape)));
+    }
     let d = c.shape.dims();
-    let vector = |k: usize| TensorType::new(c.dtype, Shape(vec![if d.len() == 2 { d[k] } else { crate::shape::UNKNOWN }]));
+    let vector = |k: usize| TensorType::new(c.dtype, Shape(vec![d[k]]));
     Ok(vec![vector(0), vector(1), c.clone()])
 }
 
 fn kernel_ot_grad(ctx: &KernelCtx) -> Result<Outputs> {
     let dims = ctx.inputs[2].dims().to_vec();
     let (m, n) = (dims[0], dims[1]);
+    if m == 0 || n == 0 {
+        return Err(ctx.error(format!("M of shape {dims:?} is empty: a transport plan needs a source and a sink")));
+    }
     let gl = ctx.inputs[1].to_f64_vec()[0];
     let (gp, cost, p) = (ctx.inputs[0].to_f64_vec(), ctx.inputs[2].to_f64_vec(), ctx.inputs[3].to_f64_vec());
     let raw = ctx.inputs[4].to_f64_vec();
     let mut basis = Vec::with_capacity(raw.len() / 2);
     for c in raw.chunks_exact(2) {
-        let (i, j) = (c[0] as usize, c[1] as usize);
-        if i >= m || j >= n {
+        let (i, j) = (c[0], c[1]);
+        if !(0.0..m as f64).contains(&i) || !(0.0..n as f64).contains(&j) {
             return Err(ctx.error(format!("basis cell ({i}, {j}) is outside the {m}x{n} plan")));
         }
-        basis.push((i, j));
+        basis.push((i as usize, j as usize));
     }
     let c: Vec<f64> = gp.iter().zip(&cost).map(|(g, c)| g + gl * c).collect();
     let (mut u, mut v) = potentials(m, n, &basis, &c).map_err(|e| ctx.error(e))?;
