@@ -204,6 +204,9 @@ fn tile_reverse_pad_squeeze_expand() {
     assert!(e.contains("Pad") && e.contains("overflows"), "{e}");
     let e = g.op_spec(node("Pad", &[c]).attr("paddings", ints(&[0, 0, i64::MAX, i64::MAX]))).unwrap_err().to_string();
     assert!(e.contains("Pad") && e.contains("dimension 1") && e.contains("overflows"), "{e}");
+    // past TF's int64 dimensions (the gradient's slice of it panicked)
+    let e = g.op_spec(node("Pad", &[c]).attr("paddings", ints(&[0, i64::MAX - 1, 0, 0]))).unwrap_err().to_string();
+    assert!(e.contains("Pad") && e.contains("dimension 0") && e.contains("overflows"), "{e}");
     assert_eq!(g.len(), before);
     let y = rand_t(&[1, 3, 1], 6, -1.0, 1.0);
     assert_eq!(run1(&y, |c| node("Squeeze", &[c])).dims(), &[3]);
@@ -679,4 +682,71 @@ fn gather_of_a_column_major_params_keeps_its_order() {
     let o = g.op_spec(node("GatherV2", &[p, ix]).attr("axis", 1i64)).unwrap();
     let e = eval(&g, &[(p, column_major(&rand_t(&[5, 4], 7, -1.0, 1.0)))], &[o]).unwrap_err().to_string();
     assert!(e.contains("GatherV2") && e.contains("indices[1] = 4 is not in [0, 4)"), "{e}");
+}
+
+/// A slice whose lists do not match the rank of a partly known shape names that shape as
+/// the graph has it (`[?,3]`), not with the stand-in size shape inference slices it with.
+#[test]
+fn strided_slice_error_names_the_unknown_dimensions() {
+    let mut g = Graph::new();
+    let x = g.placeholder(DType::Float64, &[oxiflow_core::shape::UNKNOWN, 3], Some("x")).unwrap();
+    let spec = NodeSpec::new("StridedSlice", &[x]).attr("begin", vec![0i64]).attr("end", vec![1i64]).attr("strides", vec![1i64]);
+    let e = g.op_spec(spec).unwrap_err().to_string();
+    assert!(e.contains("StridedSlice") && e.contains("[?,3]") && !e.contains(&(1usize << 40).to_string()), "{e}");
+}
+
+/// `Tile` of an empty tensor by a huge multiple is an empty tensor of the grown shape, and
+/// the gradient through it (a `Sum` over the multiple's axis of an empty `dy`) returns at
+/// once: the kernel used to build a list of 2^40 views (an aborting allocation), and the
+/// reduction to loop 2^40 times over nothing.
+#[test]
+fn tile_of_an_empty_tensor_by_a_huge_multiple() {
+    let mut g = Graph::new();
+    let x = g.constant(Tensor::filled(DType::Float64, &[0, 3], 0.0)).unwrap();
+    let y = g.op_spec(NodeSpec::new("Tile", &[x]).attr("multiples", vec![1i64 << 40, 2])).unwrap();
+    let loss = g.op_spec(NodeSpec::new("Sum", &[y]).attr("axis", vec![0i64, 1])).unwrap();
+    let dx = oxiflow_core::autodiff::gradients(&mut g, &[loss], &[x], None, false).unwrap()[0].unwrap();
+    let s = Session::new(Arc::new(RwLock::new(g)), SessionOptions::default()).unwrap();
+    let out = s.run(&[], &[y, loss, dx], &[], false).unwrap().values;
+    assert_eq!(out[0].dims(), &[0, 6]);
+    assert_eq!(out[1].to_f64_vec(), vec![0.0]);
+    assert_eq!(out[2].dims(), &[0, 3]);
+}
+
+/// `Tile` against the definition `out[i] = x[i mod dims]`, for ranks 0 to 3, multiples of
+/// 0, 1 and more on every axis, row- and column-major inputs, and an integer and a boolean
+/// tensor.
+#[test]
+fn tile_matches_the_modulo_definition() {
+    let cases: [(&[usize], &[i64]); 7] =
+        [(&[], &[]), (&[3], &[4]), (&[1], &[7]), (&[2, 3], &[1, 5]), (&[2, 3], &[3, 1]), (&[2, 1, 3], &[2, 4, 2]), (&[2, 2, 3], &[1, 0, 2])];
+    for (dims, m) in cases {
+        for layout in [Layout::RowMajor, Layout::ColumnMajor] {
+            let n: usize = dims.iter().product();
+            let x = Tensor::from_vec(dims, (0..n).map(|i| i as f64 * 0.5 - 1.0).collect(), layout).unwrap();
+            let v = x.to_f64_vec();
+            let t = run1(&x, |c| node("Tile", &[c]).attr("multiples", ints(m)));
+            let out: Vec<usize> = dims.iter().zip(m).map(|(&d, &k)| d * k as usize).collect();
+            assert_eq!(t.dims(), &out[..], "{dims:?} x {m:?}");
+            let got = t.to_f64_vec();
+            for (f, &g) in got.iter().enumerate() {
+                let ix = unflat(f, &out);
+                let src: Vec<usize> = ix.iter().zip(dims).map(|(&i, &d)| i % d).collect();
+                assert_eq!(g, v[flat(&src, dims)], "{dims:?} x {m:?} {layout:?} at {ix:?}");
+            }
+            for (dt, conv) in [(DType::Int32, 0), (DType::Bool, 1)] {
+                let xi = match conv {
+                    0 => Tensor::from_vec(dims, (0..n).map(|i| i as i32).collect(), layout).unwrap(),
+                    _ => Tensor::from_vec(dims, (0..n).map(|i| i % 3 == 0).collect::<Vec<bool>>(), layout).unwrap(),
+                };
+                let ti = run1(&xi, |c| node("Tile", &[c]).attr("multiples", ints(m)));
+                assert_eq!(ti.dtype(), dt);
+                let (vi, gi) = (xi.to_f64_vec(), ti.to_f64_vec());
+                for (f, &g) in gi.iter().enumerate() {
+                    let src: Vec<usize> = unflat(f, &out).iter().zip(dims).map(|(&i, &d)| i % d).collect();
+                    assert_eq!(g, vi[flat(&src, dims)], "{dt:?} {dims:?} x {m:?} {layout:?}");
+                }
+            }
+        }
+    }
 }

@@ -81,7 +81,9 @@ pub fn slice_spec(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Result
     }
     (0..rank)
         .map(|i| {
-            let d = shape.0[i] as i64;
+            let Ok(d) = i64::try_from(shape.0[i]) else {
+                return Err(format!("dimension {i} of shape {shape} is too large to slice (more than 2^63 - 1)"));
+            };
             let norm = |x: i64| if x < 0 { x + d } else { x };
             if sm >> i & 1 == 1 {
                 let idx = norm(begin[i]);
@@ -123,7 +125,8 @@ fn partial_slice_dims(attrs: &Attrs, op: &str, shape: &Shape) -> std::result::Re
     // a stand-in size for the unknown dimensions that any index fits
     const STAND_IN: usize = 1 << 40;
     let known = Shape(shape.0.iter().map(|&d| if d == crate::shape::UNKNOWN { STAND_IN } else { d }).collect());
-    let spec = slice_spec(attrs, op, &known)?;
+    // an error names the shape as the graph has it, `?` for the stand-ins
+    let spec = slice_spec(attrs, op, &known).map_err(|m| m.replace(&known.to_string(), &shape.to_string()))?;
     Ok(spec.iter().zip(&shape.0).filter(|(s, _)| !s.shrink).map(|(s, &d)| if d == crate::shape::UNKNOWN { d } else { s.len }).collect())
 }
 

@@ -132,6 +132,12 @@ fn fold<T: Element, F: Fn(T, T) -> T + Copy>(ctx: &KernelCtx, a: &ArcArray<T, Ix
             .map(|o| o.into_shared())
             .map_err(|e| ctx.error(format!("cannot shape the result as {}: {e}", Shape(dims.to_vec()))));
     }
+    if a.is_empty() {
+        // every result is `init`; folding axis by axis would loop over the reduced axes'
+        // length even though there are no elements (a `[0, 2^40]` gradient of a `Tile`)
+        let kept: Vec<usize> = a.shape().iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect();
+        return reshape_array(ctx, &ArrayD::from_elem(IxDyn(&kept), init).into_shared(), dims);
+    }
     let mut out: Option<ArrayD<T>> = None;
     for &ax in axes.iter().rev() {
         let step = |acc: &T, x: &T| f(*acc, *x);

@@ -497,31 +497,65 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let dims = x.shape.0.iter().zip(&m).enumerate().map(|(i, (&d, &k))| match (d, k) {
         (_, 0) => Ok(0),
         (UNKNOWN, _) => Ok(UNKNOWN),
-        _ => d.checked_mul(k).ok_or_else(|| ctx.invalid(format!("multiple {k} of dimension {i} (size {d}) overflows"))),
+        _ => d.checked_mul(k).filter(|&n| i64::try_from(n).is_ok()).ok_or_else(|| ctx.invalid(format!("multiple {k} of dimension {i} (size {d}) overflows"))),
     });
     Ok(vec![TensorType::new(x.dtype, Shape(dims.collect::<Result<_>>()?))])
 }
 
-fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> ArcArray<T, IxDyn> {
-    let mut cur = a.to_owned();
-    for (ax, &k) in m.iter().enumerate() {
-        if k != 1 {
-            let views = vec![cur.view(); k];
-            cur = if k == 0 {
-                let mut d = cur.shape().to_vec();
-                d[ax] = 0;
-                ndarray::ArrayD::from_elem(IxDyn(&d), T::zero())
-            } else {
-                ndarray::concatenate(Axis(ax), &views).expect("tiles of one array have equal shapes")
-            };
+/// `a` repeated `m[ax]` times along each axis, row-major: each input row (the last axis)
+/// is copied `m[last]` times into the output row (by doubling the part written), and the output rows of the other axes
+/// take their input row by the index modulo the input's size (Eigen's broadcasting, which
+/// TF's `Tile` kernel uses). The output's size is checked and its buffer reserved before
+/// anything is written: `None` when it overflows or cannot be allocated (an empty input
+/// tiled 2^40 times is an empty output, and allocates nothing).
+fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> Option<ArcArray<T, IxDyn>> {
+    let in_dims = a.shape();
+    let out_dims: Vec<usize> = in_dims.iter().zip(m).map(|(&d, &k)| d.checked_mul(k)).collect::<Option<_>>()?;
+    let n = out_dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+    n.checked_mul(std::mem::size_of::<T>())?;
+    let mut out: Vec<T> = crate::strided::try_buffer_for(n)?;
+    if n > 0 {
+        let src = a.as_standard_layout();
+        let src = src.as_slice().expect("a standard-layout array is one slice");
+        let rank = in_dims.len();
+        let row = if rank == 0 { 1 } else { in_dims[rank - 1] };
+        let reps = if rank == 0 { 1 } else { m[rank - 1] };
+        // an odometer over the output's outer axes; `src_row` the input row it reads
+        let outer = &out_dims[..rank.saturating_sub(1)];
+        let mut ix = vec![0usize; outer.len()];
+        loop {
+            let src_row = ix.iter().zip(in_dims).fold(0, |acc, (&i, &d)| acc * d + i % d);
+            // the row once, then the written part doubled: O(log reps) copies of a short row
+            let start = out.len();
+            out.extend_from_slice(&src[src_row * row..(src_row + 1) * row]);
+            while out.len() - start < row * reps {
+                let have = out.len() - start;
+                out.extend_from_within(start..start + have.min(row * reps - have));
+            }
+            let Some(k) = (0..ix.len()).rev().find(|&k| ix[k] + 1 < outer[k]) else { break };
+            ix[k] += 1;
+            ix[k + 1..].iter_mut().for_each(|i| *i = 0);
         }
     }
-    cur.into_shared()
+    debug_assert_eq!(out.len(), n);
+    ndarray::ArrayD::from_shape_vec(IxDyn(&out_dims), out).ok().map(|o| o.into_shared())
 }
 
 fn kernel_tile(ctx: &KernelCtx) -> Result<Outputs> {
     let m: Vec<usize> = ctx.node.attrs.get_ints("Tile", "multiples")?.iter().map(|&k| k as usize).collect();
-    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(tile_array(a, &m)))])
+    let dims = ctx.inputs[0].dims();
+    if m.len() != dims.len() {
+        return Err(ctx.error(format!("multiples {m:?} must hold one count per dimension of shape {dims:?}")));
+    }
+    let too_large = || OxiflowError::OutOfMemory {
+        op: ctx.node.op.name.to_string(),
+        node: ctx.node.name.clone(),
+        shape: format!("{dims:?} tiled {m:?}"),
+        dtype: ctx.inputs[0].dtype().to_string(),
+        device: "/device:CPU:0".into(),
+        bytes: dims.iter().zip(&m).try_fold(ctx.inputs[0].dtype().size_of(), |acc, (&d, &k)| acc.checked_mul(d)?.checked_mul(k)),
+    };
+    Ok(smallvec![with_array!(&ctx.inputs[0], a => Element::wrap(tile_array(a, &m).ok_or_else(too_large)?))])
 }
 
 /// TF `_TileGrad`: `dy` reshaped to `[m0, d0, m1, d1, ...]` and summed over the `m` axes.
@@ -612,7 +646,12 @@ fn infer_pad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     let p = paddings_of(ctx.attrs, ctx.op, &x.shape).map_err(|m| ctx.invalid(m))?;
     let dims = x.shape.0.iter().zip(&p).enumerate().map(|(k, (&d, &(b, a)))| match d {
         UNKNOWN => Ok(UNKNOWN),
-        _ => d.checked_add(b).and_then(|n| n.checked_add(a)).ok_or_else(|| ctx.invalid(format!("padding ({b}, {a}) of dimension {k} (size {d}) overflows"))),
+        // TF's dimensions are int64: a padded size past its range overflows too
+        _ => d
+            .checked_add(b)
+            .and_then(|n| n.checked_add(a))
+            .filter(|&n| i64::try_from(n).is_ok())
+            .ok_or_else(|| ctx.invalid(format!("padding ({b}, {a}) of dimension {k} (size {d}) overflows"))),
     });
     Ok(vec![TensorType::new(x.dtype, Shape(dims.collect::<Result<_>>()?))])
 }
