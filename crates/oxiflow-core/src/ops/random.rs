@@ -148,11 +148,15 @@ fn kernel_poisson(ctx: &KernelCtx) -> Result<Outputs> {
 /// ("Efficient simulation of the von Mises distribution", Applied Statistics 28, 1979), with
 /// `r = (1 + ρ²) / (2ρ)`, `ρ = (τ - √(2τ)) / (2κ)`, `τ = 1 + √(1 + 4κ²)`. Below `κ = 1e-6`
 /// the distribution is uniform on `(-π, π)` to within `1e-6`, and the sampler's `ρ` would lose
-/// its digits, so the draw is uniform; `κ = ∞` gives 0.
+/// its digits, so the draw is uniform; `κ = ∞` gives 0. Above `κ = 1e6` the draw is the
+/// normal approximation `N(0, 1/κ)` (as NumPy's `vonmises` does there): `r - 1` falls below
+/// the precision of `f64` as `κ` grows, and the acceptance test, whose `c = κ(r - f)` then
+/// rounds to 0, would never pass.
 enum VonMisesDraw {
     Uniform,
     Point,
     Rejection { kappa: f64, r: f64 },
+    Normal { sd: f64 },
 }
 
 impl VonMisesDraw {
@@ -164,6 +168,8 @@ impl VonMisesDraw {
             VonMisesDraw::Uniform
         } else if kappa.is_infinite() {
             VonMisesDraw::Point
+        } else if kappa > 1e6 {
+            VonMisesDraw::Normal { sd: kappa.sqrt().recip() }
         } else {
             let tau = 1.0 + (1.0 + 4.0 * kappa * kappa).sqrt();
             let rho = (tau - (2.0 * tau).sqrt()) / (2.0 * kappa);
@@ -179,6 +185,7 @@ impl Distribution<f64> for VonMisesDraw {
         match *self {
             VonMisesDraw::Uniform => PI * (2.0 * u() - 1.0),
             VonMisesDraw::Point => 0.0,
+            VonMisesDraw::Normal { sd } => (sd * Distribution::<f64>::sample(&StandardNormal, rng)).clamp(-PI, PI),
             VonMisesDraw::Rejection { kappa, r } => loop {
                 let z = (PI * u()).cos();
                 let f = (1.0 + r * z) / (r + z);
@@ -319,4 +326,26 @@ pub(crate) fn register(r: &mut Registry) {
     r.add(per_element("RandomPoissonV2", kernel_poisson));
     r.add(per_element("_RandomVonMises", kernel_von_mises));
     r.add(OpDef { arity: Arity::Fixed(2), infer: infer_binomial, ..per_element("RandomBinomial", kernel_binomial) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// For large `κ` the von Mises distribution approaches `N(0, 1/κ)`: the variance of the
+    /// draws is `1/κ` to first order, on both sides of the switch from Best & Fisher's
+    /// sampler to the normal one, and a concentration so large that `4κ²` overflows draws
+    /// (it looped forever before the normal branch).
+    #[test]
+    fn von_mises_draws_at_large_concentrations() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for kappa in [1e4, 9.9e5, 1.1e6, 1e12, 1e300] {
+            let d = VonMisesDraw::new(kappa).unwrap();
+            let n = 20_000;
+            let x: Vec<f64> = (0..n).map(|_| d.sample(&mut rng)).collect();
+            assert!(x.iter().all(|v| v.abs() <= std::f64::consts::PI), "κ = {kappa}");
+            let var = x.iter().map(|v| v * v).sum::<f64>() / n as f64;
+            assert!((var * kappa - 1.0).abs() < 0.05, "κ = {kappa}: variance {var}, 1/κ = {}", 1.0 / kappa);
+        }
+    }
 }
