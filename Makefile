@@ -21,7 +21,8 @@
 #                 their profiles land)
 #   make test-kernels-emulated  run kernels/*.cu on the CPU under a host emulation of CUDA (g++)
 #   make fuzz     the property tests of every C export and of the device-string parser with
-#                 FUZZ_CASES cases each (default 1,000,000; `make test` runs 100,000)
+#                 FUZZ_CASES cases each (default 1,000,000; `make test` runs 100,000), and
+#                 every op with hostile operands, OP_FUZZ_CASES cases each (5,000; 400)
 #   make bench    criterion benchmarks of oxiflow-core (figures: docs/performance/engine.md)
 #   make bench-gpu  on a machine with a GPU and Rust: crates/oxiflow-cuda/examples/gpu_bench.rs
 #                 and scripts/torch_bench.py (without Rust there: scripts/gpu-check.sh)
@@ -143,17 +144,19 @@ test-rust: nvrtc
 	OXIFLOW_REQUIRE_NVRTC=1 LD_LIBRARY_PATH=$(NVRTC_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} $(CARGO) test -p oxiflow-cuda --release --all-targets -- --nocapture
 
 # Property tests with hostile arguments (crates/oxiflow-capi/tests/abi_props_*.rs,
-# crates/oxiflow-core/tests/device_names.rs), many more cases than `make test` runs.
-# `make test` runs them with a fixed seed; `make fuzz` draws a new one each time and prints
-# it (replay a run: make fuzz FUZZ_SEED=<n>).
+# crates/oxiflow-core/tests/device_names.rs) and every op run with hostile operands
+# (crates/oxiflow-core/tests/op_fuzz.rs, OP_FUZZ_CASES cases per op and per template),
+# many more cases than `make test` runs. `make test` runs them with a fixed seed;
+# `make fuzz` draws a new one each time and prints it (replay a run: make fuzz FUZZ_SEED=<n>).
 FUZZ_CASES ?= 1000000
-FUZZ_TESTS := -p oxiflow-capi --test abi_props_config --test abi_props_graph --test abi_props_session -p oxiflow-core --test device_names
+OP_FUZZ_CASES ?= 5000
+FUZZ_TESTS := -p oxiflow-capi --test abi_props_config --test abi_props_graph --test abi_props_session -p oxiflow-core --test device_names --test op_fuzz
 fuzz:
 	@mkdir -p out; start=$$(date +%s); seed=$${FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; set +e; \
-	OXIFLOW_FUZZ_CASES=$(FUZZ_CASES) OXIFLOW_FUZZ_SEED=$$seed $(CARGO) test --release $(FUZZ_TESTS) > out/fuzz.log 2>&1; rc=$$?; set -e; \
-	grep -E '^test |test result|minimal failing input|memory allocation|signal:' out/fuzz.log || true; \
+	OXIFLOW_FUZZ_CASES=$(FUZZ_CASES) OXIFLOW_OP_FUZZ_CASES=$(OP_FUZZ_CASES) OXIFLOW_FUZZ_SEED=$$seed $(CARGO) test --release $(FUZZ_TESTS) > out/fuzz.log 2>&1; rc=$$?; set -e; \
+	grep -E '^test |test result|minimal failing input|memory allocation|signal:|for over a minute' out/fuzz.log || true; \
 	n=$$(grep -c ' \.\.\. ok$$' out/fuzz.log || true); f=$$(grep -c ' \.\.\. FAILED$$' out/fuzz.log || true); \
-	echo "fuzz: $$n properties passed, $$f failed, $(FUZZ_CASES) cases each ($$((n * $(FUZZ_CASES))) passing cases), seed $$seed, $$(( $$(date +%s) - start )) s; log: out/fuzz.log"; \
+	echo "fuzz: $$n tests passed, $$f failed, $(FUZZ_CASES) cases per property, $(OP_FUZZ_CASES) per op, seed $$seed, $$(( $$(date +%s) - start )) s; log: out/fuzz.log"; \
 	exit $$rc
 
 # The kernels' logic on the CPU (no GPU, no NVRTC): scripts/emulate-kernels.sh.
