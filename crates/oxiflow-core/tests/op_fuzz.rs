@@ -11,9 +11,10 @@
 
 use num_complex::Complex;
 use oxiflow_core::autodiff::gradients;
+use oxiflow_core::graph::DeviceScope;
 use oxiflow_core::ops::{lookup, registered, Arity, AttrKind, AttrValue};
 use oxiflow_core::shape::UNKNOWN;
-use oxiflow_core::{DType, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
+use oxiflow_core::{DType, DeviceSpec, Graph, Layout, NodeSpec, Output, Session, SessionOptions, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -129,8 +130,14 @@ fn operand(r: &mut Rng, g: &mut Graph, feeds: &mut Vec<(Output, Tensor)>, t: Ten
         g.constant(t).unwrap()
     } else {
         let declared: Vec<usize> = d.iter().map(|&k| if r.chance(0.5) { UNKNOWN } else { k }).collect();
-        *what += &format!("Placeholder {dt:?} {declared:?} fed {d:?} {head:?}, ");
-        let p = g.placeholder(dt, &declared, None).unwrap();
+        // now and then the feed does not fit the placeholder (a run's error)
+        let (declared, ddt) = match r.below(40) {
+            0 => (dims(r), dt),
+            1 => (declared, dtype(r)),
+            _ => (declared, dt),
+        };
+        *what += &format!("Placeholder {ddt:?} {declared:?} fed {dt:?} {d:?} {head:?}, ");
+        let p = g.placeholder(ddt, &declared, None).unwrap();
         feeds.push((p, t));
         p
     }
@@ -211,7 +218,16 @@ fn watchdog() {
 
 fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: NodeSpec, why: &mut String) -> Reached {
     let inputs = spec.inputs.clone();
-    let y = match g.op_spec(spec) {
+    // a quarter of the cases ask for an emulated GPU (soft placement moves CPU-only ops)
+    let gpu = r.chance(0.25);
+    if gpu {
+        g.push_device(DeviceScope::Spec(DeviceSpec::parse("/GPU:0").unwrap()));
+    }
+    let y = g.op_spec(spec);
+    if gpu {
+        g.pop_device().unwrap();
+    }
+    let y = match y {
         Ok(y) => y,
         Err(e) => {
             *why = e.to_string();
@@ -219,14 +235,24 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
         }
     };
     let n_out = g.node(y.node).unwrap().outputs.len();
-    let outs: Vec<Output> = (0..n_out).map(|i| Output::new(y.node, i)).collect();
+    let mut outs: Vec<Output> = (0..n_out).map(|i| Output::new(y.node, i)).collect();
+    // a third of the cases put elementwise ops after the op, which the optimizer may fuse
+    // with it (and the gradient with its gradient)
+    if r.chance(0.3) && g.dtype_of(y).is_ok_and(|d| d.is_float()) {
+        let a = g.op(r.pick(&["Tanh", "Neg", "Square", "Exp"]), &[y]);
+        if let Ok(a) = a {
+            if let Ok(b) = g.op(r.pick(&["Mul", "Add", "Maximum"]), &[a, y]) {
+                outs.push(b);
+            }
+        }
+    }
     let is_float = |g: &Graph, o: &Output| g.dtype_of(*o).is_ok_and(|d| d.is_float());
     let ys: Vec<Output> = outs.iter().filter(|o| is_float(&g, o)).copied().collect();
     let xs: Vec<Output> = inputs.iter().filter(|o| is_float(&g, o)).copied().collect();
     let grads = if !ys.is_empty() && !xs.is_empty() { gradients(&mut g, &ys, &xs, None, r.chance(0.5)).ok() } else { None };
     let grads: Vec<Output> = grads.into_iter().flatten().flatten().collect();
     let init = if g.variables().is_empty() { None } else { g.global_variables_initializer().ok() };
-    let opts = SessionOptions { fusion: Some(r.chance(0.5)), ..Default::default() };
+    let opts = SessionOptions { fusion: Some(r.chance(0.5)), emulated_gpus: gpu.then_some(1), allow_soft_placement: true, ..Default::default() };
     let s = match Session::new(Arc::new(RwLock::new(g)), opts) {
         Ok(s) => s,
         Err(e) => {

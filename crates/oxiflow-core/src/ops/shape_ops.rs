@@ -503,9 +503,9 @@ fn infer_tile(ctx: &InferCtx) -> Result<Vec<TensorType>> {
 }
 
 /// `a` repeated `m[ax]` times along each axis, row-major: each input row (the last axis)
-/// is copied `m[last]` times into the output row (by doubling the part written), and the output rows of the other axes
-/// take their input row by the index modulo the input's size (Eigen's broadcasting, which
-/// TF's `Tile` kernel uses). The output's size is checked and its buffer reserved before
+/// is copied `m[last]` times into the output row (by doubling the part written), and the
+/// output rows of the other axes take their input row by the index modulo the input's
+/// size (Eigen's broadcasting, which TF's `Tile` kernel uses). The output's size is checked and its buffer reserved before
 /// anything is written: `None` when it overflows or cannot be allocated (an empty input
 /// tiled 2^40 times is an empty output, and allocates nothing).
 fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> Option<ArcArray<T, IxDyn>> {
