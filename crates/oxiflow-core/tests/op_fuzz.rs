@@ -1,7 +1,8 @@
 //! Every registered op built and run with hostile operands: random dtypes, ranks, sizes
 //! (empty and unknown dimensions included), memory orders, values (NaN, infinities,
 //! negative and huge integers) and attributes of the op's declared kinds with odd values,
-//! then its gradient built and run. Each case must end in a value or an error; a panic,
+//! then its gradient (and at times its second derivatives) built and run. Each case must
+//! end in a value or an error, one that names the op when the node is refused; a panic,
 //! anywhere (a kernel on a pool thread included), fails the test with every case that
 //! panicked, so that one run lists them all. Under Julia 1.5 a panic inside the library
 //! aborts the user's session, so none may be reachable from a graph.
@@ -186,9 +187,10 @@ fn case(r: &mut Rng, op: &'static str, what: &mut String) -> Reached {
     execute(r, g, feeds, spec, what, &mut String::new())
 }
 
-/// Adds the node of `spec` to `g`, builds the gradients of its float outputs with respect
-/// to its float operands, and runs the node, the gradients, and the node again (a session
-/// must stay usable after an error), feeding `feeds`.
+/// Adds the node of `spec` to `g` (an error must name its op), builds the gradients of its float outputs with respect
+/// to its float operands (and, now and then, their gradients), and runs the node, the
+/// gradients, and the node again (a session must stay usable after an error), feeding
+/// `feeds`.
 fn execute(r: &mut Rng, g: Graph, feeds: Vec<(Output, Tensor)>, spec: NodeSpec, what: &str, why: &mut String) -> Reached {
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), what.to_string()));
     let reached = execute_timed(r, g, feeds, spec, why);
@@ -217,7 +219,7 @@ fn watchdog() {
 }
 
 fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: NodeSpec, why: &mut String) -> Reached {
-    let inputs = spec.inputs.clone();
+    let (inputs, op) = (spec.inputs.clone(), spec.op.clone());
     // a quarter of the cases ask for an emulated GPU (soft placement moves CPU-only ops)
     let gpu = r.chance(0.25);
     if gpu {
@@ -231,6 +233,8 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
         Ok(y) => y,
         Err(e) => {
             *why = e.to_string();
+            // a refused node's error names its op (the test fails here otherwise)
+            assert!(why.contains(&op), "the error does not name the op {op}: {why}");
             return Reached::Nothing;
         }
     };
@@ -250,7 +254,14 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
     let ys: Vec<Output> = outs.iter().filter(|o| is_float(&g, o)).copied().collect();
     let xs: Vec<Output> = inputs.iter().filter(|o| is_float(&g, o)).copied().collect();
     let grads = if !ys.is_empty() && !xs.is_empty() { gradients(&mut g, &ys, &xs, None, r.chance(0.5)).ok() } else { None };
-    let grads: Vec<Output> = grads.into_iter().flatten().flatten().collect();
+    let mut grads: Vec<Output> = grads.into_iter().flatten().flatten().collect();
+    // a fifth of them differentiate the gradients again (the gradients' own gradients)
+    let firsts: Vec<Output> = grads.iter().filter(|o| is_float(&g, o)).copied().collect();
+    if !firsts.is_empty() && r.chance(0.2) {
+        if let Ok(second) = gradients(&mut g, &firsts, &xs, None, false) {
+            grads.extend(second.into_iter().flatten());
+        }
+    }
     let init = if g.variables().is_empty() { None } else { g.global_variables_initializer().ok() };
     let opts = SessionOptions { fusion: Some(r.chance(0.5)), emulated_gpus: gpu.then_some(1), allow_soft_placement: true, ..Default::default() };
     let s = match Session::new(Arc::new(RwLock::new(g)), opts) {
