@@ -322,6 +322,11 @@ end
     @test size(run(s, vonmises(3, 2; loc=1.0, concentration=1.0))) == (3, 2)
     e = try; run(s, rand(Oxiflow.VonMises(0.0, -1.0), 2)); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("_RandomVonMises", e.msg)
+    # very large concentrations (a normal approximation above 1e6; it looped forever)
+    x = run(s, rand(Oxiflow.VonMises(0.5, 1e8), 20_000))
+    @test abs(mean(x) - 0.5) < 5 / sqrt(1e8 * 20_000)
+    @test var(x) ≈ 1e-8 rtol = 0.05
+    @test run(s, rand(Oxiflow.VonMises(0.5, 1e300), 5)) == fill(0.5, 5)
 end
 
 @testset "Binomial: log probabilities from Julia's binomial coefficients, draws' moments" begin

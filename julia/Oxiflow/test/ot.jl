@@ -161,6 +161,9 @@ end
     e = try; run(s, dtw(big, big)[1]); nothing; catch err; err; end
     @test e isa OxiflowError && occursin("Dtw", e.msg) && occursin("12000", e.msg)
     @test run(s, dtw([1.0, 2.0], [2.0])[1]) == 1.0
+    # a missing value (NaN) gives a NaN distance and still a path from (1, 1) to (n, m)
+    cv, pv = run(s, collect(dtw([1.0, NaN, 3.0, 4.0], [1.0, 2.0, 3.0])))
+    @test isnan(cv) && pv[1, :] == [1, 1] && pv[end, :] == [4, 3]
 end
 
 # The 1-D earth mover's distance between weighted points, ∫ |F - G| (the cost |x - y|)
