@@ -38,8 +38,9 @@ Probability 0.8's (TF 1.15's): `SinhArcsinh` scales by `2 / sinh(asinh(2) tailwe
 later releases dropped; `Horseshoe`'s log density is TF Probability's approximation of the
 exact one (which needs the exponential integral); `Poisson`'s log density interpolates
 between whole numbers (`-Inf` below 0), its draws are whole numbers of the rate's dtype.
-`VonMises` draws lie in `[-π, π)`; their gradient reaches `loc` but not the concentration
-(an error, as for a gamma draw's). `Binomial`'s log probability is TF Probability's (through
+`VonMises` draws lie in `[-π, π)` (above a concentration of 1e6 they are the normal
+approximation `N(loc, 1/concentration)`, as NumPy's); their gradient reaches `loc` but not
+the concentration (an error, as for a gamma draw's). `Binomial`'s log probability is TF Probability's (through
 `lgamma`, so defined between whole numbers too; `-Inf` outside `[0, total_count]`), its draws
 whole numbers of its dtype (`RandomBinomial`, CPU only, no gradient). `Empirical(samples)`
 (TF Probability's, scalar events) is the uniform distribution over the entries of the last

@@ -211,7 +211,8 @@ sum of `|s[i] - t[j]|` over a warping path from `(1, 1)` to `(n, m)` with steps 
 `(0, 1)`, `(1, 1)` (Sakoe & Chiba); `path` is that path, an Int64 tensor `[k, 2]` of 1-based
 `(i, j)` pairs in order (its `k` is known only when the graph runs). Op: `Dtw` (CPU). The
 cost is differentiable in `s` and `t` (`DtwGrad`: the signs of `s[i] - t[j]` summed along
-the path), so it can be a loss; works inside `map` and `while_loop`.
+the path), so it can be a loss; works inside `map` and `while_loop`. A `NaN` in either series
+(a missing value) makes the cost `NaN`; the path is still one from `(1, 1)` to `(n, m)`.
 
 `use_fast` is accepted for ADCME's signature, but the cost is always exact (an O(nm)
 table); ADCME's `use_fast=true` runs FastDTW, an approximation whose cost can only be
