@@ -239,14 +239,35 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
         }
     };
     let n_out = g.node(y.node).unwrap().outputs.len();
-    let mut outs: Vec<Output> = (0..n_out).map(|i| Output::new(y.node, i)).collect();
+    let outs: Vec<Output> = (0..n_out).map(|i| Output::new(y.node, i)).collect();
+    // outputs of ops added after the op, run on their own (their errors are not the op's)
+    let mut after = Vec::new();
+    // a tenth of the cases feed the output to another op of one or two operands, drawn
+    // from all, with drawn attributes
+    if r.chance(0.1) {
+        let mut next: Vec<&'static str> =
+            registered().into_iter().filter(|o| !excluded(o) && matches!(lookup(o).unwrap().arity, Arity::Fixed(1 | 2))).collect();
+        next.sort();
+        let op2 = r.pick(&next);
+        let def = lookup(op2).unwrap();
+        let ins = if matches!(def.arity, Arity::Fixed(1)) { vec![y] } else { vec![y, y] };
+        let mut spec = NodeSpec::new(op2, &ins);
+        for a in def.attrs {
+            if r.chance(0.8) {
+                spec = spec.attr(a.name, attr(r, a.kind));
+            }
+        }
+        if let Ok(z) = g.op_spec(spec) {
+            after.push(z);
+        }
+    }
     // a third of the cases put elementwise ops after the op, which the optimizer may fuse
     // with it (and the gradient with its gradient)
     if r.chance(0.3) && g.dtype_of(y).is_ok_and(|d| d.is_float()) {
         let a = g.op(r.pick(&["Tanh", "Neg", "Square", "Exp"]), &[y]);
         if let Ok(a) = a {
             if let Ok(b) = g.op(r.pick(&["Mul", "Add", "Maximum"]), &[a, y]) {
-                outs.push(b);
+                after.push(b);
             }
         }
     }
@@ -262,6 +283,13 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
             grads.extend(second.into_iter().flatten());
         }
     }
+    // and the gradients through the ops after it, on their own
+    let after_ys: Vec<Output> = after.iter().filter(|o| is_float(&g, o)).copied().collect();
+    let after_grads: Vec<Output> = match after_ys.is_empty() || xs.is_empty() {
+        true => Vec::new(),
+        false => gradients(&mut g, &after_ys, &xs, None, false).map(|v| v.into_iter().flatten().collect()).unwrap_or_default(),
+    };
+    after.extend(after_grads);
     let init = if g.variables().is_empty() { None } else { g.global_variables_initializer().ok() };
     let opts = SessionOptions { fusion: Some(r.chance(0.5)), emulated_gpus: gpu.then_some(1), allow_soft_placement: true, ..Default::default() };
     let s = match Session::new(Arc::new(RwLock::new(g)), opts) {
@@ -275,6 +303,9 @@ fn execute_timed(r: &mut Rng, mut g: Graph, feeds: Vec<(Output, Tensor)>, spec: 
         let _ = s.run(&[], &[], &[init], false);
     }
     let first = s.run(&feeds, &outs, &[], false);
+    if first.is_ok() && !after.is_empty() {
+        let _ = s.run(&feeds, &after, &[], r.chance(0.3));
+    }
     if let Err(e) = &first {
         *why = e.to_string();
     }
