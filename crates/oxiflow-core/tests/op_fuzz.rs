@@ -10,6 +10,8 @@
 //! The cases come from a fixed seed (the same cases every run); `OXIFLOW_OP_FUZZ_CASES` and
 //! `OXIFLOW_FUZZ_SEED` run more or other ones.
 
+mod common;
+use common::Rng;
 use num_complex::Complex;
 use oxiflow_core::autodiff::gradients;
 use oxiflow_core::graph::DeviceScope;
@@ -35,27 +37,6 @@ fn excluded(op: &str) -> bool {
 
 /// The panic hook is the process's: the tests take turns.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// xorshift64*: the cases depend on the seed only.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<T: Clone>(&mut self, v: &[T]) -> T {
-        v[self.below(v.len())].clone()
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - p
-    }
-}
 
 const INTS: &[i64] = &[0, 1, 2, 3, -1, -2, 4, 5, 7, 100, -100, 1 << 40, i64::MAX, i64::MIN];
 const FLOATS: &[f64] = &[0.0, 1.0, -1.0, 0.5, 2.0, -3.5, 1e300, -1e-300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
@@ -347,7 +328,7 @@ fn fuzz(
     std::panic::set_hook(Box::new(move |info| seen.lock().unwrap_or_else(|e| e.into_inner()).push(info.to_string())));
     let (mut failures, mut counts) = (Vec::new(), Vec::new());
     for (k, op) in items.iter().enumerate() {
-        let mut r = Rng(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut r = Rng::new(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut reached = [0usize; 4];
         for i in 0..cases {
             let (mut desc, mut why) = (String::new(), String::new());
@@ -611,7 +592,7 @@ fn build_args(r: &mut Rng, g: &mut Graph, feeds: &mut Vec<(Output, Tensor)>, arg
             }
             Ix(dt, d, hi) => {
                 let n: usize = d.iter().product();
-                let v: Vec<i64> = (0..n).map(|_| (r.next() % (*hi).max(1) as u64) as i64).collect();
+                let v: Vec<i64> = (0..n).map(|_| (r.next_u64() % (*hi).max(1) as u64) as i64).collect();
                 let t = ints_tensor(*dt, d, v);
                 operand(r, g, feeds, t, what)
             }
@@ -628,17 +609,14 @@ fn build_args(r: &mut Rng, g: &mut Graph, feeds: &mut Vec<(Output, Tensor)>, arg
         .collect()
 }
 
+/// `v` as a row-major tensor of `dt` (an integer or float type).
 fn ints_tensor(dt: DType, d: &[usize], v: Vec<i64>) -> Tensor {
+    let layout = Layout::RowMajor;
     match dt {
-        DType::Int32 => Tensor::from_vec(d, v.iter().map(|&x| x as i32).collect(), Layout::RowMajor),
-        DType::Int64 => Tensor::from_vec(d, v, Layout::RowMajor),
-        _ => Tensor::from_vec(d, v.iter().map(|&x| x as f64).collect(), Layout::RowMajor).map(|t| {
-            if dt == DType::Float32 {
-                Tensor::from_vec(d, t.to_f64_vec().iter().map(|&x| x as f32).collect(), Layout::RowMajor).unwrap()
-            } else {
-                t
-            }
-        }),
+        DType::Int32 => Tensor::from_vec(d, v.iter().map(|&x| x as i32).collect(), layout),
+        DType::Int64 => Tensor::from_vec(d, v, layout),
+        DType::Float32 => Tensor::from_vec(d, v.iter().map(|&x| x as f32).collect(), layout),
+        _ => Tensor::from_vec(d, v.iter().map(|&x| x as f64).collect(), layout),
     }
     .unwrap()
 }

@@ -121,7 +121,7 @@ fn infer_dtw_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
     if dc.shape.rank() != 0 {
         return Err(ctx.invalid(format!("dcost must be a scalar, got shape {}", dc.shape)));
     }
-    if path.dtype != DType::Int64 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&path.shape).is_none() || path.shape.rank() != 2 {
+    if path.dtype != DType::Int64 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&path.shape).is_none() {
         return Err(ctx.invalid(format!("path must be Int64 [k, 2], got {} {}", path.dtype, path.shape)));
     }
     Ok(vec![s.clone(), t.clone()])

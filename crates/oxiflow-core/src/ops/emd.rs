@@ -319,7 +319,7 @@ fn infer_ot_grad(ctx: &InferCtx) -> Result<Vec<TensorType>> {
         return Err(ctx.invalid(format!("dloss must be a {} scalar, got {} {}", c.dtype, dl.dtype, dl.shape)));
     }
     let basis = &ctx.inputs[4];
-    if basis.dtype != DType::Int64 || basis.shape.rank() != 2 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&basis.shape).is_none() {
+    if basis.dtype != DType::Int64 || Shape(vec![crate::shape::UNKNOWN, 2]).merge(&basis.shape).is_none() {
         return Err(ctx.invalid(format!("basis must be Int64 [k, 2], got {} {}", basis.dtype, basis.shape)));
     }
     let d = c.shape.dims();

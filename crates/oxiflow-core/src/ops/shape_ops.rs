@@ -512,7 +512,6 @@ fn tile_array<T: Element>(a: &ArcArray<T, IxDyn>, m: &[usize]) -> Option<ArcArra
     let in_dims = a.shape();
     let out_dims: Vec<usize> = in_dims.iter().zip(m).map(|(&d, &k)| d.checked_mul(k)).collect::<Option<_>>()?;
     let n = out_dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
-    n.checked_mul(std::mem::size_of::<T>())?;
     let mut out: Vec<T> = crate::strided::try_buffer_for(n)?;
     if n > 0 {
         let src = a.as_standard_layout();

@@ -6,18 +6,41 @@ use oxiflow_core::autodiff::gradients;
 use oxiflow_core::eval::{evaluate, HostState};
 use oxiflow_core::{DType, Graph, Layout, Output, Result, Tensor};
 
-/// Deterministic pseudo-random values in `[lo, hi)` (xorshift64*).
+/// xorshift64* (Vigna 2016): deterministic draws from a seed, for test inputs and fuzz cases.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `[0, 1)`, 53 bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    /// One element of `v`, uniformly.
+    pub fn pick<T: Clone>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len())].clone()
+    }
+    /// `true` with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.uniform() < p
+    }
+}
+
+/// Deterministic pseudo-random values in `[lo, hi)` ([`Rng`]).
 pub fn rand_vec(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
-            lo + (hi - lo) * u
-        })
-        .collect()
+    let mut r = Rng::new(seed);
+    (0..n).map(|_| lo + (hi - lo) * r.uniform()).collect()
 }
 
 /// A row-major Float64 tensor.
